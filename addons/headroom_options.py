@@ -1,0 +1,59 @@
+"""The ``headroom_*`` mitmproxy options, parsed once in ``configure`` into a frozen Settings."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Optional
+
+from mitmproxy import ctx, exceptions
+
+from headroom_core.runtime import Runtime
+from headroom_core.settings import Settings, SettingsError, load_settings
+
+_HELP = {
+    "db_url": "SQLAlchemy database URL (default: sqlite under HEADROOM_HOME).",
+    "max_body_bytes": "Requests to LLM APIs larger than this many bytes get HTTP 413.",
+    "compress": "Compress tool outputs (true/false).",
+    "min_tokens": "Tool outputs below this many tokens are left as they are.",
+    "min_saving_ratio": "A compressed output must save at least this share of tokens.",
+    "exclude_tools": "Comma-separated glob patterns of tool names never compressed (e.g. mcp__*).",
+    "ccr_ttl_seconds": "How long offloaded originals are kept, in seconds since last use.",
+    "ccr_max_bytes": "Upper bound of the originals store in bytes (least recently used evicted).",
+    "retrieve_max_rounds": "Most follow-up requests the proxy makes to answer headroom_retrieve.",
+    "tokenizer_path": "A tokenizer.json to count tokens with (default: cl100k_base, offline).",
+    "tools_minify": "Minify tool definitions deterministically (true/false).",
+    "tools_minify_exclude": "Comma-separated glob patterns of tool names left as they are.",
+    "home": "Headroom's folder for database, caches and config (default ~/.headroom).",
+}
+OPTION_NAMES = [f.name for f in dataclasses.fields(Settings)]
+
+
+class State:
+    """What the Headroom addons share: the runtime built from the current options."""
+
+    def __init__(self) -> None:
+        self.runtime: Runtime | None = None
+
+
+class HeadroomOptions:
+    """Declares ``--set headroom_<key>=…`` for every settings key; values set there win over
+    ``HEADROOM_*`` environment variables and ``config.toml`` (DESIGN.md precedence)."""
+
+    def __init__(self, state: State) -> None:
+        self.state = state
+
+    def load(self, loader) -> None:
+        for name in OPTION_NAMES:
+            loader.add_option(f"headroom_{name}", Optional[str], None, _HELP.get(name, name))
+
+    def configure(self, updated) -> None:
+        if self.state.runtime is not None and not any(u.startswith("headroom_") for u in updated):
+            return
+        overrides = {n: getattr(ctx.options, f"headroom_{n}") for n in OPTION_NAMES if getattr(ctx.options, f"headroom_{n}") is not None}
+        try:
+            settings = load_settings(overrides)
+        except SettingsError as e:
+            raise exceptions.OptionsError(str(e)) from e
+        self.state.runtime = Runtime(settings)
+        logging.info("headroom: database %s, max body %d bytes", settings.database_url, settings.max_body_bytes)

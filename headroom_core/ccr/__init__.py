@@ -1,0 +1,1 @@
+"""Reversible compression (CCR): the originals store, the marker grammar, the retrieve tool."""

@@ -1,0 +1,161 @@
+"""The retrieval loop: the proxy answers calls to its own tools and the client sees one response.
+
+Non-streamed responses: :func:`complete_json` (async; follow-ups through the caller's async
+sender). Streamed responses: :class:`StreamLoop`, a callable for mitmproxy's
+``flow.response.stream`` that passes SSE events through as they arrive and holds back only from
+the moment a call to a proxy tool starts; at the end of the stream it sends the follow-up
+request (synchronously, through the caller's sender) and streams its events on as the
+continuation of the same response. Rounds are bounded by ``max_rounds``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from types import ModuleType
+from typing import Any, Awaitable, Callable, Iterable, Iterator
+
+from headroom_core.wire.blocks import ToolCall, Usage
+from headroom_core.wire.sse import SSEEvent, SSEParser
+
+log = logging.getLogger("headroom")
+
+Answer = Callable[[ToolCall], str]
+AsyncSend = Callable[[dict[str, Any]], Awaitable[tuple[int, bytes]]]
+StreamSend = Callable[[dict[str, Any]], Iterator[bytes]]
+
+
+async def complete_json(
+    mod: ModuleType, request: dict[str, Any], response: dict[str, Any], hidden: frozenset[str], answer: Answer, send: AsyncSend, max_rounds: int
+) -> tuple[dict[str, Any], int]:
+    """Answer the proxy's own tool calls in a non-streamed ``response`` until the model stops
+    calling them (at most ``max_rounds`` follow-ups). Returns ``(response for the client, rounds)``.
+
+    When the model calls the proxy's tools together with client tools, the proxy's calls are
+    removed and the rest goes to the client (the client could not answer them). A follow-up that
+    fails (non-200, not JSON) ends the loop with the last good response, proxy calls removed.
+    """
+    merged, last, req, rounds = response, response, request, 0
+    while rounds < max_rounds:
+        calls = mod.response_tool_calls(last)
+        mine = [c for c in calls if c.name in hidden]
+        if not mine:
+            break
+        if len(mine) != len(calls):
+            log.warning("headroom: model called proxy tools together with client tools; proxy calls dropped")
+            break
+        results = [(c, answer(c)) for c in mine]
+        req = mod.followup_body(req, last, results)
+        status, raw = await send(req)
+        try:
+            nxt = json.loads(raw) if status == 200 else None
+        except ValueError:
+            nxt = None
+        if not isinstance(nxt, dict):
+            log.warning("headroom: follow-up request failed with status %s", status)
+            break
+        rounds += 1
+        merged, last = mod.merge_responses(merged, nxt, set(hidden)), nxt
+    if _has_hidden(mod, merged, hidden):
+        merged = mod.strip_calls(merged, set(hidden))
+    return merged, rounds
+
+
+def _has_hidden(mod: ModuleType, resp: dict[str, Any], hidden: frozenset[str]) -> bool:
+    return any(c.name in hidden for c in mod.response_tool_calls(resp))
+
+
+class StreamLoop:
+    """``flow.response.stream`` callable for an SSE response (see the module docstring).
+
+    ``usage`` holds the provider's usage figures once the stream ended; ``rounds`` the number of
+    follow-ups made. With no hidden tools it is a pure tap: chunks pass through unchanged.
+    """
+
+    def __init__(self, mod: ModuleType, request: dict[str, Any] | None, hidden: frozenset[str], answer: Answer, send: StreamSend, max_rounds: int) -> None:
+        self.mod = mod
+        self.request = request
+        self.hidden = hidden
+        self.answer = answer
+        self.send = send
+        self.max_rounds = max_rounds
+        self.rounds = 0
+        self.usage = Usage()
+        self._parser = SSEParser()
+        self._asm = mod.StreamAssembler(set(hidden))
+        self._held: list[SSEEvent] = []
+        self._usage_events: list[dict[str, Any]] = []
+
+    def __call__(self, chunk: bytes) -> bytes | Iterable[bytes]:
+        if not self.hidden:
+            for ev in self._parser.feed(chunk):
+                self._asm.accept(ev)
+            if not chunk:
+                self._finish_usage(self._asm.message())
+            return chunk
+        if chunk:
+            return self._pass(self._parser.feed(chunk))
+        tail = self._pass(self._parser.feed(b""))
+        return [tail] + list(self._end_of_stream()) if tail else self._end_of_stream()
+
+    def _pass(self, events: list[SSEEvent]) -> bytes:
+        out = []
+        for ev in events:
+            if self._asm.accept(ev) and not self._held:
+                out.append(ev.raw)
+            else:
+                self._held.append(ev)
+        return b"".join(out)
+
+    def _end_of_stream(self) -> Iterator[bytes]:
+        msg = self._asm.message()
+        if not self._held:
+            self._finish_usage(msg)
+            return
+        calls = self.mod.response_tool_calls(msg)
+        mine = [c for c in calls if c.name in self.hidden]
+        if not mine or len(mine) != len(calls) or self.request is None or self.rounds >= self.max_rounds:
+            # nothing the proxy can answer alone: give the client what was held back
+            self._finish_usage(msg)
+            yield b"".join(ev.raw for ev in self._held)
+            return
+        shift = getattr(self._asm, "emitted_blocks", getattr(self._asm, "emitted_items", 0))
+        results = [(c, self.answer(c)) for c in mine]
+        self.request = self.mod.followup_body(self.request, msg, results)
+        self.rounds += 1
+        self._accumulate(msg)
+        # the follow-up's own stream: continue the client's response with it
+        self._held = []
+        self._asm = self.mod.StreamAssembler(set(self.hidden))
+        parser = SSEParser()
+        try:
+            for raw in self.send(self.request):
+                for ev in parser.feed(raw):
+                    yield from self._continue(ev, shift)
+            for ev in parser.feed(b""):
+                yield from self._continue(ev, shift)
+        except Exception:  # noqa: BLE001 - the client already has part of the answer
+            log.exception("headroom: follow-up stream failed")
+            return
+        yield from self._end_of_stream()
+
+    def _continue(self, ev: SSEEvent, shift: int) -> Iterator[bytes]:
+        if self._asm.accept(ev) and not self._held:
+            out = self.mod.continuation_events(ev, shift)
+            if out:
+                yield out
+        else:
+            self._held.append(ev)
+
+    def _accumulate(self, msg: dict[str, Any]) -> None:
+        self._usage_events.append(msg)
+
+    def _finish_usage(self, msg: dict[str, Any]) -> None:
+        total = Usage()
+        for m in self._usage_events + [msg]:
+            u = self.mod.usage(m)
+            total = Usage(*[(a or 0) + (b or 0) if (a is not None or b is not None) else None for a, b in zip(
+                (total.input_tokens, total.output_tokens, total.cache_read_tokens, total.cache_write_tokens),
+                (u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens),
+            )])
+        self.usage = total

@@ -1,0 +1,38 @@
+"""The ``headroom_retrieve`` tool: its definition and the proxy's answer to a call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from headroom_core.ccr.markers import normalize_key
+from headroom_core.ccr.store import OriginalsStore
+from headroom_core.wire.blocks import ToolCall
+
+TOOL_NAME = "headroom_retrieve"
+TOOL_DESCRIPTION = (
+    "Get back content that the proxy shortened. Tool outputs in this conversation may contain "
+    "markers like [headroom omitted 480 of 500 items; headroom_retrieve key=<24 hex digits>]. "
+    "Call this tool with that key to receive the complete original output, byte for byte, "
+    "when the omitted part matters for the task."
+)
+TOOL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"key": {"type": "string", "description": "The 24-hex-digit key from the marker."}},
+    "required": ["key"],
+}
+
+
+def answer(call: ToolCall, store: OriginalsStore) -> str:
+    """The tool result text for one ``headroom_retrieve`` call: the original, or an error that
+    says what was wrong (missing key argument, malformed key, unknown or expired key)."""
+    args = call.arguments
+    raw = args.get("key") if isinstance(args, dict) else None
+    if raw is None:
+        return 'headroom_retrieve error: the call needs a "key" argument (24 hex digits from a marker).'
+    key = normalize_key(raw)
+    if key is None:
+        return f"headroom_retrieve error: {str(raw)[:80]!r} is not a retrieval key (24 hex digits from a marker)."
+    found = store.get(key)
+    if found.text is None:
+        return f"headroom_retrieve error: no original is stored under key {key} (unknown, or expired); work with the shortened output."
+    return found.text

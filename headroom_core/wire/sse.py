@@ -1,0 +1,79 @@
+"""Server-sent events (SSE): an incremental parser that keeps each event's exact bytes.
+
+Follows the WHATWG HTML "server-sent events" parsing rules for ``event:`` and ``data:`` fields;
+events end at a blank line (``\\n\\n``, ``\\r\\n\\r\\n`` or ``\\r\\r``). Parsing never changes the
+bytes: each event carries ``raw`` so a pass-through re-emits exactly what arrived.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+_BOUNDARY = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+
+
+@dataclass(frozen=True)
+class SSEEvent:
+    """One event: ``raw`` its exact bytes (terminator included), ``event`` its type field (or
+    None), ``data`` the joined ``data:`` lines."""
+
+    raw: bytes
+    event: str | None
+    data: str
+
+    def json(self) -> Any:
+        """``data`` parsed as JSON, or None when it is not JSON (e.g. ``[DONE]``)."""
+        try:
+            return json.loads(self.data)
+        except ValueError:
+            return None
+
+
+def _parse_event(raw: bytes) -> SSEEvent:
+    event = None
+    data: list[str] = []
+    for line in re.split(r"\r\n|\n|\r", raw.decode("utf-8", "replace")):
+        if not line or line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        if value.startswith(" "):
+            value = value[1:]
+        if field == "event":
+            event = value
+        elif field == "data":
+            data.append(value)
+    return SSEEvent(raw=raw, event=event, data="\n".join(data))
+
+
+class SSEParser:
+    """Feed bytes as they arrive; get back the events completed so far.
+
+    ``feed(b"")`` (end of stream) flushes a last event that had no terminating blank line.
+    """
+
+    def __init__(self) -> None:
+        self._buf = b""
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        """Events completed by ``chunk``; at end of stream pass ``b""``."""
+        if not chunk:
+            rest, self._buf = self._buf, b""
+            return [_parse_event(rest)] if rest.strip() else ([] if not rest else [SSEEvent(rest, None, "")])
+        self._buf += chunk
+        out: list[SSEEvent] = []
+        pos = 0
+        for m in _BOUNDARY.finditer(self._buf):
+            out.append(_parse_event(self._buf[pos : m.end()]))
+            pos = m.end()
+        self._buf = self._buf[pos:]
+        return out
+
+
+def encode_event(data: Any, event: str | None = None) -> bytes:
+    """One SSE event with ``data`` as compact JSON (or as-is if it is a str), ``\\n\\n``-terminated."""
+    payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    head = f"event: {event}\n" if event else ""
+    return (head + "".join(f"data: {line}\n" for line in payload.split("\n")) + "\n").encode("utf-8")

@@ -1,0 +1,122 @@
+"""wire: byte-faithful JSON edits, SSE parsing, dialect detection, tool outputs per dialect."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from headroom_core.wire import anthropic, jsonedit, openai_chat, openai_responses
+from headroom_core.wire.detect import Dialect, detect
+from headroom_core.wire.sse import SSEParser, encode_event
+
+from tests.conftest import flow_files, load_flow
+
+
+def test_replace_keeps_every_other_byte():
+    src = '{ "a" : [1, {"b":"x\\u00e9"},  3] ,\n "c":{"d": "é"}}'
+    out = jsonedit.apply(src, [jsonedit.Replace(("a", 1, "b"), "new")])
+    assert out == '{ "a" : [1, {"b":"new"},  3] ,\n "c":{"d": "é"}}'
+
+
+def test_append_to_array_and_missing_key():
+    assert jsonedit.apply('{"tools": [ ]}', [jsonedit.Append(("tools",), {"n": 1})]) == '{"tools": [ {"n":1}]}'
+    assert jsonedit.apply('{"tools":[1]}', [jsonedit.Append(("tools",), 2)]) == '{"tools":[1,2]}'
+    assert jsonedit.apply('{"m": 1}', [jsonedit.Append(("tools",), 2)]) == '{"m": 1,"tools":[2]}'
+    assert jsonedit.apply("{}", [jsonedit.Append(("tools",), 2)]) == '{"tools":[2]}'
+
+
+def test_missing_path_raises():
+    with pytest.raises(jsonedit.JSONPathError):
+        jsonedit.span('{"a": [1]}', ("a", 3))
+    with pytest.raises(jsonedit.JSONPathError):
+        jsonedit.span('{"a": 1}', ("a", "b"))
+
+
+def test_span_on_real_request_matches_json_loads():
+    """On a real 300 KB Claude Code request, the located span parses to the same value."""
+    body = load_flow(flow_files()[-1])["request"]["body"]
+    text = json.dumps(body, indent=1)
+    for path in [("messages", 0, "content"), ("tools", 5, "input_schema"), ("system",)]:
+        a, b = jsonedit.span(text, path)
+        v = body
+        for k in path:
+            v = v[k]
+        assert json.loads(text[a:b]) == v
+
+
+def test_sse_parser_keeps_raw_bytes_across_chunk_boundaries():
+    stream = load_flow(flow_files()[4])["response"]["body"].encode()
+    p = SSEParser()
+    events = []
+    for i in range(0, len(stream), 7):
+        events += p.feed(stream[i : i + 7])
+    events += p.feed(b"")
+    assert b"".join(e.raw for e in events) == stream
+    types = [e.event for e in events]
+    assert types[0] == "message_start" and types[-1] == "message_stop"
+    assert events[0].json()["type"] == "message_start"
+
+
+def test_encode_event_roundtrip():
+    raw = encode_event({"type": "ping"}, "ping")
+    (ev,) = SSEParser().feed(raw)
+    assert ev.event == "ping" and ev.json() == {"type": "ping"}
+
+
+@pytest.mark.parametrize(
+    "method,path,body,expected",
+    [
+        ("POST", "/v1/messages", b'{"model":"m","messages":[]}', Dialect.ANTHROPIC_MESSAGES),
+        ("POST", "/anthropic/v1/messages?beta=true", b'{"model":"m","messages":[]}', Dialect.ANTHROPIC_MESSAGES),
+        ("POST", "/v1/messages/count_tokens", b'{"model":"m","messages":[]}', None),
+        ("POST", "/openai/v1/chat/completions", b'{"model":"m","messages":[]}', Dialect.OPENAI_CHAT),
+        ("POST", "/v1/responses", b'{"model":"m","input":"hi"}', Dialect.OPENAI_RESPONSES),
+        ("GET", "/v1/messages", b"", None),
+        ("POST", "/v1/messages", b"not json", None),
+        ("POST", "/v1/messages", b"[1,2]", None),
+        ("POST", "/v1/chat/completions", b'{"model":"m"}', None),
+        ("POST", "/upload", b'{"messages":[]}', None),
+    ],
+)
+def test_detect(method, path, body, expected):
+    assert detect(method, path, body).dialect == expected
+
+
+def test_anthropic_tool_outputs_on_real_session():
+    """Every tool_result of the real session is found, with the tool name of its tool_use."""
+    body = load_flow(flow_files()[-1])["request"]["body"]
+    outs = anthropic.tool_outputs(body)
+    n_results = sum(
+        1 for m in body["messages"] if isinstance(m["content"], list) for b in m["content"] if b.get("type") == "tool_result"
+    )
+    assert n_results > 0 and len({o.call_id for o in outs}) <= n_results
+    assert all(o.tool_name for o in outs)
+    for o in outs:
+        v = body
+        for k in o.path:
+            v = v[k]
+        assert v == o.text
+
+
+def test_openai_shapes():
+    chat = {
+        "messages": [
+            {"role": "user", "content": "find the bug"},
+            {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "grep", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "out"},
+        ]
+    }
+    (o,) = openai_chat.tool_outputs(chat)
+    assert (o.path, o.tool_name, o.text) == (("messages", 2, "content"), "grep", "out")
+    assert openai_chat.latest_user_text(chat) == "find the bug"
+    resp = {
+        "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": "q?"}]},
+            {"type": "function_call", "call_id": "k", "name": "shell", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "k", "output": "done"},
+        ]
+    }
+    (r,) = openai_responses.tool_outputs(resp)
+    assert (r.path, r.tool_name) == (("input", 2, "output"), "shell")
+    assert openai_responses.latest_user_text(resp) == "q?"
