@@ -1,0 +1,67 @@
+"""CCR: markers, the originals store (TTL, LRU, restarts), the retrieve tool's answers."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from headroom_core.ccr import markers, retrieve
+from headroom_core.ccr.store import OriginalsStore
+from headroom_core.db.engine import open_database
+from headroom_core.wire.blocks import ToolCall
+
+
+def test_marker_grammar_roundtrip():
+    key = markers.offload_key("original text")
+    m = markers.make_marker("480 of 500 items", key)
+    assert m == f"[headroom omitted 480 of 500 items; headroom_retrieve key={key}]"
+    assert markers.find_marker_keys(f"x {m.replace(key, key.upper())} y") == [key]  # keys match case-insensitively
+    assert len(key) == 24 and key == key.lower()
+    with pytest.raises(ValueError):
+        markers.make_marker("a;b", key)
+    with pytest.raises(ValueError):
+        markers.make_marker("ok", "xyz")
+
+
+def _store(tmp_path, ttl=3600, max_bytes=10_000):
+    return OriginalsStore(open_database(f"sqlite:///{tmp_path / 'h.db'}"), ttl, max_bytes)
+
+
+def test_store_roundtrip_survives_reopen(tmp_path):
+    text = '[{"id": 1, "name": "é"}]\n' * 10
+    key = markers.offload_key(text)
+    _store(tmp_path).put(key, text, "json")
+    again = OriginalsStore(open_database(f"sqlite:///{tmp_path / 'h.db'}"), 3600, 10_000)
+    assert again.get(key).text == text
+
+
+def test_store_ttl_expires(tmp_path):
+    s = _store(tmp_path, ttl=1)
+    s.put("a" * 24, "x", "json")
+    assert s.get("a" * 24).text == "x"
+    time.sleep(1.2)
+    assert s.get("a" * 24).text is None
+
+
+def test_store_lru_eviction_keeps_recently_used(tmp_path):
+    s = _store(tmp_path, max_bytes=2500)
+    keys = [f"{i:024x}" for i in range(3)]
+    for k in keys:
+        s.put(k, "y" * 1000, "json")
+        time.sleep(0.01)
+    # 3000 bytes > 2500: the least recently used (keys[0]) went
+    assert s.get(keys[0]).text is None
+    assert s.get(keys[1]).text and s.get(keys[2]).text
+
+
+def test_retrieve_answers(tmp_path):
+    s = _store(tmp_path)
+    text = "the original"
+    key = markers.offload_key(text)
+    s.put(key, text, "json")
+    assert retrieve.answer(ToolCall("c", retrieve.TOOL_NAME, {"key": key.upper()}), s) == text
+    assert "needs a \"key\"" in retrieve.answer(ToolCall("c", retrieve.TOOL_NAME, {}), s)
+    assert "not a retrieval key" in retrieve.answer(ToolCall("c", retrieve.TOOL_NAME, {"key": "zz"}), s)
+    assert "no original is stored" in retrieve.answer(ToolCall("c", retrieve.TOOL_NAME, {"key": "0" * 24}), s)
+    assert "needs a" in retrieve.answer(ToolCall("c", retrieve.TOOL_NAME, None), s)
