@@ -37,6 +37,7 @@ class FlowState:
     stream: StreamLoop | None = None
     rounds: int = 0
     usage: Usage = field(default_factory=Usage)
+    called: list[str] = field(default_factory=list)
 
 
 def _followup_target(flow: http.HTTPFlow) -> tuple[str, dict[str, str], Any]:
@@ -114,6 +115,11 @@ class LLMTraffic:
             rt.settings.retrieve_max_rounds,
         )
         flow.response.stream = st.stream
+        if st.plan.hidden_tools:
+            # the proxy may replace the tail of this stream: its length is no longer known
+            flow.response.headers.pop("content-length", None)
+            if flow.request.http_version.startswith("HTTP/1"):
+                flow.response.headers["transfer-encoding"] = "chunked"
 
     async def response(self, flow: http.HTTPFlow) -> None:
         st: FlowState | None = flow.metadata.get("headroom")
@@ -121,7 +127,7 @@ class LLMTraffic:
         if st is None or rt is None or flow.response is None:
             return
         if st.stream is not None:
-            st.usage, st.rounds = st.stream.usage, st.stream.rounds
+            st.usage, st.rounds, st.called = st.stream.usage, st.stream.rounds, st.stream.called
         elif st.plan.dialect is not None and st.plan.action != "reject":
             await self._complete_json(flow, st)
         await asyncio.to_thread(self._record, flow, st)
@@ -137,6 +143,7 @@ class LLMTraffic:
             return
         if not isinstance(resp, dict):
             return
+        st.called = [c.name for c in mod.response_tool_calls(resp)]
         if st.plan.hidden_tools and flow.response.status_code == 200 and st.plan.forwarded is not None:
             url, headers, verify = _followup_target(flow)
 
@@ -158,7 +165,9 @@ class LLMTraffic:
     def _record(self, flow: http.HTTPFlow, st: FlowState) -> None:
         rt = self.state.runtime
         assert rt is not None
-        model = str((st.plan.forwarded or {}).get("model", ""))
+        fwd = st.plan.forwarded or {}
+        model = str(fwd.get("model", ""))
+        offered = [n for n in module_for(st.plan.dialect).tool_names(fwd) if n not in st.plan.hidden_tools] if st.plan.dialect else []
         try:
             ledger.record(
                 rt.sessions,
@@ -168,6 +177,8 @@ class LLMTraffic:
                 status_code=flow.response.status_code if flow.response else None,
                 usage=st.usage,
                 rounds=st.rounds,
+                offered=offered,
+                called=st.called,
             )
         except Exception:  # noqa: BLE001 - the ledger never breaks traffic
             log.exception("headroom: could not record the request outcome")

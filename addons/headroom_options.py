@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 from typing import Optional
 
 from mitmproxy import ctx, exceptions
@@ -55,5 +56,15 @@ class HeadroomOptions:
             settings = load_settings(overrides)
         except SettingsError as e:
             raise exceptions.OptionsError(str(e)) from e
-        self.state.runtime = Runtime(settings)
+        self.state.runtime = rt = Runtime(settings)
+        # open (and migrate) the database and load the vocabulary now, off the request path
+        threading.Thread(target=_warm_up, args=(rt,), name="headroom-warm-up", daemon=True).start()
         logging.info("headroom: database %s, max body %d bytes", settings.database_url, settings.max_body_bytes)
+
+
+def _warm_up(rt: Runtime) -> None:
+    try:
+        rt.sessions
+        rt.counter.count("warm up")
+    except Exception:  # noqa: BLE001 - requests will fail open and log it again
+        logging.exception("headroom: warm-up failed (database or tokenizer); traffic passes unchanged until it works")

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from sqlalchemy import String, case, cast, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from headroom_core.db.models import RequestOutcome
+from headroom_core.db.models import RequestOutcome, ToolUsage
 from headroom_core.request_plan import RequestPlan
 from headroom_core.wire.blocks import Usage
 
@@ -31,9 +31,20 @@ def client_name(user_agent: str) -> str:
 
 
 def record(
-    sessions: sessionmaker[Session], plan: RequestPlan, *, user_agent: str, model: str, status_code: int | None, usage: Usage, rounds: int
+    sessions: sessionmaker[Session],
+    plan: RequestPlan,
+    *,
+    user_agent: str,
+    model: str,
+    status_code: int | None,
+    usage: Usage,
+    rounds: int,
+    offered: list[str] = (),  # type: ignore[assignment]
+    called: list[str] = (),  # type: ignore[assignment]
 ) -> None:
-    """Write one :class:`RequestOutcome` row for ``plan`` and what the response said."""
+    """Write one :class:`RequestOutcome` row for ``plan`` and what the response said, and count
+    the ``offered`` tool names and the ``called`` ones (the model's tool calls) per client and
+    project."""
     p = plan.pipeline
     action = {"rewrite": "compressed", "reject": "rejected"}.get(plan.action, "unchanged")
     if plan.reason == "bypass header":
@@ -41,12 +52,17 @@ def record(
     elif plan.reason.startswith("internal error"):
         action = "error"
     detail = [asdict(b) for b in p.blocks] if p else []
+    t = plan.tools
+    client = client_name(user_agent)
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
     with sessions.begin() as s:
+        _count_tools(s, client, plan.project, offered, called, now)
         s.add(
             RequestOutcome(
-                created_at=datetime.now(timezone.utc).replace(tzinfo=None),
+                created_at=now,
                 dialect=plan.dialect.value if plan.dialect else "",
-                client=client_name(user_agent),
+                client=client,
+                project=plan.project[:512],
                 model=(model or "")[:128],
                 session_key=plan.session_key,
                 action=action,
@@ -56,6 +72,8 @@ def record(
                 tokens_before=p.tokens_before if p else 0,
                 tokens_after=p.tokens_after if p else 0,
                 blocks_compressed=sum(1 for b in p.blocks if b.changed) if p else 0,
+                tools_tokens_before=t.tokens_before if t else 0,
+                tools_tokens_after=t.tokens_after if t else 0,
                 retrieve_rounds=rounds,
                 status_code=status_code,
                 usage_input_tokens=usage.input_tokens,
@@ -67,6 +85,37 @@ def record(
         )
 
 
+def _count_tools(s: Session, client: str, project: str, offered: list[str], called: list[str], now: datetime) -> None:
+    counts: dict[str, list[int]] = {}
+    for name in offered:
+        counts.setdefault(name, [0, 0])[0] += 1
+    for name in called:
+        counts.setdefault(name, [0, 0])[1] += 1
+    if not counts:
+        return
+    existing = {
+        r.tool_name: r
+        for r in s.scalars(select(ToolUsage).where(ToolUsage.client == client, ToolUsage.project == project[:512], ToolUsage.tool_name.in_(list(counts))))
+    }
+    for name, (o, c) in counts.items():
+        row = existing.get(name)
+        if row is None:
+            s.add(ToolUsage(client=client, project=project[:512], tool_name=name[:256], offered=o, called=c, last_seen_at=now))
+        else:
+            row.offered += o
+            row.called += c
+            row.last_seen_at = now
+
+
+def tool_usage(sessions: sessionmaker[Session], project: str | None = None) -> list[ToolUsage]:
+    """Per-tool rows (offered and called counts per client and project), most called first."""
+    stmt = select(ToolUsage).order_by(ToolUsage.called.desc(), ToolUsage.offered.desc(), ToolUsage.tool_name)
+    if project is not None:
+        stmt = stmt.where(ToolUsage.project == project)
+    with sessions() as s:
+        return list(s.scalars(stmt))
+
+
 @dataclass(frozen=True)
 class Totals:
     """Ledger totals: request counts, estimated tokens of considered blocks (before/after), body
@@ -76,6 +125,8 @@ class Totals:
     compressed: int
     tokens_before: int
     tokens_after: int
+    tools_tokens_before: int
+    tools_tokens_after: int
     bytes_before: int
     bytes_after: int
     usage_input_tokens: int
@@ -85,7 +136,8 @@ class Totals:
 
     @property
     def tokens_saved(self) -> int:
-        return self.tokens_before - self.tokens_after
+        """Estimated tokens saved, tool outputs and tool definitions together."""
+        return self.tokens_before - self.tokens_after + self.tools_tokens_before - self.tools_tokens_after
 
 
 def totals(sessions: sessionmaker[Session], group_by: str | None = None) -> list[tuple[str, Totals]]:
@@ -95,6 +147,7 @@ def totals(sessions: sessionmaker[Session], group_by: str | None = None) -> list
     key = {
         None: None,
         "client": R.client,
+        "project": R.project,
         "dialect": R.dialect,
         "model": R.model,
         "action": R.action,
@@ -105,6 +158,8 @@ def totals(sessions: sessionmaker[Session], group_by: str | None = None) -> list
         func.coalesce(func.sum(case((R.action == "compressed", 1), else_=0)), 0),
         func.coalesce(func.sum(R.tokens_before), 0),
         func.coalesce(func.sum(R.tokens_after), 0),
+        func.coalesce(func.sum(R.tools_tokens_before), 0),
+        func.coalesce(func.sum(R.tools_tokens_after), 0),
         func.coalesce(func.sum(R.body_bytes_before), 0),
         func.coalesce(func.sum(R.body_bytes_after), 0),
         func.coalesce(func.sum(R.usage_input_tokens), 0),

@@ -17,6 +17,8 @@ from headroom_core.ccr import retrieve
 from headroom_core.ccr.session_tools import mark_retrieve_offered, retrieve_offered
 from headroom_core.compress.pipeline import PipelineResult, compress_outputs
 from headroom_core.compress.router import compress_text
+from headroom_core.compress.tools_step import ToolsOutcome
+from headroom_core.project import GLOBAL, resolve_project
 from headroom_core.runtime import Runtime
 from headroom_core.wire import jsonedit
 from headroom_core.wire.detect import Dialect, detect, dialect_for_path
@@ -48,6 +50,8 @@ class RequestPlan:
     hidden_tools: frozenset[str] = frozenset()
     forwarded: dict[str, Any] | None = None
     pipeline: PipelineResult | None = None
+    tools: ToolsOutcome | None = None
+    project: str = GLOBAL
     bytes_before: int = 0
     bytes_after: int = 0
     notes: tuple[str, ...] = field(default=())
@@ -100,6 +104,13 @@ def _plan(rt: Runtime, method: str, path: str, headers: Mapping[str, str], body:
         exclude_tools=s.exclude_tools,
     )
     edits: list[jsonedit.Replace | jsonedit.Append] = [jsonedit.Replace(p, t) for p, t in result.replacements]
+    text = body.decode("utf-8")
+    tools_out = None
+    if s.tools_minify and isinstance(parsed.get("tools"), list) and parsed["tools"]:
+        a, b = jsonedit.span(text, ("tools",))
+        tools_out = rt.tools_minifier.run(text[a:b], parsed["tools"])
+        edits += [jsonedit.Replace(("tools", i), new) for i, new in tools_out.replacements]
+    project = resolve_project(headers, parsed)
     for off in result.offloads:
         rt.store.put(off.key, off.original, "tool_output")
     hidden: frozenset[str] = frozenset()
@@ -111,21 +122,27 @@ def _plan(rt: Runtime, method: str, path: str, headers: Mapping[str, str], body:
         if result.offloads:
             mark_retrieve_offered(rt.sessions, skey, d.value)
     if not edits:
-        return RequestPlan("passthrough", "nothing to compress", d, session_key=skey, forwarded=parsed, pipeline=result, bytes_before=n, bytes_after=n)
-    text = body.decode("utf-8")
+        return RequestPlan(
+            "passthrough", "nothing to compress", d, session_key=skey, forwarded=parsed, pipeline=result, tools=tools_out, project=project, bytes_before=n, bytes_after=n
+        )
     new_text = jsonedit.apply(text, edits)
     forwarded = json.loads(new_text)
     _check_same_conversation(d, parsed, forwarded)
     new_body = new_text.encode("utf-8")
+    what = [f"{len(result.replacements)} tool outputs compressed"] if result.replacements else []
+    if tools_out and tools_out.replacements:
+        what.append(f"{len(tools_out.replacements)} tool definitions minified")
     return RequestPlan(
         "rewrite",
-        f"{len(result.replacements)} tool outputs compressed" if result.replacements else "retrieve tool kept",
+        ", ".join(what) or "retrieve tool kept",
         d,
         body=new_body,
         session_key=skey,
         hidden_tools=hidden,
         forwarded=forwarded,
         pipeline=result,
+        tools=tools_out,
+        project=project,
         bytes_before=n,
         bytes_after=len(new_body),
     )

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from headroom_core.cache.decisions import DecisionCache
 from headroom_core.ccr.store import OriginalsStore
 from headroom_core.compress.tokens import TokenCounter
+from headroom_core.compress.tools_step import ToolsMinifier
 from headroom_core.db.engine import open_database
 from headroom_core.settings import Settings
 
@@ -42,3 +43,7 @@ class Runtime:
     @cached_property
     def decisions(self) -> DecisionCache:
         return DecisionCache(self.sessions)
+
+    @cached_property
+    def tools_minifier(self) -> ToolsMinifier:
+        return ToolsMinifier(self.counter, self.settings.tools_minify_exclude)

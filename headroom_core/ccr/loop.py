@@ -81,6 +81,7 @@ class StreamLoop:
         self.max_rounds = max_rounds
         self.rounds = 0
         self.usage = Usage()
+        self.called: list[str] = []
         self._parser = SSEParser()
         self._asm = mod.StreamAssembler(set(hidden))
         self._held: list[SSEEvent] = []
@@ -92,11 +93,24 @@ class StreamLoop:
                 self._asm.accept(ev)
             if not chunk:
                 self._finish_usage(self._asm.message())
+                return []
             return chunk
+        # Never hand mitmproxy an empty chunk: on a chunked HTTP/1.1 response it would be sent as
+        # the terminating zero-length chunk and end the client's stream early.
         if chunk:
-            return self._pass(self._parser.feed(chunk))
+            out = self._pass(self._parser.feed(chunk))
+            return [out] if out else []
         tail = self._pass(self._parser.feed(b""))
-        return [tail] + list(self._end_of_stream()) if tail else self._end_of_stream()
+        return self._final_chunks(tail)
+
+    def _final_chunks(self, tail: bytes) -> Iterator[bytes]:
+        """The held tail, then the follow-up's events as they arrive (lazily: mitmproxy writes
+        each chunk to the client before asking for the next)."""
+        if tail:
+            yield tail
+        for c in self._end_of_stream():
+            if c:
+                yield c
 
     def _pass(self, events: list[SSEEvent]) -> bytes:
         out = []
@@ -152,6 +166,7 @@ class StreamLoop:
 
     def _finish_usage(self, msg: dict[str, Any]) -> None:
         total = Usage()
+        self.called = [c.name for m in self._usage_events + [msg] for c in self.mod.response_tool_calls(m)]
         for m in self._usage_events + [msg]:
             u = self.mod.usage(m)
             total = Usage(*[(a or 0) + (b or 0) if (a is not None or b is not None) else None for a, b in zip(

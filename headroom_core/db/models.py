@@ -70,8 +70,8 @@ class SessionState(Base):
 class RequestOutcome(Base):
     """One record per LLM request that passed the proxy: the savings ledger.
 
-    Token figures: ``tokens_before``/``tokens_after`` are our estimates of the considered blocks
-    (cl100k_base unless configured); ``usage_*`` are the provider's own figures from the response
+    Token figures: ``tokens_before``/``tokens_after`` are our estimates of the considered tool
+    outputs, ``tools_tokens_*`` of the ``tools`` definitions (cl100k_base unless configured); ``usage_*`` are the provider's own figures from the response
     (None when the response gave none). ``detail`` is JSON text: per-block kinds and reasons.
     """
 
@@ -84,6 +84,7 @@ class RequestOutcome(Base):
     client: Mapped[str] = mapped_column(String(64))
     model: Mapped[str] = mapped_column(String(128))
     session_key: Mapped[str] = mapped_column(String(64))
+    project: Mapped[str] = mapped_column(String(512), default="global")
     action: Mapped[str] = mapped_column(String(32))  # compressed | unchanged | bypass | rejected | error
     reason: Mapped[str] = mapped_column(String(300))
     body_bytes_before: Mapped[int] = mapped_column(Integer)
@@ -91,6 +92,8 @@ class RequestOutcome(Base):
     tokens_before: Mapped[int] = mapped_column(Integer)
     tokens_after: Mapped[int] = mapped_column(Integer)
     blocks_compressed: Mapped[int] = mapped_column(Integer)
+    tools_tokens_before: Mapped[int] = mapped_column(Integer, default=0)
+    tools_tokens_after: Mapped[int] = mapped_column(Integer, default=0)
     retrieve_rounds: Mapped[int] = mapped_column(Integer, default=0)
     status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     usage_input_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
@@ -98,3 +101,17 @@ class RequestOutcome(Base):
     usage_cache_read_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
     usage_cache_write_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
     detail: Mapped[str] = mapped_column(Text, default="")
+
+
+class ToolUsage(Base):
+    """Per tool name, client and project: how often the tool was offered in a request and how
+    often the model called it. The evidence for offering rarely used tools on demand only."""
+
+    __tablename__ = "tool_usage"
+
+    client: Mapped[str] = mapped_column(String(64), primary_key=True)
+    project: Mapped[str] = mapped_column(String(512), primary_key=True)
+    tool_name: Mapped[str] = mapped_column(String(256), primary_key=True)
+    offered: Mapped[int] = mapped_column(Integer, default=0)
+    called: Mapped[int] = mapped_column(Integer, default=0)
+    last_seen_at: Mapped[datetime] = mapped_column(DateTime)

@@ -1,8 +1,8 @@
-"""originals, decisions, sessions, request outcomes
+"""originals, decisions, sessions, request outcomes, tool usage
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-30 03:49:08.558149
+Create Date: 2026-11-30 03:58:23.594222
 """
 from alembic import op
 import sqlalchemy as sa
@@ -47,6 +47,7 @@ def upgrade() -> None:
     sa.Column('client', sa.String(length=64), nullable=False),
     sa.Column('model', sa.String(length=128), nullable=False),
     sa.Column('session_key', sa.String(length=64), nullable=False),
+    sa.Column('project', sa.String(length=512), nullable=False),
     sa.Column('action', sa.String(length=32), nullable=False),
     sa.Column('reason', sa.String(length=300), nullable=False),
     sa.Column('body_bytes_before', sa.Integer(), nullable=False),
@@ -54,6 +55,8 @@ def upgrade() -> None:
     sa.Column('tokens_before', sa.Integer(), nullable=False),
     sa.Column('tokens_after', sa.Integer(), nullable=False),
     sa.Column('blocks_compressed', sa.Integer(), nullable=False),
+    sa.Column('tools_tokens_before', sa.Integer(), nullable=False),
+    sa.Column('tools_tokens_after', sa.Integer(), nullable=False),
     sa.Column('retrieve_rounds', sa.Integer(), nullable=False),
     sa.Column('status_code', sa.Integer(), nullable=True),
     sa.Column('usage_input_tokens', sa.Integer(), nullable=True),
@@ -74,9 +77,19 @@ def upgrade() -> None:
     sa.Column('updated_at', sa.DateTime(), nullable=False),
     sa.PrimaryKeyConstraint('session_key')
     )
+    op.create_table('tool_usage',
+    sa.Column('client', sa.String(length=64), nullable=False),
+    sa.Column('project', sa.String(length=512), nullable=False),
+    sa.Column('tool_name', sa.String(length=256), nullable=False),
+    sa.Column('offered', sa.Integer(), nullable=False),
+    sa.Column('called', sa.Integer(), nullable=False),
+    sa.Column('last_seen_at', sa.DateTime(), nullable=False),
+    sa.PrimaryKeyConstraint('client', 'project', 'tool_name')
+    )
 
 
 def downgrade() -> None:
+    op.drop_table('tool_usage')
     op.drop_table('session_state')
     with op.batch_alter_table('request_outcomes', schema=None) as batch_op:
         batch_op.drop_index('ix_request_outcomes_created_at')

@@ -1,0 +1,47 @@
+"""Which project a request belongs to: memories, learned rules and tool statistics are kept
+apart per project."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Mapping
+
+PROJECT_HEADER = "x-headroom-project"
+GLOBAL = "global"
+
+# Claude Code's environment block in the system prompt: "Working directory: /path"
+_CLAUDE_CWD = re.compile(r"Working directory: ([^\n\\<]+)")
+# Codex's environment context: "<cwd>/path</cwd>"
+_CODEX_CWD = re.compile(r"<cwd>([^<\n]+)</cwd>")
+
+
+def _texts(body: Mapping[str, Any]) -> list[str]:
+    """The texts a client states its environment in: system prompt, instructions, and the
+    first messages (Codex sends its environment context as an early user message)."""
+    out: list[str] = []
+    for key in ("system", "instructions"):
+        v = body.get(key)
+        if v is not None:
+            out.append(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))
+    for key in ("messages", "input"):
+        seq = body.get(key)
+        if isinstance(seq, list):
+            out.extend(json.dumps(m, ensure_ascii=False) for m in seq[:3])
+    return out
+
+
+def resolve_project(headers: Mapping[str, str], body: Mapping[str, Any] | None) -> str:
+    """The project: the ``x-headroom-project`` header, else the working directory the agent
+    states (Claude Code's ``Working directory:`` line, Codex's ``<cwd>``), else ``global``.
+
+    ``headers`` keys are lowercase. The result is at most 512 characters, stripped.
+    """
+    explicit = (headers.get(PROJECT_HEADER) or "").strip()
+    if explicit:
+        return explicit[:512]
+    for text in _texts(body or {}):
+        m = _CLAUDE_CWD.search(text) or _CODEX_CWD.search(text)
+        if m:
+            return m.group(1).strip()[:512]
+    return GLOBAL
