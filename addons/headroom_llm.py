@@ -13,8 +13,8 @@ import httpx
 from mitmproxy import ctx, http
 
 from headroom_core import ledger
-from headroom_core.ccr import retrieve
 from headroom_core.ccr.loop import StreamLoop, complete_json
+from headroom_core.extensions import answer_call
 from headroom_core.request_plan import RequestPlan, plan_request
 from headroom_core.wire.blocks import Usage
 from headroom_core.wire.detect import dialect_for_path
@@ -110,7 +110,7 @@ class LLMTraffic:
             mod,
             st.plan.forwarded if st.plan.hidden_tools else None,
             st.plan.hidden_tools,
-            lambda call: retrieve.answer(call, rt.store),
+            lambda call: answer_call(rt, st.plan.context, call),
             send,
             rt.settings.retrieve_max_rounds,
         )
@@ -152,9 +152,15 @@ class LLMTraffic:
                     r = await client.post(url, headers=headers, content=json.dumps(body).encode())
                     return r.status_code, r.content
 
-            store = rt.store
+            ctx = st.plan.context
             final, rounds = await complete_json(
-                mod, st.plan.forwarded, resp, st.plan.hidden_tools, lambda c: retrieve.answer(c, store), send, rt.settings.retrieve_max_rounds
+                mod,
+                st.plan.forwarded,
+                resp,
+                st.plan.hidden_tools,
+                lambda c: answer_call(rt, ctx, c),
+                send,
+                rt.settings.retrieve_max_rounds,
             )
             if final is not resp:
                 flow.response.content = json.dumps(final, ensure_ascii=False).encode()

@@ -3,31 +3,16 @@
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 
 from sqlalchemy import String, case, cast, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from headroom_core.clients import client_name
 from headroom_core.db.models import RequestOutcome, ToolUsage
 from headroom_core.request_plan import RequestPlan
 from headroom_core.wire.blocks import Usage
-
-
-def client_name(user_agent: str) -> str:
-    """The client's product name from a User-Agent (``claude-cli/1.0.62 (…)`` → ``claude-cli``;
-    ``Anthropic/Python 0.40`` → ``anthropic-python``); ``unknown`` when empty."""
-    ua = (user_agent or "").strip()
-    if not ua:
-        return "unknown"
-    m = re.match(r"([A-Za-z0-9_.\-]+)(?:/([A-Za-z]+))?", ua)
-    if not m:
-        return "unknown"
-    name = m.group(1).lower()
-    if m.group(2) and not m.group(2)[0].isdigit():
-        name += "-" + m.group(2).lower()
-    return name[:64]
 
 
 def record(

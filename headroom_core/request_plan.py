@@ -1,23 +1,31 @@
-"""Step 1-6 of a request's walk (DESIGN.md): decide what the proxy does with one request.
+"""Steps 1-6 of a request's walk (DESIGN.md): decide what the proxy does with one request.
 
 :func:`plan_request` takes plain method, path, headers and body bytes and returns a frozen
 :class:`RequestPlan`; it never raises (an internal error yields a passthrough plan that names the
 error, so the request goes upstream byte-identical: fail open). Only the size limit fails closed.
+
+The order inside: detect the dialect; find the live zone (messages sent before are replayed with
+the exact bytes the proxy sent then); compress tool outputs in the live zone; minify ``tools``;
+add the proxy's own tools; append injected context to the latest user message; splice every edit
+into the original text so untouched bytes stay as the client sent them; remember the session's
+forwarded messages for the next turn.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
+from headroom_core.cache.frozen import FrozenEntry, LiveZone, live_zone, message_hash
 from headroom_core.cache.session import session_key
-from headroom_core.ccr import retrieve
-from headroom_core.ccr.session_tools import mark_retrieve_offered, retrieve_offered
 from headroom_core.compress.pipeline import PipelineResult, compress_outputs
 from headroom_core.compress.router import compress_text
 from headroom_core.compress.tools_step import ToolsOutcome
+from headroom_core.extensions import RequestContext
+from headroom_core.inject import tail_text_edit
+from headroom_core.clients import client_name
 from headroom_core.project import GLOBAL, resolve_project
 from headroom_core.runtime import Runtime
 from headroom_core.wire import jsonedit
@@ -37,7 +45,8 @@ class RequestPlan:
     ``action``: ``"passthrough"`` (send the original bytes), ``"rewrite"`` (send ``body``),
     ``"reject"`` (answer ``status`` with ``error_body``, contact nobody). ``hidden_tools`` are the
     proxy's own tools offered in the forwarded body (their calls are answered by the proxy).
-    ``forwarded`` is the parsed JSON of what goes upstream (for follow-up requests).
+    ``forwarded`` is the parsed JSON of what goes upstream (for follow-up requests); ``context``
+    what extensions saw (for answering proxy tools).
     """
 
     action: str
@@ -52,6 +61,8 @@ class RequestPlan:
     pipeline: PipelineResult | None = None
     tools: ToolsOutcome | None = None
     project: str = GLOBAL
+    context: RequestContext | None = None
+    live: LiveZone | None = None
     bytes_before: int = 0
     bytes_after: int = 0
     notes: tuple[str, ...] = field(default=())
@@ -76,6 +87,11 @@ def plan_request(rt: Runtime, method: str, path: str, headers: Mapping[str, str]
         return RequestPlan("passthrough", f"internal error: {type(e).__name__}: {e}"[:300], bytes_before=len(body), bytes_after=len(body))
 
 
+def conversation_key(d: Dialect) -> str:
+    """The key of the conversation list in a body of dialect ``d``."""
+    return "input" if d is Dialect.OPENAI_RESPONSES else "messages"
+
+
 def _plan(rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes) -> RequestPlan:
     s = rt.settings
     n = len(body)
@@ -93,64 +109,121 @@ def _plan(rt: Runtime, method: str, path: str, headers: Mapping[str, str], body:
         return RequestPlan("passthrough", "compression off", d, bytes_before=n, bytes_after=n)
     parsed = det.body
     mod = module_for(d)
+    text = body.decode("utf-8")
     skey = session_key(d.value, parsed, headers.get(SESSION_HEADER))
+    ckey = conversation_key(d)
+
+    # 1. live zone: replay what was sent before, byte for byte
+    spans = jsonedit.element_spans(text, (ckey,)) if isinstance(parsed.get(ckey), list) else []
+    hashes = [message_hash(text[a:b]) for a, b in spans]
+    frozen = rt.frozen.load(skey)
+    zone = live_zone(hashes, frozen)
+    edits: list[jsonedit.Replace | jsonedit.Append | jsonedit.ReplaceRaw] = [jsonedit.ReplaceRaw((ckey, i), t) for i, t in zone.replay]
+
+    # 2. compress tool outputs of the live zone
+    outputs = mod.tool_outputs(parsed)
+    query = mod.latest_user_text(parsed)
     result = compress_outputs(
-        mod.tool_outputs(parsed),
-        mod.latest_user_text(parsed),
-        lambda text, q: compress_text(text, q, rt.counter, min_tokens=s.min_tokens, min_saving_ratio=s.min_saving_ratio),
+        [o for o in outputs if o.message_index >= zone.start],
+        query,
+        lambda t, q: compress_text(t, q, rt.counter, min_tokens=s.min_tokens, min_saving_ratio=s.min_saving_ratio),
         rt.counter,
         rt.decisions,
         min_tokens=s.min_tokens,
         exclude_tools=s.exclude_tools,
     )
-    edits: list[jsonedit.Replace | jsonedit.Append] = [jsonedit.Replace(p, t) for p, t in result.replacements]
-    text = body.decode("utf-8")
+    edits += [jsonedit.Replace(p, t) for p, t in result.replacements]
+    for off in result.offloads:
+        rt.store.put(off.key, off.original, "tool_output")
+
+    # 3. tool definitions
     tools_out = None
     if s.tools_minify and isinstance(parsed.get("tools"), list) and parsed["tools"]:
         a, b = jsonedit.span(text, ("tools",))
         tools_out = rt.tools_minifier.run(text[a:b], parsed["tools"])
         edits += [jsonedit.Replace(("tools", i), new) for i, new in tools_out.replacements]
-    project = resolve_project(headers, parsed)
-    for off in result.offloads:
-        rt.store.put(off.key, off.original, "tool_output")
-    hidden: frozenset[str] = frozenset()
-    offered = bool(result.offloads) or retrieve_offered(rt.sessions, skey)
-    if offered:
-        hidden = frozenset({retrieve.TOOL_NAME})
-        if retrieve.TOOL_NAME not in mod.tool_names(parsed):
-            edits.append(jsonedit.Append(("tools",), mod.function_tool(retrieve.TOOL_NAME, retrieve.TOOL_DESCRIPTION, retrieve.TOOL_SCHEMA)))
-        if result.offloads:
-            mark_retrieve_offered(rt.sessions, skey, d.value)
+
+    # 4. extensions: the proxy's own tools, injected context, observers
+    ctx = RequestContext(
+        dialect=d,
+        body=parsed,
+        headers=headers,
+        project=resolve_project(headers, parsed),
+        session_key=skey,
+        query=query,
+        client=client_name(headers.get("user-agent", "")),
+        tool_outputs=tuple(outputs),
+        live_from=zone.start,
+        offloaded=bool(result.offloads),
+    )
+    ext = rt.extensions
+    hidden: list[str] = []
+    present = set(mod.tool_names(parsed))
+    for tool in ext.tools:
+        if tool.offered(rt, ctx):
+            hidden.append(tool.name)
+            if tool.name not in present:
+                edits.append(jsonedit.Append(("tools",), mod.function_tool(tool.name, tool.description, tool.schema)))
+    injected = [t for t in (_safe(inj, rt, ctx) for inj in ext.injectors) if t]
+    if injected and spans and zone.start < len(spans):
+        edit = tail_text_edit(d, parsed, "\n\n".join(injected))
+        if edit is not None:
+            edits.append(edit)
+    for obs in ext.observers:
+        _safe(obs, rt, ctx)
+
+    # 5. splice, verify, remember
+    new_text = jsonedit.apply(text, edits) if edits else text
+    forwarded = json.loads(new_text) if edits else parsed
+    if edits:
+        _check_same_conversation(ckey, parsed, forwarded)
+    if spans:
+        new_spans = jsonedit.element_spans(new_text, (ckey,)) if edits else spans
+        entries = [
+            FrozenEntry(i, hashes[i], None if new_text[na:nb] == text[a:b] else new_text[na:nb])
+            for i, ((a, b), (na, nb)) in enumerate(zip(spans, new_spans))
+        ]
+        if zone.start < len(entries) or zone.history_edited:
+            rt.frozen.save(skey, entries, zone.start)
+    plan = RequestPlan(
+        "passthrough",
+        "nothing to compress",
+        d,
+        session_key=skey,
+        hidden_tools=frozenset(hidden),
+        forwarded=forwarded,
+        pipeline=result,
+        tools=tools_out,
+        project=ctx.project,
+        context=ctx,
+        live=zone,
+        bytes_before=n,
+        bytes_after=n,
+    )
     if not edits:
-        return RequestPlan(
-            "passthrough", "nothing to compress", d, session_key=skey, forwarded=parsed, pipeline=result, tools=tools_out, project=project, bytes_before=n, bytes_after=n
-        )
-    new_text = jsonedit.apply(text, edits)
-    forwarded = json.loads(new_text)
-    _check_same_conversation(d, parsed, forwarded)
+        return plan
     new_body = new_text.encode("utf-8")
     what = [f"{len(result.replacements)} tool outputs compressed"] if result.replacements else []
     if tools_out and tools_out.replacements:
         what.append(f"{len(tools_out.replacements)} tool definitions minified")
-    return RequestPlan(
-        "rewrite",
-        ", ".join(what) or "retrieve tool kept",
-        d,
-        body=new_body,
-        session_key=skey,
-        hidden_tools=hidden,
-        forwarded=forwarded,
-        pipeline=result,
-        tools=tools_out,
-        project=project,
-        bytes_before=n,
-        bytes_after=len(new_body),
-    )
+    if zone.replay:
+        what.append(f"{len(zone.replay)} earlier messages replayed")
+    if injected:
+        what.append("context injected")
+    return replace(plan, action="rewrite", reason=", ".join(what) or "proxy tools kept", body=new_body, bytes_after=len(new_body))
 
 
-def _check_same_conversation(d: Dialect, before: dict[str, Any], after: dict[str, Any]) -> None:
+def _safe(fn, rt: Runtime, ctx: RequestContext):
+    """Run an extension; its failure is logged and never fails the request."""
+    try:
+        return fn(rt, ctx)
+    except Exception:  # noqa: BLE001
+        log.exception("headroom: extension %s failed", getattr(fn, "__qualname__", fn))
+        return None
+
+
+def _check_same_conversation(key: str, before: dict[str, Any], after: dict[str, Any]) -> None:
     """Raise ``AssertionError`` if an edit changed roles, message count or tool call ids."""
-    key = "input" if d is Dialect.OPENAI_RESPONSES else "messages"
 
     def shape(body: dict[str, Any]) -> list[Any]:
         seq = body.get(key)

@@ -12,6 +12,8 @@ from headroom_core.cache.decisions import DecisionCache
 from headroom_core.ccr.store import OriginalsStore
 from headroom_core.compress.tokens import TokenCounter
 from headroom_core.compress.tools_step import ToolsMinifier
+from headroom_core.cache.frozen import FrozenStore
+from headroom_core.extensions import Extensions, load_extensions
 from headroom_core.db.engine import open_database
 from headroom_core.settings import Settings
 
@@ -47,3 +49,11 @@ class Runtime:
     @cached_property
     def tools_minifier(self) -> ToolsMinifier:
         return ToolsMinifier(self.counter, self.settings.tools_minify_exclude)
+
+    @cached_property
+    def frozen(self) -> FrozenStore:
+        return FrozenStore(self.sessions)
+
+    @cached_property
+    def extensions(self) -> Extensions:
+        return load_extensions()

@@ -10,6 +10,7 @@ continuation of the same response. Rounds are bounded by ``max_rounds``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from types import ModuleType
@@ -44,7 +45,7 @@ async def complete_json(
         if len(mine) != len(calls):
             log.warning("headroom: model called proxy tools together with client tools; proxy calls dropped")
             break
-        results = [(c, answer(c)) for c in mine]
+        results = [(c, await asyncio.to_thread(answer, c)) for c in mine]
         req = mod.followup_body(req, last, results)
         status, raw = await send(req)
         try:

@@ -36,3 +36,23 @@ def answer(call: ToolCall, store: OriginalsStore) -> str:
     if found.text is None:
         return f"headroom_retrieve error: no original is stored under key {key} (unknown, or expired); work with the shortened output."
     return found.text
+
+
+class RetrieveTool:
+    """``headroom_retrieve`` as a proxy tool: offered once the session offloaded anything, and
+    from then on for the rest of the session (so ``tools`` does not flip between turns)."""
+
+    name = TOOL_NAME
+    description = TOOL_DESCRIPTION
+    schema = TOOL_SCHEMA
+
+    def offered(self, rt, ctx) -> bool:
+        from headroom_core.ccr.session_tools import mark_retrieve_offered, retrieve_offered
+
+        if ctx.offloaded:
+            mark_retrieve_offered(rt.sessions, ctx.session_key, ctx.dialect.value)
+            return True
+        return retrieve_offered(rt.sessions, ctx.session_key)
+
+    def answer(self, rt, ctx, call: ToolCall) -> str:
+        return answer(call, rt.store)

@@ -44,7 +44,8 @@ def make_engine(url: str) -> Engine:
 
 
 def migrate(engine: Engine) -> None:
-    """Apply every Alembic migration in ``migrations/`` up to head (idempotent).
+    """Apply every Alembic migration in ``migrations/`` up to all heads (idempotent; each
+    feature adds its own branch from 0001, so several heads are normal).
 
     Raises :class:`DatabaseError` naming the URL (password hidden) when it fails.
     """
@@ -56,7 +57,7 @@ def migrate(engine: Engine) -> None:
     try:
         with engine.begin() as conn:
             cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
+            command.upgrade(cfg, "heads")
     except Exception as e:  # noqa: BLE001 - re-raised with the URL named
         raise DatabaseError(f"cannot migrate {engine.url.render_as_string(hide_password=True)}: {e}") from e
 

@@ -115,3 +115,18 @@ class ToolUsage(Base):
     offered: Mapped[int] = mapped_column(Integer, default=0)
     called: Mapped[int] = mapped_column(Integer, default=0)
     last_seen_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class FrozenMessage(Base):
+    """One message of a session as the client sent it (``client_hash``, SHA-256 hex of its exact
+    JSON text) and, when the proxy changed it, the exact JSON text the proxy sent instead
+    (``forwarded_text``; None when it went unchanged). Later turns re-send the same bytes for
+    the same client message, so the provider's cached prefix holds (DESIGN.md step 3)."""
+
+    __tablename__ = "frozen_messages"
+
+    session_key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    client_hash: Mapped[str] = mapped_column(String(64))
+    forwarded_text: Mapped[str | None] = mapped_column(Text, nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(DateTime)

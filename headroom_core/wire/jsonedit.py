@@ -98,7 +98,7 @@ class Append:
     value: Any
 
 
-def apply(s: str, edits: Iterable[Replace | Append]) -> str:
+def apply(s: str, edits: Iterable["Replace | Append | ReplaceRaw"]) -> str:
     """Apply edits to the JSON text ``s``; bytes outside the edited spans stay as they were.
 
     Edits must not overlap. Raises :class:`JSONPathError` for a path that is not there.
@@ -108,6 +108,10 @@ def apply(s: str, edits: Iterable[Replace | Append]) -> str:
         if isinstance(e, Replace):
             a, b = span(s, e.path)
             splices.append((a, b, dumps(e.value)))
+            continue
+        if isinstance(e, ReplaceRaw):
+            a, b = span(s, e.path)
+            splices.append((a, b, e.text))
             continue
         try:
             a, b = span(s, e.path)
@@ -128,4 +132,32 @@ def apply(s: str, edits: Iterable[Replace | Append]) -> str:
     out = s
     for a, b, text in splices:
         out = out[:a] + text + out[b:]
+    return out
+
+
+@dataclass(frozen=True)
+class ReplaceRaw:
+    """Replace the value at ``path`` with ``text``, already JSON (spliced as it is, so bytes the
+    proxy sent before can be sent again exactly)."""
+
+    path: PathT
+    text: str
+
+
+def element_spans(s: str, path: PathT) -> list[tuple[int, int]]:
+    """``(start, end)`` of every element of the array at ``path``, in one pass.
+
+    Raises :class:`JSONPathError` if ``path`` is not an array.
+    """
+    a, _ = span(s, path)
+    if s[a] != "[":
+        raise JSONPathError(f"{path}: not an array")
+    out: list[tuple[int, int]] = []
+    j = _ws(s, a + 1)
+    while s[j] != "]":
+        end = _skip_value(s, j)
+        out.append((j, end))
+        j = _ws(s, end)
+        if s[j] == ",":
+            j = _ws(s, j + 1)
     return out

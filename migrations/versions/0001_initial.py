@@ -1,8 +1,8 @@
-"""originals, decisions, sessions, request outcomes, tool usage
+"""initial: originals, decisions, sessions, frozen messages, request outcomes, tool usage
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-30 03:58:23.594222
+Create Date: 2026-11-30 04:06:09.124118
 """
 from alembic import op
 import sqlalchemy as sa
@@ -27,6 +27,14 @@ def upgrade() -> None:
     sa.Column('tokens_after', sa.Integer(), nullable=False),
     sa.Column('created_at', sa.DateTime(), nullable=False),
     sa.PrimaryKeyConstraint('content_hash')
+    )
+    op.create_table('frozen_messages',
+    sa.Column('session_key', sa.String(length=64), nullable=False),
+    sa.Column('position', sa.Integer(), nullable=False),
+    sa.Column('client_hash', sa.String(length=64), nullable=False),
+    sa.Column('forwarded_text', sa.Text(), nullable=True),
+    sa.Column('updated_at', sa.DateTime(), nullable=False),
+    sa.PrimaryKeyConstraint('session_key', 'position')
     )
     op.create_table('originals',
     sa.Column('key', sa.String(length=64), nullable=False),
@@ -99,4 +107,5 @@ def downgrade() -> None:
         batch_op.drop_index(batch_op.f('ix_originals_last_used_at'))
 
     op.drop_table('originals')
+    op.drop_table('frozen_messages')
     op.drop_table('compression_decisions')

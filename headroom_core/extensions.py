@@ -1,0 +1,106 @@
+"""Extension points of the request walk (DESIGN.md steps 5, 6 and 8).
+
+- **Proxy tools**: tools the proxy offers the model and answers itself (``headroom_retrieve``,
+  memory tools). The client never sees their calls.
+- **Injectors**: may contribute one bounded text for the tail of the latest user message
+  (memory, past failures); never ``system`` or ``tools``, which are the cached prefix.
+- **Observers**: see every planned request (the live learner), off the forwarding decision.
+
+Feature packages register themselves with a module-level ``register(ext)`` function; the
+modules listed in :data:`FEATURE_MODULES` are imported when present.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
+
+from headroom_core.wire.blocks import ToolCall, ToolOutput
+from headroom_core.wire.detect import Dialect
+
+if TYPE_CHECKING:
+    from headroom_core.runtime import Runtime
+
+log = logging.getLogger("headroom")
+
+FEATURE_MODULES = ("headroom_core.memory.hooks", "headroom_core.learn.hooks")
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    """What extensions may know of one request.
+
+    ``body`` is the client's parsed JSON (read-only by convention); ``query`` the latest user
+    text; ``live_from`` the index of the first message of the live zone (messages before it are
+    frozen); ``offloaded`` whether this request offloaded anything; ``client`` the product name
+    from the User-Agent.
+    """
+
+    dialect: Dialect
+    body: Mapping[str, Any]
+    headers: Mapping[str, str]
+    project: str
+    session_key: str
+    query: str
+    client: str
+    tool_outputs: tuple[ToolOutput, ...]
+    live_from: int
+    offloaded: bool = False
+
+
+class ProxyTool(Protocol):
+    """A tool the proxy offers and answers. ``name``, ``description`` and ``schema`` (JSON
+    Schema of its input) define it; ``offered`` decides per request; ``answer`` returns the
+    tool result text (never raises: errors are described in the text)."""
+
+    name: str
+    description: str
+    schema: dict[str, Any]
+
+    def offered(self, rt: "Runtime", ctx: RequestContext) -> bool: ...
+
+    def answer(self, rt: "Runtime", ctx: RequestContext, call: ToolCall) -> str: ...
+
+
+Injector = Callable[["Runtime", RequestContext], "str | None"]
+Observer = Callable[["Runtime", RequestContext], None]
+
+
+@dataclass
+class Extensions:
+    """The registered proxy tools (in offering order), injectors and observers."""
+
+    tools: list[ProxyTool] = field(default_factory=list)
+    injectors: list[Injector] = field(default_factory=list)
+    observers: list[Observer] = field(default_factory=list)
+
+
+def load_extensions() -> Extensions:
+    """The built-in retrieve tool, then every feature module's registrations."""
+    from headroom_core.ccr.retrieve import RetrieveTool
+
+    ext = Extensions(tools=[RetrieveTool()])
+    for name in FEATURE_MODULES:
+        try:
+            mod = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name and name.startswith(e.name):
+                continue
+            raise
+        mod.register(ext)
+    return ext
+
+
+def answer_call(rt: "Runtime", ctx: RequestContext | None, call: ToolCall) -> str:
+    """The tool result text for a call to one of the proxy's tools (an error text for an
+    unknown name or a tool that raised)."""
+    for tool in rt.extensions.tools:
+        if tool.name == call.name:
+            try:
+                return tool.answer(rt, ctx, call)
+            except Exception as e:  # noqa: BLE001 - the model gets the error, the proxy goes on
+                log.exception("headroom: proxy tool %s failed", call.name)
+                return f"{call.name} error: {type(e).__name__}: {e}"
+    return f"error: {call.name} is not a tool of this proxy"
