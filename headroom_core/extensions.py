@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("headroom")
 
-FEATURE_MODULES = ("headroom_core.memory.hooks", "headroom_core.learn.hooks")
+FEATURE_MODULES = ("headroom_core.cache.hooks", "headroom_core.memory.hooks", "headroom_core.learn.hooks")
 
 
 @dataclass(frozen=True)

@@ -71,5 +71,16 @@ def stats(by: Optional[str] = typer.Option(None, help="Group by client, dialect,
     console.print("tokens before/after: estimates (cl100k_base) of the tool outputs considered; usage: as the provider reported it.")
 
 
+# Command groups live in their own modules; each has ``register(app)``.
+for _name in ("compress_cmd", "cache_cmd", "memory_cmd", "learn_cmd", "wrap_cmd", "certs_cmd", "doctor_cmd", "config_cmd"):
+    try:
+        _mod = __import__(f"headroom_core.cli.{_name}", fromlist=["register"])
+    except ModuleNotFoundError as _e:
+        if _e.name == f"headroom_core.cli.{_name}":
+            continue
+        raise
+    _mod.register(app)
+
+
 if __name__ == "__main__":
     app()
