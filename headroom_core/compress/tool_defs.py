@@ -219,7 +219,20 @@ def _minify_schema(node: Any, prop_name: str | None, tool_name: str | None) -> A
 
 
 def _container(tool: Any) -> tuple[dict, str] | None:
-    """``(dict holding name/description/schema, schema key)`` for an understood tool, else None."""
+    """``(dict holding name/description/schema, schema key)`` for an understood tool, else None
+    (also None when the description is not a string or the schema, if present, is not an object)."""
+    found = _container_shape(tool)
+    if found is None:
+        return None
+    c, key = found
+    if key in c and not isinstance(c[key], dict):
+        return None
+    if "description" in c and not isinstance(c["description"], str):
+        return None
+    return found
+
+
+def _container_shape(tool: Any) -> tuple[dict, str] | None:
     if not isinstance(tool, dict):
         return None
     kind = tool.get("type")
