@@ -15,7 +15,7 @@ from mitmproxy import ctx, http
 from headroom_core import ledger
 from headroom_core.ccr.loop import StreamLoop, complete_json
 from headroom_core.extensions import answer_call
-from headroom_core.request_plan import RequestPlan, plan_request
+from headroom_core.request_plan import RequestPlan, plan_request_async
 from headroom_core.wire.blocks import Usage
 from headroom_core.wire.detect import dialect_for_path
 from headroom_core.wire.dialects import module_for
@@ -61,6 +61,7 @@ class LLMTraffic:
 
     def __init__(self, state: State) -> None:
         self.state = state
+        self._pending: set = set()
 
     async def request(self, flow: http.HTTPFlow) -> None:
         rt = self.state.runtime
@@ -73,7 +74,7 @@ class LLMTraffic:
         if dialect_for_path(req.method, req.path) is None:
             return
         body = req.get_content(strict=False) or b""
-        plan = await asyncio.to_thread(plan_request, rt, req.method, req.path, headers, body)
+        plan = await plan_request_async(rt, req.method, req.path, headers, body, rt.settings.compress_timeout_seconds)
         st = FlowState(plan, time.monotonic())
         flow.metadata["headroom"] = st
         if plan.action == "reject":
@@ -130,7 +131,10 @@ class LLMTraffic:
             st.usage, st.rounds, st.called = st.stream.usage, st.stream.rounds, st.stream.called
         elif st.plan.dialect is not None and st.plan.action != "reject":
             await self._complete_json(flow, st)
-        await asyncio.to_thread(self._record, flow, st)
+        # the ledger is written off the response path: the client does not wait for it
+        task = asyncio.get_running_loop().run_in_executor(None, self._record, flow, st)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
 
     async def _complete_json(self, flow: http.HTTPFlow, st: FlowState) -> None:
         assert flow.response is not None and st.plan.dialect is not None

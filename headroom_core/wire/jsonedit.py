@@ -81,6 +81,66 @@ def span(s: str, path: PathT) -> tuple[int, int]:
     return i, _skip_value(s, i)
 
 
+class Locator:
+    """Finds value spans in one JSON text, scanning each container at most once.
+
+    ``span(path)`` is what the module-level :func:`span` gives, but many paths under the same
+    containers (a hundred ``tools`` entries, every message) cost one pass per container, not one
+    walk from the root per path.
+    """
+
+    def __init__(self, s: str) -> None:
+        self.s = s
+        self._children: dict[PathT, dict[Any, tuple[int, int]]] = {}
+        # a valid document's root value ends at its last non-blank character
+        self._root = (_ws(s, 0), len(s.rstrip(" \t\n\r")))
+
+    def _members(self, path: PathT) -> dict[Any, tuple[int, int]]:
+        hit = self._children.get(path)
+        if hit is not None:
+            return hit
+        a, _ = self.span(path)
+        s = self.s
+        out: dict[Any, tuple[int, int]] = {}
+        if s[a] == "{":
+            j = _ws(s, a + 1)
+            while s[j] != "}":
+                name, j = json.decoder.scanstring(s, j + 1)
+                j = _ws(s, _ws(s, j) + 1)
+                end = _skip_value(s, j)
+                out[name] = (j, end)  # last duplicate wins, as json.loads does
+                j = _ws(s, end)
+                if s[j] == ",":
+                    j = _ws(s, j + 1)
+        elif s[a] == "[":
+            j = _ws(s, a + 1)
+            n = 0
+            while s[j] != "]":
+                end = _skip_value(s, j)
+                out[n] = (j, end)
+                n += 1
+                j = _ws(s, end)
+                if s[j] == ",":
+                    j = _ws(s, j + 1)
+        self._children[path] = out
+        return out
+
+    def span(self, path: PathT) -> tuple[int, int]:
+        """``(start, end)`` of the value at ``path``; raises :class:`JSONPathError`."""
+        if not path:
+            return self._root
+        parent, key = path[:-1], path[-1]
+        members = self._members(parent)
+        a, _ = self.span(parent)
+        if isinstance(key, str) and self.s[a] != "{":
+            raise JSONPathError(f"{path}: not an object")
+        if isinstance(key, int) and self.s[a] != "[":
+            raise JSONPathError(f"{path}: not an array")
+        if key not in members:
+            raise JSONPathError(f"{path}: not found")
+        return members[key]
+
+
 @dataclass(frozen=True)
 class Replace:
     """Replace the value at ``path`` with ``value``."""
@@ -104,17 +164,19 @@ def apply(s: str, edits: Iterable["Replace | Append | ReplaceRaw"]) -> str:
     Edits must not overlap. Raises :class:`JSONPathError` for a path that is not there.
     """
     splices: list[tuple[int, int, str]] = []
+    loc = Locator(s)
+    span = loc.span  # noqa: F811 - one locator for all edits of this document
     for e in edits:
         if isinstance(e, Replace):
-            a, b = span(s, e.path)
+            a, b = span(e.path)
             splices.append((a, b, dumps(e.value)))
             continue
         if isinstance(e, ReplaceRaw):
-            a, b = span(s, e.path)
+            a, b = span(e.path)
             splices.append((a, b, e.text))
             continue
         try:
-            a, b = span(s, e.path)
+            a, b = span(e.path)
         except JSONPathError:
             if len(e.path) != 1:
                 raise
@@ -128,11 +190,17 @@ def apply(s: str, edits: Iterable["Replace | Append | ReplaceRaw"]) -> str:
         close = b - 1
         empty = s[a + 1 : close].strip() == ""
         splices.append((close, close, ("" if empty else ",") + dumps(e.value)))
-    splices.sort(key=lambda t: t[0], reverse=True)
-    out = s
+    splices.sort(key=lambda t: (t[0], t[1]))
+    pieces: list[str] = []
+    pos = 0
     for a, b, text in splices:
-        out = out[:a] + text + out[b:]
-    return out
+        if a < pos:
+            raise ValueError(f"overlapping edits at character {a}")
+        pieces.append(s[pos:a])
+        pieces.append(text)
+        pos = b
+    pieces.append(s[pos:])
+    return "".join(pieces)
 
 
 @dataclass(frozen=True)
@@ -149,15 +217,9 @@ def element_spans(s: str, path: PathT) -> list[tuple[int, int]]:
 
     Raises :class:`JSONPathError` if ``path`` is not an array.
     """
-    a, _ = span(s, path)
+    loc = Locator(s)
+    a, _ = loc.span(path)
     if s[a] != "[":
         raise JSONPathError(f"{path}: not an array")
-    out: list[tuple[int, int]] = []
-    j = _ws(s, a + 1)
-    while s[j] != "]":
-        end = _skip_value(s, j)
-        out.append((j, end))
-        j = _ws(s, end)
-        if s[j] == ",":
-            j = _ws(s, j + 1)
-    return out
+    members = loc._members(path)
+    return [members[i] for i in range(len(members))]
