@@ -194,3 +194,48 @@ def test_corpus_replay_through_mitmdump(upstream, proxy):
             assert ids(got) == ids(body), f.name
             if "tools" in body:
                 assert [t["name"] for t in got["tools"]][: len(body["tools"])] == [t["name"] for t in body["tools"]]
+
+
+def _outcomes(proxy, n: int, timeout: float = 10.0):
+    """The ledger rows of ``proxy``'s database once there are at least ``n`` (written off the
+    response path, so they may lag the response by a moment)."""
+    import time
+
+    from sqlalchemy import select
+
+    from headroom_core.db.engine import open_database
+    from headroom_core.db.models import RequestOutcome
+
+    sessions = open_database(f"sqlite:///{proxy.home / 'headroom.db'}")
+    deadline = time.monotonic() + timeout
+    while True:
+        with sessions() as s:
+            rows = list(s.scalars(select(RequestOutcome).order_by(RequestOutcome.id)))
+        if len(rows) >= n or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.1)
+
+
+def test_ledger_records_outcome_and_provider_usage(upstream, proxy_factory, big_output):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.support.proxy import ADDON_SCRIPT
+
+    px = proxy_factory(ADDON_SCRIPT)
+    upstream.script(Reply.text("ok", input_tokens=1234, output_tokens=56, cache_read=1000, cache_creation=200))
+    client = anthropic_client(upstream, px)
+    body = anthropic_request(big_output)
+    client.messages.create(model=MODEL, max_tokens=100, tools=body["tools"], messages=body["messages"])
+    (row,) = _outcomes(px, 1)
+    assert (row.dialect, row.client, row.action, row.status_code) == ("anthropic-messages", "anthropic-python", "compressed", 200)
+    assert row.tokens_before > 2 * row.tokens_after > 0 and row.blocks_compressed == 1
+    assert (row.usage_input_tokens, row.usage_output_tokens, row.usage_cache_read_tokens, row.usage_cache_write_tokens) == (1234, 56, 1000, 200)
+    assert row.body_bytes_after < row.body_bytes_before
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "headroom"), "stats"], env={"HEADROOM_HOME": str(px.home), "PATH": "/usr/bin:/bin", "COLUMNS": "200"}, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    shown = out.stdout.replace(",", "")
+    assert str(row.tokens_before) in shown and "1234" in shown
