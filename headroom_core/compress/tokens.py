@@ -65,6 +65,22 @@ def build_cl100k(cache_dir: Path):
     return tok
 
 
+def shared_cache_dir(home: str | Path) -> Path:
+    """Where converted vocabularies are cached: ``~/.headroom/tokenizers`` (shared by every
+    Headroom home of this user, so a second home does not convert again), or
+    ``<home>/tokenizers`` when the user's home is not writable (e.g. a container)."""
+    import os
+
+    shared = Path.home() / ".headroom" / "tokenizers"
+    try:
+        shared.mkdir(parents=True, exist_ok=True)
+        if os.access(shared, os.W_OK):
+            return shared
+    except OSError:
+        pass
+    return Path(home) / "tokenizers"
+
+
 class TokenCounter:
     """Counts tokens of text, caching counts by content hash (LRU of ``cache_size`` entries).
 
@@ -91,7 +107,7 @@ class TokenCounter:
                         raise TokenizerUnavailable(f"tokenizer_path {p} does not exist")
                     self._tok = Tokenizer.from_file(str(p))
                 else:
-                    self._tok = build_cl100k(self._home / "tokenizers")
+                    self._tok = build_cl100k(shared_cache_dir(self._home))
             return self._tok
 
     def count(self, text: str) -> int:
