@@ -18,7 +18,7 @@ from headroom_core.compress.result import CompressResult, Offload
 from headroom_core.db.models import CompressionDecision
 
 # Bump when a compressor's output for the same input changes, so old decisions are not reused.
-COMPRESSOR_VERSION = "1"
+COMPRESSOR_VERSION = "2"
 
 
 def content_hash(kind_hint: str, text: str) -> str:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Mapping
 
 from headroom_core.cache.decisions import DecisionCache, content_hash
 from headroom_core.compress.result import CompressResult, Offload
 from headroom_core.compress.tokens import TokenCounter
-from headroom_core.wire.blocks import ToolOutput
+from headroom_core.compress.reads import command_of, verbatim_call_ids
+from headroom_core.compress.router import Hint
+from headroom_core.wire.blocks import ToolCall, ToolOutput
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,15 @@ class PipelineResult:
         return sum(b.tokens_after for b in self.blocks)
 
 
-Compressor = Callable[[str, str], CompressResult]
+Compressor = Callable[..., CompressResult]  # (text, query) or, given calls, (text, query, hint)
+
+
+def hint_for_call(tool_name: str, call: ToolCall | None) -> Hint:
+    """The router :class:`Hint` for an output of ``call``: tool name, the file path its arguments
+    name (``file_path``/``notebook_path``/``path``) and the shell command they hold."""
+    a = call.arguments if call is not None and isinstance(call.arguments, dict) else {}
+    path = a.get("file_path") or a.get("notebook_path") or a.get("path") or ""
+    return Hint(tool_name=tool_name, path=path if isinstance(path, str) else "", command=command_of(a))
 
 
 def excluded(tool_name: str, patterns: tuple[str, ...]) -> bool:
@@ -65,12 +75,25 @@ def compress_outputs(
     *,
     min_tokens: int,
     exclude_tools: tuple[str, ...] = (),
+    calls: Mapping[str, ToolCall] | None = None,
+    cache_only: bool = False,
 ) -> PipelineResult:
     """Compress every eligible tool output, reusing earlier decisions for the same content.
 
     ``compressor(text, query)`` is the content router. Outputs of excluded tools, error results
     and outputs under ``min_tokens`` tokens are left as they are.
+
+    ``calls`` (call id -> the call, in conversation order; ``wire.calls.tool_calls_in_request``)
+    turns on two things: the latest view of every file the agent read or wrote stays verbatim
+    (:func:`~headroom_core.compress.reads.verbatim_call_ids`; older, superseded reads may be
+    compressed), and the compressor is called as ``compressor(text, query, hint)`` with the
+    :class:`~headroom_core.compress.router.Hint` of the output's call. The verbatim check comes
+    before the decision cache, so a cached decision for equal text never applies to a latest read.
+
+    ``cache_only`` (the fallback after a timeout or error) reuses earlier decisions and leaves
+    every other output as it is, without counting or deciding anything new.
     """
+    verbatim = verbatim_call_ids(calls) if calls is not None else frozenset()
     replacements: list[tuple[tuple, str]] = []
     offloads: list[Offload] = []
     blocks: list[BlockOutcome] = []
@@ -80,16 +103,24 @@ def compress_outputs(
             continue
         if out.is_error:
             continue
+        if out.call_id in verbatim:
+            blocks.append(BlockOutcome(out.path, out.tool_name, "", "unchanged", "latest view of a file", False, 0, 0, False))
+            continue
         if len(out.text) < min_tokens:  # a token is at least one character: cheaply too small
             continue
         h = content_hash("tool_output", out.text)
         hit = cache.get(h, out.text)
         cached = hit is not None
+        if hit is None and cache_only:
+            continue
         if hit is None:
             before = counter.count(out.text)
             if before < min_tokens:
                 continue
-            res = compressor(out.text, query)
+            if calls is None:
+                res = compressor(out.text, query)
+            else:
+                res = compressor(out.text, query, hint_for_call(out.tool_name, calls.get(out.call_id)))
             after = counter.count(res.text) if res.changed else before
             if res.changed and after >= before:
                 res = CompressResult.unchanged(out.text, res.kind, "no gain")

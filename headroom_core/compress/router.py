@@ -1,27 +1,316 @@
-"""The content router: picks the compressor for a piece of text by what it holds.
+"""The content router: which kind of content a tool output is, and which compressor gets it.
 
-Wrong guesses are harmless: a compressor that cannot handle its input returns it unchanged.
+Kinds (:class:`Kind` ``name``): ``json``, ``code`` (with its ``language``), ``log``, ``test``
+(test and build output), ``search`` (``path:line:`` hits and path lists), ``diff`` (unified
+diff), ``html``, ``text``. :func:`classify` decides from the text itself, helped by a
+:class:`Hint` (the tool name, the file a read showed, the shell command that printed it, or a
+kind forced by the user). Mixed outputs are split by :func:`~headroom_core.compress.sections.split_sections`
+and each section is routed on its own.
+
+Wrong guesses are harmless: every compressor returns its input unchanged when it cannot handle
+it, and the router keeps the original unless the result is at least ``min_saving_ratio``
+smaller. Everything dropped is retrievable: a result holds one
+:class:`~headroom_core.compress.result.Offload` with the whole original under
+``offload_key(original)``, and every marker in the result names that key. Decisions are
+deterministic (same text and hint, same bytes); the pipeline caches them by content hash.
+
+The log, prose and HTML compressors live in ``logs.py``, ``text.py`` and ``html.py`` and are
+imported lazily: when one is missing, that kind passes unchanged ("no compressor for … yet").
 """
 
 from __future__ import annotations
 
+import importlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+from headroom_core.ccr.markers import offload_key
+from headroom_core.compress.code import compress_code, guess_language, language_for_path, parses
+from headroom_core.compress.diff import compress_diff, looks_like_diff
+from headroom_core.compress.gain import finish
 from headroom_core.compress.json_crush import compress_json
+from headroom_core.compress.numbered import split_numbered
 from headroom_core.compress.result import CompressResult
+from headroom_core.compress.search import compress_search, looks_like_hits, looks_like_paths
+from headroom_core.compress.sections import Section, split_sections
+from headroom_core.compress.testout import compress_test_output, test_signs
 from headroom_core.compress.tokens import TokenCounter
 
-
-def classify(text: str) -> str:
-    """The content kind of ``text``: ``"json"`` or ``"text"`` (more kinds come with the
-    content-aware compressors)."""
-    s = text.lstrip()
-    if s[:1] in ("{", "["):
-        return "json"
-    return "text"
+KINDS = ("json", "code", "log", "test", "search", "diff", "html", "text")
+# A section of a mixed output smaller than this is left as it is.
+SECTION_MIN_TOKENS = 100
+SAMPLE_LINES = 400
 
 
-def compress_text(text: str, query: str, counter: TokenCounter, *, min_tokens: int, min_saving_ratio: float) -> CompressResult:
-    """Route ``text`` to the compressor of its kind; ``query`` is the latest user message."""
-    kind = classify(text)
-    if kind == "json":
-        return compress_json(text, query, counter, min_tokens=min_tokens, min_saving_ratio=min_saving_ratio)
-    return CompressResult.unchanged(text, kind, f"no compressor for {kind}")
+@dataclass(frozen=True)
+class Kind:
+    """A content kind: ``name`` one of :data:`KINDS`; ``language`` for code (``"python"``, …);
+    ``numbered`` when every line carries a line-number prefix (a file read)."""
+
+    name: str
+    language: str = ""
+    numbered: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.name}({self.language})" if self.language else self.name
+
+
+@dataclass(frozen=True)
+class Hint:
+    """What is known about a tool output besides its text: the ``tool_name``, the file ``path`` it
+    shows (a read's ``file_path``), the shell ``command`` that printed it, and a ``kind`` to use
+    without guessing (``headroom compress --kind``)."""
+
+    tool_name: str = ""
+    path: str = ""
+    command: str = ""
+    kind: str = ""
+
+
+_SEARCH_TOOLS = frozenset({"Grep", "Glob", "grep", "search", "search_files", "find_file", "search_dir", "search_file", "glob", "LS"})
+_CMD_KINDS = (
+    (re.compile(r"^\s*(git\s+(diff|show|log\s+-p|format-patch|stash\s+show\s+-p)|diff\s+-\w*u|svn\s+diff|hg\s+diff)\b"), "diff"),
+    (re.compile(r"^\s*(rg|grep|egrep|ag|ack|git\s+grep|find|fd|locate)\b"), "search"),
+    (re.compile(r"(^|\s|/)(pytest|py\.test|tox|nox|jest|vitest|mocha|go\s+(test|build|vet)|cargo\s+(test|build|check|clippy)|"
+                r"mvn|gradle|gradlew|npm\s+(test|run|install|ci|i|exec|create)\b|pnpm\s+(test|install|run|i|add|dlx)\b|yarn\b|npx\b|pip3?\s+install|"
+                r"make\b|ctest|python3?\s+-m\s+(pytest|unittest))"), "test"),
+)  # fmt: skip
+_PATH_IN_TEXT = re.compile(r"(?:^\[File: |^The file )(\S+\.\w+)", re.M)
+
+_LOG_RX = re.compile(
+    r"^(\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}"  # ISO
+    r"|\d{6} \d{6} "  # HDFS
+    r"|\d{2}/\d{2}/\d{2,4} \d{2}:\d{2}:\d{2}"  # Spark
+    r"|[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} "  # syslog
+    r"|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}"  # Apache error log
+    r"|\S+ \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}"  # file name then ISO (OpenStack)
+    r"|\S+ \S+ \S+ \[\d{2}/[A-Z][a-z]{2}/\d{4}:"  # access log
+    r"|\d{2}:\d{2}:\d{2}[.,]\d+ "
+    r"|\d{10}(\.\d+)? "
+    r"|\[?(TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|FATAL|CRITICAL)\]?[ :])"
+)
+_TAG_RX = re.compile(r"</?[a-zA-Z][\w-]*(\s[^<>]*)?/?>")
+
+
+def hint_for(tool_name: str = "", hint: "Hint | str | None" = None) -> Hint:
+    """A :class:`Hint` from the router's arguments: ``hint`` may be a Hint, a kind name, or None."""
+    if isinstance(hint, Hint):
+        return hint if hint.tool_name or not tool_name else Hint(tool_name, hint.path, hint.command, hint.kind)
+    if isinstance(hint, str) and hint in KINDS:
+        return Hint(tool_name=tool_name, kind=hint)
+    return Hint(tool_name=tool_name)
+
+
+def _preferred(h: Hint) -> str:
+    if h.tool_name in _SEARCH_TOOLS:
+        return "search"
+    for rx, kind in _CMD_KINDS:
+        if h.command and rx.search(h.command):
+            return kind
+    return ""
+
+
+def _sample(text: str) -> list[str]:
+    return text.split("\n", SAMPLE_LINES)[:SAMPLE_LINES]
+
+
+def _is_json(text: str) -> bool:
+    s = text.strip()
+    if s[:1] not in ("{", "[") or s[-1:] not in ("}", "]"):
+        return False
+    try:
+        json.loads(s)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _log_share(lines: list[str]) -> float:
+    sample = [ln for ln in lines if ln.strip()]
+    return sum(1 for ln in sample if _LOG_RX.match(ln)) / len(sample) if sample else 0.0
+
+
+def _html_strict(text: str) -> bool:
+    head = text.lstrip()[:300].lower()
+    return head.startswith("<!doctype html") or head.startswith("<html") or ("<html" in head and "<head" in text[:3000].lower())
+
+
+def _html_loose(lines: list[str]) -> bool:
+    sample = [ln.strip() for ln in lines if ln.strip()]
+    if len(sample) < 5:
+        return False
+    tagged = sum(1 for ln in sample if _TAG_RX.search(ln))
+    return tagged >= 0.6 * len(sample) and any("</" in ln for ln in sample)
+
+
+def classify(text: str, hint: Hint | None = None) -> Kind:
+    """The content kind of ``text`` (see module docstring), helped by ``hint``.
+
+    Order: a forced ``hint.kind``; line-numbered file text (code when its language is known
+    from ``hint.path`` or recognised, else text); JSON; unified diff; an HTML document; code in the
+    language ``hint.path`` names; the kind the tool or command suggests when the text fits it;
+    log lines (most lines start with a timestamp or level); test/build output (two or more
+    signs); search hits or path lists; log lines (at least 40 %); code in a recognised
+    language; HTML fragments; text.
+    """
+    h = hint or Hint()
+    path = h.path or _path_in(text)
+    lang_from_path = language_for_path(path) if path else None
+    if h.kind:
+        if h.kind == "code":
+            num = split_numbered(text)
+            return Kind("code", lang_from_path or guess_language(num.code if num else text) or "", num is not None)
+        return Kind(h.kind)
+    if not text.strip():
+        return Kind("text")
+    num = split_numbered(text)
+    if num is not None:
+        code = num.code
+        lang = lang_from_path or guess_language(code)
+        return Kind("code", lang, True) if lang else Kind("text", numbered=True)
+    lines = _sample(text)
+    if _is_json(text):
+        return Kind("json")
+    if looks_like_diff(lines):
+        return Kind("diff")
+    if _html_strict(text):
+        return Kind("html")
+    if lang_from_path and parses(text, lang_from_path):
+        return Kind("code", lang_from_path)
+    preferred = _preferred(h)
+    if preferred == "search" and (looks_like_hits(lines) or looks_like_paths(lines)):
+        return Kind("search")
+    if preferred == "test" and test_signs(lines) >= 1:
+        return Kind("test")
+    share = _log_share(lines)
+    if share >= 0.6:
+        return Kind("log")
+    if test_signs(lines) >= 2:
+        return Kind("test")
+    if looks_like_hits(lines) or looks_like_paths(lines):
+        return Kind("search")
+    if share >= 0.4:
+        return Kind("log")
+    lang = guess_language(text)
+    if lang:
+        return Kind("code", lang)
+    if _html_loose(lines):
+        return Kind("html")
+    return Kind("text")
+
+
+def _path_in(text: str) -> str:
+    m = _PATH_IN_TEXT.search(text[:2000])
+    return m.group(1) if m else ""
+
+
+Compressor = Callable[..., CompressResult]
+_LAZY = {"log": ("headroom_core.compress.logs", "compress_logs"), "text": ("headroom_core.compress.text", "compress_prose"),
+         "html": ("headroom_core.compress.html", "compress_html")}  # fmt: skip
+
+
+def compressor_for(kind: str) -> Compressor | None:
+    """The compressor function of ``kind`` (common signature ``(text, query, counter, *,
+    min_tokens, min_saving_ratio)``), or None when its module is not there (yet)."""
+    direct = {"json": compress_json, "code": compress_code, "test": compress_test_output, "search": compress_search, "diff": compress_diff}
+    if kind in direct:
+        return direct[kind]
+    spec = _LAZY.get(kind)
+    if spec is None:
+        return None
+    try:
+        return getattr(importlib.import_module(spec[0]), spec[1])
+    except (ImportError, AttributeError):
+        return None
+
+
+def _route(text: str, kind: Kind, query: str, counter: TokenCounter, min_tokens: int, min_saving_ratio: float) -> CompressResult:
+    if kind.numbered and kind.name != "code":
+        return CompressResult.unchanged(text, kind.name, "numbered file text that is not code: kept as read")
+    fn = compressor_for(kind.name)
+    if fn is None:
+        return CompressResult.unchanged(text, kind.name, f"no compressor for {kind.name} yet")
+    if kind.name == "code":
+        if not kind.language:
+            return CompressResult.unchanged(text, "code", "language not recognised")
+        return compress_code(text, query, counter, min_tokens=min_tokens, min_saving_ratio=min_saving_ratio, language=kind.language)
+    try:
+        return fn(text, query, counter, min_tokens=min_tokens, min_saving_ratio=min_saving_ratio)
+    except Exception as e:  # noqa: BLE001 - a compressor's bug must not lose the output
+        return CompressResult.unchanged(text, kind.name, f"{kind.name} compressor failed: {type(e).__name__}")
+
+
+def with_text_path(text: str, hint: Hint) -> Hint:
+    """``hint`` with ``path`` taken from the text itself when it has none: the file a SWE-agent
+    window (``[File: PATH (N lines total)]``) or a Claude Code edit result (``The file PATH has
+    been updated``) shows."""
+    if hint.path:
+        return hint
+    found = _path_in(text)
+    return Hint(hint.tool_name, found, hint.command, hint.kind) if found else hint
+
+
+def route_sections(text: str, hint: Hint | None = None) -> list[tuple[Section, Kind | None]]:
+    """How :func:`compress_text` sees ``text``: its sections, each with the kind it is routed
+    as (None for verbatim sections: wrapper tags, reminders, blank lines)."""
+    h = with_text_path(text, hint or Hint())
+    return [(s, None if s.verbatim else classify(s.text, h)) for s in split_sections(text)]
+
+
+def compress_text(
+    text: str,
+    query: str,
+    counter: TokenCounter,
+    *,
+    min_tokens: int,
+    min_saving_ratio: float,
+    tool_name: str = "",
+    hint: Hint | str | None = None,
+) -> CompressResult:
+    """Route ``text`` to the compressor of its kind; ``query`` is the latest user message.
+
+    ``tool_name`` and ``hint`` (a :class:`Hint` or a kind name) help :func:`classify`. A mixed
+    output is split into sections, each routed on its own (sections under
+    :data:`SECTION_MIN_TOKENS` tokens, wrapper tags and reminders stay); then the markers of
+    every section name the whole text's key and the result holds one offload with ``text``.
+    Never raises on bad input: an unexpected failure leaves the text unchanged with the reason.
+    """
+    h = with_text_path(text, hint_for(tool_name, hint))
+    try:
+        sections = split_sections(text) if not h.kind else []
+        if len(sections) <= 1:
+            return _route(text, classify(text, h), query, counter, min_tokens, min_saving_ratio)
+        return _sections(text, sections, h, query, counter, min_tokens, min_saving_ratio)
+    except (RecursionError, ValueError, UnicodeError) as e:
+        return CompressResult.unchanged(text, "text", f"router failed: {type(e).__name__}")
+
+
+def _sections(text, sections, h: Hint, query, counter, min_tokens, min_saving_ratio) -> CompressResult:
+    whole = offload_key(text)
+    parts: list[str] = []
+    notes: list[str] = []
+    sizes: dict[str, int] = {}
+    biggest = (0, "", "text")  # size, "kind: reason" and kind of the largest routed section
+    for s in sections:
+        if s.verbatim or len(s.text) < SECTION_MIN_TOKENS:
+            parts.append(s.text)
+            continue
+        kind = classify(s.text, h)
+        r = _route(s.text, kind, query, counter, min(min_tokens, SECTION_MIN_TOKENS), min_saving_ratio)
+        if len(s.text) > biggest[0]:
+            biggest = (len(s.text), f"{kind}: {r.reason}", r.kind)
+        if r.changed:
+            t = r.text.replace(f"key={offload_key(s.text)}]", f"key={whole}]")
+            parts.append(t)
+            notes.append(f"{kind}: {r.reason}")
+            sizes[r.kind] = sizes.get(r.kind, 0) + len(s.text)
+        else:
+            parts.append(s.text)
+    if not sizes:
+        return CompressResult.unchanged(text, biggest[2], f"{len(sections)} sections, none compressed; {biggest[1]}"[:300])
+    kind = max(sizes, key=lambda k: sizes[k])
+    reason = f"{len(sections)} sections; " + "; ".join(notes)
+    return finish(text, "".join(parts), counter, kind=kind, strategy="sections", reason=reason[:300],
+                  what=f"parts of {len(sections)} sections", min_saving_ratio=min_saving_ratio)  # fmt: skip

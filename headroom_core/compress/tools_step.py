@@ -38,8 +38,12 @@ class ToolsMinifier:
         self._entries = entries
         self._lock = threading.Lock()
 
-    def run(self, tools_text: str, tools: list) -> ToolsOutcome:
-        """``tools_text`` is the exact JSON text of ``tools`` in the request (the cache key)."""
+    def run(self, tools_text: str, tools: list, count: bool = True) -> ToolsOutcome:
+        """``tools_text`` is the exact JSON text of ``tools`` in the request (the cache key).
+
+        ``count=False`` (the fallback after a timeout or error) skips the token counts on a cache
+        miss: the same replacements, token figures 0, nothing cached.
+        """
         key = hashlib.blake2b(tools_text.encode("utf-8", "surrogatepass"), digest_size=20).digest()
         with self._lock:
             hit = self._cache.get(key)
@@ -47,13 +51,14 @@ class ToolsMinifier:
                 self._cache.move_to_end(key)
                 return hit
         res = minify_tools(tools, exclude=self._exclude)
+        # decided on bytes, not tokens, so the fallback (no counting) decides the same way
+        smaller = res.changed and len(jsonedit.dumps(res.tools)) < len(jsonedit.dumps(tools))
+        repl = tuple((i, new) for i, (old, new) in enumerate(zip(tools, res.tools)) if new is not old) if smaller else ()
+        if not count:
+            return ToolsOutcome(repl, 0, 0, res.reason if smaller else "no gain")
         before = self._counter.count(jsonedit.dumps(tools))
-        if res.changed:
-            after = self._counter.count(jsonedit.dumps(res.tools))
-            repl = tuple((i, new) for i, (old, new) in enumerate(zip(tools, res.tools)) if new is not old)
-            out = ToolsOutcome(repl, before, after, res.reason) if after < before else ToolsOutcome((), before, before, "no gain")
-        else:
-            out = ToolsOutcome((), before, before, res.reason)
+        after = self._counter.count(jsonedit.dumps(res.tools)) if repl else before
+        out = ToolsOutcome(repl, before, after, res.reason if smaller else "no gain")
         with self._lock:
             self._cache[key] = out
             while len(self._cache) > self._entries:
