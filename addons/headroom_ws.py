@@ -1,0 +1,196 @@
+"""The WebSocket addon: the Responses API over WebSocket, as Codex speaks it, on any host.
+
+Per client ``response.create`` frame it takes the same steps as the HTTP path
+(:func:`headroom_core.request_plan.plan_request_async` on the frame's Responses body, under the
+same compression timeout): the compressed body is spliced back into the frame, every other byte
+of the frame unchanged. Server event frames pass untouched (the addon only reads the terminal
+``response.completed``/``incomplete``/``failed``/``error`` events for the usage figures of the
+ledger).
+
+Refusals close the connection, because a WebSocket has no per-message error status: a client
+frame over ``ws_max_frame_bytes`` (or a body over ``max_body_bytes``), or a large frame whose
+compression failed or timed out (over ``fail_open_max_bytes``), is dropped and both the client
+and the upstream connection are closed with code 1009 and a reason that tells the agent to
+compact its context. Frames that are not JSON, not ``response.create``, or binary pass unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Coroutine
+
+from mitmproxy import http
+
+from headroom_core import ledger
+from headroom_core.request_plan import RequestPlan, plan_request_async
+from headroom_core.wire import responses_ws as rws
+from headroom_core.wire.blocks import Usage
+from headroom_core.wire.detect import Dialect
+from headroom_core.wire.dialects import module_for
+
+import headroom_ws_close
+from headroom_options import State
+
+log = logging.getLogger("headroom")
+
+KEY = "headroom_ws"
+_TERMINAL_BYTES = tuple(f'"{t}"'.encode() for t in rws.TERMINAL_EVENTS)
+
+
+@dataclass
+class _Turn:
+    """A forwarded ``response.create`` waiting for its terminal server event."""
+
+    plan: RequestPlan
+    started: float
+
+
+@dataclass
+class WsFlowState:
+    """Per WebSocket flow: the upgrade request's lowercase headers (``x-headroom-*`` included,
+    captured before the HTTP addon strips them), whether the path is a Responses endpoint, the
+    turns in flight (FIFO: the Responses WebSocket runs one response at a time), and whether the
+    proxy has closed the connection."""
+
+    headers: dict[str, str]
+    responses_path: bool
+    pending: deque[_Turn] = field(default_factory=deque)
+    closed: bool = False
+
+
+class ResponsesWebSocket:
+    """mitmproxy addon (hooks ``requestheaders``, ``websocket_message``, ``websocket_end``)."""
+
+    def __init__(self, state: State) -> None:
+        self.state = state
+        self._tasks: set[asyncio.Future[Any]] = set()
+
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        if flow.request.headers.get("upgrade", "").lower() != "websocket":
+            return
+        headers = {k.lower(): v for k, v in flow.request.headers.items()}
+        flow.metadata[KEY] = WsFlowState(headers, rws.is_responses_path(flow.request.path))
+
+    def websocket_message(self, flow: http.HTTPFlow) -> Coroutine[Any, Any, None] | None:
+        # Sync for server events (no await on their path), a coroutine for client frames.
+        rt = self.state.runtime
+        st: WsFlowState | None = flow.metadata.get(KEY)
+        if rt is None or st is None or flow.websocket is None:
+            return None
+        msg = flow.websocket.messages[-1]
+        if msg.injected:
+            return None
+        if st.closed:
+            if msg.from_client:
+                msg.drop()  # refused: nothing more goes upstream on this connection
+            return None
+        if msg.from_client:
+            return self._client_frame(flow, st)
+        self._server_event(flow, st)
+        return None
+
+    async def _client_frame(self, flow: http.HTTPFlow, st: WsFlowState) -> None:
+        rt = self.state.runtime
+        assert rt is not None and flow.websocket is not None
+        msg = flow.websocket.messages[-1]
+        if not msg.is_text:
+            return
+        content = msg.content
+        if not (st.responses_path or rws.looks_like_create(content)):
+            return
+        s = rt.settings
+        n = len(content)
+        if n > s.ws_max_frame_bytes:
+            plan = RequestPlan("reject", "frame over ws_max_frame_bytes", Dialect.OPENAI_RESPONSES, status=413, bytes_before=n)
+            self._refuse(flow, st, plan, rws.too_large_reason(n, s.ws_max_frame_bytes))
+            return
+        frame = rws.parse_create(content)
+        if frame is None:
+            return
+        plan = await plan_request_async(rt, "POST", rws.RESPONSES_PATH, st.headers, frame.body_bytes, s.compress_timeout_seconds)
+        if plan.action == "reject":
+            if plan.reason == "body over max_body_bytes":
+                reason = rws.too_large_reason(plan.bytes_before, s.max_body_bytes)
+            else:
+                reason = rws.not_compressed_reason(plan.bytes_before, s.fail_open_max_bytes)
+            self._refuse(flow, st, plan, reason)
+            return
+        if plan.action == "rewrite" and plan.body is not None:
+            msg.content = frame.with_body(plan.body)
+            log.info("headroom: %s (WebSocket): %s, %d -> %d bytes", _where(flow), plan.reason, plan.bytes_before, plan.bytes_after)
+        if plan.dialect is not None:
+            st.pending.append(_Turn(plan, time.monotonic()))
+
+    def _refuse(self, flow: http.HTTPFlow, st: WsFlowState, plan: RequestPlan, reason: str) -> None:
+        assert flow.websocket is not None
+        flow.websocket.messages[-1].drop()
+        st.closed = True
+        log.warning("headroom: %s (WebSocket) refused and closed with %d: %s", _where(flow), rws.CLOSE_MESSAGE_TOO_BIG, reason)
+        headroom_ws_close.close(flow, rws.CLOSE_MESSAGE_TOO_BIG, reason)
+        self._record_later(flow, plan, None, rws.CLOSE_MESSAGE_TOO_BIG)
+
+    def _server_event(self, flow: http.HTTPFlow, st: WsFlowState) -> None:
+        assert flow.websocket is not None
+        msg = flow.websocket.messages[-1]
+        if not st.pending or not msg.is_text:
+            return
+        content = msg.content
+        if not any(t in content for t in _TERMINAL_BYTES):
+            return
+        try:
+            event = json.loads(content)
+        except ValueError:
+            return
+        if not isinstance(event, dict) or event.get("type") not in rws.TERMINAL_EVENTS:
+            return
+        turn = st.pending.popleft()
+        resp = event.get("response") if isinstance(event.get("response"), dict) else None
+        self._record_later(flow, turn.plan, resp, 200 if event.get("type") != "error" else None)
+
+    def websocket_end(self, flow: http.HTTPFlow) -> None:
+        st: WsFlowState | None = flow.metadata.get(KEY)
+        while st is not None and st.pending:
+            self._record_later(flow, st.pending.popleft().plan, None, None)
+
+    def _record_later(self, flow: http.HTTPFlow, plan: RequestPlan, resp: dict[str, Any] | None, status: int | None) -> None:
+        """Write the ledger row in a worker thread; the event stream never waits for it."""
+        ua = flow.request.headers.get("user-agent", "")
+        fut = asyncio.ensure_future(asyncio.to_thread(self._record, plan, resp, status, ua))
+        self._tasks.add(fut)
+        fut.add_done_callback(self._tasks.discard)
+
+    def _record(self, plan: RequestPlan, resp: dict[str, Any] | None, status: int | None, user_agent: str) -> None:
+        rt = self.state.runtime
+        if rt is None:
+            return
+        mod = module_for(plan.dialect or Dialect.OPENAI_RESPONSES)
+        fwd = plan.forwarded or {}
+        try:
+            ledger.record(
+                rt.sessions,
+                plan,
+                user_agent=user_agent,
+                model=str(fwd.get("model", "")),
+                status_code=status,
+                usage=mod.usage(resp) if resp else Usage(),
+                rounds=0,
+                offered=[n for n in mod.tool_names(fwd) if n not in plan.hidden_tools],
+                called=[c.name for c in mod.response_tool_calls(resp)] if resp else [],
+            )
+        except Exception:  # noqa: BLE001 - the ledger never breaks traffic
+            log.exception("headroom: could not record the WebSocket turn")
+
+
+def _where(flow: http.HTTPFlow) -> str:
+    """Host and path for log lines, without the query (it may carry an API key)."""
+    return f"{flow.request.host}{flow.request.path.split('?', 1)[0]}"
+
+
+def make(state: State) -> ResponsesWebSocket:
+    """The addon instance ``addons/headroom.py`` loads."""
+    return ResponsesWebSocket(state)
