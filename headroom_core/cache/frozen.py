@@ -30,35 +30,43 @@ def message_hash(text: str) -> str:
 @dataclass(frozen=True)
 class FrozenEntry:
     """Message ``position``: the client's ``client_hash`` and what the proxy sent instead
-    (``forwarded_text``), or None when the proxy sent the client's own bytes."""
+    (``forwarded_text``), or None when the proxy sent the client's own bytes; ``tokens_*``: the
+    estimated tokens of the tool outputs it changed in that message, before and after."""
 
     position: int
     client_hash: str
     forwarded_text: str | None
+    tokens_before: int = 0
+    tokens_after: int = 0
 
 
 @dataclass(frozen=True)
 class LiveZone:
     """``start``: index of the first message the proxy may change; ``replay``: ``(index, text)``
     of frozen messages that must be sent as the proxy sent them before; ``history_edited``: the
-    client's list diverged from the remembered one before its end."""
+    client's list diverged from the remembered one before its end; ``tokens_*``: what the
+    replayed messages' changes weigh, before and after (estimates)."""
 
     start: int
     replay: tuple[tuple[int, str], ...]
     history_edited: bool
+    tokens_before: int = 0
+    tokens_after: int = 0
 
 
 def live_zone(client_hashes: list[str], frozen: list[FrozenEntry]) -> LiveZone:
     """Pure decision: match the client's message hashes against the remembered entries."""
     replay: list[tuple[int, str]] = []
-    i = 0
+    before = after = 0
     for i, h in enumerate(client_hashes):
         if i >= len(frozen) or frozen[i].client_hash != h:
-            return LiveZone(i, tuple(replay), i < len(frozen))
+            return LiveZone(i, tuple(replay), i < len(frozen), before, after)
         if frozen[i].forwarded_text is not None:
             replay.append((i, frozen[i].forwarded_text))
+            before += frozen[i].tokens_before
+            after += frozen[i].tokens_after
     n = len(client_hashes)
-    return LiveZone(n, tuple(replay), n < len(frozen))
+    return LiveZone(n, tuple(replay), n < len(frozen), before, after)
 
 
 class FrozenStore:
@@ -80,7 +88,7 @@ class FrozenStore:
                 return list(hit)
         with self._sessions() as s:
             rows = s.scalars(select(FrozenMessage).where(FrozenMessage.session_key == session_key).order_by(FrozenMessage.position))
-            entries = [FrozenEntry(r.position, r.client_hash, r.forwarded_text) for r in rows]
+            entries = [FrozenEntry(r.position, r.client_hash, r.forwarded_text, r.tokens_before, r.tokens_after) for r in rows]
         # only a gap-free prefix is usable
         entries = [e for i, e in enumerate(entries) if e.position == i and all(x.position == j for j, x in enumerate(entries[:i]))]
         self._remember(session_key, entries)
@@ -92,7 +100,17 @@ class FrozenStore:
         with self._sessions.begin() as s:
             s.execute(delete(FrozenMessage).where(FrozenMessage.session_key == session_key, FrozenMessage.position >= keep))
             for e in entries[keep:]:
-                s.add(FrozenMessage(session_key=session_key, position=e.position, client_hash=e.client_hash, forwarded_text=e.forwarded_text, updated_at=now))
+                s.add(
+                    FrozenMessage(
+                        session_key=session_key,
+                        position=e.position,
+                        client_hash=e.client_hash,
+                        forwarded_text=e.forwarded_text,
+                        tokens_before=e.tokens_before,
+                        tokens_after=e.tokens_after,
+                        updated_at=now,
+                    )
+                )
         self._remember(session_key, list(entries))
 
     def _remember(self, key: str, entries: list[FrozenEntry]) -> None:
