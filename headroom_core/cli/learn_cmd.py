@@ -1,0 +1,191 @@
+"""``headroom learn``: mine session logs for failures and write rules where agents read them.
+
+Reads Claude Code (``$CLAUDE_CONFIG_DIR``/``~/.claude`` ``projects/<project>/*.jsonl``), Codex
+(``$CODEX_HOME``/``~/.codex`` ``sessions/**/rollout-*.jsonl`` run in the project) and SWE-agent
+(``<project>/trajectories/**/*.traj``) logs, or the files and folders given with ``--from``;
+pairs failures with corrections, builds rules (deterministic, no LLM unless ``--llm``), and
+merges them into the managed section of the target files (``CLAUDE.local.md`` by default).
+``--dry-run`` shows the diff; without ``--yes`` it asks first. ``--list`` shows the rules learned
+so far (live and offline) from the database.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.syntax import Syntax
+from rich.table import Table
+
+from headroom_core.learn import writers
+from headroom_core.learn.readers import LogError, LogSession, claude_code, codex, read_log, swe_agent
+from headroom_core.learn.rules import LearnResult, Rule, learn_from_logs, rank
+
+console = Console()
+
+
+def _collect(project: Path, sources: list[Path]) -> list[Path]:
+    if sources:
+        out: list[Path] = []
+        for src in sources:
+            src = src.expanduser()
+            if src.is_dir():
+                out += sorted(p for p in src.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".traj"))
+            elif src.exists():
+                out.append(src)
+            else:
+                raise typer.BadParameter(f"{src} does not exist", param_hint="--from")
+        return out
+    return claude_code.find_logs(project) + codex.find_logs(project) + swe_agent.find_logs(project)
+
+
+def _select(sessions: list[LogSession], session: str | None, last: int | None) -> list[LogSession]:
+    if session:
+        sessions = [s for s in sessions if s.session_id.startswith(session) or Path(s.path).stem.startswith(session)]
+    if last:
+        def when(s: LogSession) -> tuple[str, float]:
+            return (s.started, Path(s.path).stat().st_mtime if Path(s.path).exists() else 0.0)
+
+        sessions = sorted(sessions, key=when)[-last:]
+    return sessions
+
+
+def _store(create: bool):
+    """The learner's store on the configured database, or None (with a note) when it cannot be
+    opened; with ``create`` False a SQLite file that does not exist yet is not created."""
+    from headroom_core.db.engine import DatabaseError, open_database
+    from headroom_core.learn.store import LearnStore
+    from headroom_core.settings import SettingsError, load_settings
+
+    try:
+        settings = load_settings()
+        url = settings.database_url
+        if not create and url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
+            return None
+        return LearnStore(open_database(url))
+    except (SettingsError, DatabaseError) as e:
+        console.print(f"[yellow]headroom learn:[/] database not used ({e})")
+        return None
+
+
+def _files_table(res: LearnResult, unreadable: dict[str, str]) -> Table:
+    t = Table(title="Session logs")
+    for col in ("file", "agent", "records", "skipped", "failures", "other signals", "pairs", "rules written"):
+        t.add_column(col, justify="left" if col in ("file", "agent", "other signals") else "right")
+    for f in res.files:
+        sig = ", ".join(f"{k} {v}" for k, v in sorted(f.signals.items())) or "-"
+        t.add_row(Path(f.path).name, f.source, str(f.records), str(f.skipped), str(f.failures), sig, str(f.pairs), str(f.rules_written))
+    for p, why in unreadable.items():
+        t.add_row(Path(p).name, "?", "-", "-", "-", f"[red]unreadable: {why}[/]", "-", "-")
+    return t
+
+
+def _rules_table(title: str, rules: list[Rule], dim: bool = False) -> Table:
+    t = Table(title=title, show_lines=False)
+    t.add_column("evidence", justify="right")
+    t.add_column("kind")
+    t.add_column("rule", overflow="fold")
+    for r in rules:
+        style = "dim" if dim else None
+        t.add_row(str(r.evidence), r.kind, r.text, style=style)
+    return t
+
+
+def learn(
+    project: Optional[Path] = typer.Option(None, "--project", help="The project folder (default: the current directory): whose logs are read and where the rules are written."),
+    target: list[str] = typer.Option([], "--target", help="File to write: CLAUDE.local.md (default), CLAUDE.md, AGENTS.md or GEMINI.md; repeat for several."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would change (a diff); write nothing."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Write without asking."),
+    last: Optional[int] = typer.Option(None, "--last", min=1, help="Only the N most recent sessions."),
+    session: Optional[str] = typer.Option(None, "--session", help="Only the session with this id (or id prefix)."),
+    list_rules: bool = typer.Option(False, "--list", help="List the rules learned so far for the project (live and offline) and exit."),
+    sources: list[Path] = typer.Option([], "--from", help="Read these log files or folders (*.jsonl, *.traj) instead of the default locations."),
+    min_evidence: int = typer.Option(2, "--min-evidence", min=1, help="Write a rule only with at least this much evidence (the user's own corrections always count)."),
+    llm: bool = typer.Option(False, "--llm", help="Let an LLM rephrase and merge the rules (Anthropic API: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL). Optional."),
+    llm_model: str = typer.Option("claude-haiku-4-5", "--llm-model", help="Model for --llm."),
+) -> None:
+    """Learn rules from past failures in session logs and write them where agents read them."""
+    proj = (project or Path.cwd()).expanduser().resolve()
+    key = str(proj)
+    if list_rules:
+        store = _store(create=False)
+        rows = store.rules(key) if store else []
+        if not rows:
+            console.print(f"No rules learned yet for {key}.")
+            return
+        t = Table(title=f"Rules learned for {key}")
+        for col in ("evidence", "source", "kind", "rule", "updated"):
+            t.add_column(col, justify="right" if col == "evidence" else "left", overflow="fold")
+        for r in rows:
+            t.add_row(str(r.evidence), r.source, r.kind, r.text, r.updated_at.strftime("%Y-%m-%d %H:%M"))
+        console.print(t)
+        return
+    try:
+        targets = [writers.target_file(t) for t in (target or [writers.DEFAULT_TARGET])]
+    except writers.TargetError as e:
+        raise typer.BadParameter(str(e), param_hint="--target") from e
+    paths = _collect(proj, sources)
+    if not paths:
+        console.print(
+            f"No session logs found for {key} (looked in {claude_code.config_dir() / 'projects' / claude_code.project_dir_name(key)}, "
+            f"{codex.codex_home() / 'sessions'}, {proj / 'trajectories'}). Use --from to name log files or folders."
+        )
+        raise typer.Exit(1)
+    sessions: list[LogSession] = []
+    unreadable: dict[str, str] = {}
+    for p in paths:
+        try:
+            sessions.append(read_log(p))
+        except LogError as e:
+            unreadable[str(p)] = str(e).split(": ", 1)[-1]
+    sessions = _select(sessions, session, last)
+    if not sessions:
+        console.print("No session matched." if session or last else "No readable session logs.")
+        raise typer.Exit(1)
+    res = learn_from_logs(sessions, min_evidence=min_evidence, ignore=frozenset({key}))
+    console.print(_files_table(res, unreadable))
+    rules = list(res.rules)
+    if llm and rules:
+        import anthropic
+
+        from headroom_core.learn.rephrase import rephrase
+
+        rules, note = rephrase(rules, anthropic.Anthropic(), llm_model)
+        console.print(f"[cyan]{note}[/]")
+    store = _store(create=not dry_run)
+    live = [r for r in (store.as_rules(key) if store else []) if r.id not in {x.id for x in rules}]
+    console.print(_rules_table(f"Rules to write (evidence ≥ {min_evidence})", rules) if rules else "No rule reached the evidence threshold.")
+    if live:
+        console.print(_rules_table("Rules learned earlier (database), kept", rank(live)))
+    if res.candidates:
+        console.print(_rules_table("Below the threshold (not written)", list(res.candidates), dim=True))
+    if res.dropped:
+        console.print(_rules_table("Dropped: contradict each other", list(res.dropped), dim=True))
+    skipped = sum(s.skipped for s in sessions)
+    console.print(f"{len(sessions)} sessions, {sum(f.failures for f in res.files)} failures, {len(res.pairs)} pairs, "
+                  f"{len(rules)} rules; {skipped} malformed or unknown records skipped, {len(unreadable)} unreadable files.")
+    planned = writers.plan(proj, targets, rank([*rules, *live]))
+    changed = [p for p in planned if p.changed]
+    if not changed:
+        console.print("Nothing to change: the target files already hold these rules.")
+        return
+    for p in changed:
+        console.print(Syntax(writers.diff(p.path, p.old, p.new), "diff", word_wrap=True))
+    if dry_run:
+        console.print("--dry-run: nothing written.")
+        return
+    if not yes and not typer.confirm(f"Write {', '.join(str(p.path) for p in changed)}?", default=False):
+        console.print("Nothing written.")
+        return
+    for p in changed:
+        writers.write(p)
+        console.print(f"wrote {p.path}")
+    if store is not None and rules:
+        store.save_rules(key, rules)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``headroom learn`` to the ``headroom`` command."""
+    app.command("learn")(learn)

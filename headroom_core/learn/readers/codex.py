@@ -1,0 +1,169 @@
+"""Codex session logs: ``<home>/sessions/**/rollout-*.jsonl`` (``<home>``: ``$CODEX_HOME`` or
+``~/.codex``).
+
+Each line is ``{"timestamp", "type", "payload"}`` with ``type`` one of ``session_meta``
+(``payload.id``, ``payload.cwd``), ``response_item`` (a Responses API item: ``message``,
+``function_call`` / ``function_call_output``, ``custom_tool_call`` / ``custom_tool_call_output``,
+``local_shell_call``, ``reasoning``), ``event_msg`` (``turn_aborted`` = the user interrupted;
+``error`` / ``stream_error``), ``turn_context`` and ``compacted``. Older rollouts have no wrapper:
+the first line is the session (``id``, ``timestamp``) and the rest are bare items; both are read.
+
+A shell call's output is JSON ``{"output": ..., "metadata": {"exit_code": N}}`` in older versions
+and text with an ``Exit code: N`` / ``Process exited with code N`` header in newer ones; the exit
+code decides failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from headroom_core.learn.readers import LogError, LogSession, Note, Thread
+from headroom_core.learn.steps import Step, make_step
+
+SOURCE = "codex"
+_KNOWN = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
+_ITEM_TYPES = {"message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output",
+               "local_shell_call", "reasoning", "web_search_call"}
+_CONTEXT = re.compile(r"context window|context_length_exceeded|ran out of room|exceeds the context", re.I)
+_ENV_PREFIXES = ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<turn_aborted>")
+
+
+def codex_home() -> Path:
+    """``$CODEX_HOME`` or ``~/.codex``."""
+    return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex").expanduser()
+
+
+def find_logs(project: str | Path | None = None, home: Path | None = None) -> list[Path]:
+    """Rollout files under ``<home>/sessions`` whose session ran in ``project`` (or a folder
+    inside it); all of them when ``project`` is None. Oldest first."""
+    base = (home or codex_home()) / "sessions"
+    if not base.is_dir():
+        return []
+    out = []
+    for p in sorted(base.rglob("rollout-*.jsonl")):
+        if project is None or _cwd_within(_cwd_of(p), str(project)):
+            out.append(p)
+    return out
+
+
+def _cwd_within(cwd: str, project: str) -> bool:
+    return bool(cwd) and (cwd == project or cwd.startswith(project.rstrip("/") + "/"))
+
+
+def _cwd_of(path: Path) -> str:
+    try:
+        with path.open("r", encoding="utf-8", errors="replace") as fh:
+            for _, line in zip(range(20), fh):
+                m = re.search(r'"cwd"\s*:\s*"([^"]+)"|<cwd>([^<]+)</cwd>', line)
+                if m:
+                    return m.group(1) or m.group(2)
+    except OSError:
+        return ""
+    return ""
+
+
+def _args(raw: Any) -> Any:
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    return raw
+
+
+def _output(raw: Any) -> str:
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, list):
+        return "\n".join(p.get("text", "") for p in raw if isinstance(p, dict) and isinstance(p.get("text"), str))
+    if isinstance(raw, dict):
+        return json.dumps(raw)
+    return ""
+
+
+def read(path: Path) -> LogSession:
+    """Read one Codex rollout (see module docstring). Raises :class:`LogError` only when the
+    file cannot be opened."""
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError as e:
+        raise LogError(f"{path}: cannot read ({e})") from e
+    skipped = records = counter = 0
+    session_id = cwd = started = ""
+    calls: dict[str, tuple[str, Any, int]] = {}
+    steps: list[Step] = []
+    notes: list[Note] = []
+    for line in lines:
+        if not line.strip():
+            continue
+        records += 1
+        try:
+            r = json.loads(line)
+        except ValueError:
+            skipped += 1
+            continue
+        if not isinstance(r, dict):
+            skipped += 1
+            continue
+        started = started or str(r.get("timestamp") or "")
+        if "payload" in r or r.get("type") in _KNOWN:
+            kind, p = r.get("type"), r.get("payload")
+            if kind not in _KNOWN or not isinstance(p, dict):
+                skipped += 1
+                continue
+        elif r.get("type") in _ITEM_TYPES:
+            kind, p = "response_item", r
+        elif "id" in r and ("instructions" in r or "timestamp" in r) and "type" not in r:
+            kind, p = "session_meta", r
+        else:
+            skipped += 1
+            continue
+        if kind == "session_meta":
+            session_id = session_id or str(p.get("id") or "")
+            cwd = cwd or str(p.get("cwd") or "")
+            continue
+        if kind == "event_msg":
+            t = p.get("type")
+            counter += 1
+            if t == "turn_aborted":
+                notes.append(Note("interrupt", str(p.get("reason") or "turn aborted"), counter))
+            elif t in ("error", "stream_error") and _CONTEXT.search(str(p.get("message") or "")):
+                notes.append(Note("context", str(p.get("message"))[:300], counter))
+            continue
+        if kind == "compacted":
+            counter += 1
+            notes.append(Note("context", "conversation compacted", counter))
+            continue
+        if kind != "response_item":
+            continue
+        t = p.get("type")
+        if t in ("function_call", "custom_tool_call", "local_shell_call"):
+            counter += 1
+            cid = str(p.get("call_id") or p.get("id") or "")
+            if t == "local_shell_call":
+                name, args = "local_shell", (p.get("action") or {})
+            else:
+                name, args = str(p.get("name") or ""), _args(p.get("arguments") if t == "function_call" else p.get("input"))
+            calls[cid] = (name, args, counter)
+        elif t in ("function_call_output", "custom_tool_call_output"):
+            call = calls.pop(str(p.get("call_id") or ""), None)
+            if call is None:
+                continue
+            name, args, idx = call
+            steps.append(make_step(name, args, _output(p.get("output")), index=idx, call_id=str(p.get("call_id"))))
+        elif t == "message" and p.get("role") == "user":
+            text = _output(p.get("content")).strip()
+            if text and not text.startswith(_ENV_PREFIXES):
+                counter += 1
+                notes.append(Note("user", text[:2000], counter))
+        elif t not in _ITEM_TYPES:
+            skipped += 1
+    if not cwd:
+        cwd = _cwd_of(path)
+    sid = session_id or path.stem
+    thread = Thread(sid, tuple(sorted(steps, key=lambda s: s.index)), tuple(notes))
+    return LogSession(SOURCE, sid, str(path), cwd, started, (thread,) if steps or notes else (), records, skipped)
