@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from sqlalchemy import String, case, cast, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from headroom_core.clients import client_name
 from headroom_core.db.models import RequestOutcome, ToolUsage
-from headroom_core.request_plan import RequestPlan
 from headroom_core.wire.blocks import Usage
+
+if TYPE_CHECKING:  # the request walk is heavy to import; the ledger's readers do not need it
+    from headroom_core.request_plan import RequestPlan
 
 
 def record(
@@ -54,8 +57,9 @@ def record(
                 reason=plan.reason[:300],
                 body_bytes_before=plan.bytes_before,
                 body_bytes_after=plan.bytes_after,
-                tokens_before=p.tokens_before if p else 0,
-                tokens_after=p.tokens_after if p else 0,
+                # replayed messages carry the savings decided in an earlier turn: they count again
+                tokens_before=(p.tokens_before if p else 0) + (plan.live.tokens_before if plan.live else 0),
+                tokens_after=(p.tokens_after if p else 0) + (plan.live.tokens_after if plan.live else 0),
                 blocks_compressed=sum(1 for b in p.blocks if b.changed) if p else 0,
                 tools_tokens_before=t.tokens_before if t else 0,
                 tools_tokens_after=t.tokens_after if t else 0,
@@ -101,10 +105,27 @@ def tool_usage(sessions: sessionmaker[Session], project: str | None = None) -> l
         return list(s.scalars(stmt))
 
 
+#: Grouping keys of :func:`totals` ("agent" is the client: the User-Agent's product name).
+GROUPS = ("agent", "client", "project", "dialect", "model", "action", "day")
+
+# Dialects whose reported input tokens *exclude* cache reads and writes (Anthropic Messages:
+# ``input_tokens`` + ``cache_read_input_tokens`` + ``cache_creation_input_tokens`` is the whole
+# prompt). OpenAI's ``prompt_tokens`` / ``input_tokens`` already include ``cached_tokens``.
+_SEPARATE_CACHE_DIALECTS = ("anthropic-messages",)
+
+
 @dataclass(frozen=True)
 class Totals:
-    """Ledger totals: request counts, estimated tokens of considered blocks (before/after), body
-    bytes, and the provider-reported usage sums (tokens)."""
+    """Ledger totals over a set of requests.
+
+    Estimated (our token counts, cl100k_base unless configured): ``tokens_before``/``after`` of
+    the tool outputs considered, ``tools_tokens_before``/``after`` of the tool definitions.
+    Measured (the provider's ``usage``, summed over the requests that reported it,
+    ``usage_requests``): ``usage_prompt_tokens`` is the whole prompt as billed (for Anthropic
+    ``input + cache read + cache write``; for OpenAI the input figure, which includes cached
+    tokens), ``usage_input_tokens`` the raw input figure, ``usage_cache_*`` the cache figures,
+    ``usage_output_tokens`` the output. Bytes are request body sizes.
+    """
 
     requests: int
     compressed: int
@@ -118,19 +139,69 @@ class Totals:
     usage_cache_read_tokens: int
     usage_cache_write_tokens: int
     retrieve_rounds: int
+    usage_prompt_tokens: int = 0
+    usage_output_tokens: int = 0
+    usage_requests: int = 0
 
     @property
     def tokens_saved(self) -> int:
         """Estimated tokens saved, tool outputs and tool definitions together."""
         return self.tokens_before - self.tokens_after + self.tools_tokens_before - self.tools_tokens_after
 
+    @property
+    def saved_share(self) -> float | None:
+        """Estimated saving as a share (0..1) of what was considered (tool outputs and tool
+        definitions, before); None when nothing was considered."""
+        considered = self.tokens_before + self.tools_tokens_before
+        return self.tokens_saved / considered if considered else None
 
-def totals(sessions: sessionmaker[Session], group_by: str | None = None) -> list[tuple[str, Totals]]:
-    """Totals over all requests, or per ``group_by`` column (``client``, ``dialect``, ``model``,
-    ``action``, ``day``). Returns ``[(group, Totals)]``, largest saving first."""
+    @property
+    def prompt_tokens_without_headroom(self) -> int:
+        """Measured prompt tokens plus the estimated saving: what the prompts would have
+        counted without the proxy (the provider never sees that version, so this adds our
+        estimate to its measurement)."""
+        return self.usage_prompt_tokens + self.tokens_saved if self.usage_requests else 0
+
+    @property
+    def saved_share_of_prompt(self) -> float | None:
+        """The estimated saving as a share of the prompt without the proxy (measured + saved);
+        None when no response reported usage."""
+        whole = self.prompt_tokens_without_headroom
+        return self.tokens_saved / whole if whole else None
+
+    @property
+    def cache_hit_rate(self) -> float | None:
+        """Prompt-cache hit rate as the provider measured it: cache-read tokens over all prompt
+        tokens (``cache_read / (input + cache_read + cache_write)`` for Anthropic; OpenAI's
+        input already holds its cached tokens). None when no prompt tokens were reported."""
+        return self.usage_cache_read_tokens / self.usage_prompt_tokens if self.usage_prompt_tokens else None
+
+    def as_dict(self) -> dict[str, int | float | None]:
+        """Every field and derived figure, JSON-ready (tokens and bytes as ints, shares 0..1)."""
+        d: dict[str, int | float | None] = dict(asdict(self))
+        d.update(
+            tokens_saved=self.tokens_saved,
+            saved_share=self.saved_share,
+            prompt_tokens_without_headroom=self.prompt_tokens_without_headroom,
+            saved_share_of_prompt=self.saved_share_of_prompt,
+            cache_hit_rate=self.cache_hit_rate,
+        )
+        return d
+
+
+def _where(stmt, since: datetime | None):
+    return stmt.where(RequestOutcome.created_at >= since) if since is not None else stmt
+
+
+def totals(sessions: sessionmaker[Session], group_by: str | None = None, *, since: datetime | None = None) -> list[tuple[str, Totals]]:
+    """Totals over all requests (one group, ``"all"``), or per ``group_by`` (one of
+    :data:`GROUPS`; ``day`` is the UTC date ``YYYY-MM-DD``). ``since`` (naive UTC) keeps only
+    requests created at or after it. Returns ``[(group, Totals)]``, largest saving first
+    (``day``: oldest first). Raises :class:`KeyError` for an unknown ``group_by``."""
     R = RequestOutcome
     key = {
         None: None,
+        "agent": R.client,
         "client": R.client,
         "project": R.project,
         "dialect": R.dialect,
@@ -138,6 +209,12 @@ def totals(sessions: sessionmaker[Session], group_by: str | None = None) -> list
         "action": R.action,
         "day": func.substr(cast(R.created_at, String), 1, 10),
     }[group_by]
+    separate = R.dialect.in_(_SEPARATE_CACHE_DIALECTS)
+    prompt = case(
+        (separate, func.coalesce(R.usage_input_tokens, 0) + func.coalesce(R.usage_cache_read_tokens, 0) + func.coalesce(R.usage_cache_write_tokens, 0)),
+        else_=func.coalesce(R.usage_input_tokens, 0),
+    )
+    reported = (R.usage_input_tokens.is_not(None)) | (R.usage_cache_read_tokens.is_not(None))
     cols = [
         func.count(R.id),
         func.coalesce(func.sum(case((R.action == "compressed", 1), else_=0)), 0),
@@ -151,8 +228,11 @@ def totals(sessions: sessionmaker[Session], group_by: str | None = None) -> list
         func.coalesce(func.sum(R.usage_cache_read_tokens), 0),
         func.coalesce(func.sum(R.usage_cache_write_tokens), 0),
         func.coalesce(func.sum(R.retrieve_rounds), 0),
+        func.coalesce(func.sum(case((reported, prompt), else_=0)), 0),
+        func.coalesce(func.sum(R.usage_output_tokens), 0),
+        func.coalesce(func.sum(case((reported, 1), else_=0)), 0),
     ]
-    stmt = select(*(([key] if key is not None else []) + cols))
+    stmt = _where(select(*(([key] if key is not None else []) + cols)), since)
     if key is not None:
         stmt = stmt.group_by(key)
     out: list[tuple[str, Totals]] = []
@@ -161,5 +241,105 @@ def totals(sessions: sessionmaker[Session], group_by: str | None = None) -> list
             vals = list(row)
             g = str(vals.pop(0)) if key is not None else "all"
             out.append((g, Totals(*[int(v or 0) for v in vals])))
+    if group_by == "day":
+        out.sort(key=lambda t: t[0])
+    else:
+        out.sort(key=lambda t: (-t[1].tokens_saved, t[0]))
+    return out
+
+
+#: The pseudo-kind under which tool definitions (the ``tools`` list) are counted.
+TOOL_DEFINITIONS = "tool definitions"
+#: The kind label of tool outputs left alone because their tool is excluded.
+EXCLUDED = "excluded"
+
+
+@dataclass(frozen=True)
+class KindTotals:
+    """Per content kind (``json``, ``logs``, ``code``, … as the content router named it, plus
+    :data:`TOOL_DEFINITIONS`): ``blocks`` considered, ``compressed`` of them changed,
+    ``reused`` taken from the decision cache, estimated tokens before/after (whole tokens)."""
+
+    blocks: int
+    compressed: int
+    reused: int
+    tokens_before: int
+    tokens_after: int
+
+    @property
+    def tokens_saved(self) -> int:
+        return self.tokens_before - self.tokens_after
+
+    @property
+    def saved_share(self) -> float | None:
+        return self.tokens_saved / self.tokens_before if self.tokens_before else None
+
+    def as_dict(self) -> dict[str, int | float | None]:
+        d: dict[str, int | float | None] = dict(asdict(self))
+        d.update(tokens_saved=self.tokens_saved, saved_share=self.saved_share)
+        return d
+
+
+def kind_totals(sessions: sessionmaker[Session], *, since: datetime | None = None) -> list[tuple[str, KindTotals]]:
+    """Totals per content kind, read from each request's ``detail`` JSON (one object per tool
+    output considered: ``kind``, ``changed``, ``cached``, ``tokens_before``, ``tokens_after``),
+    plus the tool definitions from the ``tools_tokens_*`` columns. Rows whose ``detail`` is not
+    the expected JSON are skipped. Returns ``[(kind, KindTotals)]``, largest saving first."""
+    R = RequestOutcome
+    acc: dict[str, list[int]] = {}
+    tools = [0, 0, 0, 0, 0]
+    stmt = _where(select(R.detail, R.tools_tokens_before, R.tools_tokens_after), since)
+    with sessions() as s:
+        for detail, tb, ta in s.execute(stmt.execution_options(yield_per=500)):
+            if tb:
+                tools[0] += 1
+                tools[1] += 1 if (ta or 0) < tb else 0
+                tools[3] += tb
+                tools[4] += ta or 0
+            try:
+                blocks = json.loads(detail) if detail else []
+            except ValueError:
+                continue
+            if not isinstance(blocks, list):
+                continue
+            for b in blocks:
+                if not isinstance(b, dict):
+                    continue
+                kind = str(b.get("kind") or "") or (EXCLUDED if b.get("reason") == "tool excluded" else "unknown")
+                a = acc.setdefault(kind, [0, 0, 0, 0, 0])
+                a[0] += 1
+                a[1] += 1 if b.get("changed") else 0
+                a[2] += 1 if b.get("cached") else 0
+                a[3] += int(b.get("tokens_before") or 0)
+                a[4] += int(b.get("tokens_after") or 0)
+    if tools[0]:
+        acc[TOOL_DEFINITIONS] = tools
+    out = [(k, KindTotals(*v)) for k, v in acc.items()]
     out.sort(key=lambda t: (-t[1].tokens_saved, t[0]))
     return out
+
+
+def snapshot(sessions: sessionmaker[Session], *, since: datetime | None = None) -> dict:
+    """The whole ledger as one JSON-ready dict (what ``/stats`` serves and ``headroom stats
+    --json`` prints)::
+
+        {"totals": {...Totals.as_dict()},
+         "by": {"agent": [{"key": "claude-cli", ...Totals.as_dict()}, ...],
+                "project": [...], "day": [...],
+                "kind": [{"key": "json", ...KindTotals.as_dict()}, ...]},
+         "notes": {...}}
+    """
+    by: dict[str, list[dict]] = {}
+    for g in ("agent", "project", "day", "dialect", "model"):
+        by[g] = [{"key": k, **t.as_dict()} for k, t in totals(sessions, g, since=since)]
+    by["kind"] = [{"key": k, **t.as_dict()} for k, t in kind_totals(sessions, since=since)]
+    whole = totals(sessions, None, since=since)
+    return {
+        "totals": whole[0][1].as_dict() if whole else None,
+        "by": by,
+        "notes": {
+            "estimated": "tokens_before/after, tools_tokens_*, tokens_saved: our counts (cl100k_base unless configured) of what was considered",
+            "measured": "usage_*: the provider's own figures from the responses; usage_prompt_tokens is the whole prompt as billed",
+            "cache_hit_rate": "usage_cache_read_tokens / usage_prompt_tokens",
+        },
+    }

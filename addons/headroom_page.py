@@ -1,0 +1,52 @@
+"""The stats page at the reserved host ``http://headroom.localhost/`` (``/stats`` JSON,
+``/metrics`` Prometheus, ``/health``), served by the proxy itself the way mitmproxy's
+Onboarding addon serves ``mitm.it``: requests to that host never leave the proxy."""
+
+from __future__ import annotations
+
+from mitmproxy import ctx, http
+from mitmproxy.addons import asgiapp
+
+from headroom_core.web import PAGE_HOST
+from headroom_core.web.app import create_app
+
+from headroom_options import State
+
+_LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+class HeadroomPage(asgiapp.WSGIApp):
+    """mitmproxy's ``WSGIApp`` hosting :func:`headroom_core.web.create_app` at ``PAGE_HOST``
+    (any port), reading the ledger of the current runtime."""
+
+    name = "headroom_page"
+
+    def __init__(self, state: State) -> None:
+        super().__init__(create_app(lambda: state.runtime.sessions if state.runtime is not None else None, lambda: _warm(state)), PAGE_HOST, None)
+
+    def should_serve(self, flow: http.HTTPFlow) -> bool:
+        """Requests for ``PAGE_HOST`` through the proxy, and plain requests addressed to the
+        proxy's own listen port on a loopback name (so ``http://127.0.0.1:8080/`` opens the
+        page in a browser, which never proxies loopback addresses)."""
+        if super().should_serve(flow):
+            return True
+        req = flow.request
+        own_port = ctx.options.listen_port or 8080
+        return bool(
+            req.host in _LOOPBACK
+            and req.port == own_port
+            and flow.live
+            and not flow.error
+            and not flow.response
+        )
+
+
+def _warm(state: State) -> bool:
+    """Whether the runtime's database and token counter are loaded (the warm-up is done)."""
+    rt = state.runtime
+    return rt is not None and "sessions" in vars(rt) and "counter" in vars(rt)
+
+
+def make(state: State) -> HeadroomPage:
+    """The addon instance ``addons/headroom.py`` appends to its ``addons`` list."""
+    return HeadroomPage(state)

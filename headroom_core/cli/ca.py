@@ -1,0 +1,170 @@
+"""The proxy's certificate authority: where mitmproxy keeps it, what it says, a CA bundle for
+runtimes whose trust setting *replaces* the default roots, and how to add it to a system store.
+
+mitmproxy creates the CA in its confdir on first start (``mitmproxy-ca-cert.pem`` is the
+public certificate; ``mitmproxy-ca.pem`` holds the private key too and must stay private).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import stat
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+CA_CERT = "mitmproxy-ca-cert.pem"
+CA_KEY = "mitmproxy-ca.pem"
+BUNDLE = "ca-bundle.pem"
+
+# Where distributions keep the system roots as one PEM file (first existing wins).
+_SYSTEM_BUNDLES = (
+    "/etc/ssl/certs/ca-certificates.crt",  # Debian, Ubuntu, Alpine, Arch
+    "/etc/pki/tls/certs/ca-bundle.crt",  # Fedora, RHEL
+    "/etc/ssl/ca-bundle.pem",  # openSUSE
+    "/etc/ssl/cert.pem",  # macOS, BSDs
+)
+
+
+def default_confdir(home: str | os.PathLike[str]) -> Path:
+    """mitmproxy's confdir under the Headroom home: ``<home>/mitmproxy``."""
+    return Path(home).expanduser() / "mitmproxy"
+
+
+@dataclass(frozen=True)
+class CAInfo:
+    """The CA in ``confdir``. ``exists`` False means mitmproxy has not created it yet (the other
+    fields are then empty). ``key_private`` is False when the key file is readable by group or
+    others (POSIX mode bits; always True on Windows). Times are UTC."""
+
+    cert_path: Path
+    key_path: Path
+    exists: bool
+    subject: str = ""
+    sha256: str = ""
+    not_after: datetime | None = None
+    key_private: bool = True
+    error: str = ""
+
+    @property
+    def expired(self) -> bool:
+        return self.not_after is not None and self.not_after <= datetime.now(timezone.utc)
+
+
+def ca_info(confdir: str | os.PathLike[str]) -> CAInfo:
+    """Read the CA certificate in ``confdir`` (never raises; a broken file sets ``error``)."""
+    conf = Path(confdir).expanduser()
+    cert, key = conf / CA_CERT, conf / CA_KEY
+    if not cert.is_file():
+        return CAInfo(cert, key, False)
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+
+    try:
+        c = x509.load_pem_x509_certificate(cert.read_bytes())
+    except (OSError, ValueError) as e:
+        return CAInfo(cert, key, True, error=f"cannot read {cert}: {e}")
+    private = True
+    if os.name == "posix" and key.exists():
+        private = not (key.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO))
+    return CAInfo(
+        cert,
+        key,
+        True,
+        subject=c.subject.rfc4514_string(),
+        sha256=c.fingerprint(hashes.SHA256()).hex(":").upper(),
+        not_after=c.not_valid_after_utc,
+        key_private=private,
+    )
+
+
+def system_bundle() -> Path | None:
+    """The system's root certificates as one PEM file, else certifi's bundle, else None."""
+    for p in _SYSTEM_BUNDLES:
+        if Path(p).is_file():
+            return Path(p)
+    try:
+        import certifi
+    except ImportError:
+        return None
+    return Path(certifi.where())
+
+
+def write_bundle(ca_cert: Path, dest: Path, base: Path | None = None, extra: tuple[Path, ...] = ()) -> Path:
+    """Write ``dest`` = the ``base`` roots (default :func:`system_bundle`), the ``extra`` CA files,
+    then the proxy's CA, for ``SSL_CERT_FILE``-style settings that replace the default roots (so hosts reached
+    without the proxy still verify). Rewritten only when its content would change (atomic
+    rename). Raises :class:`OSError` when ``ca_cert`` cannot be read or ``dest`` written."""
+    base = base if base is not None else system_bundle()
+    roots = base.read_bytes() if base is not None else b""
+    for p in extra:
+        roots = roots.rstrip(b"\n") + b"\n\n# " + str(p).encode() + b"\n" + p.read_bytes()
+    data = roots.rstrip(b"\n") + b"\n\n# Headroom proxy CA (" + str(ca_cert).encode() + b")\n" + ca_cert.read_bytes()
+    if dest.is_file() and dest.read_bytes() == data:
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".bundle-")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, dest)
+    return dest
+
+
+def in_bundle(ca_cert: Path, bundle: Path | None) -> bool:
+    """Whether the certificate's PEM text is inside ``bundle`` (e.g. the system store)."""
+    if bundle is None or not bundle.is_file() or not ca_cert.is_file():
+        return False
+    pem = b"".join(line.strip() for line in ca_cert.read_bytes().splitlines() if line and not line.startswith(b"-----"))
+    text = b"".join(line.strip() for line in bundle.read_bytes().splitlines())
+    return pem in text
+
+
+@dataclass(frozen=True)
+class InstallPlan:
+    """How to add the CA to the system store on one platform: ``commands`` to run in order
+    (argv lists), whether they need administrator rights, and a note for the user."""
+
+    system: str
+    commands: tuple[tuple[str, ...], ...]
+    needs_admin: bool
+    note: str = ""
+
+
+def install_plan(cert: Path, system: str | None = None, os_release: str | None = None) -> InstallPlan:
+    """The commands that add ``cert`` to the system trust store of ``system`` (``platform.system()``
+    by default: Linux, Darwin, Windows); on Linux the family is read from ``/etc/os-release``
+    (or ``os_release``'s text). Raises :class:`ValueError` for a platform it does not know."""
+    system = system or platform.system()
+    if system == "Linux":
+        if os_release is None:
+            try:
+                os_release = Path("/etc/os-release").read_text()
+            except OSError:
+                os_release = ""
+        ids = " ".join(line.split("=", 1)[1].strip('"').lower() for line in os_release.splitlines() if line.startswith(("ID=", "ID_LIKE=")))
+        if any(x in ids for x in ("fedora", "rhel", "centos", "suse")):
+            dest = "/etc/pki/ca-trust/source/anchors/headroom-mitmproxy.pem"
+            return InstallPlan("Linux (Fedora/RHEL)", (("cp", str(cert), dest), ("update-ca-trust", "extract")), True)
+        if "arch" in ids:
+            return InstallPlan("Linux (Arch)", (("trust", "anchor", "--store", str(cert)),), True)
+        dest = "/usr/local/share/ca-certificates/headroom-mitmproxy.crt"
+        return InstallPlan("Linux (Debian/Ubuntu/Alpine)", (("cp", str(cert), dest), ("update-ca-certificates",)), True)
+    if system == "Darwin":
+        return InstallPlan(
+            "macOS",
+            (("security", "add-trusted-cert", "-d", "-r", "trustRoot", "-k", "/Library/Keychains/System.keychain", str(cert)),),
+            True,
+            "Node and Python do not read the macOS keychain: `headroom wrap` still sets their variables.",
+        )
+    if system == "Windows":
+        return InstallPlan("Windows", (("certutil", "-addstore", "-user", "Root", str(cert)),), False, "Adds the CA to the current user's Trusted Root store.")
+    raise ValueError(f"no known system trust store for platform {system!r}; see certs/README.md")
+
+
+def is_admin() -> bool:
+    """Whether this process may write the system trust store (root on POSIX)."""
+    return os.name != "posix" or os.geteuid() == 0
+

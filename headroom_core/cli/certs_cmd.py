@@ -1,0 +1,84 @@
+"""``headroom certs``: where the proxy's CA is, how to trust it, and ``--install`` into the
+system store (Debian/Ubuntu/Alpine, Fedora/RHEL, Arch, macOS, Windows)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from headroom_core.cli import agent_env as ae
+from headroom_core.cli.ca import BUNDLE, ca_info, default_confdir, in_bundle, install_plan, is_admin, system_bundle
+from headroom_core.settings import headroom_home
+
+console = Console()
+
+
+def certs(
+    confdir: Optional[Path] = typer.Option(None, help="mitmproxy confdir (default: $HEADROOM_HOME/mitmproxy)."),
+    install: bool = typer.Option(False, "--install", help="Add the CA to the system trust store (needs root/admin on Linux and macOS)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="With --install: print the commands, run nothing."),
+) -> None:
+    """Show where the proxy's CA is and how to trust it; --install adds it to the system store."""
+    home = headroom_home()
+    conf = (confdir or default_confdir(home)).expanduser()
+    info = ca_info(conf)
+    if not info.exists:
+        console.print(f"[red]no CA yet[/] in {conf}: mitmproxy creates it on first start; run `headroom proxy` (or `headroom wrap <agent>`) once.")
+        raise typer.Exit(1)
+    if info.error:
+        console.print(f"[red]{info.error}[/]; move the confdir's mitmproxy-ca* files away and start the proxy to make a new CA.")
+        raise typer.Exit(1)
+    if install:
+        _install(info.cert_path, dry_run)
+        return
+    c = info.cert_path
+    console.print(f"[bold]certificate[/] (public, share it): {c}")
+    console.print(f"  subject {info.subject}, SHA-256 {info.sha256}")
+    console.print(f"  valid until {info.not_after:%Y-%m-%d}{' [red](EXPIRED)[/]' if info.expired else ''}")
+    key_note = "" if info.key_private else f"  [red]readable by others: chmod 600 {info.key_path}[/]"
+    console.print(f"[bold]private key[/] (never share, never copy into images): {info.key_path}{key_note}")
+    sysb = system_bundle()
+    console.print(f"system store ({sysb}): {'[green]trusted[/]' if in_bundle(c, sysb) else 'not trusted (`headroom certs --install`, or use `headroom wrap`)'}")
+    console.print("\n[bold]trust it per runtime[/] (`headroom wrap` sets all of these for the agent):")
+    console.print(f"  Node (Claude Code, Gemini CLI, cursor-agent):  export NODE_EXTRA_CA_CERTS={c}")
+    console.print(f"  Python (Aider, SDKs), Go, curl, git, Codex:    export SSL_CERT_FILE={home / BUNDLE}")
+    console.print(f"     (the bundle is the system roots plus this CA; `headroom wrap` writes it; also {', '.join(v for v in ae.BUNDLE_VARS if v != 'SSL_CERT_FILE')})")
+    console.print(f"  Java:  keytool -importcert -noprompt -alias headroom -file {c} -keystore headroom.p12 -storepass changeit")
+    console.print("         then JAVA_TOOL_OPTIONS='-Djavax.net.ssl.trustStore=headroom.p12 -Djavax.net.ssl.trustStorePassword=changeit'")
+    console.print("Details per OS and runtime, keeping the key private, rotating it: certs/README.md")
+
+
+def _install(cert: Path, dry_run: bool) -> None:
+    try:
+        plan = install_plan(cert)
+    except ValueError as e:
+        console.print(f"[red]{e}[/]")
+        raise typer.Exit(1) from e
+    lines = [" ".join(c) for c in plan.commands]
+    if dry_run or (plan.needs_admin and not is_admin()):
+        if not dry_run:
+            console.print(f"[yellow]{plan.system}: adding to the system store needs administrator rights; run:[/]")
+        for line in lines:
+            console.print(f"  {'sudo ' if plan.needs_admin and os.name == 'posix' and not is_admin() else ''}{line}")
+        if plan.note:
+            console.print(plan.note)
+        if not dry_run:
+            raise typer.Exit(1)
+        return
+    for c in plan.commands:
+        console.print(f"$ {' '.join(c)}")
+        r = subprocess.run(list(c), capture_output=True, text=True)
+        if r.returncode != 0:
+            console.print(f"[red]failed ({r.returncode}):[/] {(r.stderr or r.stdout).strip()}")
+            raise typer.Exit(1)
+    console.print(f"[green]{plan.system}: the CA is in the system store.[/] {plan.note}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``headroom certs`` to the CLI."""
+    app.command("certs")(certs)

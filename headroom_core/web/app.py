@@ -1,0 +1,70 @@
+"""The WSGI app (Flask, which mitmproxy already depends on) behind the stats page.
+
+Routes: ``/`` the HTML page, ``/stats`` the ledger as JSON (:func:`headroom_core.ledger.snapshot`),
+``/metrics`` Prometheus text exposition, ``/health`` ``{"service": "headroom", "ok": true}``
+(what ``headroom wrap`` and the Docker health check probe through the proxy).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from flask import Flask, Response, jsonify
+from werkzeug.exceptions import HTTPException
+from sqlalchemy.orm import Session, sessionmaker
+
+from headroom_core import ledger
+from headroom_core.web.page import render_page
+
+log = logging.getLogger("headroom")
+
+SessionsProvider = Callable[[], "sessionmaker[Session] | None"]
+
+
+def create_app(sessions: SessionsProvider, ready: Callable[[], bool] = lambda: True) -> Flask:
+    """A Flask app reading the ledger through ``sessions()`` on every request (it may return
+    None while the proxy is starting: the routes then answer 503). ``ready()`` tells ``/health``
+    whether the proxy has finished warming up (database open, vocabulary loaded)."""
+    app = Flask("headroom_web")
+
+    def _sessions() -> sessionmaker[Session]:
+        s = sessions()
+        if s is None:
+            raise LookupError("the proxy is still starting")
+        return s
+
+    @app.errorhandler(LookupError)
+    def _starting(e: LookupError):
+        return jsonify(error=str(e)), 503
+
+    @app.errorhandler(Exception)
+    def _failed(e: Exception):
+        if isinstance(e, HTTPException):
+            return e
+        log.exception("headroom: stats page failed")
+        return jsonify(error=f"{type(e).__name__}: {e}"), 500
+
+    @app.get("/health")
+    def health():
+        try:
+            ok, detail = sessions() is not None, ""
+        except Exception as e:  # noqa: BLE001 - health reports it
+            ok, detail = False, f"{type(e).__name__}: {e}"
+        return jsonify(service="headroom", ok=ok, ready=ok and ready(), detail=detail), 200 if ok else 503
+
+    @app.get("/stats")
+    def stats():
+        return jsonify(ledger.snapshot(_sessions()))
+
+    @app.get("/metrics")
+    def prometheus():
+        from headroom_core.web import metrics  # prometheus-client, only when scraped
+
+        return Response(metrics.render(_sessions), content_type=metrics.CONTENT_TYPE)
+
+    @app.get("/")
+    def page():
+        return Response(render_page(ledger.snapshot(_sessions())), content_type="text/html; charset=utf-8")
+
+    return app

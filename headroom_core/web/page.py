@@ -1,0 +1,122 @@
+"""The stats page: one self-contained HTML document (inline CSS and SVG, no script, nothing
+fetched) rendered from :func:`headroom_core.ledger.snapshot`."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from html import escape
+from typing import Any
+
+from headroom_core.web.charts import paired_hbars, stacked_bars
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;max-width:980px;color:#1d2330;background:#fafbfc}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:16px;margin:28px 0 8px}
+.sub{color:#5b6475;margin:0 0 18px}
+.cards{display:grid;grid-template-columns:repeat(4,1fr);gap:10px}
+.card{background:#fff;border:1px solid #e1e5ec;border-radius:8px;padding:10px 12px}
+.card .v{font-size:22px;font-weight:600}.card .k{color:#5b6475;font-size:12px}
+table{border-collapse:collapse;width:100%;background:#fff;border:1px solid #e1e5ec}
+th,td{padding:5px 8px;border-bottom:1px solid #eef0f4;text-align:right;white-space:nowrap}
+th:first-child,td:first-child{text-align:left;max-width:340px;overflow:hidden;text-overflow:ellipsis}
+th{background:#f3f5f8;font-weight:600;font-size:12px}
+.chart{width:100%;height:auto;background:#fff;border:1px solid #e1e5ec;border-radius:8px}
+.chart .grid{stroke:#eef0f4}.chart .axis{fill:#5b6475;font-size:11px}.chart .legend{fill:#1d2330;font-size:12px}
+.chart .lower{fill:#8aa4c8}.chart .upper{fill:#2e9d6a}.chart .before{fill:#d5dbe5}.chart .after{fill:#2e6fd0}
+.note{color:#5b6475;font-size:12px}
+"""
+
+
+def _n(v: Any) -> str:
+    return f"{v:,}" if isinstance(v, int) else "-"
+
+
+def _pct(v: Any) -> str:
+    return f"{100 * v:.1f}%" if isinstance(v, (int, float)) else "-"
+
+
+def _card(figure: str, label: str, value: Any, text: str) -> str:
+    return f'<div class="card"><div class="v" data-figure="{figure}" data-value="{escape(str(value))}">{escape(text)}</div><div class="k">{escape(label)}</div></div>'
+
+
+_GROUP_COLS = (
+    ("requests", "requests", _n),
+    ("compressed", "compressed", _n),
+    ("tokens_saved", "saved (est.)", _n),
+    ("saved_share", "saved % (est.)", _pct),
+    ("usage_prompt_tokens", "prompt tokens (provider)", _n),
+    ("saved_share_of_prompt", "saved % of prompt", _pct),
+    ("cache_hit_rate", "cache hit", _pct),
+)
+_KIND_COLS = (
+    ("blocks", "blocks", _n),
+    ("compressed", "compressed", _n),
+    ("reused", "reused", _n),
+    ("tokens_before", "before (est.)", _n),
+    ("tokens_after", "after (est.)", _n),
+    ("tokens_saved", "saved", _n),
+    ("saved_share", "saved %", _pct),
+)
+
+
+def _table(group: str, title: str, rows: list[dict], cols) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for _, h, _ in cols)
+    body = []
+    for r in rows:
+        cells = "".join(f'<td data-col="{c}" data-value="{escape(str(r.get(c)))}">{f(r.get(c))}</td>' for c, _, f in cols)
+        body.append(f'<tr data-key="{escape(str(r["key"]))}"><td title="{escape(str(r["key"]))}">{escape(str(r["key"]))}</td>{cells}</tr>')
+    if not rows:
+        body.append(f'<tr><td colspan="{len(cols) + 1}">no requests yet</td></tr>')
+    return f'<table data-group="{group}"><thead><tr><th>{escape(title)}</th>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def render_page(snap: dict) -> str:
+    """The HTML page for a :func:`headroom_core.ledger.snapshot` dict (UTF-8 text)."""
+    t = snap.get("totals") or {}
+    by = snap.get("by") or {}
+    cards = "".join(
+        [
+            _card("requests", "requests", t.get("requests", 0), _n(t.get("requests", 0))),
+            _card("compressed", "compressed", t.get("compressed", 0), _n(t.get("compressed", 0))),
+            _card("tokens_saved", "tokens saved (estimated)", t.get("tokens_saved", 0), _n(t.get("tokens_saved", 0))),
+            _card("saved_share", "saved of what was considered", t.get("saved_share"), _pct(t.get("saved_share"))),
+            _card("usage_prompt_tokens", "prompt tokens (provider)", t.get("usage_prompt_tokens", 0), _n(t.get("usage_prompt_tokens", 0))),
+            _card("saved_share_of_prompt", "saved of the whole prompt", t.get("saved_share_of_prompt"), _pct(t.get("saved_share_of_prompt"))),
+            _card("cache_hit_rate", "prompt-cache hit rate", t.get("cache_hit_rate"), _pct(t.get("cache_hit_rate"))),
+            _card("retrieve_rounds", "retrieval rounds", t.get("retrieve_rounds", 0), _n(t.get("retrieve_rounds", 0))),
+        ]
+    )
+    days = by.get("day") or []
+    day_chart = stacked_bars(
+        [d["key"] for d in days],
+        [d.get("usage_prompt_tokens", 0) for d in days],
+        [d.get("tokens_saved", 0) for d in days],
+        lower_name="prompt tokens sent (provider)",
+        upper_name="tokens saved (estimated)",
+    )
+    kinds = by.get("kind") or []
+    kind_chart = paired_hbars([k["key"] for k in kinds], [k.get("tokens_before", 0) for k in kinds], [k.get("tokens_after", 0) for k in kinds])
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Headroom savings</title>
+<meta name="viewport" content="width=device-width, initial-scale=1"><style>{_CSS}</style></head>
+<body>
+<h1>Headroom savings</h1>
+<p class="sub">What the proxy saved, from the savings ledger · {escape(now)} · <a href="/stats">JSON</a> · <a href="/metrics">metrics</a></p>
+<div class="cards">{cards}</div>
+<h2>Savings over time</h2>
+{day_chart}
+<h2>Per content kind</h2>
+{kind_chart}
+{_table("kind", "kind", kinds, _KIND_COLS)}
+<h2>Per agent</h2>
+{_table("agent", "agent", by.get("agent") or [], _GROUP_COLS)}
+<h2>Per project</h2>
+{_table("project", "project", by.get("project") or [], _GROUP_COLS)}
+<h2>Per day</h2>
+{_table("day", "day (UTC)", days, _GROUP_COLS)}
+<p class="note">Estimated: our token counts of the tool outputs and tool definitions the proxy considered.
+Provider: the <code>usage</code> figures in the responses (prompt = input + cache read + cache write).
+Cache hit rate = cache-read tokens / prompt tokens.</p>
+</body></html>
+"""

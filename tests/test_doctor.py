@@ -1,0 +1,107 @@
+"""``headroom doctor`` on real set-ups: a broken one (no CA, home and database not writable,
+a port taken by something else, a bad config key) says what is wrong and how to fix it; a
+working one, with a real proxy running, is all set."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from headroom_core.cli import doctor_cmd
+from tests.support.proxy import ADDON_SCRIPT, free_port
+
+HEADROOM = str(Path(sys.executable).parent / "headroom")
+
+
+def _doctor(home: Path, *args: str, drop_privileges: bool = False) -> subprocess.CompletedProcess[str]:
+    env = {"HEADROOM_HOME": str(home), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "COLUMNS": "250", "HF_HUB_OFFLINE": "1"}
+    cmd = [HEADROOM, "doctor", *args]
+    if drop_privileges and os.geteuid() == 0:
+        # root ignores file modes; without these capabilities it is held to them like a user
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv (util-linux): cannot make a folder unwritable")
+        cmd = [setpriv, "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps", "-dac_override,-dac_read_search", *cmd]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def _lines(out: subprocess.CompletedProcess[str]) -> str:
+    return " ".join((out.stdout + out.stderr).split())  # the table wraps: compare word runs
+
+
+def _findings(out: subprocess.CompletedProcess[str]) -> dict[str, dict]:
+    return {c["name"]: c for c in json.loads(out.stdout)}
+
+
+def test_broken_setup_no_ca_and_database_not_writable(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    home.chmod(0o555)
+    port = str(free_port())
+    try:
+        out = _doctor(home, "--no-models", "--port", port, "--json", drop_privileges=True)
+        table = _doctor(home, "--no-models", "--port", port, drop_privileges=True)
+    finally:
+        home.chmod(0o755)
+    assert out.returncode == 1, out.stdout + out.stderr
+    f = _findings(out)
+    assert {k: v["level"] for k, v in f.items()} == {"configuration": "ok", "home folder": "fail", "database": "fail", "CA": "fail", "proxy": "warn", "mitmproxy": "ok"}
+    assert f["CA"]["detail"] == f"no CA in {home}/mitmproxy" and "start the proxy once" in f["CA"]["fix"]
+    assert f["home folder"]["detail"].startswith(f"{home} is not writable (PermissionError") and "point HEADROOM_HOME at a writable folder" in f["home folder"]["fix"]
+    assert f["database"]["detail"].startswith(f"sqlite:///{home}/headroom.db: its folder {home} is not writable")
+    assert f"chmod u+w {home}" in f["database"]["fix"] and "HEADROOM_DB_URL" in f["database"]["fix"]
+    assert "headroom wrap <agent>" in f["proxy"]["fix"]
+    text = _lines(table)  # what a person sees: the same findings in a table, and the count
+    assert table.returncode == 1 and "FAIL" in text and "no CA in" in text and "3 problem(s) to fix." in text
+
+
+def test_read_only_database_file(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    assert _doctor(home, "--no-models", "--port", str(free_port())).returncode == 1  # creates the database; no CA yet
+    db = home / "headroom.db"
+    for p in home.glob("headroom.db*"):
+        p.chmod(0o444)
+    out = _doctor(home, "--no-models", "--port", str(free_port()), "--json", drop_privileges=True)
+    db_check = _findings(out)["database"]
+    assert out.returncode == 1 and db_check["level"] == "fail"
+    assert db_check["detail"] == f"sqlite:///{db}: the file is read-only" and db_check["fix"] == f"`chmod u+w {db}` (or chown it to you)"
+
+
+def test_port_taken_and_bad_config(tmp_path, upstream):
+    (tmp_path / "config.toml").write_text("min_tokenz = 3\n")
+    out = _doctor(tmp_path, "--no-models", "--json")
+    f = _findings(out)
+    assert out.returncode == 1 and f["configuration"]["level"] == "fail"
+    assert "unknown key 'min_tokenz'" in f["configuration"]["detail"] and str(tmp_path / "config.toml") in f["configuration"]["fix"]
+    (tmp_path / "config.toml").unlink()
+    f = _findings(_doctor(tmp_path, "--no-models", "--port", str(upstream.port), "--json"))
+    assert f["proxy"]["level"] == "fail" and f["proxy"]["detail"] == f"http://127.0.0.1:{upstream.port} is taken by another program"
+    assert "another port" in f["proxy"]["fix"]
+
+
+def test_working_setup_is_all_set(proxy_factory):
+    px = proxy_factory(ADDON_SCRIPT)
+    out = _doctor(px.home, "--port", str(px.port), "--confdir", str(px.confdir), "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    f = _findings(out)
+    assert {c["level"] for c in f.values()} == {"ok"}
+    assert f["proxy"]["detail"] in (f"a Headroom proxy answers at {px.url}", f"a Headroom proxy at {px.url} is still warming up (database, vocabulary)")
+    assert f["database"]["detail"].endswith("(migrated, writable)") and f["tokenizer"]["detail"].startswith("cl100k_base")
+    assert f["CA"]["detail"].startswith(str(px.ca_path))
+
+
+def test_ca_key_readable_by_others_is_a_warning(tmp_path):
+    from mitmproxy.certs import CertStore
+
+    CertStore.from_store(tmp_path, "mitmproxy", 2048)  # the CA as mitmproxy makes it
+    (tmp_path / "mitmproxy-ca.pem").chmod(0o644)
+    checks = {c.name: c for c in doctor_cmd.check_ca(tmp_path)}
+    assert checks["CA"].level == "ok"
+    assert checks["CA key"].level == "warn" and f"chmod 600 {tmp_path}/mitmproxy-ca.pem" in checks["CA key"].fix
