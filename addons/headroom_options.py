@@ -26,6 +26,9 @@ _HELP = {
     "tools_minify": "Minify tool definitions deterministically (true/false).",
     "tools_minify_exclude": "Comma-separated glob patterns of tool names left as they are.",
     "home": "Headroom's folder for database, caches and config (default ~/.headroom).",
+    "ws_max_frame_bytes": "A WebSocket client frame (response.create) larger than this many bytes closes the connection with code 1009.",
+    "compress_timeout_seconds": "Seconds one request or frame may spend being compressed before it is sent as is (or refused if large).",
+    "fail_open_max_bytes": "When compression fails or times out, requests up to this many bytes go on unchanged; larger ones are refused (413 / 1009).",
 }
 OPTION_NAMES = [f.name for f in dataclasses.fields(Settings)]
 
@@ -66,5 +69,8 @@ def _warm_up(rt: Runtime) -> None:
     try:
         rt.sessions
         rt.counter.count("warm up")
+        from headroom_core.compress import embeddings
+
+        embeddings.start_loading()  # prose/HTML compression and memory search need the model
     except Exception:  # noqa: BLE001 - requests will fail open and log it again
         logging.exception("headroom: warm-up failed (database or tokenizer); traffic passes unchanged until it works")

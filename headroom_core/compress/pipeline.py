@@ -61,6 +61,11 @@ def hint_for_call(tool_name: str, call: ToolCall | None) -> Hint:
     return Hint(tool_name=tool_name, path=path if isinstance(path, str) else "", command=command_of(a))
 
 
+# A compressor that declines only because the embedding model is still loading says so with this
+# reason; that answer is not cached (the frozen prefix keeps this turn's bytes anyway).
+TRANSIENT_REASON = "model loading"
+
+
 def excluded(tool_name: str, patterns: tuple[str, ...]) -> bool:
     """True when ``tool_name`` matches one of the glob ``patterns`` (``fnmatch``, case-sensitive)."""
     return any(fnmatch.fnmatchcase(tool_name, p) for p in patterns)
@@ -125,7 +130,8 @@ def compress_outputs(
             if res.changed and after >= before:
                 res = CompressResult.unchanged(out.text, res.kind, "no gain")
                 after = before
-            cache.put(h, res, before, after)
+            if res.changed or res.reason != TRANSIENT_REASON:
+                cache.put(h, res, before, after)  # "model loading" is no decision: decide again later
         else:
             res, before, after = hit
         blocks.append(BlockOutcome(out.path, out.tool_name, res.kind, res.strategy, res.reason, res.changed, before, after, cached))

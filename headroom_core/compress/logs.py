@@ -1,0 +1,432 @@
+"""Compress a log tool output: group lines by template, keep what matters, offload the rest.
+
+Input: text made of log lines (one event per line, continuation lines such as Java stack
+frames or Python traceback lines allowed). Sizes are in tokens of the caller's
+:class:`~headroom_core.compress.tokens.TokenCounter`.
+
+**Templates.** Every non-blank line is given to a fresh Drain3 ``TemplateMiner`` (He et al.,
+"Drain: An Online Log Parsing Approach with Fixed Depth Tree", ICWS 2017; the ``drain3``
+package), configured in code (:func:`miner_config`): no config file is read, nothing persists,
+and variable values (timestamps, IPs, UUIDs, hex, numbers) are masked before clustering, so the
+same text always gives the same clusters.
+
+**Kept lines** (verbatim, in their original order), each with the first reason that picked it:
+
+``anchor``
+    the first :data:`HEAD` and last :data:`TAIL` lines;
+``error``
+    every error-level line (:func:`is_error_line`: a level token ``ERROR``/``FATAL``/``SEVERE``/
+    ``CRITICAL``/``PANIC``/``EMERG``, a lowercase ``[error]``/``[crit]``…/``level=error``/
+    ``error:`` level, an exception class name such as ``java.io.IOException`` or
+    ``ValueError``, or ``Traceback (most recent call last):``) together with its stack trace
+    (:func:`trace_end`: indented lines, ``at …``, ``Caused by:``, ``... 12 more``, and
+    unindented exception lines such as ``java.io.IOException: …`` or ``ValueError: …``);
+``query``
+    lines holding a word of the user's latest query (matched at a word start, case-insensitive;
+    words found on more than half the lines do not discriminate and are ignored), at most
+    :data:`MAX_QUERY` of them (the first and last halves of that many);
+``template``
+    the first line of every Drain3 template, and of every variant of a template (lines that
+    share its few-valued wildcard positions, :func:`mine_templates`), so each kind of event is
+    seen at least once.
+
+Every run of dropped lines becomes one marker line ``[headroom omitted 37 of 2000 lines;
+headroom_retrieve key=…]`` (a run shorter than its marker stays). A summary follows: one line
+per template that lost lines, ``412× <template>``, most frequent first (``<*>``, ``<NUM>``,
+``<IP>``, ``<TS>``, ``<HEX>``, ``<ID>`` stand for varying values). Line ends are kept
+(``\r\n`` text gets ``\r\n`` marker and summary lines). All markers carry one key,
+:func:`~headroom_core.ccr.markers.offload_key` of the whole text; the result holds one
+:class:`~headroom_core.compress.result.Offload` with the text byte for byte.
+
+Unchanged results: ``"not text"``, ``"small"`` (under ``min_tokens``), ``"few lines"`` (under
+:data:`MIN_LINES` non-blank lines), ``"nothing to drop"``, ``"no gain"`` (not at least
+``min_saving_ratio`` fewer tokens). Deterministic: the same ``(text, query)`` gives the same
+bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from drain3 import TemplateMiner
+from drain3.masking import AbstractMaskingInstruction
+from drain3.template_miner_config import TemplateMinerConfig
+
+from headroom_core.ccr.markers import make_marker, offload_key
+from headroom_core.compress.json_select import query_words
+from headroom_core.compress.result import CompressResult, Offload
+from headroom_core.compress.tokens import TokenCounter
+
+KIND = "log"
+HEAD = 5
+TAIL = 5
+MAX_QUERY = 40
+MIN_LINES = 12
+# Drain's similarity threshold and tree depth. drain3's defaults (0.4, 4) suit the message part
+# of a line; here whole lines are clustered, and their shared header (timestamp, host, level,
+# component) inflates similarity, so a higher threshold keeps unrelated messages apart. 0.6
+# was chosen on the eight loghub logs (bench/bench_logs_text.py): template text close to the
+# ground truth, every ground-truth template kept.
+SIM_TH = 0.6
+DEPTH = 4
+# A wildcard position of a template with at most this many distinct values holds a choice
+# between a few literal words (Transitioned from NEW / RUNNING / …), not a free value (a user
+# name, an id): the first line of each such variant is kept too.
+VARIANT_MAX_VALUES = 12
+
+REASONS = ("anchor", "error", "query", "template")
+
+# Variable values masked before clustering, in one pass (at a position the first listed wins).
+_MASKS = (
+    # 2015-10-18 18:01:47,978 / 2017-05-16T00:00:00.008Z / 2017-05-16 00:00:00+02:00
+    (r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?", "TS"),
+    # Sun Dec 04 04:47:44 2005 / Jun 14 15:16:01 (syslog, Apache)
+    (
+        r"(?:(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) )?(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+        r" {1,2}\d{1,2} \d{2}:\d{2}:\d{2}(?: \d{4})?",
+        "TS",
+    ),
+    (r"(?<![\w/.:-])\d{2,4}[/-]\d{2}[/-]\d{2,4}(?![\w/.-])", "TS"),
+    (r"(?<![\w:.])\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?(?![\w:])", "TS"),
+    (r"(?<![0-9a-fA-F])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![0-9a-fA-F])", "ID"),
+    (r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?(?![\w.])", "IP"),
+    (r"(?<![\w])0x[0-9a-fA-F]+(?![\w])", "HEX"),
+    (r"(?<![\w])[0-9a-f]{16,}(?![\w])", "HEX"),
+    (r"(?<![A-Za-z0-9<>])[-+]?\d+(?:\.\d+)?(?![A-Za-z0-9<>])", "NUM"),
+)
+
+_EXCEPTION_RE = re.compile(
+    r"(?<![\w$])(?:[A-Za-z_$][\w$]*\.)*[A-Z][\w$]*(?:Exception|Error)(?![\w$])"
+    r"|(?<![\w$])Exception(?![\w$])"
+    r"|Traceback \(most recent call last\)"
+)
+_UPPER_LEVEL_RE = re.compile(r"(?<![\w.$-])(?:ERROR|FATAL|SEVERE|CRITICAL|ALERT|PANIC|EMERG|EMERGENCY)(?![\w-])")
+_LOWER_LEVEL_RE = re.compile(
+    r"[\[<(](?:error|err|crit|critical|alert|emerg|fatal|severe|panic)[\]>)]"
+    r"|\blevel[=:]\s*\"?(?:error|err|fatal|critical|crit|severe|panic)\b"
+    r"|(?<![\w.-])(?:error|fatal|panic):\s",
+    re.IGNORECASE,
+)
+# Every error line holds one of these (lowercased): a cheap test before the regular expressions.
+_CHEAP_WORDS = ("err", "fatal", "severe", "crit", "panic", "emerg", "alert", "exception", "traceback")
+_FRAME_RE = re.compile(r"^\s*(?:at [\w$.<>/]|Caused by:|Suppressed:|\.\.\. \d+ (?:more|common frames))")
+_PY_CHAIN_RE = re.compile(
+    r"^(?:During handling of the above exception|The above exception was the direct cause)"
+)
+_EXC_LINE_RE = re.compile(
+    r"^[A-Za-z_$][\w.$]*(?:Error|Exception|Exit|Interrupt|Iteration|Throwable)(?::|$)"
+)
+
+
+class _Masker(AbstractMaskingInstruction):
+    """All of :data:`_MASKS` in one left-to-right pass (at a position, the first mask listed wins)."""
+
+    def __init__(self) -> None:
+        super().__init__("*")
+        self._names = [name for _, name in _MASKS]
+        self._rx = re.compile("|".join(f"(?P<m{k}>{p})" for k, (p, _) in enumerate(_MASKS)))
+
+    def mask(self, content: str, mask_prefix: str, mask_suffix: str) -> str:
+        names = self._names
+        return self._rx.sub(lambda m: f"{mask_prefix}{names[m.lastindex - 1]}{mask_suffix}", content)
+
+
+def miner_config() -> TemplateMinerConfig:
+    """The Drain3 configuration used here, built in code (no ``drain3.ini`` is read)."""
+    cfg = TemplateMinerConfig()
+    cfg.profiling_enabled = False
+    cfg.drain_sim_th = SIM_TH
+    cfg.drain_depth = DEPTH
+    cfg.drain_max_children = 100
+    cfg.drain_max_clusters = None  # no LRU eviction: the clusters depend on the text alone
+    cfg.drain_extra_delimiters = []
+    cfg.parametrize_numeric_tokens = True
+    cfg.masking_instructions = [_Masker()]
+    cfg.mask_prefix = "<"
+    cfg.mask_suffix = ">"
+    return cfg
+
+
+def is_error_line(line: str) -> bool:
+    """True when ``line`` reports an error: an error level, an exception class or a traceback.
+
+    Levels: ``ERROR``, ``FATAL``, ``SEVERE``, ``CRITICAL``, ``PANIC``, ``EMERG`` as upper-case
+    words; ``[error]``, ``<crit>``, ``level=error``, ``error: …`` in any case. Exceptions: a
+    CamelCase class name ending in ``Exception`` or ``Error`` (``java.net.ConnectException``,
+    ``ValueError``), the word ``Exception``, or Python's ``Traceback (most recent call last)``.
+    """
+    low = line.lower()
+    if not any(w in low for w in _CHEAP_WORDS):
+        return False
+    if _UPPER_LEVEL_RE.search(line) or _LOWER_LEVEL_RE.search(line):
+        return True
+    return ("exception" in low or "error" in low or "traceback" in low) and bool(_EXCEPTION_RE.search(line))
+
+
+def trace_end(lines: list[str], i: int) -> int:
+    """Index one past the stack trace that follows the error line ``lines[i]``.
+
+    Continuation lines: indented lines, Java frames (``at …``, ``Caused by:``, ``... 3 more``),
+    Python chained-traceback lines, and unindented exception lines (``java.io.IOException: …``
+    under the error line, ``ValueError: …`` closing a Python traceback). A blank line ends the trace unless a chained traceback
+    follows it.
+    """
+    n = len(lines)
+    py = "Traceback (most recent call last)" in lines[i]
+    j = i + 1
+    while j < n:
+        s = lines[j].rstrip("\r")
+        if s.strip() == "":
+            # A blank line inside a chained Python traceback.
+            k = j + 1
+            while k < n and lines[k].strip() == "":
+                k += 1
+            if py and k < n and _PY_CHAIN_RE.match(lines[k]):
+                j = k
+                continue
+            break
+        if s[:1] in (" ", "\t") or _FRAME_RE.match(s) or _PY_CHAIN_RE.match(s):
+            j += 1
+            continue
+        if "Traceback (most recent call last)" in s:
+            py = True
+            j += 1
+            continue
+        if _EXC_LINE_RE.match(s):
+            # Java's "java.io.IOException: …" under its error line, or the line that closes a
+            # Python traceback ("ValueError: …"); a chain may follow either.
+            j += 1
+            continue
+        break
+    return j
+
+
+@dataclass(frozen=True)
+class Template:
+    """One Drain3 template of a log: its text, number of lines, first line index (0-based)."""
+
+    template: str
+    count: int
+    first: int
+
+
+@dataclass(frozen=True)
+class LogSelection:
+    """Which lines to keep: ``reasons`` maps a kept line index to its reason (:data:`REASONS`);
+    ``cluster_of`` gives each line's template number (-1 for blank lines); ``templates`` lists
+    the templates in order of first appearance."""
+
+    reasons: dict[int, str]
+    cluster_of: tuple[int, ...]
+    templates: tuple[Template, ...]
+
+
+def mine_templates(lines: list[str]) -> tuple[tuple[int, ...], tuple[Template, ...], tuple[int, ...]]:
+    """Cluster ``lines`` with Drain3.
+
+    Returns each line's template number (-1 for a blank line), the templates in order of first
+    appearance, and the first line of every *variant*: lines of one template that share the
+    values of its categorical wildcard positions (:data:`VARIANT_MAX_VALUES`), so that two
+    kinds of event Drain put in one template (``Transitioned from NEW to UNASSIGNED`` and
+    ``… from RUNNING to SUCCESS``) are both seen, while free values (user names, ids) are not.
+    Drain3 is used through ``TemplateMiner``'s masker and ``Drain`` directly (its
+    ``add_log_message`` would mask each line a second time).
+    """
+    miner = TemplateMiner(persistence_handler=None, config=miner_config())
+    raw_ids: list[int] = []
+    masked: list[list[str]] = []
+    for line in lines:
+        s = line.strip()
+        if s:
+            # TemplateMiner.add_log_message without its snapshot bookkeeping: mask once, keep
+            # the masked tokens for the variants below.
+            m = miner.masker.mask(s)
+            cluster, _ = miner.drain.add_log_message(m)
+            raw_ids.append(cluster.cluster_id)
+            masked.append(m.split())
+        else:
+            raw_ids.append(-1)
+            masked.append([])
+    order: dict[int, int] = {}
+    for cid in raw_ids:
+        if cid >= 0 and cid not in order:
+            order[cid] = len(order)
+    cluster_of = tuple(order[c] if c >= 0 else -1 for c in raw_ids)
+    by_id = {c.cluster_id: c for c in miner.drain.clusters}
+    members: list[list[int]] = [[] for _ in order]
+    for i, c in enumerate(cluster_of):
+        if c >= 0:
+            members[c].append(i)
+    templates = tuple(
+        Template(by_id[cid].get_template(), len(members[k]), members[k][0]) for cid, k in order.items()
+    )
+    firsts: list[int] = []
+    for cid, k in order.items():
+        tokens = by_id[cid].log_template_tokens
+        rows = [masked[i] for i in members[k]]
+        cat_positions = []
+        for p, tok in enumerate(tokens):
+            if tok != "<*>":
+                continue
+            values = {r[p] if p < len(r) else "" for r in rows}
+            if len(values) <= VARIANT_MAX_VALUES:
+                cat_positions.append(p)
+        seen: set[tuple[str, ...]] = set()
+        for i, r in zip(members[k], rows):
+            shape = tuple(r[p] if p < len(r) else "" for p in cat_positions)
+            if shape not in seen:
+                seen.add(shape)
+                firsts.append(i)
+    return cluster_of, templates, tuple(sorted(firsts))
+
+
+def _query_matcher(words: tuple[str, ...], lines: list[str]) -> re.Pattern[str] | None:
+    if not words:
+        return None
+    nonblank = [ln for ln in lines if ln.strip()]
+    useful = []
+    for w in words:
+        rx = re.compile(r"(?<![^\W_])" + re.escape(w), re.IGNORECASE)
+        hits = sum(1 for ln in nonblank if rx.search(ln))
+        if 0 < hits <= len(nonblank) / 2:
+            useful.append(re.escape(w))
+    if not useful:
+        return None
+    return re.compile(r"(?<![^\W_])(?:" + "|".join(useful) + ")", re.IGNORECASE)
+
+
+def select_lines(lines: list[str], query: str) -> LogSelection:
+    """The lines of a log to keep for ``query`` (see the module docstring), pure."""
+    n = len(lines)
+    cluster_of, templates, variants = mine_templates(lines)
+    reasons: dict[int, str] = {}
+
+    def keep(i: int, why: str) -> None:
+        reasons.setdefault(i, why)
+
+    for i in list(range(min(HEAD, n))) + list(range(max(0, n - TAIL), n)):
+        keep(i, "anchor")
+    i = 0
+    while i < n:
+        if lines[i].strip() and is_error_line(lines[i]):
+            end = trace_end(lines, i)
+            for j in range(i, end):
+                keep(j, "error")
+            i = max(end, i + 1)
+        else:
+            i += 1
+    rx = _query_matcher(query_words(query), lines)
+    if rx is not None:
+        hits = [i for i, ln in enumerate(lines) if rx.search(ln)]
+        if len(hits) > MAX_QUERY:
+            half = MAX_QUERY // 2
+            hits = hits[:half] + hits[-(MAX_QUERY - half) :]
+        for i in hits:
+            keep(i, "query")
+    for i in variants:
+        keep(i, "template")
+    return LogSelection(reasons=reasons, cluster_of=cluster_of, templates=templates)
+
+
+def _split_lines(text: str) -> tuple[list[str], str, bool]:
+    """The lines of ``text`` without line ends, the line end (``"\r\n"`` when every line ends
+    so, else ``"\n"``; a lone ``\r`` stays in its line), and whether the text ended with one."""
+    lines = text.split("\n")
+    ends_nl = lines[-1] == ""
+    if ends_nl:
+        lines.pop()
+    body = lines if ends_nl else lines[:-1]
+    if body and all(ln.endswith("\r") for ln in body):
+        return [ln[:-1] for ln in body] + lines[len(body) :], "\r\n", ends_nl
+    return lines, "\n", ends_nl
+
+
+def compress_logs(
+    text: str,
+    query: str,
+    counter: TokenCounter,
+    *,
+    min_tokens: int = 250,
+    min_saving_ratio: float = 0.10,
+) -> CompressResult:
+    """Compress the log tool output ``text`` for a request whose latest user text is ``query``.
+
+    Returns the kept lines (verbatim, in order) with one marker per dropped run and a template
+    summary (see the module docstring), with one offload holding ``text`` byte for byte; or the
+    unchanged text with the reason. Never raises on bad input.
+    """
+    if not isinstance(text, str) or not text.strip():
+        return CompressResult.unchanged(text, KIND, "not text")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return CompressResult.unchanged(text, KIND, "not utf-8")
+    original = counter.count(text)
+    if original < min_tokens:
+        return CompressResult.unchanged(text, KIND, "small")
+    lines, eol, ends_nl = _split_lines(text)
+    if sum(1 for ln in lines if ln.strip()) < MIN_LINES:
+        return CompressResult.unchanged(text, KIND, "few lines")
+    sel = select_lines(lines, query or "")
+    n = len(lines)
+    key = offload_key(text)
+
+    out: list[str] = []
+    shown: set[int] = set()
+    run: list[int] = []
+
+    def flush() -> None:
+        if not run:
+            return
+        marker = make_marker(f"{len(run)} of {n} lines", key)
+        if sum(len(lines[j]) + 1 for j in run) > len(marker) + 1:
+            out.append(marker)
+        else:  # the marker would cost more than the lines it hides
+            out.extend(lines[j] for j in run)
+            shown.update(run)
+        run.clear()
+
+    for i in range(n):
+        if i in sel.reasons:
+            flush()
+            out.append(lines[i])
+            shown.add(i)
+        else:
+            run.append(i)
+    flush()
+    if len(shown) == n:
+        return CompressResult.unchanged(text, KIND, "nothing to drop")
+
+    dropped_per: dict[int, int] = {}
+    for i in range(n):
+        c = sel.cluster_of[i]
+        if i not in shown and c >= 0:
+            dropped_per[c] = dropped_per.get(c, 0) + 1
+    summary = sorted(dropped_per, key=lambda c: (-sel.templates[c].count, c))
+    if summary:
+        out.append(
+            f"[headroom log templates (Drain3), {len(sel.templates)} in {n} lines; "
+            "lines per template that lost lines; <…> and <*> stand for varying values]"
+        )
+        for c in summary:
+            t = sel.templates[c]
+            out.append(f"{t.count}× {t.template}")
+    result = eol.join(out) + (eol if ends_nl else "")
+    tokens = counter.count(result)
+    if tokens > original * (1.0 - min_saving_ratio):
+        return CompressResult.unchanged(text, KIND, "no gain")
+    counts = {r: 0 for r in (*REASONS, "context")}
+    for i in shown:
+        # A line without a reason sat in a dropped run too short to be worth a marker.
+        counts[sel.reasons.get(i, "context")] += 1
+    parts = ", ".join(f"{c} {r}" for r, c in counts.items() if c)
+    dropped = n - len(shown)
+    return CompressResult(
+        text=result,
+        changed=True,
+        kind=KIND,
+        strategy="templates",
+        reason=f"kept {len(shown)} of {n} lines, {len(sel.templates)} templates: {parts} ({original}->{tokens} tokens)",
+        offloads=(Offload(key=key, original=text, what=f"{dropped} of {n} lines"),),
+    )
