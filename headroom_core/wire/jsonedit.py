@@ -166,6 +166,7 @@ def apply(s: str, edits: Iterable["Replace | Append | ReplaceRaw"]) -> str:
     splices: list[tuple[int, int, str]] = []
     loc = Locator(s)
     span = loc.span  # noqa: F811 - one locator for all edits of this document
+    created: dict[Any, tuple[int, list[str]]] = {}
     for e in edits:
         if isinstance(e, Replace):
             a, b = span(e.path)
@@ -183,6 +184,12 @@ def apply(s: str, edits: Iterable["Replace | Append | ReplaceRaw"]) -> str:
             end = s.rstrip().rfind("}")
             inner = s[:end].rstrip()
             sep = "" if inner.endswith("{") else ","
+            if e.path[0] in created:  # a later Append to the key an earlier one created
+                i, values = created[e.path[0]]
+                values.append(dumps(e.value))
+                splices[i] = (end, end, f"{sep}{dumps(e.path[0])}:[{','.join(values)}]")
+                continue
+            created[e.path[0]] = (len(splices), [dumps(e.value)])
             splices.append((end, end, f"{sep}{dumps(e.path[0])}:[{dumps(e.value)}]"))
             continue
         if s[a] != "[":

@@ -33,6 +33,8 @@ def upgrade() -> None:
     sa.Column('position', sa.Integer(), nullable=False),
     sa.Column('client_hash', sa.String(length=64), nullable=False),
     sa.Column('forwarded_text', sa.Text(), nullable=True),
+    sa.Column('tokens_before', sa.Integer(), nullable=False),
+    sa.Column('tokens_after', sa.Integer(), nullable=False),
     sa.Column('updated_at', sa.DateTime(), nullable=False),
     sa.PrimaryKeyConstraint('session_key', 'position')
     )
