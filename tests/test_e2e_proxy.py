@@ -272,3 +272,38 @@ def test_secrets_are_never_stored_or_logged(upstream, proxy_factory, big_output)
     logged = px.log_text().encode()
     for secret in (secret_key, secret_bearer, secret_query):
         assert secret.encode() not in stored and secret.encode() not in logged, secret
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_proxy_calls_mixed_with_client_calls_never_reach_the_client(upstream, proxy, big_output, stream):
+    """The model calls headroom_retrieve and a client tool in one turn: the client gets its own
+    call (renumbered), never the proxy's; a later turn continues normally."""
+    from tests.support.upstream import ToolCall
+
+    key = markers.offload_key(big_output)
+    upstream.script(Reply.tool_calls_reply([ToolCall(retrieve.TOOL_NAME, {"key": key}), ToolCall("github_api", {"path": "/x"})], text="Two things."))
+    client = anthropic_client(upstream, proxy)
+    body = anthropic_request(big_output)
+    if stream:
+        with client.messages.stream(model=MODEL, max_tokens=100, tools=body["tools"], messages=body["messages"]) as s:
+            msg = s.get_final_message()
+    else:
+        msg = client.messages.create(model=MODEL, max_tokens=100, tools=body["tools"], messages=body["messages"])
+    assert [(b.type, getattr(b, "name", None)) for b in msg.content] == [("text", None), ("tool_use", "github_api")]
+    assert msg.content[1].input == {"path": "/x"} and msg.stop_reason == "tool_use"
+    assert len(upstream.requests) == 1  # nothing the proxy could continue with alone
+
+
+def test_rounds_exhausted_ends_the_turn_without_the_proxy_call(upstream, proxy_factory, big_output):
+    from tests.support.proxy import ADDON_SCRIPT
+
+    px = proxy_factory(ADDON_SCRIPT, options={"headroom_retrieve_max_rounds": 1})
+    key = markers.offload_key(big_output)
+    upstream.script(Reply.tool_call(retrieve.TOOL_NAME, {"key": key}, text="a"), Reply.tool_call(retrieve.TOOL_NAME, {"key": key}, text="b"))
+    client = anthropic_client(upstream, px)
+    body = anthropic_request(big_output)
+    with client.messages.stream(model=MODEL, max_tokens=100, tools=body["tools"], messages=body["messages"]) as s:
+        msg = s.get_final_message()
+    assert [b.type for b in msg.content] == ["text", "text"] and "".join(b.text for b in msg.content) == "ab"
+    assert msg.stop_reason == "end_turn"
+    assert len(upstream.requests) == 2

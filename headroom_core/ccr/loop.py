@@ -43,7 +43,11 @@ async def complete_json(
         if not mine:
             break
         if len(mine) != len(calls):
-            log.warning("headroom: model called proxy tools together with client tools; proxy calls dropped")
+            # the client must answer its own calls: the proxy's are carried out (a memory_save
+            # is kept) but their results cannot reach the model in this turn; the calls are removed
+            for c in mine:
+                await asyncio.to_thread(answer, c)
+            log.warning("headroom: model called proxy tools together with client tools; proxy calls carried out and removed")
             break
         results = [(c, await asyncio.to_thread(answer, c)) for c in mine]
         req = mod.followup_body(req, last, results)
@@ -86,6 +90,7 @@ class StreamLoop:
         self._parser = SSEParser()
         self._asm = mod.StreamAssembler(set(hidden))
         self._held: list[SSEEvent] = []
+        self._shift = 0  # index shift of the stream being relayed (follow-ups continue the first)
         self._usage_events: list[dict[str, Any]] = []
 
     def __call__(self, chunk: bytes) -> bytes | Iterable[bytes]:
@@ -130,16 +135,20 @@ class StreamLoop:
         calls = self.mod.response_tool_calls(msg)
         mine = [c for c in calls if c.name in self.hidden]
         if not mine or len(mine) != len(calls) or self.request is None or self.rounds >= self.max_rounds:
-            # nothing the proxy can answer alone: give the client what was held back
+            # the proxy cannot continue alone: its calls are carried out (a memory_save is kept)
+            # and removed, and the client gets the rest of what was held back
+            for c in mine:
+                self.answer(c)
             self._finish_usage(msg)
-            yield b"".join(ev.raw for ev in self._held)
+            yield b"".join(self.mod.drop_hidden(self._held, set(self.hidden), self._shift))
             return
-        shift = getattr(self._asm, "emitted_blocks", getattr(self._asm, "emitted_items", 0))
+        shift = self._shift + getattr(self._asm, "emitted_blocks", getattr(self._asm, "emitted_items", 0))
         results = [(c, self.answer(c)) for c in mine]
         self.request = self.mod.followup_body(self.request, msg, results)
         self.rounds += 1
         self._accumulate(msg)
         # the follow-up's own stream: continue the client's response with it
+        self._shift = shift
         self._held = []
         self._asm = self.mod.StreamAssembler(set(self.hidden))
         parser = SSEParser()

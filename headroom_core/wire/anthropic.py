@@ -223,3 +223,39 @@ def strip_calls(resp: dict[str, Any], hidden: set[str]) -> dict[str, Any]:
     if not any(isinstance(b, dict) and b.get("type") == "tool_use" for b in out["content"]) and out.get("stop_reason") == "tool_use":
         out["stop_reason"] = "end_turn"
     return out
+
+
+def drop_hidden(events: list[SSEEvent], hidden: set[str], shift: int = 0) -> list[bytes]:
+    """Held-back events for the client without the blocks that call ``hidden`` tools: their
+    events are dropped, later block indexes close the gap (then move by ``shift``), and
+    ``stop_reason`` becomes ``end_turn`` when no client ``tool_use`` is left."""
+    gone: set[int] = set()
+    client_calls = False
+    for ev in events:
+        d = ev.json()
+        if isinstance(d, dict) and d.get("type") == "content_block_start":
+            b = d.get("content_block") or {}
+            if b.get("type") == "tool_use":
+                if b.get("name") in hidden:
+                    gone.add(d.get("index", 0))
+                else:
+                    client_calls = True
+    out: list[bytes] = []
+    for ev in events:
+        d = ev.json()
+        if not isinstance(d, dict):
+            out.append(ev.raw)
+            continue
+        t = d.get("type", "")
+        if t.startswith("content_block") and "index" in d:
+            if d["index"] in gone:
+                continue
+            new = d["index"] - sum(1 for g in gone if g < d["index"]) + shift
+            if new != d["index"]:
+                out.append(encode_event({**d, "index": new}, ev.event or t))
+                continue
+        if t == "message_delta" and not client_calls and (d.get("delta") or {}).get("stop_reason") == "tool_use":
+            out.append(encode_event({**d, "delta": {**d["delta"], "stop_reason": "end_turn"}}, ev.event or t))
+            continue
+        out.append(ev.raw)
+    return out

@@ -193,3 +193,41 @@ def strip_calls(resp: dict[str, Any], hidden: set[str]) -> dict[str, Any]:
             if ch.get("finish_reason") == "tool_calls":
                 ch["finish_reason"] = "stop"
     return out
+
+
+def drop_hidden(events: list[SSEEvent], hidden: set[str], shift: int = 0) -> list[bytes]:
+    """Held-back chunks for the client without tool calls to ``hidden`` tools (remaining calls
+    renumbered; ``finish_reason`` ``tool_calls`` becomes ``stop`` when none is left)."""
+    from headroom_core.wire.sse import encode_event
+
+    gone: set[int] = set()
+    client_calls = False
+    for ev in events:
+        d = ev.json()
+        for ch in (d.get("choices") or []) if isinstance(d, dict) else []:
+            for tc in (ch.get("delta") or {}).get("tool_calls") or []:
+                name = (tc.get("function") or {}).get("name")
+                if name:
+                    if name in hidden:
+                        gone.add(tc.get("index", 0))
+                    else:
+                        client_calls = True
+    out: list[bytes] = []
+    for ev in events:
+        d = ev.json()
+        if not isinstance(d, dict) or not d.get("choices"):
+            out.append(ev.raw)
+            continue
+        d = json.loads(ev.data)
+        for ch in d["choices"]:
+            delta = ch.get("delta") or {}
+            if "tool_calls" in delta:
+                kept = [dict(tc, index=tc.get("index", 0) - sum(1 for g in gone if g < tc.get("index", 0))) for tc in delta["tool_calls"] if tc.get("index", 0) not in gone]
+                if kept:
+                    delta["tool_calls"] = kept
+                else:
+                    del delta["tool_calls"]
+            if ch.get("finish_reason") == "tool_calls" and not client_calls:
+                ch["finish_reason"] = "stop"
+        out.append(encode_event(d))
+    return out

@@ -177,3 +177,36 @@ def strip_calls(resp: dict[str, Any], hidden: set[str]) -> dict[str, Any]:
     out = dict(resp)
     out["output"] = [it for it in resp.get("output") or [] if not (isinstance(it, dict) and it.get("type") == "function_call" and it.get("name") in hidden)]
     return out
+
+
+def drop_hidden(events: list[SSEEvent], hidden: set[str], shift: int = 0) -> list[bytes]:
+    """Held-back events for the client without the output items that call ``hidden`` tools
+    (later ``output_index`` values close the gap; ``response.completed`` loses those items)."""
+    from headroom_core.wire.sse import encode_event
+
+    gone: set[int] = set()
+    for ev in events:
+        d = ev.json()
+        if isinstance(d, dict) and d.get("type") == "response.output_item.added":
+            it = d.get("item") or {}
+            if it.get("type") == "function_call" and it.get("name") in hidden:
+                gone.add(d.get("output_index", 0))
+    out: list[bytes] = []
+    for ev in events:
+        d = ev.json()
+        if not isinstance(d, dict):
+            out.append(ev.raw)
+            continue
+        if "output_index" in d:
+            if d["output_index"] in gone:
+                continue
+            new = d["output_index"] - sum(1 for g in gone if g < d["output_index"]) + shift
+            if new != d["output_index"]:
+                out.append(encode_event({**d, "output_index": new}, ev.event))
+                continue
+        if isinstance(d.get("response"), dict) and d["response"].get("output"):
+            resp = strip_calls(d["response"], hidden)
+            out.append(encode_event({**d, "response": resp}, ev.event))
+            continue
+        out.append(ev.raw)
+    return out
