@@ -176,7 +176,8 @@ async def plan_request_async(rt: Runtime, method: str, path: str, headers: Mappi
         why = f"compression timed out after {timeout_s} s"
         fallback = asyncio.ensure_future(asyncio.to_thread(replay_only, rt, method, path, headers, body, why))
         try:
-            return await asyncio.wait_for(asyncio.shield(fallback), timeout_s)
+            # the fallback only replays and looks up: it gets at least 5 s whatever the timeout
+            return await asyncio.wait_for(asyncio.shield(fallback), max(timeout_s, 5.0))
         except asyncio.TimeoutError:
             return _not_compressed(rt, method, path, body, why + "; fallback timed out too")
 

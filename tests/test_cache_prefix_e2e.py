@@ -31,9 +31,8 @@ from tests.support.proxy import ADDON_SCRIPT
 from tests.test_request_plan import github_scenario
 
 PARTS = ("tools", "system", "messages")
-# Compression is given all the time it needs: a request whose compression times out is sent as
-# the client wrote it, which flips a rewritten prefix back (see the xfail test at the end); the
-# replays here prove the steady state on a machine shared with other test suites.
+# Compression is given all the time it needs, so the replays prove the steady state on a machine
+# shared with other test suites; the last test proves the timeout fallback keeps the prefix too.
 OPTIONS = {"headroom_compress_timeout_seconds": "600"}
 
 
@@ -239,12 +238,6 @@ def test_compressed_block_is_resent_identically_after_restart_and_resume(upstrea
         assert tools[-1]["name"] == retrieve.TOOL_NAME and len(tools) == len(json.loads(ex.client)["tools"]) + 1, ex.name
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a request whose compression times out is sent as the client wrote it: its tools are no longer "
-    "minified and frozen messages are not replayed, so the cached prefix of the session flips "
-    "(a cache write of the whole prefix, twice). The timeout path should still send the frozen "
-    "prefix and the cached tool definitions."
-))
 def test_timeout_fallback_keeps_the_prefix(upstream, proxy_factory, flows):
     proxy = proxy_factory(ADDON_SCRIPT, options=OPTIONS)
     first = flows[:6]
