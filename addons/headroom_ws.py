@@ -5,7 +5,20 @@ Per client ``response.create`` frame it takes the same steps as the HTTP path
 same compression timeout): the compressed body is spliced back into the frame, every other byte
 of the frame unchanged. Server event frames pass untouched (the addon only reads the terminal
 ``response.completed``/``incomplete``/``failed``/``error`` events for the usage figures of the
-ledger).
+ledger), except when the frame offered the proxy's own tools (``RequestPlan.hidden_tools``:
+``headroom_retrieve``, memory tools) and the model calls one.
+
+The proxy's own tools, as over HTTP (:mod:`headroom_core.ccr.ws_loop` decides, this addon only
+moves frames): from a ``response.output_item.added`` that calls one of them, the turn's server
+events are held back (dropped now, kept). At the end of the turn, when every call was the
+proxy's, the proxy answers them (``answer_call`` in a worker thread) and sends the follow-up as a
+new ``response.create`` frame upstream on the same WebSocket (``inject.websocket`` with
+``to_client=False``: mitmproxy 11.0.2 makes it a ``from_client`` message and relays it to the
+server); the follow-up's events reach the client as the continuation of the same response.
+Otherwise the proxy's calls are carried out and the held events go to the client without them.
+Frames the proxy injects (follow-ups upstream, released events to the client) come back through
+``websocket_message`` with ``WebSocketMessage.injected`` set and are left alone, so a follow-up is
+never planned or compressed a second time.
 
 Refusals close the connection, because a WebSocket has no per-message error status: a client
 frame over ``ws_max_frame_bytes`` (or a body over ``max_body_bytes``), or a large frame whose
@@ -24,9 +37,12 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Coroutine
 
-from mitmproxy import http
+from mitmproxy import ctx, http
+from mitmproxy.websocket import WebSocketMessage
 
 from headroom_core import ledger
+from headroom_core.ccr import ws_loop
+from headroom_core.extensions import answer_call
 from headroom_core.request_plan import RequestPlan, plan_request_async
 from headroom_core.wire import responses_ws as rws
 from headroom_core.wire.blocks import Usage
@@ -44,10 +60,12 @@ _TERMINAL_BYTES = tuple(f'"{t}"'.encode() for t in rws.TERMINAL_EVENTS)
 
 @dataclass
 class _Turn:
-    """A forwarded ``response.create`` waiting for its terminal server event."""
+    """A forwarded ``response.create`` waiting for its terminal server event; ``loop`` follows
+    its events when the proxy offered its own tools."""
 
     plan: RequestPlan
     started: float
+    loop: ws_loop.WsRetrieveLoop | None = None
 
 
 @dataclass
@@ -91,6 +109,8 @@ class ResponsesWebSocket:
             return None
         if msg.from_client:
             return self._client_frame(flow, st)
+        if st.pending and st.pending[0].loop is not None:
+            return self._loop_event(flow, st, st.pending[0])
         self._server_event(flow, st)
         return None
 
@@ -124,7 +144,12 @@ class ResponsesWebSocket:
             msg.content = frame.with_body(plan.body)
             log.info("headroom: %s (WebSocket): %s, %d -> %d bytes", _where(flow), plan.reason, plan.bytes_before, plan.bytes_after)
         if plan.dialect is not None:
-            st.pending.append(_Turn(plan, time.monotonic()))
+            loop = None
+            if plan.hidden_tools and plan.forwarded is not None:
+                loop = ws_loop.WsRetrieveLoop(
+                    plan.forwarded, plan.hidden_tools, s.retrieve_max_rounds, frame.text[: frame.start], frame.text[frame.end :]
+                )
+            st.pending.append(_Turn(plan, time.monotonic(), loop))
 
     def _refuse(self, flow: http.HTTPFlow, st: WsFlowState, plan: RequestPlan, reason: str) -> None:
         assert flow.websocket is not None
@@ -152,19 +177,63 @@ class ResponsesWebSocket:
         resp = event.get("response") if isinstance(event.get("response"), dict) else None
         self._record_later(flow, turn.plan, resp, 200 if event.get("type") != "error" else None)
 
+    def _loop_event(self, flow: http.HTTPFlow, st: WsFlowState, turn: _Turn) -> Coroutine[Any, Any, None] | None:
+        """A server event of a turn that offered the proxy's tools (see the module docstring)."""
+        assert flow.websocket is not None and turn.loop is not None
+        msg = flow.websocket.messages[-1]
+        if not msg.is_text:
+            return None
+        step = turn.loop.feed(msg.content)
+        if isinstance(step, ws_loop.Hold):
+            msg.drop()
+        elif isinstance(step, ws_loop.Emit):
+            _replace(flow, msg, step.frames)
+        elif isinstance(step, ws_loop.Settle):
+            return self._settle(flow, st, turn, step)
+        self._turn_over(flow, st, turn)
+        return None
+
+    async def _settle(self, flow: http.HTTPFlow, st: WsFlowState, turn: _Turn, step: ws_loop.Settle) -> None:
+        """The turn ended with held events: answer the proxy's calls off the event loop, then
+        release frames to the client and/or send the follow-up upstream."""
+        rt = self.state.runtime
+        assert rt is not None and turn.loop is not None and flow.websocket is not None
+        msg = flow.websocket.messages[-1]  # the terminal event; taken before any await
+        results = [(c, await asyncio.to_thread(answer_call, rt, turn.plan.context, c)) for c in step.calls]
+        res = turn.loop.resolve(results)
+        _replace(flow, msg, res.to_client)
+        if res.to_upstream is not None:
+            log.info("headroom: %s (WebSocket): answered %d proxy tool call(s), follow-up %d", _where(flow), len(results), turn.loop.rounds)
+            _inject(flow, res.to_upstream, to_client=False)
+        elif step.calls:
+            log.warning("headroom: %s (WebSocket): proxy tool calls carried out and removed (client calls in the same turn, or rounds exhausted)", _where(flow))
+        self._turn_over(flow, st, turn)
+
+    def _turn_over(self, flow: http.HTTPFlow, st: WsFlowState, turn: _Turn) -> None:
+        """Record the turn once its loop saw the last terminal event the client gets."""
+        loop = turn.loop
+        if loop is None or not loop.done or not st.pending or st.pending[0] is not turn:
+            return
+        st.pending.popleft()
+        self._record_later(flow, turn.plan, loop.final, 200 if loop.final is not None else None, loop)
+
     def websocket_end(self, flow: http.HTTPFlow) -> None:
         st: WsFlowState | None = flow.metadata.get(KEY)
         while st is not None and st.pending:
             self._record_later(flow, st.pending.popleft().plan, None, None)
 
-    def _record_later(self, flow: http.HTTPFlow, plan: RequestPlan, resp: dict[str, Any] | None, status: int | None) -> None:
+    def _record_later(
+        self, flow: http.HTTPFlow, plan: RequestPlan, resp: dict[str, Any] | None, status: int | None, loop: ws_loop.WsRetrieveLoop | None = None
+    ) -> None:
         """Write the ledger row in a worker thread; the event stream never waits for it."""
         ua = flow.request.headers.get("user-agent", "")
-        fut = asyncio.ensure_future(asyncio.to_thread(self._record, plan, resp, status, ua))
+        fut = asyncio.ensure_future(asyncio.to_thread(self._record, plan, resp, status, ua, loop))
         self._tasks.add(fut)
         fut.add_done_callback(self._tasks.discard)
 
-    def _record(self, plan: RequestPlan, resp: dict[str, Any] | None, status: int | None, user_agent: str) -> None:
+    def _record(
+        self, plan: RequestPlan, resp: dict[str, Any] | None, status: int | None, user_agent: str, loop: ws_loop.WsRetrieveLoop | None = None
+    ) -> None:
         rt = self.state.runtime
         if rt is None:
             return
@@ -177,13 +246,31 @@ class ResponsesWebSocket:
                 user_agent=user_agent,
                 model=str(fwd.get("model", "")),
                 status_code=status,
-                usage=mod.usage(resp) if resp else Usage(),
-                rounds=0,
+                usage=loop.usage if loop is not None and loop.done else (mod.usage(resp) if resp else Usage()),
+                rounds=loop.rounds if loop is not None else 0,
                 offered=[n for n in mod.tool_names(fwd) if n not in plan.hidden_tools],
-                called=[c.name for c in mod.response_tool_calls(resp)] if resp else [],
+                called=list(loop.called) if loop is not None and loop.done else ([c.name for c in mod.response_tool_calls(resp)] if resp else []),
             )
         except Exception:  # noqa: BLE001 - the ledger never breaks traffic
             log.exception("headroom: could not record the WebSocket turn")
+
+
+def _replace(flow: http.HTTPFlow, msg: WebSocketMessage, frames: tuple[bytes, ...]) -> None:
+    """Send ``frames`` to the client instead of the current server frame (none: drop it). The
+    first takes the current frame's place; the rest are injected, and mitmproxy relays them
+    after it (injected events queue behind the running ``websocket_message`` hook)."""
+    if not frames:
+        msg.drop()
+        return
+    msg.content = frames[0]
+    for f in frames[1:]:
+        _inject(flow, f, to_client=True)
+
+
+def _inject(flow: http.HTTPFlow, payload: bytes, *, to_client: bool) -> None:
+    """A text frame on ``flow``'s WebSocket (mitmproxy's ``inject.websocket`` command; it logs
+    and gives up when the connection is gone)."""
+    ctx.master.commands.call("inject.websocket", flow, to_client, payload)
 
 
 def _where(flow: http.HTTPFlow) -> str:

@@ -124,9 +124,12 @@ def replay_only(rt: Runtime, method: str, path: str, headers: Mapping[str, str],
     """The fallback when compressing failed or timed out (``why``): the session's earlier
     messages are still replayed byte for byte and ``tools`` still minified (so the provider's
     cached prefix does not flip), reusing earlier decisions only; nothing new is compressed,
-    counted or injected. If even that fails: :func:`_not_compressed`."""
+    counted or injected. A body over ``fail_open_max_bytes`` is refused (413) as the fallback
+    cannot shrink it. If even the fallback fails: :func:`_not_compressed`."""
     try:
         plan = _plan(rt, method, path, headers, body, None, fast=True)
+        if plan.action != "reject" and plan.dialect is not None and plan.bytes_after > rt.settings.fail_open_max_bytes:
+            return _not_compressed(rt, method, path, body, why)  # too large to send uncompressed
         return replace(plan, reason=f"{why[:150]}; fallback: {plan.reason}"[:300])
     except Exception as e:  # noqa: BLE001
         log.exception("headroom: the fallback failed too")

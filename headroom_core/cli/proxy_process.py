@@ -58,6 +58,9 @@ def proxy_command(addr: ProxyAddress, confdir: Path, *, db_url: str | None = Non
     """The ``mitmdump`` argv for a Headroom proxy at ``addr`` with its CA in ``confdir``;
     ``sets`` are extra ``key=value`` options (mitmproxy's or ``headroom_*``)."""
     args = [mitmdump(), "-s", str(ADDON), "--listen-host", addr.host, "--listen-port", str(addr.port), "--set", f"confdir={confdir}"]
+    # mitmproxy's per-flow line prints full URLs, query included (Gemini's API key travels in
+    # it): off unless asked for with --set flow_detail=1; Headroom logs its own lines without it
+    args += ["--set", "flow_detail=0"]
     if mode:
         args += ["--mode", mode]
     if db_url:
