@@ -191,7 +191,9 @@ def test_compression_timeout_large_frames_are_refused_with_1009(upstream, slow_p
 
 
 def test_compression_timeout_large_http_body_gets_413(upstream, slow_proxy, big_output):
-    body = json.dumps({"model": MODEL, "input": items(big_output)}).encode()
+    # content no earlier test sent: no earlier decision the fallback could reuse
+    fresh = big_output.replace('"scope"', '"scope (http)"', 1)
+    body = json.dumps({"model": MODEL, "input": items(fresh)}).encode()
     with http_client(slow_proxy) as c:
         r = c.post(upstream.url + "/v1/responses", content=body, headers={"content-type": "application/json"})
     assert r.status_code == 413
