@@ -40,19 +40,30 @@ def answer(call: ToolCall, store: OriginalsStore) -> str:
 
 class RetrieveTool:
     """``headroom_retrieve`` as a proxy tool: offered once the session offloaded anything, and
-    from then on for the rest of the session (so ``tools`` does not flip between turns)."""
+    from then on for the rest of the session (so ``tools`` does not flip between turns).
+
+    "Offered" only ever turns on, so the sessions known to have it are remembered in memory and
+    the database is asked only about the others.
+    """
 
     name = TOOL_NAME
     description = TOOL_DESCRIPTION
     schema = TOOL_SCHEMA
 
+    def __init__(self) -> None:
+        self._known: set[str] = set()
+
     def offered(self, rt, ctx) -> bool:
         from headroom_core.ccr.session_tools import mark_retrieve_offered, retrieve_offered
 
+        if ctx.session_key in self._known:
+            return True
         if ctx.offloaded:
             mark_retrieve_offered(rt.sessions, ctx.session_key, ctx.dialect.value)
-            return True
-        return retrieve_offered(rt.sessions, ctx.session_key)
+        elif not retrieve_offered(rt.sessions, ctx.session_key):
+            return False
+        self._known.add(ctx.session_key)
+        return True
 
     def answer(self, rt, ctx, call: ToolCall) -> str:
         return answer(call, rt.store)
