@@ -81,7 +81,13 @@ class LLMTraffic:
             del req.headers[k]
         if dialect_for_path(req.method, req.path) is None:
             return
-        body = req.get_content(strict=False) or b""
+        try:
+            # decoded per content-encoding (gzip, deflate, br, zstd); an unknown encoding or a
+            # body that does not decode is left exactly as it is
+            body = req.get_content(strict=True) or b""
+        except ValueError:
+            log.info("headroom: %s: body not decodable (content-encoding %r); forwarded unchanged", where(flow), req.headers.get("content-encoding", ""))
+            return
         plan = await plan_request_async(rt, req.method, req.path, headers, body, rt.settings.compress_timeout_seconds)
         st = FlowState(plan, time.monotonic())
         flow.metadata["headroom"] = st

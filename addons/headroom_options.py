@@ -66,6 +66,13 @@ class HeadroomOptions:
         for name in OPTION_NAMES:
             loader.add_option(f"headroom_{name}", Optional[str], None, _HELP.get(name, name))
 
+    def running(self) -> None:
+        # mitmproxy keeps --set values of options nobody declared; a misspelt headroom_* would
+        # silently do nothing
+        unknown = sorted(k for k in getattr(ctx.options, "deferred", {}) if k.startswith("headroom_"))
+        if unknown:
+            logging.warning("headroom: unknown option(s) %s ignored; known: %s", ", ".join(unknown), ", ".join(f"headroom_{n}" for n in OPTION_NAMES))
+
     def configure(self, updated) -> None:
         if self.state.runtime is not None and not any(u.startswith("headroom_") for u in updated):
             return

@@ -77,9 +77,9 @@ def record(
 def _count_tools(s: Session, client: str, project: str, offered: list[str], called: list[str], now: datetime) -> None:
     counts: dict[str, list[int]] = {}
     for name in offered:
-        counts.setdefault(name, [0, 0])[0] += 1
+        counts.setdefault(str(name)[:256], [0, 0])[0] += 1
     for name in called:
-        counts.setdefault(name, [0, 0])[1] += 1
+        counts.setdefault(str(name)[:256], [0, 0])[1] += 1
     if not counts:
         return
     existing = {

@@ -16,9 +16,13 @@ _CLAUDE_CWD = re.compile(r"Working directory: ([^\n\\<]+)")
 _CODEX_CWD = re.compile(r"<cwd>([^<\n]+)</cwd>")
 
 
+MAX_SCAN = 64 * 1024  # characters of each text searched: environment blocks sit near the start
+
+
 def _texts(body: Mapping[str, Any]) -> list[str]:
     """The texts a client states its environment in: system prompt, instructions, and the
-    first messages (Codex sends its environment context as an early user message)."""
+    first messages (Codex sends its environment context as an early user message), each cut to
+    its first ``MAX_SCAN`` characters."""
     out: list[str] = []
     for key in ("system", "instructions"):
         v = body.get(key)
@@ -28,7 +32,7 @@ def _texts(body: Mapping[str, Any]) -> list[str]:
         seq = body.get(key)
         if isinstance(seq, list):
             out.extend(json.dumps(m, ensure_ascii=False) for m in seq[:3])
-    return out
+    return [t[:MAX_SCAN] for t in out]
 
 
 def resolve_project(headers: Mapping[str, str], body: Mapping[str, Any] | None) -> str:

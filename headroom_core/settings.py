@@ -129,6 +129,18 @@ def load_settings(overrides: Mapping[str, Any] | None = None, env: Mapping[str, 
             raise SettingsError(f"override: unknown key {k!r}")
         values[k] = _coerce(k, v, "option")
     values.setdefault("home", str(home))
+    for k, v in values.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0:
+            raise SettingsError(f"{k} = {v} must not be negative")
+    for k in ("db_url", "memory_db_url"):
+        if values.get(k):
+            from sqlalchemy.engine import make_url
+            from sqlalchemy.exc import ArgumentError
+
+            try:
+                make_url(values[k])
+            except ArgumentError as e:
+                raise SettingsError(f"{k} = {values[k]!r} is not a database URL ({e})") from e
     return Settings(**values)
 
 

@@ -51,6 +51,8 @@ def compress(
         settings = load_settings()
         counter = TokenCounter(settings.home, settings.tokenizer_path)
         hint = Hint(tool_name=tool, path=path, kind=kind or "")
+        if (kind or classify(text, hint).name) in ("text", "html"):
+            _wait_for_model()
         res = compress_text(
             text,
             query,
@@ -75,3 +77,15 @@ def compress(
 def register(app: typer.Typer) -> None:
     """Add the ``compress`` command to the ``headroom`` app."""
     app.command("compress")(compress)
+
+
+def _wait_for_model() -> None:
+    """A preview may take its time: load the embedding model (prose and HTML need it) instead of
+    answering "model loading" as the proxy does while it loads in the background."""
+    from headroom_core.compress import embeddings
+
+    if embeddings.available():
+        try:
+            embeddings.get_model()
+        except embeddings.EmbeddingModelUnavailable:
+            pass  # the compressors then say why

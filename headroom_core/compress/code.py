@@ -137,15 +137,16 @@ def language_for_path(path: str) -> str | None:
 _SIGNS: dict[str, tuple[str, ...]] = {
     "python": (r"^(async\s+)?def \w+\(.*", r"^class \w+.*:\s*$", r"^(from [\w.]+ import |import [\w.]+)", r"^\s+self\.\w+",
                r"^\s+(def|return|elif|raise) ", r"^\s*@\w+"),
-    "go": (r"^package \w+\s*$", r"^func (\(.+?\) )?\w+\(", r"^import \($", r"\w+ := ", r"^type \w+ (struct|interface) \{"),
+    "go": (r"^package \w+\s*$", r"^func (\(.+?\) )?\w+\(", r"^import \($", r"\b\w+ := ", r"^type \w+ (struct|interface) \{"),
     "rust": (r"^\s*(pub(\(\w+\))? )?(async )?fn \w+", r"^use [\w:{}, ]+;", r"^\s*impl\b", r"^\s*let (mut )?\w+", r"^\s*#\[\w+"),
     "java": (r"^package [\w.]+;", r"^import (static )?[\w.]+(\.\*)?;",
              r"^\s*(public|private|protected)( static)?( final)?( abstract)? (class|interface|enum|record|[\w<>\[\], ]+ \w+\()"),
-    "typescript": (r"^\s*(export )?(declare )?(interface|type|enum) \w+", r"\w+\??: (string|number|boolean|void|any|unknown)\b",
+    "typescript": (r"^\s*(export )?(declare )?(interface|type|enum) \w+", r"\b\w+\??: (string|number|boolean|void|any|unknown)\b",
                    r"^import .* from ['\"]", r"^\s*(export )?(const|let|function)\b"),
     "javascript": (r"^\s*(const|let|var) \w+ = ", r"^\s*(async )?function\*? \w+\(", r"require\(['\"]", r"^import .* from ['\"]",
                    r"^\s*export (default )?", r"=> \{\s*$", r"^\s*return \(\s*$", r"\bclassName=[\"{]"),
 }  # fmt: skip
+MAX_SIGN_LINE = 1000  # characters
 _SIGN_RX = {lang: tuple(re.compile(p) for p in pats) for lang, pats in _SIGNS.items()}
 
 
@@ -156,7 +157,9 @@ def guess_language(code: str, max_lines: int = 400) -> str | None:
     declarations), then takes the best-scoring language whose grammar parses the whole text
     without error (TypeScript also as TSX). At least two telling lines are needed.
     """
-    lines = code.split("\n", max_lines)[:max_lines]
+    # only lines of ordinary length are looked at: a regex over one huge line (minified code,
+    # base64) costs time the proxy does not have, and Python's re holds the GIL meanwhile
+    lines = [ln for ln in code.split("\n", max_lines)[:max_lines] if len(ln) <= MAX_SIGN_LINE]
     scores = []
     for lang, rxs in _SIGN_RX.items():
         s = sum(1 for ln in lines if any(rx.search(ln) for rx in rxs))

@@ -61,6 +61,10 @@ def hint_for_call(tool_name: str, call: ToolCall | None) -> Hint:
     return Hint(tool_name=tool_name, path=path if isinstance(path, str) else "", command=command_of(a))
 
 
+# Tool outputs longer than this many characters are left as they are: counting and compressing
+# them would take seconds on the request path (about 1.4 MB/s for token counts alone).
+MAX_OUTPUT_CHARS = 2_000_000
+
 # A compressor that declines only because the embedding model is still loading says so with this
 # reason; that answer is not cached (the frozen prefix keeps this turn's bytes anyway).
 TRANSIENT_REASON = "model loading"
@@ -112,6 +116,9 @@ def compress_outputs(
             blocks.append(BlockOutcome(out.path, out.tool_name, "", "unchanged", "latest view of a file", False, 0, 0, False))
             continue
         if len(out.text) < min_tokens:  # a token is at least one character: cheaply too small
+            continue
+        if len(out.text) > MAX_OUTPUT_CHARS:
+            blocks.append(BlockOutcome(out.path, out.tool_name, "", "unchanged", "too large to compress in time", False, 0, 0, False))
             continue
         h = content_hash("tool_output", out.text)
         hit = cache.get(h, out.text)

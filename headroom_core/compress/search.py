@@ -40,6 +40,13 @@ MAX_QUERY_PATHS = 25
 MAX_DIR_LINES = 15
 
 HIT_RX = re.compile(r"^(?P<path>[^\s:\[][^:\s]{0,400}?)(?P<a>[:-])(?P<line>\d+)(?P<b>[:-])(?P<text>.*)$")
+def is_path(line: str) -> bool:
+    """True when ``line`` (stripped) is one file path; lines over 1,000 characters are not
+    (``PATH_RX`` backtracks quadratically on long ones)."""
+    ln = line.strip()
+    return len(ln) <= 1000 and PATH_RX.match(ln) is not None
+
+
 PATH_RX = re.compile(r"^(?:[A-Za-z]:)?[^\s:*?\"<>|\[][^:*?\"<>|\n]*(?:/[^:*?\"<>|\n/]+)+/?$|^[\w@.+-]+\.[A-Za-z0-9]{1,8}$")
 
 
@@ -75,7 +82,7 @@ def looks_like_paths(lines: list[str]) -> bool:
     sample = [ln for ln in lines[:300] if ln.strip()]
     if len(sample) < 5:
         return False
-    return sum(1 for ln in sample if PATH_RX.match(ln.strip())) >= 0.8 * len(sample)
+    return sum(1 for ln in sample if is_path(ln)) >= 0.8 * len(sample)
 
 
 def _score(text: str, words: tuple[str, ...]) -> int:
@@ -176,7 +183,7 @@ def _dir_group(path: str, common: int) -> str:
 
 
 def _paths(text: str, lines: list[str], words: tuple[str, ...], counter: TokenCounter, ratio: float) -> CompressResult:
-    idx = [i for i, ln in enumerate(lines) if ln.strip() and PATH_RX.match(ln.strip())]
+    idx = [i for i, ln in enumerate(lines) if ln.strip() and is_path(ln)]
     if len(idx) <= MAX_PATHS:
         return CompressResult.unchanged(text, KIND, f"{len(idx)} paths, few enough")
     keep = set(idx[:HEAD_PATHS])

@@ -59,9 +59,11 @@ def detect(method: str, path: str, body: bytes) -> Detection:
     if d is None:
         return Detection(None, "not an LLM API path")
     try:
-        parsed = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return Detection(None, "body is not JSON")
+        parsed = json.loads(body.decode("utf-8"))  # JSON on the wire is UTF-8 (RFC 8259 §8.1)
+    except UnicodeDecodeError:
+        return Detection(None, "body is not UTF-8")
+    except (ValueError, RecursionError):
+        return Detection(None, "body is not JSON (or nested too deeply)")
     if not isinstance(parsed, dict):
         return Detection(None, "body is not a JSON object")
     if d in (Dialect.ANTHROPIC_MESSAGES, Dialect.OPENAI_CHAT):
