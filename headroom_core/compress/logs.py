@@ -55,6 +55,7 @@ from drain3.template_miner_config import TemplateMinerConfig
 
 from headroom_core.ccr.markers import make_marker, offload_key
 from headroom_core.compress.json_select import query_words
+from headroom_core.compress.gain import precheck
 from headroom_core.compress.result import CompressResult, Offload
 from headroom_core.compress.tokens import TokenCounter
 
@@ -356,15 +357,9 @@ def compress_logs(
     summary (see the module docstring), with one offload holding ``text`` byte for byte; or the
     unchanged text with the reason. Never raises on bad input.
     """
-    if not isinstance(text, str) or not text.strip():
-        return CompressResult.unchanged(text, KIND, "not text")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return CompressResult.unchanged(text, KIND, "not utf-8")
-    original = counter.count(text)
-    if original < min_tokens:
-        return CompressResult.unchanged(text, KIND, "small")
+    declined, original = precheck(text, KIND, counter, min_tokens)
+    if declined is not None:
+        return declined
     lines, eol, ends_nl = _split_lines(text)
     if sum(1 for ln in lines if ln.strip()) < MIN_LINES:
         return CompressResult.unchanged(text, KIND, "few lines")

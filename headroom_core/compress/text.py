@@ -50,6 +50,7 @@ import numpy as np
 from headroom_core.ccr.markers import make_marker, offload_key
 from headroom_core.compress import embeddings
 from headroom_core.compress.json_select import STOPWORDS, query_words
+from headroom_core.compress.gain import precheck
 from headroom_core.compress.result import CompressResult, Offload
 from headroom_core.compress.tokens import TokenCounter
 
@@ -432,15 +433,9 @@ def compress_prose(
     module docstring), ``"nothing to drop"``, ``"no gain"`` (not ``min_saving_ratio`` fewer
     tokens). Never raises on bad input.
     """
-    if not isinstance(text, str) or not text.strip():
-        return CompressResult.unchanged(text, KIND, "not text")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return CompressResult.unchanged(text, KIND, "not utf-8")
-    original = counter.count(text)
-    if original < min_tokens:
-        return CompressResult.unchanged(text, KIND, "small")
+    declined, original = precheck(text, KIND, counter, min_tokens)
+    if declined is not None:
+        return declined
     key = offload_key(text)
     got = extract(text, query or "", counter, key, wait_for_model=wait_for_model)
     if got is None:
