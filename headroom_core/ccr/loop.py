@@ -146,7 +146,7 @@ class StreamLoop:
         results = [(c, self.answer(c)) for c in mine]
         self.request = self.mod.followup_body(self.request, msg, results)
         self.rounds += 1
-        self._accumulate(msg)
+        self._usage_events.append(msg)  # earlier rounds count in usage and calls
         # the follow-up's own stream: continue the client's response with it
         self._shift = shift
         self._held = []
@@ -170,9 +170,6 @@ class StreamLoop:
                 yield out
         else:
             self._held.append(ev)
-
-    def _accumulate(self, msg: dict[str, Any]) -> None:
-        self._usage_events.append(msg)
 
     def _finish_usage(self, msg: dict[str, Any]) -> None:
         total = Usage()

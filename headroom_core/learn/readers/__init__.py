@@ -75,3 +75,33 @@ def read_log(path: Path) -> LogSession:
     if path.name.startswith("rollout-") or '"session_meta"' in head or '"payload"' in head[:600]:
         return codex.read(path)
     return claude_code.read(path)
+
+
+def read_jsonl(path: Path) -> tuple[list[dict], int, int]:
+    """The JSON-object records of a JSONL log, as ``(records, lines, malformed)``: ``lines``
+    counts non-blank lines, ``malformed`` those that are not a JSON object (skipped).
+
+    Raises :class:`LogError` naming ``path`` when it cannot be read.
+    """
+    import json
+
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError as e:
+        raise LogError(f"{path}: cannot read ({e})") from e
+    out: list[dict] = []
+    total = malformed = 0
+    for line in lines:
+        if not line.strip():
+            continue
+        total += 1
+        try:
+            r = json.loads(line)
+        except ValueError:
+            malformed += 1
+            continue
+        if isinstance(r, dict):
+            out.append(r)
+        else:
+            malformed += 1
+    return out, total, malformed

@@ -15,13 +15,12 @@ expected shape, is skipped and counted.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
 from typing import Any
 
-from headroom_core.learn.readers import LogError, LogSession, Note, Thread
+from headroom_core.learn.readers import LogSession, Note, Thread, read_jsonl
 from headroom_core.learn.steps import Step, is_rejection, make_step
 
 SOURCE = "claude-code"
@@ -60,24 +59,12 @@ def _text_of(content: Any) -> str:
 def read(path: Path) -> LogSession:
     """Read one Claude Code session log (see module docstring). Raises :class:`LogError` only
     when the file cannot be opened."""
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError as e:
-        raise LogError(f"{path}: cannot read ({e})") from e
-    skipped = records = 0
+    rows, records, skipped = read_jsonl(path)
     parent: dict[str, str | None] = {}
     recs: list[dict[str, Any]] = []
     session_id = cwd = started = ""
-    for line in lines:
-        if not line.strip():
-            continue
-        records += 1
-        try:
-            r = json.loads(line)
-        except ValueError:
-            skipped += 1
-            continue
-        if not isinstance(r, dict) or not isinstance(r.get("type"), str):
+    for r in rows:
+        if not isinstance(r.get("type"), str):
             skipped += 1
             continue
         if r["type"] in _IGNORED_TYPES:

@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from headroom_core.learn.readers import LogError, LogSession, Note, Thread
+from headroom_core.learn.readers import LogSession, Note, Thread, read_jsonl
 from headroom_core.learn.steps import Step, make_step
 
 SOURCE = "codex"
@@ -88,27 +88,13 @@ def _output(raw: Any) -> str:
 def read(path: Path) -> LogSession:
     """Read one Codex rollout (see module docstring). Raises :class:`LogError` only when the
     file cannot be opened."""
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError as e:
-        raise LogError(f"{path}: cannot read ({e})") from e
-    skipped = records = counter = 0
+    rows, records, skipped = read_jsonl(path)
+    counter = 0
     session_id = cwd = started = ""
     calls: dict[str, tuple[str, Any, int]] = {}
     steps: list[Step] = []
     notes: list[Note] = []
-    for line in lines:
-        if not line.strip():
-            continue
-        records += 1
-        try:
-            r = json.loads(line)
-        except ValueError:
-            skipped += 1
-            continue
-        if not isinstance(r, dict):
-            skipped += 1
-            continue
+    for r in rows:
         started = started or str(r.get("timestamp") or "")
         if "payload" in r or r.get("type") in _KNOWN:
             kind, p = r.get("type"), r.get("payload")
