@@ -15,9 +15,9 @@ from mitmproxy import ctx, http
 from headroom_core import ledger
 from headroom_core.ccr.loop import StreamLoop, complete_json
 from headroom_core.extensions import answer_call
-from headroom_core.request_plan import RequestPlan, plan_request_async
+from headroom_core.request_plan import RequestPlan, plan_request_async, run_observers
 from headroom_core.wire.blocks import Usage
-from headroom_core.wire.detect import dialect_for_path
+from headroom_core.wire.detect import dialect_for_path, token_count_dialect
 from headroom_core.wire.dialects import module_for
 
 from headroom_options import State
@@ -79,7 +79,7 @@ class LLMTraffic:
         headers = {k.lower(): v for k, v in req.headers.items()}
         for k in [k for k in req.headers.keys() if k.lower().startswith("x-headroom-")]:
             del req.headers[k]
-        if dialect_for_path(req.method, req.path) is None:
+        if dialect_for_path(req.method, req.path) is None and token_count_dialect(req.method, req.path) is None:
             return
         try:
             # decoded per content-encoding (gzip, deflate, br, zstd); an unknown encoding or a
@@ -98,8 +98,15 @@ class LLMTraffic:
         if plan.action == "rewrite" and plan.body is not None:
             req.content = plan.body
             log.info("headroom: %s: %s, %d -> %d bytes", where(flow), plan.reason, plan.bytes_before, plan.bytes_after)
+        if plan.dry_run:  # a token count: nothing else to do for it
+            flow.metadata.pop("headroom", None)
+            return
         if plan.hidden_tools:
             req.headers["accept-encoding"] = "identity"
+        # learning and memory capture see the request after it was forwarded, off the event loop
+        task = asyncio.get_running_loop().run_in_executor(None, run_observers, rt, plan)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         st: FlowState | None = flow.metadata.get("headroom")

@@ -42,6 +42,8 @@ _HELP = {
     "learn_feedback_max_lines": "Most lines in the past-failures block.",
     "home": "Headroom's folder for database, caches and config (default ~/.headroom).",
     "ws_max_frame_bytes": "A WebSocket client frame (response.create) larger than this many bytes closes the connection with code 1009.",
+    "secret_key_file": "File holding the 32-byte key that seals stored originals and hashes client identities (default <home>/secret.key, created owner-only); proxies sharing a database share it.",
+    "proxy_tools_min_bytes": "A session gets the proxy's tools (headroom_retrieve, memory) only when its first request is at least this many bytes.",
     "compress_timeout_seconds": "Seconds one request or frame may spend being compressed before it is sent as is (or refused if large).",
     "fail_open_max_bytes": "When compression fails or times out, requests up to this many bytes go on unchanged; larger ones are refused (413 / 1009).",
 }
@@ -90,6 +92,8 @@ class HeadroomOptions:
 def _warm_up(rt: Runtime) -> None:
     try:
         rt.sessions
+        rt.sealer
+        rt.extensions
         rt.counter.count("warm up")
         from headroom_core.compress import embeddings
 

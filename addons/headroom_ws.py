@@ -43,7 +43,7 @@ from mitmproxy.websocket import WebSocketMessage
 from headroom_core import ledger
 from headroom_core.ccr import ws_loop
 from headroom_core.extensions import answer_call
-from headroom_core.request_plan import RequestPlan, plan_request_async
+from headroom_core.request_plan import Action, Code, RequestPlan, plan_request_async, run_observers
 from headroom_core.wire import responses_ws as rws
 from headroom_core.wire.blocks import Usage
 from headroom_core.wire.detect import Dialect
@@ -126,7 +126,7 @@ class ResponsesWebSocket:
         s = rt.settings
         n = len(content)
         if n > s.ws_max_frame_bytes:
-            plan = RequestPlan("reject", "frame over ws_max_frame_bytes", Dialect.OPENAI_RESPONSES, status=413, bytes_before=n)
+            plan = RequestPlan(Action.REJECT, "frame over ws_max_frame_bytes", Dialect.OPENAI_RESPONSES, status=413, bytes_before=n, code=Code.TOO_LARGE)
             self._refuse(flow, st, plan, rws.too_large_reason(n, s.ws_max_frame_bytes))
             return
         frame = rws.parse_create(content)
@@ -134,7 +134,7 @@ class ResponsesWebSocket:
             return
         plan = await plan_request_async(rt, "POST", rws.RESPONSES_PATH, st.headers, frame.body_bytes, s.compress_timeout_seconds)
         if plan.action == "reject":
-            if plan.reason == "body over max_body_bytes":
+            if plan.code is Code.TOO_LARGE:
                 reason = rws.too_large_reason(plan.bytes_before, s.max_body_bytes)
             else:
                 reason = rws.not_compressed_reason(plan.bytes_before, s.fail_open_max_bytes)
@@ -144,6 +144,7 @@ class ResponsesWebSocket:
             msg.content = frame.with_body(plan.body)
             log.info("headroom: %s (WebSocket): %s, %d -> %d bytes", _where(flow), plan.reason, plan.bytes_before, plan.bytes_after)
         if plan.dialect is not None:
+            asyncio.get_running_loop().run_in_executor(None, run_observers, rt, plan)
             loop = None
             if plan.hidden_tools and plan.forwarded is not None:
                 loop = ws_loop.WsRetrieveLoop(

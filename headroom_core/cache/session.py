@@ -29,15 +29,19 @@ def _first_user(body: dict[str, Any]) -> Any:
     return None
 
 
-def session_key(dialect: str, body: dict[str, Any], explicit: str | None = None) -> str:
-    """A 32-hex-digit session key: from ``explicit`` (the ``x-headroom-session`` header) if
-    given, else the SHA-256 of the dialect, the system prompt (``system``, ``instructions`` or
-    the first ``system`` message) and the first user message, which a client repeats on every
-    turn of one conversation (``cache_control`` markers left out: they move between turns)."""
+def session_key(dialect: str, body: dict[str, Any], explicit: str | None = None, scope: str = "") -> str:
+    """A 32-hex-digit session key within ``scope`` (a :class:`~headroom_core.scope.Scope` id:
+    project and client identity, so two projects or two users never share a session).
+
+    From ``explicit`` (the ``x-headroom-session`` header) if given, else the SHA-256 of the
+    dialect, the system prompt (``system``, ``instructions`` or the first ``system`` message)
+    and the first user message, which a client repeats on every turn of one conversation
+    (``cache_control`` markers left out: they move between turns).
+    """
     if explicit:
-        return hashlib.sha256(f"explicit\0{explicit}".encode()).hexdigest()[:32]
+        return hashlib.sha256(f"explicit\0{scope}\0{explicit}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
     system = body.get("system", body.get("instructions"))
     if system is None and isinstance(body.get("messages"), list):
         system = next((m.get("content") for m in body["messages"] if isinstance(m, dict) and m.get("role") in ("system", "developer")), None)
-    blob = json.dumps([dialect, _without_cache_control(system), _without_cache_control(_first_user(body))], ensure_ascii=False, sort_keys=True, default=str)
+    blob = json.dumps([scope, dialect, _without_cache_control(system), _without_cache_control(_first_user(body))], ensure_ascii=False, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:32]

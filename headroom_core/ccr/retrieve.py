@@ -22,9 +22,11 @@ TOOL_SCHEMA: dict[str, Any] = {
 }
 
 
-def answer(call: ToolCall, store: OriginalsStore) -> str:
-    """The tool result text for one ``headroom_retrieve`` call: the original, or an error that
-    says what was wrong (missing key argument, malformed key, unknown or expired key)."""
+def answer(call: ToolCall, store: OriginalsStore, scope: str = "") -> str:
+    """The tool result text for one ``headroom_retrieve`` call made in ``scope``: the original,
+    or an error that says what was wrong (missing key argument, malformed key, unknown key). A
+    key stored in another scope (project or client identity) gets the same answer as an unknown
+    key."""
     args = call.arguments
     raw = args.get("key") if isinstance(args, dict) else None
     if raw is None:
@@ -32,38 +34,25 @@ def answer(call: ToolCall, store: OriginalsStore) -> str:
     key = normalize_key(raw)
     if key is None:
         return f"headroom_retrieve error: {str(raw)[:80]!r} is not a retrieval key (24 hex digits from a marker)."
-    found = store.get(key)
+    found = store.get(key, scope)
     if found.text is None:
         return f"headroom_retrieve error: no original is stored under key {key} (unknown, or expired); work with the shortened output."
     return found.text
 
 
 class RetrieveTool:
-    """``headroom_retrieve`` as a proxy tool: offered once the session offloaded anything, and
-    from then on for the rest of the session (so ``tools`` does not flip between turns).
-
-    "Offered" only ever turns on, so the sessions known to have it are remembered in memory and
-    the database is asked only about the others.
-    """
+    """``headroom_retrieve`` as a proxy tool: offered to every session that starts with
+    compression on, for the whole session (decided at its first request, so ``tools`` never
+    changes mid-session); answered from the originals store of the request's scope."""
 
     name = TOOL_NAME
     description = TOOL_DESCRIPTION
     schema = TOOL_SCHEMA
 
-    def __init__(self) -> None:
-        self._known: set[str] = set()
-
     def offered(self, rt, ctx) -> bool:
-        from headroom_core.ccr.session_tools import mark_retrieve_offered, retrieve_offered
-
-        if ctx.session_key in self._known:
-            return True
-        if ctx.offloaded:
-            mark_retrieve_offered(rt.sessions, ctx.session_key, ctx.dialect.value)
-        elif not retrieve_offered(rt.sessions, ctx.session_key):
-            return False
-        self._known.add(ctx.session_key)
-        return True
+        return bool(rt.settings.compress)
 
     def answer(self, rt, ctx, call: ToolCall) -> str:
-        return answer(call, rt.store)
+        if ctx is None:
+            return f"{self.name} error: the proxy lost this request's context; try again in the next turn."
+        return answer(call, rt.store, ctx.scope)

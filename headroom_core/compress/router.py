@@ -268,8 +268,12 @@ def compress_text(
     min_saving_ratio: float,
     tool_name: str = "",
     hint: Hint | str | None = None,
+    lossless: bool = False,
 ) -> CompressResult:
     """Route ``text`` to the compressor of its kind; ``query`` is the latest user message.
+
+    ``lossless``: only transforms that drop nothing (JSON re-encoding) apply; everything else is
+    left as it is (used when the model cannot call ``headroom_retrieve``).
 
     ``tool_name`` and ``hint`` (a :class:`Hint` or a kind name) help :func:`classify`. A mixed
     output is split into sections, each routed on its own (sections under
@@ -278,6 +282,11 @@ def compress_text(
     Never raises on bad input: an unexpected failure leaves the text unchanged with the reason.
     """
     h = with_text_path(text, hint_for(tool_name, hint))
+    if lossless:
+        kind = classify(text, h)
+        if kind.name != "json":
+            return CompressResult.unchanged(text, kind.name, "lossless only: the model cannot call headroom_retrieve")
+        return compress_json(text, query, counter, min_tokens=min_tokens, min_saving_ratio=min_saving_ratio, lossless=True)
     try:
         sections = split_sections(text) if not h.kind else []
         if len(sections) <= 1:

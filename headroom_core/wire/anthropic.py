@@ -259,3 +259,16 @@ def drop_hidden(events: list[SSEEvent], hidden: set[str], shift: int = 0) -> lis
             continue
         out.append(ev.raw)
     return out
+
+
+def tool_choice_allows(body: dict[str, Any], name: str) -> bool:
+    """Whether the request's ``tool_choice`` lets the model call the tool ``name``: not with
+    ``{"type": "none"}`` nor when it forces another tool (``{"type": "tool", "name": …}``)."""
+    tc = body.get("tool_choice")
+    if not isinstance(tc, dict):
+        return True
+    if tc.get("type") == "none":
+        return False
+    if tc.get("type") == "tool":
+        return tc.get("name") == name
+    return True

@@ -231,3 +231,20 @@ def drop_hidden(events: list[SSEEvent], hidden: set[str], shift: int = 0) -> lis
                 ch["finish_reason"] = "stop"
         out.append(encode_event(d))
     return out
+
+
+def tool_choice_allows(body: dict[str, Any], name: str) -> bool:
+    """Whether ``tool_choice`` (or the legacy ``function_call``) lets the model call the
+    function ``name``: not with ``"none"`` nor when it names another function."""
+    for key in ("tool_choice", "function_call"):
+        tc = body.get(key)
+        if tc == "none":
+            return False
+        if isinstance(tc, dict):
+            fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
+            if tc.get("type") == "allowed_tools":
+                allowed = (tc.get("allowed_tools") or {}).get("tools") or tc.get("tools") or []
+                return any(isinstance(t, dict) and (t.get("function") or {}).get("name", t.get("name")) == name for t in allowed)
+            if isinstance(fn, dict) and "name" in fn:
+                return fn.get("name") == name
+    return True

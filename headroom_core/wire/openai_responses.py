@@ -210,3 +210,19 @@ def drop_hidden(events: list[SSEEvent], hidden: set[str], shift: int = 0) -> lis
             continue
         out.append(ev.raw)
     return out
+
+
+def tool_choice_allows(body: dict[str, Any], name: str) -> bool:
+    """Whether ``tool_choice`` lets the model call the function ``name``: not with ``"none"``,
+    nor when it forces another tool (``{"type": "function", "name": …}``, a built-in tool type),
+    nor with ``allowed_tools`` that leave it out."""
+    tc = body.get("tool_choice")
+    if tc == "none":
+        return False
+    if not isinstance(tc, dict):
+        return True
+    if tc.get("type") == "allowed_tools":
+        return any(isinstance(t, dict) and t.get("name") == name for t in tc.get("tools") or [])
+    if tc.get("type") == "function":
+        return tc.get("name") == name
+    return tc.get("type") in (None, "auto", "required")
