@@ -43,7 +43,7 @@ _HELP = {
     "home": "Headroom's folder for database, caches and config (default ~/.headroom).",
     "ws_max_frame_bytes": "A WebSocket client frame (response.create) larger than this many bytes closes the connection with code 1009.",
     "secret_key_file": "File holding the 32-byte key that seals stored originals and hashes client identities (default <home>/secret.key, created owner-only); proxies sharing a database share it.",
-    "proxy_tools_min_bytes": "A session gets the proxy's tools (headroom_retrieve, memory) only when its first request is at least this many bytes.",
+    "retrieve_min_bytes": "A session gets headroom_retrieve (and lossy compression) only when its first request is at least this many bytes; smaller sessions get lossless compression only.",
     "compress_timeout_seconds": "Seconds one request or frame may spend being compressed before it is sent as is (or refused if large).",
     "fail_open_max_bytes": "When compression fails or times out, requests up to this many bytes go on unchanged; larger ones are refused (413 / 1009).",
 }

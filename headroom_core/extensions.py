@@ -37,7 +37,8 @@ class RequestContext:
     frozen); ``offloaded`` whether this request offloaded anything; ``client`` the product name
     from the User-Agent; ``scope`` the id of the request's :class:`~headroom_core.scope.Scope`
     (project and client identity: what stored originals are kept under); ``dry_run`` True for a
-    token-counting request (nothing may be stored, learned or recorded).
+    token-counting request (nothing may be stored, learned or recorded); ``size`` the body's
+    bytes.
     """
 
     dialect: Dialect
@@ -52,6 +53,7 @@ class RequestContext:
     offloaded: bool = False
     scope: str = ""
     dry_run: bool = False
+    size: int = 0
 
 
 class ProxyTool(Protocol):

@@ -421,12 +421,11 @@ def _tools_step(rt: Runtime, req: _Request, rec: SessionRecord, proxy_tools: tup
 def _decide_proxy_tools(rt: Runtime, req: _Request, ctx: RequestContext) -> tuple[str, ...]:
     """The proxy's tools for a session, decided at its first request and kept for all of it.
 
-    None for a plain chat (no tools offered, no tool output in it) or a first request under
-    ``proxy_tools_min_bytes`` (a small session would pay the tools' definitions on every turn
-    for outputs too small to compress); else each registered tool that says it is offered.
+    None for a plain chat (no tools offered, no tool output in it); else each registered tool
+    that says it is offered (:class:`~headroom_core.ccr.retrieve.RetrieveTool` only for a first
+    request of at least ``retrieve_min_bytes``: a small session would pay its definition on
+    every turn for outputs too small to compress).
     """
-    if len(req.text) < rt.settings.proxy_tools_min_bytes:
-        return ()
     tools = req.parsed.get("tools")
     if not (isinstance(tools, list) and tools) and not module_for(req.dialect).tool_outputs(req.parsed):
         return ()
@@ -515,6 +514,7 @@ def _plan(
         live_from=zone.start,
         scope=req.scope.id,
         dry_run=req.dry_run,
+        size=n,
     )
     proxy_tools = rec.tools.proxy_tools if rec.known else _decide_proxy_tools(rt, req, ctx)
 

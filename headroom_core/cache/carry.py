@@ -28,16 +28,18 @@ def _num(s: str) -> dict[str, str]:
     return {_NUM: s}  # numbers by their exact text: 1e400 and 1.00000000000000000001 stay apart
 
 
-def _normal(v: Any) -> Any:
+def normal(v: Any) -> Any:
+    """``v`` (parsed JSON) without ``cache_control`` members, a one-text-block ``content`` as
+    its string: the form in which two equal prompt parts are equal."""
     if isinstance(v, dict):
-        out = {k: _normal(x) for k, x in v.items() if k != CC}
+        out = {k: normal(x) for k, x in v.items() if k != CC}
         c = out.get("content")
         if isinstance(c, list) and len(c) == 1 and isinstance(c[0], dict) and c[0].get("type") in TEXT_TYPES:
             if set(c[0]) <= {"type", "text"} and isinstance(c[0].get("text"), str):
                 out["content"] = c[0]["text"]
         return out
     if isinstance(v, list):
-        return [_normal(x) for x in v]
+        return [normal(x) for x in v]
     return v
 
 
@@ -46,7 +48,7 @@ def norm_hash(text: str) -> str:
     string-vs-one-text-block ``content``; object member order does not count. Raises
     ``ValueError`` when ``text`` is not JSON."""
     value = json.loads(text, parse_float=_num, parse_int=_num, parse_constant=_num)
-    blob = json.dumps(_normal(value), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    blob = json.dumps(normal(value), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
 

@@ -41,16 +41,17 @@ def answer(call: ToolCall, store: OriginalsStore, scope: str = "") -> str:
 
 
 class RetrieveTool:
-    """``headroom_retrieve`` as a proxy tool: offered to every session that starts with
-    compression on, for the whole session (decided at its first request, so ``tools`` never
-    changes mid-session); answered from the originals store of the request's scope."""
+    """``headroom_retrieve`` as a proxy tool: offered to every session whose first request is
+    at least ``retrieve_min_bytes`` (an agent's, not a toy chat's), for the whole session
+    (decided at its first request, so ``tools`` never changes mid-session); answered from the
+    originals store of the request's scope."""
 
     name = TOOL_NAME
     description = TOOL_DESCRIPTION
     schema = TOOL_SCHEMA
 
     def offered(self, rt, ctx) -> bool:
-        return bool(rt.settings.compress)
+        return bool(rt.settings.compress) and ctx.size >= rt.settings.retrieve_min_bytes
 
     def answer(self, rt, ctx, call: ToolCall) -> str:
         if ctx is None:
