@@ -40,6 +40,7 @@ class FlowState:
     rounds: int = 0
     usage: Usage = field(default_factory=Usage)
     called: list[str] = field(default_factory=list)
+    observed: Any = None  # the observers' run (a future): done before the client gets the end of the response
 
 
 def where(flow: http.HTTPFlow) -> str:
@@ -103,10 +104,9 @@ class LLMTraffic:
             return
         if plan.hidden_tools:
             req.headers["accept-encoding"] = "identity"
-        # learning and memory capture see the request after it was forwarded, off the event loop
-        task = asyncio.get_running_loop().run_in_executor(None, run_observers, rt, plan)
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        # learning and memory capture see the request after it was forwarded, off the event loop;
+        # the response hook waits for them, so the client's next turn sees what they recorded
+        st.observed = asyncio.get_running_loop().run_in_executor(None, run_observers, rt, plan)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         st: FlowState | None = flow.metadata.get("headroom")
@@ -148,6 +148,8 @@ class LLMTraffic:
         rt = self.state.runtime
         if st is None or rt is None or flow.response is None:
             return
+        if st.observed is not None:
+            await st.observed
         if st.stream is not None:
             st.usage, st.rounds, st.called = st.stream.usage, st.stream.rounds, st.stream.called
         elif st.plan.dialect is not None and st.plan.action != "reject":

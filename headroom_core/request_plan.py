@@ -369,7 +369,9 @@ def _tools_step(rt: Runtime, req: _Request, rec: SessionRecord, proxy_tools: tup
     """``tools`` as the session sends them: the client's tools in the scope's order (see
     :mod:`headroom_core.cache.tools_order`), each minified (deterministic), then the session's
     proxy tools; the same text as last time when the client's tools did not change (markers
-    moved or order changed only), with the client's ``cache_control`` carried by position."""
+    moved or order changed only), with the client's ``cache_control`` carried by position.
+    In the client's own order every byte the proxy does not change stays the client's; a new
+    order keeps the client's separators."""
     tools = req.parsed.get("tools")
     state = rec.tools
     if tools is not None and not isinstance(tools, list):
@@ -378,44 +380,61 @@ def _tools_step(rt: Runtime, req: _Request, rec: SessionRecord, proxy_tools: tup
     if not client and not proxy_tools:
         return _ToolsStep((), replace(state, proxy_tools=proxy_tools), None)
     raw = ""
-    elements: list[str] = []
+    spans: list[tuple[int, int]] = []
     if tools is not None:
         a, b = jsonedit.span(req.text, ("tools",))
         raw = req.text[a:b]
-        elements = [req.text[x:y] for x, y in jsonedit.element_spans(req.text, ("tools",))]
+        spans = [(x - a, y - a) for x, y in jsonedit.element_spans(req.text, ("tools",))]
     ids = tools_order.unique_ids(client)
     order = rt.tool_order.order(req.scope.id, ids, learn=not req.dry_run)
-    bare = [jsonedit.strip_member(elements[n], "cache_control") for n in order]
+    bare = [jsonedit.strip_member(raw[x:y], "cache_control") for x, y in (spans[n] for n in order)]
     thash = rt.sealer.digest("tools", json.dumps(list(proxy_tools)), *bare)
+    marks = [(k, t["cache_control"]) for k, t in enumerate(client) if isinstance(t, dict) and "cache_control" in t]
+    proxy_defs = [] if tools is None and req.dry_run else _proxy_tool_defs(rt, req.dialect, proxy_tools)
     reason = "replayed"
     if state.tools_hash == thash and state.text is not None:
-        sent = state.text
+        forwarded = state.text
+        for k, value in marks:  # the client's breakpoints by position
+            forwarded = jsonedit.insert_member(forwarded, (k,), "cache_control", jsonedit.dumps(value))
     else:
-        items = bare
+        repl: dict[int, Any] = {}
         reason = "ordered"
         if rt.settings.tools_minify and bare:
             ordered = [{k: v for k, v in client[n].items() if k != "cache_control"} if isinstance(client[n], dict) else client[n] for n in order]
-            joined = "[" + ",".join(bare) + "]"
-            out = rt.tools_minifier.run(joined, ordered, count=False)
+            out = rt.tools_minifier.run("[" + ",".join(bare) + "]", ordered, count=False)
             repl = dict(out.replacements)
-            items = [jsonedit.dumps(repl[i]) if i in repl else t for i, t in enumerate(bare)]
             reason = out.reason
-        items += [jsonedit.dumps(t) for t in _proxy_tool_defs(rt, req.dialect, proxy_tools)]
-        sent = "[" + ",".join(items) + "]"
-    forwarded = sent
-    marks = [(k, t["cache_control"]) for k, t in enumerate(client) if isinstance(t, dict) and "cache_control" in t]
-    for k, value in marks:  # the client's breakpoints by position
-        forwarded = jsonedit.insert_member(forwarded, (k,), "cache_control", jsonedit.dumps(value))
-    new_state = SessionTools(proxy_tools, thash, sent)
+        forwarded = _compose(raw or "[]", spans, order, repl, proxy_defs, marks)
     edits: list[jsonedit.Edit] = []
     if tools is None:
-        if not req.dry_run:
-            edits = [jsonedit.Append(("tools",), t) for t in _proxy_tool_defs(rt, req.dialect, proxy_tools)]
+        edits = [jsonedit.Append(("tools",), t) for t in proxy_defs]
     elif forwarded != raw:
         edits = [jsonedit.ReplaceRaw(("tools",), forwarded)]
-    after = forwarded if tools is not None else "[" + ",".join(jsonedit.dumps(e.value) for e in edits if isinstance(e, jsonedit.Append)) + "]"
-    figures = None if fast else ToolsFigures(raw, after if edits else raw, reason, rt.counter)
-    return _ToolsStep(tuple(edits), new_state, figures)
+    sent = jsonedit.strip_member(forwarded, "cache_control") if tools is not None else "[" + ",".join(jsonedit.dumps(t) for t in proxy_defs) + "]"
+    figures = None if fast else ToolsFigures(raw, sent if edits else raw, reason, rt.counter)
+    return _ToolsStep(tuple(edits), SessionTools(proxy_tools, thash, sent), figures)
+
+
+def _compose(raw: str, spans: list[tuple[int, int]], order: list[int], repl: dict[int, Any], extra: list[Any], marks: list[tuple[int, Any]]) -> str:
+    """The ``tools`` array text: the client's elements (``raw[span]``) in ``order``, those in
+    ``repl`` (by position in ``order``) replaced, ``extra`` appended. In the client's order the
+    client's bytes are edited in place; in another order the client's separators are kept and
+    its ``cache_control`` markers go by position (``marks``)."""
+    if order == list(range(len(order))):
+        edits: list[jsonedit.Edit] = [jsonedit.Replace((i,), v) for i, v in repl.items()]
+        edits += [jsonedit.Append((), t) for t in extra]
+        out = jsonedit.apply(raw, edits) if edits else raw
+        for k, value in marks:
+            if k in repl:  # a minified element carries its marker again
+                out = jsonedit.insert_member(out, (k,), "cache_control", jsonedit.dumps(value))
+        return out
+    head, tail = raw[: spans[0][0]], raw[spans[-1][1] :]
+    sep = raw[spans[0][1] : spans[1][0]] if len(spans) > 1 else ","
+    items = [jsonedit.dumps(repl[i]) if i in repl else jsonedit.strip_member(raw[spans[n][0] : spans[n][1]], "cache_control") for i, n in enumerate(order)]
+    out = head + sep.join(items + [jsonedit.dumps(t) for t in extra]) + tail
+    for k, value in marks:
+        out = jsonedit.insert_member(out, (k,), "cache_control", jsonedit.dumps(value))
+    return out
 
 
 def _decide_proxy_tools(rt: Runtime, req: _Request, ctx: RequestContext) -> tuple[str, ...]:

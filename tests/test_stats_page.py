@@ -32,7 +32,7 @@ EXPECTED_HIT = (2 * 1000 + 2500) / (2 * (1234 + 1000 + 200) + 3000)
 def proxy(module_proxy_factory, upstream_server):
     """One proxy that has seen two Anthropic requests and one OpenAI Chat request, each with a
     large JSON tool output (real GitHub API records) and scripted provider usage."""
-    px = module_proxy_factory(ADDON_SCRIPT)
+    px = module_proxy_factory(ADDON_SCRIPT, options={"headroom_compress_timeout_seconds": 300})
     big = github_scenario("paginate-issues.json")
     upstream_server.reset()
     upstream_server.script(Reply.text("a1", **A_USAGE), Reply.text("a2", **A_USAGE), Reply.text("o1", **O_USAGE))
