@@ -438,16 +438,9 @@ def _compose(raw: str, spans: list[tuple[int, int]], order: list[int], repl: dic
 
 
 def _decide_proxy_tools(rt: Runtime, req: _Request, ctx: RequestContext) -> tuple[str, ...]:
-    """The proxy's tools for a session, decided at its first request and kept for all of it.
-
-    None for a plain chat (no tools offered, no tool output in it); else each registered tool
-    that says it is offered (:class:`~headroom_core.ccr.retrieve.RetrieveTool` only for a first
-    request of at least ``retrieve_min_bytes``: a small session would pay its definition on
-    every turn for outputs too small to compress).
-    """
-    tools = req.parsed.get("tools")
-    if not (isinstance(tools, list) and tools) and not module_for(req.dialect).tool_outputs(req.parsed):
-        return ()
+    """The proxy's tools for a session, decided at its first request and kept for all of it:
+    each registered tool that says it is offered (:class:`~headroom_core.ccr.retrieve.RetrieveTool`
+    only to an agent's session, the memory tools whenever memory is on)."""
     return tuple(t.name for t in rt.extensions.tools if _safe(t.offered, rt, ctx))
 
 

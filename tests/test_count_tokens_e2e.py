@@ -12,6 +12,7 @@ and a local upstream.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from sqlalchemy import func, select
@@ -55,6 +56,9 @@ def test_count_tokens_measures_the_body_the_proxy_sends(upstream, proxy_factory)
     assert upstream.requests[0].path == "/v1/messages/count_tokens"
     assert {k: v for k, v in sent_body.items() if k != "max_tokens"} == count_body
     assert markers.find_marker_keys(json.dumps(count_body))  # compressed, as the Messages request is
+    deadline = time.monotonic() + 60  # the ledger is written off the response path
+    while counts(proxy)[2] < 1 and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert counts(proxy)[2] == 1  # only the Messages request is in the ledger
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from headroom_core.ccr.markers import normalize_key
 from headroom_core.ccr.store import OriginalsStore
 from headroom_core.wire.blocks import ToolCall
+from headroom_core.wire.dialects import module_for
 
 TOOL_NAME = "headroom_retrieve"
 TOOL_DESCRIPTION = (
@@ -42,7 +43,9 @@ def answer(call: ToolCall, store: OriginalsStore, scope: str = "") -> str:
 
 class RetrieveTool:
     """``headroom_retrieve`` as a proxy tool: offered to every session whose first request is
-    at least ``retrieve_min_bytes`` (an agent's, not a toy chat's), for the whole session
+    an agent's (it offers tools or holds tool outputs) and at least ``retrieve_min_bytes`` (not
+    a toy's: a small session would pay the definition on every turn for outputs too small to
+    compress), for the whole session
     (decided at its first request, so ``tools`` never changes mid-session); answered from the
     originals store of the request's scope."""
 
@@ -51,7 +54,10 @@ class RetrieveTool:
     schema = TOOL_SCHEMA
 
     def offered(self, rt, ctx) -> bool:
-        return bool(rt.settings.compress) and ctx.size >= rt.settings.retrieve_min_bytes
+        if not rt.settings.compress or ctx.size < rt.settings.retrieve_min_bytes:
+            return False
+        tools = ctx.body.get("tools")
+        return bool(isinstance(tools, list) and tools) or bool(module_for(ctx.dialect).tool_outputs(dict(ctx.body)))
 
     def answer(self, rt, ctx, call: ToolCall) -> str:
         if ctx is None:
