@@ -31,6 +31,7 @@ from headroom_core.compress.code import compress_code, guess_language, language_
 from headroom_core.compress.diff import compress_diff, looks_like_diff
 from headroom_core.compress.gain import finish
 from headroom_core.compress.json_crush import compress_json
+from headroom_core.compress.logshape import log_share
 from headroom_core.compress.numbered import split_numbered
 from headroom_core.compress.result import CompressResult
 from headroom_core.compress.search import compress_search, looks_like_hits, looks_like_paths
@@ -79,18 +80,6 @@ _CMD_KINDS = (
 )  # fmt: skip
 _PATH_IN_TEXT = re.compile(r"(?:^\[File: |^The file )(\S+\.\w+)", re.M)
 
-_LOG_RX = re.compile(
-    r"^(\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}"  # ISO
-    r"|\d{6} \d{6} "  # HDFS
-    r"|\d{2}/\d{2}/\d{2,4} \d{2}:\d{2}:\d{2}"  # Spark
-    r"|[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} "  # syslog
-    r"|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}"  # Apache error log
-    r"|\S+ \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}"  # file name then ISO (OpenStack)
-    r"|\S+ \S+ \S+ \[\d{2}/[A-Z][a-z]{2}/\d{4}:"  # access log
-    r"|\d{2}:\d{2}:\d{2}[.,]\d+ "
-    r"|\d{10}(\.\d+)? "
-    r"|\[?(TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|FATAL|CRITICAL)\]?[ :])"
-)
 _TAG_RX = re.compile(r"</?[a-zA-Z][\w-]*(\s[^<>]*)?/?>")
 
 
@@ -128,8 +117,9 @@ def _is_json(text: str) -> bool:
 
 
 def _log_share(lines: list[str]) -> float:
-    sample = [ln for ln in lines if ln.strip()]
-    return sum(1 for ln in sample if _LOG_RX.match(ln)) / len(sample) if sample else 0.0
+    """The share of ``lines`` that are lines of one log, judged by their structure
+    (:func:`~headroom_core.compress.logshape.log_share`: a dominant header shape)."""
+    return log_share(lines)
 
 
 def _html_strict(text: str) -> bool:
