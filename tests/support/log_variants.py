@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
 
@@ -111,15 +112,22 @@ def _generate(
         k = r.choices(range(len(events)), weights)[0]
         order.extend([k] * r.randint(1, events[k].burst))
     order = order[:n]
-    for k in range(len(events)):  # every template at least once, at a random place
-        if k not in order:
-            order[r.randrange(1, n - 1)] = k
+    missing = [k for k in range(len(events)) if k not in order]
+    present = Counter(order)
+    places = list(range(1, n - 1))
+    r.shuffle(places)
+    for p in places:  # every template at least once, in place of a line of a frequent one
+        if not missing:
+            break
+        if present[order[p]] > 1:
+            present[order[p]] -= 1
+            order[p] = missing.pop()
     lines: list[str] = []
     tof: list[int] = []
     i = 0
     for k in order:
         e = events[k]
-        if lines and r.random() < repeat_rate and tof[-1] >= 0:
+        if lines and tof[-1] == k and r.random() < repeat_rate:
             lines.append(lines[-1])
             tof.append(tof[-1])
             continue
@@ -705,3 +713,37 @@ VARIANTS: dict[str, Callable[[], LogVariant]] = {
 def variant(name: str) -> LogVariant:
     """The generated log ``name`` (a key of :data:`VARIANTS`)."""
     return VARIANTS[name]()
+
+
+# --- judging a compressed log -----------------------------------------------------------------
+
+
+def template_regex(template: str) -> re.Pattern[str]:
+    """A ground-truth template as a regular expression: its literal parts in order, ``<*>``
+    standing for anything (loghub's convention)."""
+    return re.compile(".*?".join(re.escape(part) for part in template.split("<*>")))
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How much of a log a compressed text still shows: ground-truth templates found in some
+    output line (a kept line or a template summary line), error lines kept verbatim (as whole
+    output lines), and the lists of what was lost."""
+
+    templates: int
+    templates_total: int
+    errors: int
+    errors_total: int
+    lost_templates: tuple[str, ...]
+    lost_errors: tuple[str, ...]
+
+
+def retention(output: str, lines: list[str] | tuple[str, ...], templates: list[str] | tuple[str, ...]) -> Retention:
+    """Judge ``output`` (a compressed log) against the original ``lines`` and ground-truth
+    ``templates``; error lines are those :func:`is_error_word_line` picks."""
+    out_lines = [ln.rstrip("\r") for ln in output.split("\n")]
+    out_set = set(out_lines)
+    lost_t = tuple(t for t in templates if not any(template_regex(t).search(ln) for ln in out_lines))
+    errors = [ln for ln in lines if ln.strip() and is_error_word_line(ln)]
+    lost_e = tuple(e for e in errors if e.rstrip("\r") not in out_set)
+    return Retention(len(templates) - len(lost_t), len(templates), len(errors) - len(lost_e), len(errors), lost_t, lost_e)
