@@ -4,39 +4,45 @@ Input: text made of log lines (one event per line, continuation lines such as Ja
 frames or Python traceback lines allowed). Sizes are in tokens of the caller's
 :class:`~headroom_core.compress.tokens.TokenCounter`.
 
-**Templates.** Every non-blank line is given to a fresh Drain3 ``TemplateMiner`` (He et al.,
-"Drain: An Online Log Parsing Approach with Fixed Depth Tree", ICWS 2017; the ``drain3``
-package), configured in code (:func:`miner_config`): no config file is read, nothing persists,
-and variable values (timestamps, IPs, UUIDs, hex, numbers) are masked before clustering, so the
-same text always gives the same clusters.
+**Templates.** The message of every non-blank line (the text after its header when the line
+carries the log's dominant header shape, :func:`messages_of` and
+:mod:`~headroom_core.compress.logshape`; else the whole line) is given to a fresh Drain3
+``TemplateMiner`` (He et al., "Drain: An Online Log Parsing Approach with Fixed Depth Tree",
+ICWS 2017; the ``drain3`` package), configured in code (:func:`miner_config`): no config file
+is read, nothing persists, and variable values (timestamps, IPs, UUIDs, hex, numbers) are
+masked before clustering, so the same text always gives the same clusters.
 
 **Kept lines** (verbatim, in their original order), each with the first reason that picked it:
 
 ``anchor``
     the first :data:`HEAD` and last :data:`TAIL` lines;
 ``error``
-    every error-level line (:func:`is_error_line`: a level token ``ERROR``/``FATAL``/``SEVERE``/
-    ``CRITICAL``/``PANIC``/``EMERG``, a lowercase ``[error]``/``[crit]``…/``level=error``/
-    ``error:`` level, an exception class name such as ``java.io.IOException`` or
-    ``ValueError``, or ``Traceback (most recent call last):``) together with its stack trace
-    (:func:`trace_end`: indented lines, ``at …``, ``Caused by:``, ``... 12 more``, and
-    unindented exception lines such as ``java.io.IOException: …`` or ``ValueError: …``);
+    every line with an error word or an error level (:func:`is_error_line`: ``error``,
+    ``fatal``, ``severe``, ``critical``, ``exception``, ``fail…``, ``panic``, ``denied`` in any
+    case and inside longer words, ``[crit]``, ``ALERT``, ``Traceback (most recent call
+    last):``, stack frames) together with its stack trace (:func:`trace_end`: indented lines,
+    ``at …``, ``Caused by:``, ``... 12 more``, and unindented exception lines such as
+    ``java.io.IOException: …`` or ``ValueError: …``);
 ``query``
     lines holding a word of the user's latest query (matched at a word start, case-insensitive;
     words found on more than half the lines do not discriminate and are ignored), at most
     :data:`MAX_QUERY` of them (the first and last halves of that many);
 ``template``
     the first line of every Drain3 template, and of every variant of a template (lines that
-    share its few-valued wildcard positions, :func:`mine_templates`), so each kind of event is
-    seen at least once.
+    share the values of its few-valued wildcard positions and the words at its other wildcard
+    positions, :func:`mine_templates`), so each kind of event is seen at least once and a
+    template seen once is kept verbatim.
 
-Every run of dropped lines becomes one marker line ``[headroom omitted 37 of 2000 lines;
-headroom_retrieve key=…]`` (a run shorter than its marker stays). A summary follows: one line
-per template that lost lines, ``412× <template>``, most frequent first (``<*>``, ``<NUM>``,
-``<IP>``, ``<TS>``, ``<HEX>``, ``<ID>`` stand for varying values). Line ends are kept
-(``\r\n`` text gets ``\r\n`` marker and summary lines). All markers carry one key,
-:func:`~headroom_core.ccr.markers.offload_key` of the whole text; the result holds one
-:class:`~headroom_core.compress.result.Offload` with the text byte for byte.
+**Layout.** The first line is the one marker, ``[headroom omitted 1490 of 2000 lines, …;
+headroom_retrieve key=…]``: its key (:func:`~headroom_core.ccr.markers.offload_key` of the whole
+text) retrieves the original byte for byte (the result holds one
+:class:`~headroom_core.compress.result.Offload`). Then the kept lines in order; each run of
+left-out lines is one short gap line ``[… 37 lines]`` (a run no longer than its gap line
+stays); a block of lines repeated in a row (:mod:`~headroom_core.compress.repeats`) that holds
+a kept line shows its first copy and ``[… 49 more copies of the line above, 50 in a row]``.
+A summary closes: one line per template that lost lines, ``412× <template>``, most frequent
+first (``<*>``, ``<NUM>``, ``<IP>``, ``<TS>``, ``<HEX>``, ``<ID>`` stand for varying values).
+Line ends are kept (``\r\n`` text gets ``\r\n`` added lines).
 
 Unchanged results: ``"not text"``, ``"small"`` (under ``min_tokens``), ``"few lines"`` (under
 :data:`MIN_LINES` non-blank lines), ``"nothing to drop"``, ``"no gain"`` (not at least
@@ -104,7 +110,7 @@ _EXCEPTION_RE = re.compile(
     r"|(?<![\w$])Exception(?![\w$])"
     r"|Traceback \(most recent call last\)"
 )
-_UPPER_LEVEL_RE = re.compile(r"(?<![\w.$-])(?:ERROR|FATAL|SEVERE|CRITICAL|ALERT|PANIC|EMERG|EMERGENCY)(?![\w-])")
+_UPPER_LEVEL_RE = re.compile(r"(?<![\w.$-])(?:ERROR|ERR|FATAL|SEVERE|CRITICAL|ALERT|PANIC|EMERG|EMERGENCY)(?![\w-])")
 _LOWER_LEVEL_RE = re.compile(
     r"[\[<(](?:error|err|crit|critical|alert|emerg|fatal|severe|panic)[\]>)]"
     r"|\blevel[=:]\s*\"?(?:error|err|fatal|critical|crit|severe|panic)\b"
@@ -112,7 +118,8 @@ _LOWER_LEVEL_RE = re.compile(
     re.IGNORECASE,
 )
 # Words that make a line an error line wherever they stand (lowercased substrings).
-ERROR_WORDS = ("error", "fatal", "severe", "critical", "exception", "fail", "panic", "denied")
+ERROR_WORDS = ("error", "fatal", "severe", "critical", "exception", "fail", "panic", "denied", "segfault",
+               "segmentation fault", "core dumped")
 _STACK_FRAME_RE = re.compile(r"^\s+at [\w$.<>/]+\(|^\s+File \".*\", line \d+|^Caused by: ")
 # Every error-level line holds one of these (lowercased): a cheap test before the regular expressions.
 _CHEAP_WORDS = ("err", "fatal", "severe", "crit", "panic", "emerg", "alert", "exception", "traceback")
@@ -275,19 +282,35 @@ def mine_templates(lines: list[str]) -> tuple[tuple[int, ...], tuple[Template, .
         tokens = by_id[cid].log_template_tokens
         rows = [masked[i] for i in members[k]]
         cat_positions = []
+        word_positions = []
         for p, tok in enumerate(tokens):
             if tok != "<*>":
                 continue
             values = {r[p] if p < len(r) else "" for r in rows}
             if len(values) <= VARIANT_MAX_VALUES:
                 cat_positions.append(p)
+            else:
+                word_positions.append(p)
         seen: set[tuple[str, ...]] = set()
         for i, r in zip(members[k], rows):
-            shape = tuple(r[p] if p < len(r) else "" for p in cat_positions)
+            shape = tuple(r[p] if p < len(r) else "" for p in cat_positions) + tuple(
+                _word_or_star(r[p] if p < len(r) else "") for p in word_positions
+            )
             if shape not in seen:
                 seen.add(shape)
                 firsts.append(i)
     return cluster_of, templates, tuple(sorted(firsts))
+
+
+_WORD_TOKEN_RE = re.compile(r"[A-Za-z][a-z]{1,29}")
+
+
+def _word_or_star(token: str) -> str:
+    """``token`` when it is a word (``opened``, ``Closing``, ``channels:``): a wildcard position
+    where words vary may hide two kinds of event (``session opened`` / ``session closed``);
+    ``*`` for any other value (numbers, ids, paths, host names), which is a free value."""
+    t = token.strip(":,.;()[]'\"")
+    return t if _WORD_TOKEN_RE.fullmatch(t) else "*"
 
 
 def _query_matcher(words: tuple[str, ...], lines: list[str]) -> re.Pattern[str] | None:

@@ -174,7 +174,7 @@ def long_tail(seed: int, n: int, prefixes: tuple[str, ...], weight: float = 0.12
     seen: set[str] = set()
     while len(out) < n:
         p, v, o = r.choice(prefixes), r.choice(_VERBS), r.choice(_NOUNS)
-        shape = r.randrange(5)
+        shape = r.randrange(7)
         if shape == 0:
             fmt, vals = f"{p}{o} {v} for user {{}}", (pick(*_USERS),)
         elif shape == 1:
@@ -183,8 +183,13 @@ def long_tail(seed: int, n: int, prefixes: tuple[str, ...], weight: float = 0.12
             fmt, vals = f"{p}{o} {{}} {v}", (num(1, 99999),)
         elif shape == 3:
             fmt, vals = f"{p}{o} {v}: {{}} of {{}} {o}s", (num(1, 64), num(64, 128))
-        else:
+        elif shape == 4:
             fmt, vals = f"{p}{o} {{}} was {v} by {{}}", (word(8), pick(*_USERS))
+        elif shape == 5:
+            # a long message told from its siblings by two words only
+            fmt, vals = f"{p}the {o} of the current request was {v} because the remote peer {{}} sent no reply in time", (ip("172.20"),)
+        else:
+            fmt, vals = f"{p}{v} the {o} on device {{}} while the controller was busy with queue {{}}", (pick("sda", "sdb", "nvme0n1"), num(1, 64))
         if fmt not in seen:
             seen.add(fmt)
             out.append(Event(fmt, vals, weight=weight * r.choice((0.5, 1, 1, 2))))
@@ -475,6 +480,18 @@ def mac() -> LogVariant:
     return _generate("mac", 16, 2000, MAC_EVENTS, header, repeat_rate=0.004)
 
 
+def mac_long_tail() -> LogVariant:
+    """macOS lines where one process writes 200 kinds of event, many told apart by one or two
+    words in a long message: the hardest case for template mining."""
+    events = MAC_EVENTS[:8] + long_tail(104, 200, ("kernel[0]: ",), weight=0.25)
+
+    def header(r: random.Random, i: int, e: Event) -> str:
+        _, d, h, mi, s, _ = _clock(50_000, i, 13.0)
+        return f"Jul {d:>2} {h:02d}:{mi:02d}:{s:02d} authorMacBook-Pro "
+
+    return _generate("mac_long_tail", 24, 2000, events, header)
+
+
 # --- an HPC cluster's event log ---------------------------------------------------------------
 
 HPC_EVENTS = [
@@ -700,6 +717,7 @@ VARIANTS: dict[str, Callable[[], LogVariant]] = {
     "healthapp": healthapp,
     "proxifier": proxifier,
     "mac": mac,
+    "mac_long_tail": mac_long_tail,
     "hpc": hpc,
     "windows_cbs": windows_cbs,
     "klog": klog,
