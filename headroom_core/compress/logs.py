@@ -403,10 +403,12 @@ def fold_line(run: Run) -> str:
 @dataclass(frozen=True)
 class Rendering:
     """The compressed log's lines (``out``), which original lines it shows (``shown``, first
-    copies of folded runs included), and the lines folded away as copies (``folded``)."""
+    copies of folded runs included), which it leaves out in gaps (``gapped``), and the number
+    of lines folded away as copies (``folded``)."""
 
     out: tuple[str, ...]
     shown: frozenset[int]
+    gapped: frozenset[int]
     folded: int
 
 
@@ -417,6 +419,7 @@ def render(lines: list[str], keep: set[int], runs: list[Run]) -> Rendering:
     n = len(lines)
     out: list[str] = []
     shown: set[int] = set()
+    gapped: set[int] = set()
     gap: list[int] = []
     folded = 0
 
@@ -426,6 +429,7 @@ def render(lines: list[str], keep: set[int], runs: list[Run]) -> Rendering:
         g = gap_line(len(gap))
         if sum(len(lines[j]) + 1 for j in gap) > len(g) + 1:
             out.append(g)
+            gapped.update(gap)
         else:  # the gap line would cost more than the lines it hides
             out.extend(lines[j] for j in gap)
             shown.update(gap)
@@ -455,7 +459,7 @@ def render(lines: list[str], keep: set[int], runs: list[Run]) -> Rendering:
             gap.append(i)
         i += 1
     flush()
-    return Rendering(tuple(out), frozenset(shown), folded)
+    return Rendering(tuple(out), frozenset(shown), frozenset(gapped), folded)
 
 
 def compress_logs(
@@ -490,9 +494,9 @@ def compress_logs(
     out = [make_marker(f"{hidden} of {n} lines, each gap below marked … N lines or … N more copies", key)]
     out.extend(ren.out)
     dropped_per: dict[int, int] = {}
-    for i in range(n):
+    for i in ren.gapped:  # copies folded under a shown first copy are counted by their fold line
         c = sel.cluster_of[i]
-        if i not in ren.shown and c >= 0:
+        if c >= 0:
             dropped_per[c] = dropped_per.get(c, 0) + 1
     summary = sorted(dropped_per, key=lambda c: (-sel.templates[c].count, c))
     if summary:

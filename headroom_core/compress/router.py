@@ -33,6 +33,7 @@ from headroom_core.compress.gain import finish
 from headroom_core.compress.json_crush import compress_json
 from headroom_core.compress.logshape import log_share
 from headroom_core.compress.numbered import split_numbered
+from headroom_core.compress.repeats import fold_text
 from headroom_core.compress.result import CompressResult
 from headroom_core.compress.search import compress_search, looks_like_hits, looks_like_paths
 from headroom_core.compress.sections import Section, split_sections
@@ -216,7 +217,53 @@ def compressor_for(kind: str) -> Compressor | None:
         return None
 
 
+# Where repeated lines are folded (repeats.py): prose before its compressor (the extractive
+# ranker then sees each repeated passage once); the kinds whose compressor rewrites layout after
+# it (their output, or the text when they keep it); logs inside their compressor; never JSON
+# (folding lines would break the JSON the model reads; its compressor has tables).
+FOLD_BEFORE = frozenset({"text"})
+FOLD_AFTER = frozenset({"test", "search", "code", "diff", "html", "log"})
+
+
 def _route(text: str, kind: Kind, query: str, counter: TokenCounter, min_tokens: int, min_saving_ratio: float) -> CompressResult:
+    """Compress ``text`` as ``kind``, with runs of repeated lines folded where the kind allows
+    (:data:`FOLD_BEFORE`, :data:`FOLD_AFTER`): one offload holds ``text``, every marker names
+    its key."""
+    if kind.name in FOLD_BEFORE and not kind.numbered:
+        return _fold_then_route(text, kind, query, counter, min_tokens, min_saving_ratio)
+    res = _route_kind(text, kind, query, counter, min_tokens, min_saving_ratio)
+    if kind.name not in FOLD_AFTER or (kind.name == "log" and res.changed):
+        return res
+    key = offload_key(text)
+    folded = fold_text(res.text, key)
+    if folded is None:
+        return res
+    why = f"{folded.lines_folded} repeated lines folded" + (f"; {res.reason}" if res.changed else "")
+    strategy = f"{res.strategy}+fold" if res.changed else "fold"
+    out = finish(text, folded.text, counter, kind=res.kind, strategy=strategy, reason=why[:300],
+                 what=f"{folded.lines_folded} repeated lines", min_saving_ratio=min_saving_ratio)  # fmt: skip
+    return out if out.changed else res
+
+
+def _fold_then_route(text: str, kind: Kind, query: str, counter: TokenCounter, min_tokens: int, min_saving_ratio: float) -> CompressResult:
+    key = offload_key(text)
+    folded = fold_text(text, key)
+    if folded is None:
+        return _route_kind(text, kind, query, counter, min_tokens, min_saving_ratio)
+    res = _route_kind(folded.text, kind, query, counter, min_tokens, min_saving_ratio)
+    if not res.changed and res.reason == "model loading":
+        return CompressResult.unchanged(text, kind.name, res.reason)  # no decision yet: same answer later
+    why = f"{folded.lines_folded} repeated lines folded"
+    if res.changed:
+        body = res.text.replace(f"key={offload_key(folded.text)}]", f"key={key}]")
+        why, strategy = f"{why}; {res.reason}", f"fold+{res.strategy}"
+    else:
+        body, strategy = folded.text, "fold"
+    return finish(text, body, counter, kind=res.kind, strategy=strategy, reason=why[:300],
+                  what=f"{folded.lines_folded} repeated lines and more", min_saving_ratio=min_saving_ratio)  # fmt: skip
+
+
+def _route_kind(text: str, kind: Kind, query: str, counter: TokenCounter, min_tokens: int, min_saving_ratio: float) -> CompressResult:
     if kind.numbered and kind.name != "code":
         return CompressResult.unchanged(text, kind.name, "numbered file text that is not code: kept as read")
     fn = compressor_for(kind.name)
