@@ -87,18 +87,26 @@ _CONT_RE = re.compile(
 )
 
 
-def token_class(tok: str, position: int) -> str:
+MAX_TOKEN = 64
+
+
+def token_class(tok: str, position: int, *, in_pair: bool = False) -> str:
     """The class of one header token (see the module docstring); ``position`` is its index
-    among the line's tokens (a lone capital letter is a level only after the first)."""
+    among the line's tokens (a lone capital letter is a level only after the first). Tokens
+    longer than :data:`MAX_TOKEN` characters are ``X`` (no header field is that long)."""
+    if len(tok) > MAX_TOKEN:
+        return "X"
     if tok == "|" or _PUNCT_RE.fullmatch(tok):
         return "P"
     if "=" in tok[1:] and not tok.startswith(("=", "-")):
+        if in_pair:
+            return "X"
         key, _, value = tok.partition("=")
         value = value.strip("\"'")
         if key.lower() in ("level", "lvl", "severity") and value.lower() in LEVELS:
             return "L"
         if value:
-            c = token_class(value, position)
+            c = token_class(value, position, in_pair=True)
             return c if c in FIELDS else "X"
         return "X"
     if _LEVEL_PREFIX_RE.match(tok):
