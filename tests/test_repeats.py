@@ -170,3 +170,25 @@ def test_identical_lines_through_mitmdump_fold_and_come_back(upstream, proxy):
     assert len(sent) < 300
     assert first.json["tools"][-1]["name"] == retrieve.TOOL_NAME
     assert follow.json["messages"][-1]["content"][0]["content"] == text  # byte for byte
+
+
+def test_wrapped_shell_output_is_folded_under_the_whole_key(counter):
+    """A BashOutput-style result: wrapper tags stay, the stdout section is folded, and the marker
+    names the key of the whole tool output (which is what is stored)."""
+    text = "<stdout>\n" + "Waiting for the database lock to be released\n" * 4000 + "</stdout>\n<exit_code>1</exit_code>\n"
+    res = compress_text(text, "", counter, min_tokens=250, min_saving_ratio=0.1)
+    assert res.changed and res.strategy == "sections"
+    assert res.text.startswith("<stdout>\nWaiting for the database lock to be released\n[headroom omitted 3999 more copies")
+    assert res.text.endswith("</stdout>\n<exit_code>1</exit_code>\n")
+    assert set(markers.find_marker_keys(res.text)) == {markers.offload_key(text)}
+    assert res.offloads[0].original == text
+
+
+def test_json_is_never_folded_line_by_line(counter):
+    """JSON keeps parsing: its own compressor handles repeated items."""
+    import json
+
+    text = json.dumps([{"status": "waiting", "msg": "lock held by another process"}] * 3000, indent=2)
+    res = compress_text(text, "", counter, min_tokens=250, min_saving_ratio=0.1)
+    assert res.changed and res.kind == "json"
+    assert "more copies of" not in res.text
