@@ -192,3 +192,20 @@ def test_json_is_never_folded_line_by_line(counter):
     res = compress_text(text, "", counter, min_tokens=250, min_saving_ratio=0.1)
     assert res.changed and res.kind == "json"
     assert "more copies of" not in res.text
+
+
+def test_keyless_fold_is_a_lossless_rewrite():
+    """With no key (nothing stored) the fold notes alone say what the copies were."""
+    text = "start\n" + "Checksum mismatch, retrying the download of core-utils\n" * 300 + "end\n"
+    f = fold_text(text, None)
+    assert f is not None and "headroom_retrieve" not in f.text
+    assert f.text == "start\nChecksum mismatch, retrying the download of core-utils\n[… 299 more copies of the line above, 300 in a row]\nend\n"
+    note = re.compile(r"\[… (\d+) more copies of (?:the line above|the (\d+) lines above), (\d+) in a row\]")
+    out: list[str] = []
+    for ln in f.text.split("\n"):
+        m = note.fullmatch(ln)
+        if m:
+            out.extend(out[-int(m.group(2) or 1) :] * int(m.group(1)))
+        else:
+            out.append(ln)
+    assert "\n".join(out) == text

@@ -63,7 +63,7 @@ from headroom_core.ccr.markers import make_marker, offload_key
 from headroom_core.compress.json_select import query_words
 from headroom_core.compress.gain import precheck
 from headroom_core.compress.logshape import analyse, header_of
-from headroom_core.compress.repeats import Run, find_runs
+from headroom_core.compress.repeats import Run, find_runs, fold_note
 from headroom_core.compress.result import CompressResult, Offload
 from headroom_core.compress.tokens import TokenCounter
 
@@ -394,12 +394,6 @@ def gap_line(count: int) -> str:
     return f"[… {count} line{'s' if count != 1 else ''}]"
 
 
-def fold_line(run: Run) -> str:
-    """The line that stands for the copies of a repeated block after its first copy."""
-    what = "the line above" if run.period == 1 else f"the {run.period} lines above"
-    return f"[… {run.copies - 1} more copies of {what}, {run.copies} in a row]"
-
-
 @dataclass(frozen=True)
 class Rendering:
     """The compressed log's lines (``out``), which original lines it shows (``shown``, first
@@ -415,7 +409,7 @@ class Rendering:
 def render(lines: list[str], keep: set[int], runs: list[Run]) -> Rendering:
     """The kept lines in order, each run of left-out lines as one :func:`gap_line` (a run no
     longer than its gap line stays), each repeated block that holds a kept line as its first
-    copy and one :func:`fold_line`."""
+    copy and one :func:`~headroom_core.compress.repeats.fold_note`."""
     n = len(lines)
     out: list[str] = []
     shown: set[int] = set()
@@ -445,7 +439,7 @@ def render(lines: list[str], keep: set[int], runs: list[Run]) -> Rendering:
                 flush()
                 out.extend(lines[r.start : r.start + r.period])
                 shown.update(range(r.start, r.start + r.period))
-                out.append(fold_line(r))
+                out.append(fold_note(r))
                 folded += r.period * (r.copies - 1)
             else:
                 gap.extend(range(r.start, r.end))

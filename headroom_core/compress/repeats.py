@@ -12,7 +12,11 @@ lines times two. :func:`fold_text` renders the first copy and then one marker li
     [headroom omitted 49 more copies of the 3 lines above (50 in a row); headroom_retrieve key=…]
 
 Nothing else changes, so folding is lossless in content (the count says exactly what the copies
-were) and the original is retrievable by the key. Deterministic: same text, same bytes.
+were) and the original is retrievable by the key. Without a key (:func:`fold_note`) the line
+reads ``[… 7999 more copies of the line above, 8000 in a row]``: the compressed log uses that
+form under its one marker, and it suits a request whose model cannot call
+``headroom_retrieve`` (nothing is lost, nothing needs retrieving). Deterministic: same text,
+same bytes.
 """
 
 from __future__ import annotations
@@ -83,14 +87,28 @@ def find_runs(lines: Sequence[str], *, max_period: int = MAX_PERIOD, min_saved: 
     return runs
 
 
-def fold_marker(run: Run, key: str) -> str:
-    """The marker line that stands for the copies of ``run`` after the first."""
-    what = "the line above" if run.period == 1 else f"the {run.period} lines above"
-    return make_marker(f"{run.copies - 1} more copies of {what} ({run.copies} in a row)", key)
+def _what(run: Run) -> str:
+    return "the line above" if run.period == 1 else f"the {run.period} lines above"
 
 
-def fold_lines(lines: Sequence[str], runs: Sequence[Run], key: str) -> list[str]:
-    """``lines`` with every run of ``runs`` folded to its first copy and a marker under ``key``."""
+def fold_note(run: Run) -> str:
+    """The key-less line that stands for the copies of ``run`` after the first:
+    ``[… 49 more copies of the 3 lines above, 50 in a row]`` (it says all the copies held)."""
+    return f"[… {run.copies - 1} more copies of {_what(run)}, {run.copies} in a row]"
+
+
+def fold_marker(run: Run, key: str | None) -> str:
+    """The marker line that stands for the copies of ``run`` after the first; with no ``key``
+    (nothing stored: a request whose model cannot call ``headroom_retrieve``) the
+    :func:`fold_note`, which loses nothing either."""
+    if key is None:
+        return fold_note(run)
+    return make_marker(f"{run.copies - 1} more copies of {_what(run)} ({run.copies} in a row)", key)
+
+
+def fold_lines(lines: Sequence[str], runs: Sequence[Run], key: str | None) -> list[str]:
+    """``lines`` with every run of ``runs`` folded to its first copy and a marker under ``key``
+    (a :func:`fold_note` when ``key`` is None)."""
     out: list[str] = []
     i = 0
     for r in runs:
@@ -110,9 +128,9 @@ class Folded:
     lines_folded: int
 
 
-def fold_text(text: str, key: str) -> Folded | None:
-    """``text`` with its runs of repeated lines folded (markers under ``key``), or None when
-    nothing is worth folding. Line ends are kept (``\\r\\n`` lines stay ``\\r\\n``: the ``\\r``
+def fold_text(text: str, key: str | None) -> Folded | None:
+    """``text`` with its runs of repeated lines folded (markers under ``key``; key-less notes
+    when ``key`` is None, a lossless rewrite), or None when nothing is worth folding. Line ends are kept (``\\r\\n`` lines stay ``\\r\\n``: the ``\\r``
     is part of each line and the marker gets one too when every line has it)."""
     if "\n" not in text:
         return None
