@@ -252,3 +252,21 @@ def test_look_alikes_are_not_logs(name, text):
     lines = text.splitlines()
     assert log_share(lines) < 0.4, (name, analyse(lines))
     assert classify(text).name != "log", name
+
+
+def test_stack_traces_under_log_lines_belong_to_the_log():
+    """A Java service log where most lines are stack frames is still one log (the frames
+    continue the headed line above them); the same frames alone are not a log."""
+    entry = (
+        "2024-03-04 10:{m:02d}:00,001 ERROR [worker-{m}] com.example.Sync: sync failed\n"
+        "java.io.IOException: Broken pipe\n"
+        + "".join(f"\tat com.example.net.Channel.write(Channel.java:{100 + k})\n" for k in range(8))
+        + "Caused by: java.net.SocketException: Connection reset\n\t... 12 more\n"
+    )
+    text = "".join(entry.format(m=m) for m in range(40))
+    lines = text.splitlines()
+    assert sum(1 for ln in lines if header_of(ln)) == 40 and len(lines) == 480
+    assert log_share(lines) == 1.0
+    assert classify(text).name == "log"
+    frames_only = "\n".join(ln for ln in lines if header_of(ln) is None)
+    assert log_share(frames_only.splitlines()) == 0.0

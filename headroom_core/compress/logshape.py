@@ -210,8 +210,6 @@ def header_of(line: str) -> Header | None:
             last = j
             fields.append("N" if c == "n" else c)
             gap = 0
-        elif c == "d" and j + 1 < len(classes) and classes[j + 1] in STRONG:
-            continue
         elif c == "W" and _is_plain_word(toks[j].group(0)) and not any(x in STRONG for x in classes[j + 1 : j + 1 + MAX_GAP]):
             break  # a word of prose, no timestamp behind it: the message has started
         else:
@@ -234,10 +232,6 @@ def is_continuation(line: str) -> bool:
     return bool(_CONT_RE.match(line))
 
 
-def _cells(line: str, sep: str) -> list[str]:
-    return line.split(sep)
-
-
 def looks_like_table(lines: list[str]) -> bool:
     """True when the non-blank ``lines`` are a table: Markdown rows (``| a | b |``) or CSV/TSV/
     semicolon rows where at least 90 % have the same number (2 or more) of delimiters and
@@ -253,7 +247,7 @@ def looks_like_table(lines: list[str]) -> bool:
         if c < 2 or k < 0.9 * len(sample):
             continue
         rows = [ln for ln in sample if ln.count(sep) == c]
-        short = sum(1 for ln in rows if all(len(cell.split()) <= 3 for cell in _cells(ln, sep)))
+        short = sum(1 for ln in rows if all(len(cell.split()) <= 3 for cell in ln.split(sep)))
         if short >= 0.9 * len(rows):
             return True
     return False
