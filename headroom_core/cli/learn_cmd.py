@@ -19,6 +19,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
@@ -71,7 +72,7 @@ def _store(create: bool):
             return None
         return LearnStore(open_database(url))
     except (SettingsError, DatabaseError) as e:
-        console.print(f"[yellow]headroom learn:[/] database not used ({e})")
+        console.print(f"[yellow]headroom learn:[/] database not used ({escape(str(e))})")
         return None
 
 
@@ -81,10 +82,10 @@ def _files_table(res: LearnResult, unreadable: dict[str, str]) -> Table:
         t.add_column(col, justify="left" if col in ("file", "agent", "other signals") else "right")
     for f in res.files:
         sig = ", ".join(f"{k} {v}" for k, v in sorted(f.signals.items())) or "-"
-        t.add_row(Path(f.path).name, f.source, str(f.records), str(f.skipped), str(f.unknown), str(f.failures), sig, str(f.pairs),
+        t.add_row(escape(Path(f.path).name), f.source, str(f.records), str(f.skipped), str(f.unknown), str(f.failures), sig, str(f.pairs),
                   str(f.rules_written), str(f.problems))
     for p, why in unreadable.items():
-        t.add_row(Path(p).name, "?", "-", "-", "-", "-", f"[red]{why}[/]", "-", "-", "-")
+        t.add_row(escape(Path(p).name), "?", "-", "-", "-", "-", f"[red]{escape(why)}[/]", "-", "-", "-")
     return t
 
 
@@ -94,7 +95,7 @@ def _problems_table(problems: list[KnownProblem]) -> Table:
     t.add_column("command", overflow="fold")
     t.add_column("error", overflow="fold")
     for p in problems:
-        t.add_row(str(p.count), p.shown, p.error)
+        t.add_row(str(p.count), escape(p.shown), escape(p.error))
     return t
 
 
@@ -105,7 +106,7 @@ def _rules_table(title: str, rules: list[Rule], dim: bool = False) -> Table:
     t.add_column("rule", overflow="fold")
     for r in rules:
         style = "dim" if dim else None
-        t.add_row(str(r.evidence), r.kind, r.text, style=style)
+        t.add_row(str(r.evidence), r.kind, escape(r.text), style=style)
     return t
 
 
@@ -136,7 +137,7 @@ def learn(
         for col in ("evidence", "source", "kind", "rule", "updated"):
             t.add_column(col, justify="right" if col == "evidence" else "left", overflow="fold")
         for r in rows:
-            t.add_row(str(r.evidence), r.source, r.kind, r.text, r.updated_at.strftime("%Y-%m-%d %H:%M"))
+            t.add_row(str(r.evidence), r.source, r.kind, escape(r.text), r.updated_at.strftime("%Y-%m-%d %H:%M"))
         console.print(t)
         return
     try:
@@ -162,7 +163,7 @@ def learn(
         if session or last:
             console.print("No session matched.")
         else:
-            console.print("No readable session logs: " + "; ".join(f"{Path(p).name}: {why}" for p, why in unreadable.items()))
+            console.print("No readable session logs: " + escape("; ".join(f"{Path(p).name}: {why}" for p, why in unreadable.items())))
         raise typer.Exit(1)
     res = learn_from_logs(sessions, min_evidence=min_evidence, ignore=frozenset({key}), include_generic=include_generic)
     console.print(_files_table(res, unreadable))
@@ -173,13 +174,13 @@ def learn(
         from headroom_core.learn.rephrase import rephrase
 
         rules, note = rephrase(rules, anthropic.Anthropic(), llm_model)
-        console.print(f"[cyan]{note}[/]")
+        console.print(f"[cyan]{escape(note)}[/]")
     store = _store(create=not dry_run)
     live = [r for r in (store.as_rules(key) if store else []) if r.id not in {x.id for x in rules}]
     if rules:
         console.print(_rules_table(f"Rules to write (evidence ≥ {min_evidence})", rules))
     else:
-        console.print(res.why_nothing(min_evidence))
+        console.print(escape(res.why_nothing(min_evidence)))
     if not include_generic:
         live = [r for r in live if not r.generic]
     if live:

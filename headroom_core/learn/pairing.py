@@ -76,8 +76,8 @@ _MISSING_PARAM = re.compile(r"parameter `([^`]+)` is missing|missing (?:required
 # the failure was about how the command was run, or a missing dependency: a command can fix it
 _INVOCATION = re.compile(
     r"(?i)command not found|: not found\b|is not recognized as|no such file or directory|can't open file|cannot find the (?:path|file)"
-    r"|does not exist|\benoent\b|not a directory|is a directory|unrecognized (?:option|argument|arguments|command|subcommand)"
-    r"|unknown (?:option|command|flag|argument|subcommand|target|switch)|invalid (?:option|choice|argument|command|subcommand)"
+    r"|does not exist|\benoent\b|not a directory|is a directory|unrecognized (?:cli )?(?:option|argument|arguments|command|subcommand|parameter|flag)"
+    r"|unknown (?:cli )?(?:option|command|flag|argument|subcommand|target|switch|parameter)|invalid (?:option|choice|argument|command|subcommand|flag)"
     r"|no such (?:option|command|subcommand|script)|is not a \w+ command|did you mean|\busage:|requires (?:an |a value|at least)"
     r"|missing (?:required )?argument|too many arguments|unexpected argument|missing script|no rule to make target"
     r"|no tests ran|collected 0 items|no test files|file or directory not found|not a git repository|no upstream branch"

@@ -14,7 +14,8 @@ error summary):
 - ``setup``: "`node express.js` fails until `npm install express` has run (...); run
   `npm install express` first"
 - ``stdin``: "`./chall` waits for input on stdin (...); pipe the input in: `echo AAAA | ./chall`"
-- ``background``: "`npm run dev` does not exit by itself (...); start it in the background"
+- ``background``: "`python ingest.py` runs longer than the tool's time limit (...); start it in the
+  background and check its output later"
 - ``correction``: "User correction: “...”" (the user's own words, verbatim).
 
 *Generic* rules teach how to use an agent's own tools, which the agent's harness already
@@ -162,7 +163,7 @@ def rule_for_pair(p: Pair, tools: Sequence[str] = ()) -> Rule | None:
         text = f"`{show(f)}` waits for input on stdin ({err}); pipe the input in, e.g. `{feeder}`"
         return Rule("stdin", f"{a}\0stdin", text, fk, fk, 1, show(f), feeder, f.error)
     if p.kind == "background":
-        text = f"`{show(f)}` does not exit by itself ({err}); start it in the background and read its output later"
+        text = f"`{show(f)}` runs longer than the tool's time limit ({err}); start it in the background and check its output later"
         return Rule("background", f"{a}\0background", text, fk, fk, 1, show(f), f"{show(s)} (background)", f.error)
     if p.kind == "prerequisite":
         pre = p.between[-1]

@@ -245,18 +245,17 @@ def positionals(words: list[str] | tuple[str, ...]) -> list[str]:
 
 def verb(words: list[str] | tuple[str, ...]) -> str:
     """The job a command names after its program: its first positional argument, aliases
-    folded (``npm t`` -> ``test``, ``npm i`` -> ``install``); for package managers the script of
+    folded for package managers (``npm t`` -> ``test``, ``npm i`` -> ``install``) and the script of
     ``run`` (``npm run test`` -> ``test``), for other programs ``run`` with what it runs
     (``cargo run app`` -> ``run app``); ``""`` when there is none."""
     pos = positionals(words)
     if not pos:
         return ""
     v = pos[0]
+    manager = word_program(words) in _PACKAGE_MANAGERS
     if v in _RUN_VERBS and len(pos) > 1:
-        if word_program(words) in _PACKAGE_MANAGERS:
-            return pos[1]
-        return f"run {pos[1]}"
-    return _VERB_ALIASES.get(v, v)
+        return pos[1] if manager else f"run {pos[1]}"
+    return _VERB_ALIASES.get(v, v) if manager else v
 
 
 def script_name(words: list[str] | tuple[str, ...]) -> str:
