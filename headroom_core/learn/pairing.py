@@ -62,6 +62,7 @@ from headroom_core.learn.shell import (
     shell_tokens,
     strip_wrappers,
     substantive_tokens,
+    select_flags,
     unsafe_parts,
     verb,
     word_program,
@@ -81,14 +82,16 @@ _INVOCATION = re.compile(
     r"|no such (?:option|command|subcommand|script)|is not a \w+ command|did you mean|\busage:|requires (?:an |a value|at least)"
     r"|missing (?:required )?argument|too many arguments|unexpected argument|missing script|no rule to make target"
     r"|no tests ran|collected 0 items|no test files|file or directory not found|not a git repository|no upstream branch"
-    r"|has no upstream|couldn't find remote ref|did not match any file|could not find (?:a |an )?(?:file|package\.json|cargo\.toml|pyproject|manage\.py|makefile|project)"
+    r"|has no upstream|couldn't find remote ref|did not match any file|could not find [`'\"]?(?:a |an )?(?:file|package\.json|cargo\.toml|pyproject|manage\.py|makefile|project|go\.mod)"
     r"|no package\.json|permission denied|modulenotfounderror|no module named|cannot find (?:package|module)|err_module_not_found"
     r"|cannot load such file|no required module provides|can't find crate|not installed|not available|could not locate"
     r"|unable to (?:locate|find)|executable file not found|no such host|error: externally-managed-environment"
     r"|unable to resolve dependency tree|eresolve|no matching distribution found|could not find a version that satisfies"
     r"|requires a different python|ebadengine|unsupported engine|not supported on this platform|no matching manifest"
     r"|exec format error|connection refused|econnrefused|failed to connect|could not connect|cannot connect to the docker daemon"
-    r"|is the docker daemon running|address already in use|eaddrinuse|no such container|no such image|pull access denied"
+    r"|is the docker daemon running|no such container|no such image|pull access denied|unknown file extension"
+    r"|updates were rejected|fetch first|non-fast-forward|no such table|no such column|relation \S+ does not exist"
+    r"|database \S+ does not exist|unapplied migration|migrations? (?:have not|not) (?:been )?applied|run migrations"
 )
 _MISSING_WHAT = re.compile(
     r"(?i)cannot find (?:package|module) ['\"]([^'\"]+)['\"]|no module named ['\"]?([\w.\-]+)|cannot load such file -- (\S+)"
@@ -148,6 +151,13 @@ def invocation_error(error: str) -> bool:
     return bool(_INVOCATION.search(error)) and "syntax error, not executed" not in error
 
 
+def _invocation(f: Step) -> bool:
+    """:func:`invocation_error` of the failure's summary or of the first or last lines of its
+    output (where tools print why they did not run), not of everything it printed."""
+    lines = [ln for ln in f.output.splitlines() if ln.strip()]
+    return invocation_error(f.error) or invocation_error("\n".join(lines[:3] + lines[-3:]))
+
+
 def _similar(a: str, b: str) -> bool:
     longest = max(len(a), len(b)) or 1
     limit = int(MAX_DISTANCE_RATIO * longest)
@@ -205,16 +215,16 @@ def _related(b: Step, f: Step, ignore: frozenset[str]) -> bool:
     """Whether a set-up call ``b`` is about what ``f`` lacked: it names something ``f``'s error
     says is missing, or shares a name with ``f``'s error or command; a plain ``install`` (all
     dependencies) answers any missing module."""
-    want = missing_things(f.error)
+    want = missing_things(f.failure_text)
     have = {t.lower() for t in substantive_tokens(b.command, ignore)} | {t.lower().rsplit("/", 1)[-1] for t in substantive_tokens(b.command, ignore)}
     if want and any(w == h or (len(w) >= 3 and w in h) for w in want for h in have):
         return True
     _, bw = _main(b.command)
-    if _MISSING_DEP.search(f.error) and bw and verb(bw) in ("install", "sync") and not [p for p in bw[2:] if not p.startswith("-")]:
+    if _MISSING_DEP.search(f.failure_text) and bw and verb(bw) in ("install", "sync") and not [p for p in bw[2:] if not p.startswith("-")]:
         return True
-    if _MISSING_DEP.search(f.error) and bw and any(x in ("-r", "--requirement", "-e", "--editable") for x in bw):
+    if _MISSING_DEP.search(f.failure_text) and bw and any(x in ("-r", "--requirement", "-e", "--editable") for x in bw):
         return True
-    context = name_tokens(f.error) | {t.lower() for t in substantive_tokens(f.command, ignore)}
+    context = name_tokens(f.failure_text) | {t.lower() for t in substantive_tokens(f.command, ignore)}
     return bool(context & {h for h in have if len(h) >= 4})
 
 
@@ -227,12 +237,15 @@ def _setup_between(f: Step, between: Sequence[Step], ignore: frozenset[str]) -> 
     if related:
         return related[-1]
     edited = any(b.is_edit or (b.ok and not b.is_shell and b.family == "edit") for b in between)
-    return setups[-1] if setups and not edited and invocation_error(f.error) else None
+    return setups[-1] if setups and not edited and _invocation(f) else None
 
 
 def _program_missing(f: Step) -> bool:
+    """Whether the failure says the program itself is missing or cannot run."""
+    prog = (_main(f.command)[1] or [""])[0]
+    text = f.failure_text
     return bool(_PROGRAM_MISSING.search(f.error)) or bool(
-        re.search(r"(?i)no such file or directory|permission denied", f.error) and (_main(f.command)[1] or [""])[0] in f.error
+        prog and re.search(rf"(?im)^(?:\S+: )*(?:line \d+: )?{re.escape(prog)}: (?:No such file or directory|Permission denied|command not found|not found)", text)
     )
 
 
@@ -251,7 +264,7 @@ def same_job(f: Step, s: Step, ignore: frozenset[str] = frozenset()) -> bool:
     _, ws = _main(s.command)
     if not wf or not ws:
         return False
-    if job_flags(ws) - job_flags(wf) or unsafe_parts(segments_of(first_line(s.command))[_main(s.command)[0]].words) - unsafe_parts(
+    if job_flags(ws) - job_flags(wf) or (select_flags(ws) and not select_flags(wf)) or unsafe_parts(segments_of(first_line(s.command))[_main(s.command)[0]].words) - unsafe_parts(
             segments_of(first_line(f.command))[_main(f.command)[0]].words):
         return False
     pf, ps = word_program(wf), word_program(ws)
@@ -259,8 +272,7 @@ def same_job(f: Step, s: Step, ignore: frozenset[str] = frozenset()) -> bool:
         if is_inspection(wf) or pf in ANSWER_PROGRAMS:
             return False
         vf, vs = verb(wf), verb(ws)
-        if vf != vs and not (_typo(vf, vs) or (_pathlike(vf) and _pathlike(vs) and (vf.rsplit("/", 1)[-1] == vs.rsplit("/", 1)[-1]
-                                                                                      or vf in f.error))):
+        if vf != vs and not (_typo(vf, vs) or (_pathlike(vf) and _pathlike(vs) and _same_file(vf, vs))):
             return False
         changed = set(wf[1:]) ^ set(ws[1:])
         if changed and all(literal(t) for t in changed):
@@ -270,20 +282,34 @@ def same_job(f: Step, s: Step, ignore: frozenset[str] = frozenset()) -> bool:
         if _similar(normalize_command(" ".join(wf)), normalize_command(" ".join(ws))):
             return True
         return bool(substantive_tokens(" ".join(wf), ignore) & substantive_tokens(" ".join(ws), ignore))
+    if runs_file(wf) and runs_file(wf) == runs_file(ws):
+        return True  # the same script run another way (ts-node -> tsx, node -> bun)
     if is_inspection(ws) and not _program_missing(f):
         return False
     if _program_missing(f):
+        prog_names = {wf[0], wf[0].removeprefix("./"), word_program(wf)}
+        if any(is_setup(seg.words) and prog_names & {w.removeprefix("./") for w in seg.words[1:]} for seg in segments_of(first_line(s.command))):
+            return False  # installing or enabling the program itself is a set-up, not another way to do the job
         rest_f, rest_s = wf[1:], ws[1:]
         if rest_f and rest_s[-len(rest_f):] == rest_f:
             return True
+        operands_f = {x.removeprefix("./").rstrip("/") for x in rest_f if not x.startswith("-")}
+        operands_s = {x.removeprefix("./").rstrip("/") for x in rest_s if not x.startswith("-")}
         shared = substantive_tokens(" ".join(wf), ignore) & substantive_tokens(" ".join(ws), ignore)
-        return bool(shared) or bool(jobs(wf) & jobs(ws))
+        script = wf[0].removeprefix("./")
+        return bool(shared or (operands_f & operands_s) or (jobs(wf) & jobs(ws)) or ("/" in wf[0] and script in operands_s))
     common = jobs(wf) & jobs(ws)
     if not common or is_inspection(wf):
         return False
     if common == {"start"} or ("start" in jobs(wf) and runs_file(ws)):
         return s.outcome == TIMEOUT or s.background
     return True
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Two paths to the same file: one name in another folder, or a name corrected by a typo."""
+    na, nb = a.rstrip("/").rsplit("/", 1)[-1], b.rstrip("/").rsplit("/", 1)[-1]
+    return na == nb or _typo(na, nb)
 
 
 def _dedent(text: str) -> str:
@@ -419,20 +445,20 @@ def _match(f: Step, s: Step, between: Sequence[Step], ignore: frozenset[str], ro
             return "setup", " && ".join(" ".join(seg.words) for seg in pre)
         if cds and not others:
             d = cds[-1].words[1] if len(cds[-1].words) > 1 else "~"
-            if d.rstrip("/") in (root, "", "~", "-", "..", ".") or not invocation_error(f.error):
+            if d.rstrip("/") in (root, "", "~", "-", "..", ".") or not _invocation(f):
                 return "retry", ""
             return "cwd", d
         return "retry", ""
     feeder = _piped_into(f, s)
-    if feeder and _WAITING.search(f.error + " " + f.outcome):
+    if feeder and _WAITING.search(f.failure_text):
         return "stdin", s.first_line
     if "syntax error, not executed" in f.error and _main(s.command)[1][:1] == wf[:1] and _similar(f.first_line, s.first_line):
         return "retry", ""  # a mistyped command line, retyped
-    if not invocation_error(f.error):
+    if not _invocation(f):
         return None
     if same_job(f, s, ignore):
         return "command", ""
-    if not is_inspection(wf) and missing_things(f.error) and any(is_setup(seg.words) for seg in segments_of(first_line(s.command))) \
+    if not is_inspection(wf) and missing_things(f.failure_text) and any(is_setup(seg.words) for seg in segments_of(first_line(s.command))) \
             and _related(s, f, ignore):
         return "setup", s.first_line
     return None

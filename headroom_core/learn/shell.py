@@ -240,7 +240,7 @@ def program(command: str) -> str:
 
 def positionals(words: list[str] | tuple[str, ...]) -> list[str]:
     """The words after the program that are not flags."""
-    return [w for w in list(words)[1:] if not w.startswith("-")]
+    return [w for w in list(words)[1:] if w and not w.startswith("-")]
 
 
 def verb(words: list[str] | tuple[str, ...]) -> str:
@@ -289,6 +289,20 @@ def job_flags(words: list[str] | tuple[str, ...]) -> set[str]:
     if verb(strip_wrappers(words)) in ("help", "version"):
         out.add(verb(strip_wrappers(words)))
     return out
+
+
+_SELECT_FLAGS = frozenset({"-k", "-m", "--deselect", "--ignore", "--ignore-glob", "-t", "--testNamePattern", "--grep", "-g",
+                           "--filter", "--only", "--skip", "--exclude", "-run", "--run", "--lf", "--last-failed", "--testPathPattern",
+                           "--testPathIgnorePatterns", "--spec", "--focus", "--tags", "-E", "--example", "--select"})
+
+
+def select_flags(words: list[str] | tuple[str, ...]) -> set[str]:
+    """The flags of a test or check command that run only part of it (``pytest -k``,
+    ``jest -t``, ``go test -run``, ``--ignore`` ...)."""
+    w = strip_wrappers(words)
+    if not jobs(w) & {"test", "lint", "typecheck"}:
+        return set()
+    return {x.split("=", 1)[0] for x in w[1:] if x.split("=", 1)[0] in _SELECT_FLAGS}
 
 
 def jobs(words: list[str] | tuple[str, ...]) -> set[str]:
@@ -365,8 +379,12 @@ def is_setup(words: list[str] | tuple[str, ...]) -> bool:
 
 
 def is_inspection(words: list[str] | tuple[str, ...]) -> bool:
-    """Whether a segment only looks at things (``ls``, ``cat``, ``grep``, ``find`` ...)."""
-    return word_program(words) in INSPECT
+    """Whether a segment only looks at things (``ls``, ``cat``, ``grep``, ``find`` ...; not
+    ``sed -i``/``find -delete`` and the like, which change files)."""
+    if word_program(words) not in INSPECT:
+        return False
+    return not any(w in ("-i", "--in-place", "-delete", "-exec", "-execdir") or w.startswith("-i") and word_program(words) == "sed"
+                   for w in list(words)[1:])
 
 
 def is_server(command: str, output: str = "") -> bool:
@@ -458,7 +476,7 @@ def substantive_tokens(command: str, ignore: frozenset[str] = frozenset()) -> se
     prog = program(command)
     out = set()
     for t in shell_tokens(first_line(command)):
-        t2 = t.strip("'\"").rstrip("/")
+        t2 = t.strip("'\"").rstrip("/").removeprefix("./")
         low = t2.lower()
         if (not t2 or t2 == prog or t.startswith("-") or t in _OPERATORS or low in FILLER or len(t2) < 3
                 or t2.isdigit() or t2 in ignore or not re.search(r"[A-Za-z]", t2)):

@@ -22,6 +22,7 @@ from headroom_core.learn.outcome import (  # noqa: F401 - re-exported for caller
     NO_MATCH_FOUND,
     OK,
     TIMEOUT,
+    bare_output,
     error_signature,
     error_summary,
     exit_code_of,
@@ -54,6 +55,7 @@ READ_TOOLS = frozenset({"read", "view", "read_file", "open", "cat", "notebookrea
 _SWE_READERS = frozenset({"open", "goto", "scroll_up", "scroll_down", "cat", "view"})
 
 MAX_COMMAND_CHARS = 300  # stored / compared part of a command's first line
+MAX_OUTPUT_CHARS = 1500  # output kept with a failure
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,8 @@ class Step:
     status (``ok``, ``failed``, ``no-match``, ``timeout``; ``""`` = derived from ``ok``);
     ``workdir`` the folder the call asked to run in (Codex ``workdir``; ``""`` if none);
     ``background`` whether it was started in the background; ``when`` its timestamp (ISO 8601,
-    ``""`` if unknown).
+    ``""`` if unknown); ``output`` for failures and timeouts, the start of the output
+    (:data:`MAX_OUTPUT_CHARS` characters, redacted) that the one-line ``error`` summarises.
     """
 
     tool: str
@@ -87,6 +90,12 @@ class Step:
     workdir: str = ""
     background: bool = False
     when: str = ""
+    output: str = ""
+
+    @property
+    def failure_text(self) -> str:
+        """The error summary and the output it came from, for reading what went wrong."""
+        return f"{self.error}\n{self.output}" if self.output else self.error
 
     @property
     def outcome(self) -> str:
@@ -267,4 +276,5 @@ def make_step(
         workdir=workdir_of(args),
         background=_background(args, raw),
         when=when,
+        output=redact(bare_output(result)[:MAX_OUTPUT_CHARS]) if out.status in (FAILED, TIMEOUT) else "",
     )
