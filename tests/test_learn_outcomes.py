@@ -158,3 +158,53 @@ def test_edits_compare_whitespace_exactly_in_every_style():
     assert [p.kind for p in find_pairs([swe_fail, swe_ok])] == ["edit-indent"]
     # an identical retry teaches nothing, whatever the style
     assert find_pairs([swe_fail, make_step("swe-agent", {"command": swe_fail.command}, "The file /t/a.py has been edited.", agent="swe-agent")]) == []
+
+
+FAILS, WORKS = False, True
+
+
+@pytest.mark.parametrize(
+    "calls, lesson",
+    [
+        # the environment or the invocation was wrong: the fix is a lesson
+        ([("npm install", FAILS, "npm ERR! code ERESOLVE\nnpm ERR! ERESOLVE unable to resolve dependency tree"),
+          ("npm install --legacy-peer-deps", WORKS, "added 300 packages")], ("command", "npm install", "npm install --legacy-peer-deps")),
+        ([("git push", FAILS, "fatal: The current branch feat has no upstream branch."), ("git push --set-upstream origin feat", WORKS, "")],
+         ("command", "git push", "git push --set-upstream origin feat")),
+        ([("tree src", FAILS, "bash: tree: command not found"), ("find src -type f", WORKS, "src/a.ts")], ("command", "tree src", "find src -type f")),
+        ([("ts-node src/index.ts", FAILS, 'TypeError [ERR_UNKNOWN_FILE_EXTENSION]: Unknown file extension ".ts"'),
+          ("npx tsx src/index.ts", WORKS, "")], ("command", "ts-node src/index.ts", "npx tsx src/index.ts")),
+        ([("./build.sh", FAILS, "bash: ./build.sh: Permission denied"), ("bash build.sh", WORKS, "ok")], ("command", "./build.sh", "bash build.sh")),
+        ([("make build", FAILS, "make: *** No rule to make target 'build'.  Stop."), ("npm run build", WORKS, "built")],
+         ("command", "make build", "npm run build")),
+        ([("cp config.example.yml config.yml", FAILS, "cp: cannot stat 'config.example.yml': No such file or directory"),
+          ("cp config.sample.yml config.yml", WORKS, "")], ("command", "cp config.example.yml config.yml", "cp config.sample.yml config.yml")),
+        ([("cargo test", FAILS, "error: could not find `Cargo.toml` in `/repo` or any parent directory"), ("cd crates/core && cargo test", WORKS, "ok")],
+         ("cwd", "cargo test", "crates/core")),
+        ([("python app.py", FAILS, "ModuleNotFoundError: No module named 'flask'"), ("source .venv/bin/activate && python app.py", WORKS, "")],
+         ("setup", "python app.py", "source .venv/bin/activate")),
+        ([("go build ./...", FAILS, "main.go:4:2: no required module provides package github.com/x/y"), ("go mod tidy", WORKS, ""),
+          ("go build ./...", WORKS, "")], ("setup", "go build ./...", "go mod tidy")),
+        ([("pytest", FAILS, "sqlalchemy.exc.OperationalError: no such table: users"), ("alembic upgrade head", WORKS, ""), ("pytest", WORKS, "10 passed")],
+         ("setup", "pytest", "alembic upgrade head")),
+        ([("docker ps", FAILS, "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?"),
+          ("sudo systemctl start docker", WORKS, ""), ("docker ps", WORKS, "CONTAINER ID")], ("setup", "docker ps", "sudo systemctl start docker")),
+        ([("git push", FAILS, " ! [rejected]        main -> main (fetch first)\nerror: failed to push some refs"), ("git pull --rebase", WORKS, ""),
+          ("git push", WORKS, "")], ("setup", "git push", "git pull --rebase")),
+        # transient state, narrower runs, guessed files: no lesson
+        ([("npm run dev", FAILS, "Error: listen EADDRINUSE: address already in use :::3000"), ("npm run dev -- --port 3001", WORKS, "ready")], None),
+        ([("pytest tests/test_api.py", FAILS, "ERROR: file or directory not found: tests/test_api.py"), ("pytest tests/api/test_routes.py", WORKS, "")], None),
+        ([("pytest tests", FAILS, "E   FileNotFoundError: [Errno 2] No such file or directory: 'data.csv'"), ("pytest tests --ignore=tests/data", WORKS, "")], None),
+        ([("npm test", FAILS, "FAIL src/a.test.ts\n  ● adds"), ("npx jest src/b.test.ts", WORKS, "PASS")], None),
+        ([("grep -rn foo src/", FAILS, "grep: src/: No such file or directory"), ("grep -rn foo lib/", WORKS, "lib/a:1:foo")], None),
+    ],
+)
+def test_lessons_from_realistic_sequences(calls, lesson):
+    steps = [sh(cmd, ok, out, i=i) for i, (cmd, ok, out) in enumerate(calls)]
+    assert lessons(*steps) == ([lesson] if lesson else [])
+
+
+def test_a_set_up_after_which_the_command_fails_the_same_way_is_no_fix():
+    calls = [("python app.py", FAILS, "ModuleNotFoundError: No module named 'requests'"), ("pip install requests", WORKS, "Successfully installed"),
+             ("python app.py", FAILS, "ModuleNotFoundError: No module named 'requests'")]
+    assert lessons(*[sh(c, ok, out, i=i) for i, (c, ok, out) in enumerate(calls)]) == []

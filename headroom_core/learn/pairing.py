@@ -44,7 +44,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from headroom_core.learn.outcome import NO_MATCH_FOUND, TIMEOUT
+from headroom_core.learn.outcome import NO_MATCH_FOUND, TIMEOUT, error_signature
 from headroom_core.learn.shell import (
     ANSWER_PROGRAMS,
     first_line,
@@ -508,4 +508,17 @@ def find_pairs(steps: Sequence[Step], window: int = WINDOW, ignore: frozenset[st
                 between_steps = ()
             pairs.append(Pair(f, s, kind, between_steps, retries, param, "" if kind == "param" else detail))
             break
-    return pairs
+    return [p for p in pairs if not _refuted(p, steps)]
+
+
+def _refuted(p: Pair, steps: Sequence[Step]) -> bool:
+    """A set-up that did not help: after it, the very command failed again the same way before
+    it ever worked."""
+    if p.kind != "setup":
+        return False
+    pos = {id(s): k for k, s in enumerate(steps)}
+    start = max(pos.get(id(p.fixed), -1), *(pos.get(id(b), -1) for b in p.between))
+    for later in steps[start + 1:]:
+        if later.signature == p.failed.signature:
+            return not later.ok and error_signature(later.error) == error_signature(p.failed.error)
+    return False

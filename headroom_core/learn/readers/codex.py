@@ -88,8 +88,17 @@ def _output(raw: Any) -> str:
     if isinstance(raw, list):
         return "\n".join(p.get("text", "") for p in raw if isinstance(p, dict) and isinstance(p.get("text"), str))
     if isinstance(raw, dict):
+        if isinstance(raw.get("content"), (str, list)):
+            return _output(raw["content"])
         return json.dumps(raw)
     return ""
+
+
+def _flag(raw: Any) -> bool | None:
+    """A structured output's own verdict (``{"content": ..., "success": false}``), else None."""
+    if isinstance(raw, dict) and isinstance(raw.get("success"), bool):
+        return not raw["success"]
+    return None
 
 
 def read(path: Path) -> LogSession:
@@ -159,7 +168,8 @@ def read(path: Path) -> LogSession:
                 continue
             done.add(cid)
             name, args, idx, called = call
-            steps.append(make_step(name, args, _output(p.get("output")), index=idx, call_id=cid, when=called or when))
+            raw = p.get("output")
+            steps.append(make_step(name, args, _output(raw), is_error=_flag(raw), index=idx, call_id=cid, when=called or when))
         elif t == "message" and p.get("role") == "user":
             text = _output(p.get("content")).strip()
             if text and not text.startswith(_ENV_PREFIXES):

@@ -74,9 +74,11 @@ def _steps(items: list, key: str) -> tuple[list[Step], int, str]:
     skipped = 0
     cwd = ""
     for i, st in enumerate(items):
-        if not isinstance(st, dict) or not isinstance(st.get("action"), str) or not st["action"].strip():
+        if not isinstance(st, dict) or not isinstance(st.get("action"), str):
             skipped += 1
             continue
+        if not st["action"].strip():
+            continue  # a step where the model gave no command (e.g. a format error re-asked): nothing ran
         state = _state(st.get("state"))
         cwd = cwd or str(state.get("working_dir") or "")
         action = st["action"].strip()
