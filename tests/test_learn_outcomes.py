@@ -31,6 +31,7 @@ def codex(out: str, code: int) -> str:
         ("lsof -i :3000", codex("", 1), None, "", "no-match"),
         ("test -f package-lock.json", codex("", 1), None, "", "no-match"),
         ("command -v pnpm", codex("", 1), None, "", "no-match"),
+        ("npm run build 2>&1 | grep -i error", "Exit code 1", True, "", "no-match"),
         # the search itself went wrong, or found something but failed later
         ("grep -rn foo srcc/", codex("grep: srcc/: No such file or directory\n", 2), None, "", "failed"),
         ("npm test", codex("", 1), None, "", "failed"),

@@ -102,7 +102,7 @@ class LearnResult:
         if self.dropped:
             parts.append(f"{len(self.dropped)} rule(s) dropped because they contradict each other")
         if self.problems:
-            parts.append(f"{len(self.problems)} known problem(s) without a fix, kept for the failure feed")
+            parts.append(f"{len(self.problems)} known problem(s) that nothing fixed (listed below)")
         return "Nothing to write: " + "; ".join(parts) + "."
 
 

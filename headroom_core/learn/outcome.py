@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 
 from headroom_core.learn.redaction import redact
-from headroom_core.learn.shell import DIFFERS, INSPECT, NO_MATCH, has_timeout_wrapper, is_server, last_programs
+from headroom_core.learn.shell import DIFFERS, NO_MATCH, has_timeout_wrapper, is_server, last_programs
 
 OK, FAILED, NO_MATCH_FOUND, TIMEOUT = "ok", "failed", "no-match", "timeout"
 MAX_ERROR_CHARS = 160
@@ -121,9 +121,8 @@ def read_outcome(text: str, is_error: bool | None, command: str = "", agent: str
         if is_error is True or (code is not None and code != 0):
             progs = last_programs(command)
             bare = bare_output(text)
-            if progs and code in (1, 123, None) and not bare and any(p in NO_MATCH for p in progs) \
-                    and all(p in NO_MATCH or p in INSPECT for p in progs):
-                return Outcome(NO_MATCH_FOUND, "", code)
+            if progs and code in (1, 123, None) and not bare and progs[-1] in NO_MATCH:
+                return Outcome(NO_MATCH_FOUND, "", code)  # the last stage decides the exit status
             if progs and progs[-1] in DIFFERS and code in (1, None) and bare and not _STRONG_ERROR_LINES.search(bare[:2000]):
                 return Outcome(OK, "", code)
             return Outcome(FAILED, error_summary(text), code)
