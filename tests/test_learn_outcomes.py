@@ -209,3 +209,11 @@ def test_a_set_up_after_which_the_command_fails_the_same_way_is_no_fix():
     calls = [("python app.py", FAILS, "ModuleNotFoundError: No module named 'requests'"), ("pip install requests", WORKS, "Successfully installed"),
              ("python app.py", FAILS, "ModuleNotFoundError: No module named 'requests'")]
     assert lessons(*[sh(c, ok, out, i=i) for i, (c, ok, out) in enumerate(calls)]) == []
+
+
+def test_a_probe_in_between_is_no_set_up():
+    calls = [("npm test", FAILS, "Error: connect ECONNREFUSED 127.0.0.1:5432"), ("curl -s localhost:5432", WORKS, ""),
+             ("npm test", WORKS, "12 passed")]
+    assert lessons(*[sh(c, ok, out, i=i) for i, (c, ok, out) in enumerate(calls)]) == []
+    calls[1] = ("docker compose up -d postgres", WORKS, " Container app-postgres-1  Started")
+    assert lessons(*[sh(c, ok, out, i=i) for i, (c, ok, out) in enumerate(calls)]) == [("setup", "npm test", "docker compose up -d postgres")]

@@ -52,6 +52,7 @@ from headroom_core.learn.shell import (
     is_server,
     is_setup,
     job_flags,
+    line_is_setup,
     jobs,
     levenshtein,
     literal,
@@ -231,8 +232,7 @@ def _related(b: Step, f: Step, ignore: frozenset[str]) -> bool:
 def _setup_between(f: Step, between: Sequence[Step], ignore: frozenset[str]) -> Step | None:
     """The set-up call among ``between`` that explains why ``f`` works now (module docstring)."""
     setups = [b for b in between if b.ok and b.is_shell and not b.is_edit and (
-        any(is_setup(seg.words) for seg in segments_of(first_line(b.command)))
-        or (is_server(b.command) and (b.background or b.outcome == TIMEOUT)))]
+        line_is_setup(first_line(b.command)) or (is_server(b.command) and (b.background or b.outcome == TIMEOUT)))]
     related = [b for b in setups if _related(b, f, ignore)]
     if related:
         return related[-1]
@@ -458,8 +458,7 @@ def _match(f: Step, s: Step, between: Sequence[Step], ignore: frozenset[str], ro
         return None
     if same_job(f, s, ignore):
         return "command", ""
-    if not is_inspection(wf) and missing_things(f.failure_text) and any(is_setup(seg.words) for seg in segments_of(first_line(s.command))) \
-            and _related(s, f, ignore):
+    if not is_inspection(wf) and missing_things(f.failure_text) and line_is_setup(first_line(s.command)) and _related(s, f, ignore):
         return "setup", s.first_line
     return None
 

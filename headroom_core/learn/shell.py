@@ -97,7 +97,7 @@ _SETUP_VERBS = {
     "gem": {"install"}, "bundle": {"install"}, "cargo": {"install", "fetch", "build", "generate-lockfile"},
     "go": {"get", "mod", "install", "build", "generate", "work"}, "composer": {"install", "require", "update", "dump-autoload"},
     "dotnet": {"restore", "build", "tool", "install"}, "mvn": {"install", "compile", "package", "dependency:resolve"},
-    "gradle": {"build", "assemble", "compileJava"}, "git": {"add", "clone", "submodule", "fetch", "pull", "lfs", "init", "stash"},
+    "gradle": {"build", "assemble", "compileJava"}, "git": {"add", "clone", "submodule", "fetch", "pull", "lfs", "init"},
     "docker": {"pull", "build", "start", "compose", "network", "volume"}, "docker-compose": {"up", "build", "pull", "start"},
     "prisma": {"generate", "migrate", "db"}, "alembic": {"upgrade"}, "rake": {"db:migrate", "db:setup", "db:create"},
     "rails": {"db:migrate", "db:setup", "db:create"}, "nvm": {"use", "install"}, "pyenv": {"install", "local", "global"},
@@ -108,7 +108,7 @@ _SETUP_VERBS = {
     "opam": {"install"},
 }
 _SETUP_ANY_VERB = {"make", "cmake", "ninja", "service", "virtualenv", "mkdir", "touch", "chmod", "chown", "ln", "cp", "mv",
-                   "createdb", "export", "source", ".", "unzip", "tar", "wget", "curl", "git-clone", "initdb", "pg_ctl",
+                   "createdb", "export", "source", ".", "unzip", "tar", "git-clone", "initdb", "pg_ctl",
                    "redis-server", "mongod", "ssh-keygen", "direnv"}
 _SETUP_SCRIPT_WORDS = ("build", "generate", "codegen", "gen", "prepare", "setup", "migrate", "compile", "install", "bootstrap",
                        "seed", "init", "postinstall", "prebuild")
@@ -360,6 +360,9 @@ def is_setup(words: list[str] | tuple[str, ...]) -> bool:
     prog = word_program(w)
     if prog in _SETUP_ANY_VERB:
         return True
+    if prog in ("curl", "wget"):  # a download is a set-up; a request is not
+        return any(x in ("-o", "-O", "--output", "--remote-name", "--output-document") or x.startswith(("--output=", "--output-document="))
+                   for x in w[1:])
     if prog == "python":
         return "venv" in w or "virtualenv" in w or any(x in ("develop", "migrate", "makemigrations", "collectstatic") for x in w) \
             or (len(w) > 2 and w[1] == "setup.py" and w[2] in ("install", "develop", "build", "build_ext"))
@@ -376,6 +379,13 @@ def is_setup(words: list[str] | tuple[str, ...]) -> bool:
         return False
     base = v.split(" ", 1)[-1] if v.startswith("run ") else v
     return not allowed or base in allowed or _VERB_ALIASES.get(base, base) in allowed
+
+
+def line_is_setup(line: str) -> bool:
+    """Whether a command line prepares the environment: one of its segments does
+    (:func:`is_setup`), or it pipes a downloaded script into a shell (``curl … | sh``)."""
+    return any(is_setup(seg.words) for seg in segments_of(line)) or bool(
+        re.search(r"\b(?:curl|wget)\b[^|]*\|\s*(?:sudo\s+)?(?:ba|z)?sh\b", line))
 
 
 def is_inspection(words: list[str] | tuple[str, ...]) -> bool:
