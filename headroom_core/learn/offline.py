@@ -193,7 +193,7 @@ def learn_from_logs(sessions: Sequence[LogSession], min_evidence: int = 2, ignor
                     explained.add((scope, st.signature))
         for scope, st in failures:
             if (scope, st.signature) in explained:
-                tools[st.tool] += 1
+                tools[st.program if st.is_shell else st.tool] += 1
         srcs = tuple(sorted({scope.split("|", 1)[0] for scope, _ in explained}))
         if r.kind == "prerequisite":
             last = items[-1][1]

@@ -175,6 +175,7 @@ def error_summary(text: str) -> str:
     ``error:``/``fatal:`` line; else the first line that is not a warning or a header.
     """
     body = _TAGS.sub("", _HEADER_LINES.sub("", output_text(text))).strip()
+    body = re.sub(r"`[^`]*`", lambda m: "`…`" if "\n" in m.group(0) or len(m.group(0)) > 60 else m.group(0), body)  # quoted code
     if body.startswith("Error: "):
         body = body[len("Error: "):]
     lines = [ln.strip() for ln in body.splitlines() if ln.strip()]

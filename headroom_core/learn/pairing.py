@@ -330,6 +330,15 @@ def _edit_texts(step: Step) -> str:
     return "\n\0\n".join(str(v) for k, v in sorted(args.items()) if isinstance(v, str) and k not in ("file_path", "path"))
 
 
+_NOT_FOUND_TEXT = re.compile(r"(?i)did not appear verbatim|not found in (?:the )?file|no replacement was performed|not applied|failed to find expected lines"
+                             r"|no match(?:es)? found for")
+
+
+def _reread(f: Step, between: Sequence[Step]) -> tuple[Step, ...]:
+    """The calls among ``between`` that showed ``f``'s file again."""
+    return tuple(b for b in between if b.ok and b.is_read and (not f.target or not b.target or b.target == f.target))
+
+
 def _edit_match(f: Step, s: Step) -> str | None:
     if not (f.is_edit and s.is_edit):
         return None
@@ -414,6 +423,8 @@ def _match(f: Step, s: Step, between: Sequence[Step], ignore: frozenset[str], ro
         return _tool_match(f, s, between)
     if f.is_edit or s.is_edit:
         kind = _edit_match(f, s) if near else None
+        if kind == "retry" and _NOT_FOUND_TEXT.search(f.error) and _reread(f, between):
+            return "prerequisite", ""  # the text to replace was wrong; viewing the file again gave the right one
         return (kind, "") if kind else None
     _, wf = _main(f.command)
     pf = word_program(wf) if wf else ""
@@ -499,7 +510,9 @@ def find_pairs(steps: Sequence[Step], window: int = WINDOW, ignore: frozenset[st
             used.add(i)
             used.update(k for k in range(lo, i) if steps[k] in retries)
             param = detail if kind == "param" else ""
-            if kind == "prerequisite":
+            if kind == "prerequisite" and f.is_shell:
+                between_steps = _reread(f, between)
+            elif kind == "prerequisite":
                 between_steps = tuple(b for b in between if b.ok and f.target and b.target == f.target and b.family != f.family)
             elif kind == "setup":
                 between_steps = tuple(b for b in between if b.first_line == detail) or (s,)

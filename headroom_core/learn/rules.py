@@ -167,8 +167,14 @@ def rule_for_pair(p: Pair, tools: Sequence[str] = ()) -> Rule | None:
         return Rule("background", f"{a}\0background", text, fk, fk, 1, show(f), f"{show(s)} (background)", f.error)
     if p.kind == "prerequisite":
         pre = p.between[-1]
-        names = _names(tools or [f.tool])
+        names = _names(tools or [f.program if f.is_shell else f.tool])
         verb = "fail" if (len(tools) > 1) else "fails"
+        if pre.is_read and f.is_shell:
+            # an agent shell's edit command (SWE-agent str_replace_editor, edit): the text it was given was not in the file
+            text = (f"When {names} {verb} because the text to replace is not in the file ({_err(_class_of(f.error))}), view the lines "
+                    "again and copy them exactly before retrying")
+            key = f"{f.program}\0{_class_of(f.error)}\0read"
+            return Rule("prerequisite", key, text, content_hash("prerequisite", key), fk, 1, show(f), f"{show(pre)} then {show(s)}", f.error)
         if pre.family == "read" and "read" not in error_signature(f.error):
             # the file had been read; its text had changed (e.g. "String to replace not found")
             text = f"When {names} {verb} on a file ({err}), read the file again before retrying: the edit that worked came after reading it"
@@ -205,6 +211,14 @@ def rule_for_pair(p: Pair, tools: Sequence[str] = ()) -> Rule | None:
         key = f"edit-indent\0{tool}"
         return Rule("edit-indent", key, text, content_hash("edit-indent", tool), fk, 1, show(f), show(s), f.error)
     return None
+
+
+def _class_of(error: str) -> str:
+    """An error without the text it quotes (``old_str `…` did not appear verbatim`` ->
+    ``old_str did not appear verbatim``), for rules about a kind of failure."""
+    s = re.sub(r"`[^`]*`|'[^']*'|\"[^\"]*\"", "", error)
+    s = re.sub(r"\s+([,.:;])", r"\1", " ".join(s.split()))
+    return re.sub(r"(/[\w.@-]+)+/?", "<file>", s).rstrip(".")
 
 
 def correction_rule(sentence: str) -> Rule:
