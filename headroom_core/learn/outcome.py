@@ -30,18 +30,45 @@ from headroom_core.learn.shell import DIFFERS, NO_MATCH, has_timeout_wrapper, is
 
 OK, FAILED, NO_MATCH_FOUND, TIMEOUT = "ok", "failed", "no-match", "timeout"
 MAX_ERROR_CHARS = 160
+SUMMARY_SPAN = 8000  # characters read at each end of a long output for its error summary
 
 _EXIT_RE = re.compile(r"(?im)^(?:exit code|process exited with code|exit status|exited with code)[:\s]+(-?\d+)")
 _SWE_TIMEOUT = re.compile(r"(?m)^EXECUTION TIMED OUT\b.*$|was cancelled because it took more than \d+(?:\.\d+)? seconds")
 _HARNESS_TIMEOUT = re.compile(r"(?im)^(?:error: )?(?:command timed out\b.*|.*\btimed out after \d+(?:\.\d+)?\s*(?:ms|s|m|seconds|minutes|milliseconds)\b.*)$")
 _STRONG_ERROR_LINES = re.compile(
-    r"(?im)^(?:.*\bcommand not found\b|.*: No such file or directory\b|.*\bcannot access\b.*|Traceback \(most recent call last\):"
+    r"(?im)^(?:.*\bcommand not found\b.*|.*: No such file or directory\b.*|.*\bcannot access\b.*|Traceback \(most recent call last\):"
     r"|(?:- )?E\d{3} \w+Error\b.*|Your proposed edit has introduced new syntax error.*|[A-Za-z_.]*(?:Error|Exception): .+"
     r"|error(?:\[E\d+\])?: .+|fatal: .+|.*: Permission denied\b.*|npm ERR! .+|npm error .+|ERROR: .+|.*\bSegmentation fault\b.*"
     r"|Wrong flag!.*|Your bash command contained syntax errors and was NOT executed.*|No replacement was performed.*"
     r"|Your edit was not applied.*|Invalid `\w+` parameter.*|Usage: edit .*|No file open\..*|E\s+[A-Za-z_.]*(?:Error|Exception)\b.*"
     r"|ImportError while loading conftest.*|FAILED \S+.*|=+ \d+ failed\b.*)$"
 )
+_ERROR_WORDS = ("not found", "no such file", "cannot access", "traceback", "error", "exception", "fatal:", "permission denied",
+                "npm err", "segmentation fault", "wrong flag", "syntax errors", "no replacement", "not applied", "invalid `",
+                "usage: edit", "no file open", "failed")
+
+
+def has_error_line(body: str, limit: int = 20000) -> bool:
+    """Whether the first ``limit`` characters of an output hold a well-known error line
+    (:data:`_STRONG_ERROR_LINES`); only lines holding an error word (found with ``str.find``)
+    are tried, so a large output costs little."""
+    chunk = body[:limit]
+    low = chunk.lower()
+    starts: set[int] = set()
+    for w in _ERROR_WORDS:
+        i = low.find(w)
+        while i >= 0 and len(starts) < 200:
+            a = low.rfind("\n", 0, i) + 1
+            starts.add(a)
+            nxt = low.find("\n", i)
+            i = low.find(w, nxt) if nxt >= 0 else -1
+    for a in sorted(starts):
+        b = chunk.find("\n", a)
+        if _STRONG_ERROR_LINES.match(chunk, a, len(chunk) if b < 0 else b):
+            return True
+    return False
+
+
 _TOOL_ERROR_START = re.compile(r"^\s*(?:<tool_use_error>|error\b|Error\b|ERROR\b|\{\s*\"error\"\s*:|apply_patch verification failed|Failed to apply patch)")
 _HEADER_LINES = re.compile(
     r"(?im)^(?:exit code[:\s]+-?\d+|process exited with code -?\d+|exit status[:\s]+-?\d+|wall time:.*|chunk id:.*"
@@ -95,10 +122,10 @@ def output_text(text: str) -> str:
     return text
 
 
-def bare_output(text: str) -> str:
-    """The output without the harness's own header lines (``Exit code 1``, ``Wall time: ...``,
-    Claude Code's bare ``Error`` ...), stripped."""
-    return _HEADER_LINES.sub("", output_text(text)).strip()
+def bare_output(text: str, limit: int = 8000) -> str:
+    """The start of the output (``limit`` characters) without the harness's own header lines
+    (``Exit code 1``, ``Wall time: ...``, Claude Code's bare ``Error`` ...), stripped."""
+    return _HEADER_LINES.sub("", output_text(text)[:limit]).strip()
 
 
 def read_outcome(text: str, is_error: bool | None, command: str = "", agent: str = "") -> Outcome:
@@ -123,12 +150,12 @@ def read_outcome(text: str, is_error: bool | None, command: str = "", agent: str
             bare = bare_output(text)
             if progs and code in (1, 123, None) and not bare and progs[-1] in NO_MATCH:
                 return Outcome(NO_MATCH_FOUND, "", code)  # the last stage decides the exit status
-            if progs and progs[-1] in DIFFERS and code in (1, None) and bare and not _STRONG_ERROR_LINES.search(bare[:2000]):
+            if progs and progs[-1] in DIFFERS and code in (1, None) and bare and not has_error_line(bare, 2000):
                 return Outcome(OK, "", code)
             return Outcome(FAILED, error_summary(text), code)
         if is_error is False or code == 0:
             return Outcome(OK, "", code)
-        if _STRONG_ERROR_LINES.search(body[:20000]):
+        if has_error_line(body):
             return Outcome(FAILED, error_summary(text), code)
         return Outcome(OK, "", code)
     if is_error is True or (code is not None and code != 0):
@@ -174,7 +201,10 @@ def error_summary(text: str) -> str:
     the last ``XxxError: ...`` line (a traceback's exception), ``No such file or directory``, an
     ``error:``/``fatal:`` line; else the first line that is not a warning or a header.
     """
-    body = _TAGS.sub("", _HEADER_LINES.sub("", output_text(text))).strip()
+    body = output_text(text)
+    if len(body) > 2 * SUMMARY_SPAN:  # what went wrong is said near the start or the end
+        body = body[:SUMMARY_SPAN] + "\n" + body[-SUMMARY_SPAN:]
+    body = _TAGS.sub("", _HEADER_LINES.sub("", body)).strip()
     body = re.sub(r"`[^`]*`", lambda m: "`…`" if "\n" in m.group(0) or len(m.group(0)) > 60 else m.group(0), body)  # quoted code
     if body.startswith("Error: "):
         body = body[len("Error: "):]
