@@ -54,3 +54,21 @@ def test_the_command_keeps_known_problems_only_when_not_a_dry_run(tmp_path: Path
     store = LearnStore(open_database(f"sqlite:///{tmp_path / 'home' / 'headroom.db'}"))
     assert store.past_failure_lines(str(project), "s2", timedelta(hours=6), 3) == [
         "`python -m pytest tests/test_export.py -x` failed (timed out after 30 seconds)"]
+
+
+def test_a_script_the_agent_wrote_failing_is_no_project_problem(tmp_path: Path):
+    import json
+
+    def step(action: str, obs: str) -> dict:
+        return {"action": action, "observation": obs, "response": "", "thought": "", "state": {"open_file": "n/a", "working_dir": "/testbed"}}
+
+    traj = {"trajectory": [
+        step("create /testbed/reproduce_issue.py", "[File: /testbed/reproduce_issue.py (1 lines total)]"),
+        step("python /testbed/reproduce_issue.py", "Traceback (most recent call last):\nValueError: the bug"),
+        step("python -m pytest tests/test_io.py", "ImportError while loading conftest '/testbed/tests/conftest.py'.\nE   ModuleNotFoundError: No module named 'lxml'"),
+        step("submit", "diff --git a/x b/x"),
+    ], "history": [], "info": {"exit_status": "submitted"}}
+    path = tmp_path / "repro.traj"
+    path.write_text(json.dumps(traj))
+    res = learn_from_logs([read_log(path)])
+    assert [p.shown for p in res.problems] == ["python -m pytest tests/test_io.py"]

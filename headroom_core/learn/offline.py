@@ -8,12 +8,14 @@ elsewhere in the logs. The user's own corrections always count (they are the use
 
 A *known problem* is a failure that nothing fixed: no pair answers it and the same command never
 worked later in its thread. Failures of commands that only look (``ls``, ``cat`` ...), of edits,
-of submitted answers, and harness refusals of tool calls are left out: they report a state or a
-content mistake, not a problem of the project.
+of submitted answers, of scripts the agent wrote in that thread (a reproduction script is meant
+to fail), and harness refusals of tool calls are left out: they report a state or a content
+mistake, not a problem of the project.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Sequence
@@ -21,7 +23,7 @@ from typing import Sequence
 from headroom_core.learn.pairing import Pair, find_pairs
 from headroom_core.learn.readers import LogSession
 from headroom_core.learn.rules import Rule, correction_rule, drop_contradictions, failure_key, rank, rule_for_pair, show
-from headroom_core.learn.shell import ANSWER_PROGRAMS, is_inspection, main_words, normalize_command
+from headroom_core.learn.shell import ANSWER_PROGRAMS, is_inspection, main_words, normalize_command, runs_file
 from headroom_core.learn.signals import find_signals
 from headroom_core.learn.steps import Step
 
@@ -115,11 +117,29 @@ def _problem_candidate(st: Step) -> bool:
     return True
 
 
+def _written(steps: Sequence[Step]) -> set[str]:
+    """File names (last path part) the thread itself created or edited: a script the agent wrote
+    for the task (a reproduction, a scratch test) failing is the task, not a project problem."""
+    out = set()
+    for st in steps:
+        if st.is_edit and st.target:
+            out.add(st.target.rstrip("/").rsplit("/", 1)[-1])
+        elif st.is_shell:
+            m = re.search(r"(?:>|\btee\s+(?:-a\s+)?)\s*['\"]?([\w./-]+)", st.first_line)
+            if m:
+                out.add(m.group(1).rsplit("/", 1)[-1])
+    return out
+
+
 def _unresolved(steps: Sequence[Step], pairs: Sequence[Pair]) -> list[Step]:
     answered = {id(x) for p in pairs for x in (p.failed, *p.retries)}
+    own = _written(steps)
     out = []
     for k, st in enumerate(steps):
         if st.ok or id(st) in answered or not _problem_candidate(st):
+            continue
+        script = runs_file(main_words(st.command))
+        if script and script.rsplit("/", 1)[-1] in own:
             continue
         cmd = normalize_command(st.first_line)
         if any(later.ok and later.is_shell and normalize_command(later.first_line) == cmd for later in steps[k + 1:]):
