@@ -192,6 +192,11 @@ FAILS, WORKS = False, True
           ("sudo systemctl start docker", WORKS, ""), ("docker ps", WORKS, "CONTAINER ID")], ("setup", "docker ps", "sudo systemctl start docker")),
         ([("git push", FAILS, " ! [rejected]        main -> main (fetch first)\nerror: failed to push some refs"), ("git pull --rebase", WORKS, ""),
           ("git push", WORKS, "")], ("setup", "git push", "git pull --rebase")),
+        ([("pip install httpx", FAILS, "error: externally-managed-environment"), ("uv pip install httpx", WORKS, "Installed 1 package")],
+         ("command", "pip install httpx", "uv pip install httpx")),
+        ([("npm run test:unit", FAILS, 'npm ERR! Missing script: "test:unit"'), ("npm run test", WORKS, "12 passed")],
+         ("command", "npm run test:unit", "npm run test")),
+        ([("make check", FAILS, "make: *** No rule to make target 'check'.  Stop."), ("make test", WORKS, "ok")], ("command", "make check", "make test")),
         # transient state, narrower runs, guessed files: no lesson
         ([("npm run dev", FAILS, "Error: listen EADDRINUSE: address already in use :::3000"), ("npm run dev -- --port 3001", WORKS, "ready")], None),
         ([("pytest tests/test_api.py", FAILS, "ERROR: file or directory not found: tests/test_api.py"), ("pytest tests/api/test_routes.py", WORKS, "")], None),

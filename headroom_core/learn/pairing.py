@@ -104,6 +104,8 @@ _MISSING_WHAT = re.compile(
 _MISSING_DEP = re.compile(r"(?i)no module named|cannot find (?:package|module)|err_module_not_found|modulenotfounderror|cannot load such file"
                           r"|no required module provides|can't find crate|could not find (?:gem|package)")
 _PROGRAM_MISSING = re.compile(r"(?i)command not found|is not recognized as an internal|: not found\b|executable file not found|not installed")
+_NO_SUCH_VERB = re.compile(r"(?i)missing script|no rule to make target|unknown (?:command|script|task|target|subcommand)|is not a \w+ command"
+                           r"|no such (?:command|subcommand|task|script)|command \S+ not found|task \S+ not found")
 _WAITING = re.compile(r"(?i)timed out|eoferror|eof when reading|end of file|no input|waiting for input|input\(\)")
 
 
@@ -272,7 +274,8 @@ def same_job(f: Step, s: Step, ignore: frozenset[str] = frozenset()) -> bool:
         if is_inspection(wf) or pf in ANSWER_PROGRAMS:
             return False
         vf, vs = verb(wf), verb(ws)
-        if vf != vs and not (_typo(vf, vs) or (_pathlike(vf) and _pathlike(vs) and _same_file(vf, vs))):
+        if vf != vs and not (_typo(vf, vs) or (_pathlike(vf) and _pathlike(vs) and _same_file(vf, vs))
+                             or (_NO_SUCH_VERB.search(f.failure_text) and jobs(wf) & jobs(ws))):
             return False
         changed = set(wf[1:]) ^ set(ws[1:])
         if changed and all(literal(t) for t in changed):
@@ -284,6 +287,8 @@ def same_job(f: Step, s: Step, ignore: frozenset[str] = frozenset()) -> bool:
         return bool(substantive_tokens(" ".join(wf), ignore) & substantive_tokens(" ".join(ws), ignore))
     if runs_file(wf) and runs_file(wf) == runs_file(ws):
         return True  # the same script run another way (ts-node -> tsx, node -> bun)
+    if len(wf) > 1 and tuple(ws[-(len(wf) - 1):]) == tuple(wf[1:]) and not is_inspection(ws):
+        return True  # the same arguments to another tool (pip install x -> uv pip install x, docker-compose up -> docker compose up)
     if is_inspection(ws) and not _program_missing(f):
         return False
     if _program_missing(f):
@@ -458,7 +463,7 @@ def _match(f: Step, s: Step, between: Sequence[Step], ignore: frozenset[str], ro
             d = cds[-1].words[1] if len(cds[-1].words) > 1 else "~"
             if d.rstrip("/") in (root, "", "~", "-", "..", ".") or not _invocation(f):
                 return "retry", ""
-            return "cwd", d
+            return "cwd", _relative(d.rstrip("/"), root)
         return "retry", ""
     feeder = _piped_into(f, s)
     if feeder and _WAITING.search(f.failure_text):
