@@ -5,26 +5,32 @@ session, in call order).
 A failure is paired with a later call that worked, of one of these kinds:
 
 - ``command``: the same job done by a corrected command: the same program with other flags or a
-  corrected path (``pytest tests`` -> ``python -m pytest tests``), or another program when the
-  first is missing or has no such job (``yarn test`` -> ``npm test``; ``npm run start`` with no
-  ``start`` script -> ``node express.js`` serving). Only when the failure was about *how the
-  command was run* (not found, unknown option, missing script, no such file, a missing module):
-  when a command fails because the code is wrong, another command that works is no fix. A
-  command that adds a checking or listing flag (``node --check``, ``--help``, ``--dry-run``,
-  ``--collect-only``) or runs another verb or script (``npm run test`` after ``npm run start``)
-  does another job and is never the fix; neither is a change of free text only (a message, a
-  submitted answer). Commands that only look (``ls``, ``cat``, ``grep`` ...) teach no command.
+  corrected path (``pytest tests`` -> ``python -m pytest tests``), the same arguments to another
+  tool (``pip install x`` -> ``uv pip install x``), the same script run another way
+  (``ts-node a.ts`` -> ``npx tsx a.ts``), or another program when the first is missing or has no
+  such job (``yarn test`` -> ``npm test``; ``npm run start`` with no ``start`` script -> ``node
+  express.js`` serving). Only when the failure was about *how the command was run* (not found,
+  unknown option, missing script, no such file, a missing module): when a command fails because
+  the code is wrong, another command that works is no fix. A command that adds a checking or
+  listing flag (``node --check``, ``--help``, ``--dry-run``, ``--collect-only``), runs part of a
+  test suite (``-k``, ``-t``, ``--ignore``), forces or skips checks (``--force``,
+  ``--no-verify``, ``sudo``), or runs another verb or script (``npm run test`` after ``npm run
+  start``) does another job and is never the fix; neither is a change of free text only (a
+  message, a submitted answer). Commands that only look (``ls``, ``cat``, ``grep`` ...) teach no
+  command unless the program itself was missing. A checker that ran and reported problems in
+  the code (tests, lint, type check, build) counts as the fix of a command that could not run.
 - ``setup``: "A fails -> B (any program) works -> A works": B prepared the environment (installs,
   creates, builds, migrates, activates: :func:`~.shell.is_setup`) and relates to A's error; or
   B installs/creates exactly what A's error says is missing (A need not be run again); or the
-  fix is ``B && A`` in one line.
+  fix is ``B && A`` in one line. Not when A then fails again the same way.
 - ``cwd``: the same command worked from another folder (``cd app && A``, or Codex ``workdir``);
   not when that folder is the project's own root (the shell had only wandered off).
 - ``stdin``: A hung or failed waiting for input; ``… | A`` or ``A < file`` worked.
 - ``background``: A timed out under the harness; the same command started in the background
   worked.
 - ``prerequisite``: the same tool call worked after another call on the same file (``Read``
-  before ``Edit``); ``param``: a missing required parameter given.
+  before ``Edit``; viewing the file again before an agent shell's edit whose text was not in
+  it); ``param``: a missing required parameter given.
 - ``edit-range`` / ``edit-indent``: a rejected edit fixed by the same text over a corrected line
   range / with only its indentation changed (every edit style: ``edit N:M``, ``edit 'old'
   'new'``, ``str_replace_editor``, ``Edit``; whitespace is compared exactly).
