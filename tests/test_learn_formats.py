@@ -105,5 +105,5 @@ def test_the_command_reads_a_folder_of_mixed_logs(tmp_path: Path):
     assert out.exit_code == 0, out.output
     # 8 sessions (the sub-agent file read with its session); truth.json is no log
     assert "8 sessions," in out.output and "0 malformed records skipped" in out.output
-    assert "truth.json" in out.output and "not a Claude Code, Codex or SWE-agent session log" in out.output
+    assert "1 file(s) are no session log of a known agent: truth.json" in out.output
     assert "run `pip install -e '.[test]'` first" in out.output  # evidence 2 across the two attempts

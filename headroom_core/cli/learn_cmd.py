@@ -166,7 +166,10 @@ def learn(
             console.print("No readable session logs: " + escape("; ".join(f"{Path(p).name}: {why}" for p, why in unreadable.items())))
         raise typer.Exit(1)
     res = learn_from_logs(sessions, min_evidence=min_evidence, ignore=frozenset({key}), include_generic=include_generic)
-    console.print(_files_table(res, unreadable))
+    not_logs = {p: why for p, why in unreadable.items() if why.startswith("not a Claude Code")}
+    console.print(_files_table(res, {p: why for p, why in unreadable.items() if p not in not_logs}))
+    if not_logs:
+        console.print(escape(f"{len(not_logs)} file(s) are no session log of a known agent: " + ", ".join(Path(p).name for p in not_logs)))
     rules = list(res.rules)
     if llm and rules:
         import anthropic
