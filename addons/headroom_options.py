@@ -43,6 +43,7 @@ _HELP = {
     "home": "Headroom's folder for database, caches and config (default ~/.headroom).",
     "ws_max_frame_bytes": "A WebSocket client frame (response.create) larger than this many bytes closes the connection with code 1009.",
     "compress_timeout_seconds": "Seconds one request or frame may spend being compressed before it is sent as is (or refused if large).",
+    "prices": "Token prices for the money in the stats: comma-separated '<model glob>=<input>/<output>[/<cache read>[/<cache write>]]' in USD per million tokens.",
     "fail_open_max_bytes": "When compression fails or times out, requests up to this many bytes go on unchanged; larger ones are refused (413 / 1009).",
 }
 OPTION_NAMES = [f.name for f in dataclasses.fields(Settings)]
