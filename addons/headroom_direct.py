@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Optional
 
 from mitmproxy import ctx, http
 from mitmproxy.proxy.mode_specs import ProxyMode, RegularMode, ReverseMode, UpstreamMode
@@ -44,9 +45,21 @@ def addressed_to_proxy(flow: http.HTTPFlow) -> bool:
     return bool(req.port == sock[1] and (req.host in LOOPBACK or req.host == sock[0]))
 
 
+def _providers() -> dict[int, str]:
+    """Port -> provider from the ``headroom_base_urls`` option (``anthropic=8081,openai=8082``)."""
+    out: dict[int, str] = {}
+    for part in (ctx.options.headroom_base_urls or "").split(","):
+        name, _, port = part.partition("=")
+        if port.strip().isdigit():
+            out[int(port)] = name.strip().lower()
+    return out
+
+
 def base_url_listeners() -> list[tuple[str, str]]:
-    """``[(base URL, upstream)]`` of the reverse-mode listeners of this proxy (from its
-    ``mode`` option), e.g. ``("http://127.0.0.1:8081", "https://api.anthropic.com")``."""
+    """``[(base URL, provider or upstream)]`` of the reverse-mode listeners of this proxy (from
+    its ``mode`` option), e.g. ``("http://127.0.0.1:8081", "anthropic")``: the provider named
+    for that port in ``headroom_base_urls``, else the upstream URL."""
+    providers = _providers()
     out = []
     for spec in ctx.options.mode:
         try:
@@ -57,7 +70,7 @@ def base_url_listeners() -> list[tuple[str, str]]:
             host = m.listen_host(ctx.options.listen_host) or "127.0.0.1"
             host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
             port = m.listen_port(ctx.options.listen_port)
-            out.append((f"http://{'[' + host + ']' if ':' in host else host}:{port}", m.data))
+            out.append((f"http://{'[' + host + ']' if ':' in host else host}:{port}", providers.get(port or 0, m.data)))
     return out
 
 
@@ -86,6 +99,14 @@ class NotThroughProxy:
 
     def __init__(self, state: State) -> None:
         self.state = state
+
+    def load(self, loader) -> None:
+        loader.add_option(
+            "headroom_base_urls",
+            Optional[str],
+            None,
+            "Which provider each base-URL (reverse mode) port serves, e.g. anthropic=8081,openai=8082 (headroom proxy sets it); named in the error a request sent to the proxy port gets.",
+        )
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if flow.response is not None or not addressed_to_proxy(flow):

@@ -120,6 +120,8 @@ def proxy_command(
         args += ["--mode", mode or "regular"]
     for b in base_urls:
         args += ["--mode", b.mode()]
+    if base_urls:
+        args += ["--set", "headroom_base_urls=" + ",".join(f"{b.name.lower()}={b.port}" for b in base_urls)]
     if upstream_ca is not None:
         args += ["--set", f"ssl_verify_upstream_trusted_ca={upstream_ca}"]
     if db_url:
