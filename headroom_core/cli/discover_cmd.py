@@ -116,15 +116,16 @@ def discover(
         print(json.dumps(found.as_dict(), indent=2))
         return
     t = found.total
-    ui.copyable(
+    console.print(
         f"[bold]{found.files:,} session logs[/], {found.outputs:,} tool outputs; {t.outputs:,} large enough to consider: "
         f"{t.before:,} → {t.after:,} tokens, [bold green]{t.saved:,} saved ({ui.pct(t.saved_share)})[/]"
         + (f"; {len(found.unreadable)} unreadable" if found.unreadable else "")
     )
-    console.print(_tally_table("per tool", "tool", found.by_tool, top or None))
-    console.print(_tally_table("per content kind", "kind", found.by_kind, None))
-    if len(found.by_source) > 1:
-        console.print(_tally_table("per agent", "agent", found.by_source, None))
+    for title, first, rows, limit in (("per tool", "tool", found.by_tool, top or None), ("per content kind", "kind", found.by_kind, None), ("per agent", "agent", found.by_source, None)):
+        if rows and (first != "agent" or len(rows) > 1):
+            console.print()
+            console.print(_tally_table(title, first, rows, limit))
+    console.print()
     console.print(
         "Estimated tokens (the proxy's counter) of each tool output once, judged as the proxy judges a new output "
         "(the latest read of a file stays verbatim). Every later turn sends the outputs again, so each request saves this "
