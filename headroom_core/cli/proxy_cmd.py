@@ -18,6 +18,7 @@ import typer
 from headroom_core.cli import proxy_process as pp
 from headroom_core.cli import ui
 from headroom_core.cli.ca import BUNDLE, CA_CERT, default_confdir
+from headroom_core.cli.dbopen import sqlite_path_problem
 from headroom_core.cli.upstream_trust import UPSTREAM_BUNDLE, from_environment, user_sets_trust, write_upstream_bundle
 from headroom_core.settings import SettingsError, headroom_home, load_settings
 
@@ -60,10 +61,14 @@ def validate_settings(command: str, db_url: str | None, sets: list[str]) -> None
         if k.startswith("headroom_"):
             overrides[k.removeprefix("headroom_")] = v
     try:
-        load_settings(overrides)
+        settings = load_settings(overrides)
     except SettingsError as e:
         ui.fail(command, str(e))
         raise typer.Exit(2) from e
+    for url in {settings.database_url, settings.memory_db_url or settings.database_url}:
+        if why := sqlite_path_problem(url):
+            ui.fail(command, why)
+            raise typer.Exit(2)
 
 
 def banner(addr: pp.ProxyAddress, ca: Path, base_urls: list[pp.BaseUrlListener]) -> None:

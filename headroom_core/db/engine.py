@@ -56,7 +56,7 @@ def make_engine(url: str) -> Engine:
             try:
                 create_private_file(f)
             except OSError as e:
-                raise DatabaseError(f"cannot create the SQLite database {f}: {e.strerror or e} ({_blocker(f)})") from e
+                raise DatabaseError(f"cannot create the SQLite database {f}: {_blocker(f) or e.strerror or e}") from e
         eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": 10})
         event.listen(eng, "connect", _sqlite_pragmas)
         return eng
@@ -84,11 +84,12 @@ def migrate(engine: Engine) -> None:
 
 
 def _blocker(f: Path) -> str:
-    """What stands in the way of creating ``f``: the nearest existing ancestor that is a file."""
+    """What stands in the way of creating ``f`` when its nearest existing ancestor is a file
+    (``"/x is a file, not a folder"``); "" otherwise."""
     for p in [f.parent, *f.parent.parents]:
         if p.exists():
-            return f"{p} is a file, not a folder" if not p.is_dir() else f"in {p}"
-    return "no folder"
+            return "" if p.is_dir() else f"{p} is a file, not a folder"
+    return ""
 
 
 def open_database(url: str) -> sessionmaker[Session]:
