@@ -107,3 +107,18 @@ def test_certs_java_recipe_keeps_the_jdk_roots_and_lines_are_never_wrapped(tmp_p
     assert f"    keytool -importcert -noprompt -alias headroom-mitmproxy -file {cert} -keystore {store} -storepass changeit" in lines
     assert any(line.startswith("    export JAVA_TOOL_OPTIONS='-Djavax.net.ssl.trustStore=") and line.endswith("'") for line in lines)
     assert f"  Node (Claude Code, Gemini CLI, cursor-agent):  export NODE_EXTRA_CA_CERTS={cert}" in lines
+
+
+def test_read_only_commands_create_no_database(tmp_path):
+    home = tmp_path / "home"
+    for args, said in (
+        (("stats",), "No requests recorded yet: there is no database at"),
+        (("memory", "list"), "No memories yet: there is no database at"),
+        (("memory", "stats"), "No memories yet: there is no database at"),
+        (("cache", "report"), "No sessions recorded yet: there is no database at"),
+        (("learn", "--list", "--project", str(tmp_path)), "No rules learned yet"),
+    ):
+        out = _run(home, *args)
+        assert out.returncode == 0, (args, out.stderr)
+        assert said in out.stdout, (args, out.stdout)
+        assert not (home / "headroom.db").exists(), args
