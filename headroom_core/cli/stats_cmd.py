@@ -60,14 +60,12 @@ def summary_table(x: "ledger.Totals", url: str, wide: bool) -> Table:
         ("cost saved", f"{ui.usd(x.cost_saved_usd if priced else None)} ({ui.pct(x.cost_saved_share)})", "estimate: tokens saved at each request's own prompt rate"),
         ("cost paid (prompt + output)", f"{ui.usd(x.cost_usd if priced else None)}", f"provider usage of {priced:,} priced requests"),
         ("prompt tokens sent", f"{x.usage_prompt_tokens:,}", f"provider usage of {x.usage_requests:,} responses"),
-        ("  input / cache read / cache write", f"{ui.compact(x.usage_input_tokens)} / {ui.compact(x.usage_cache_read_tokens)} / {ui.compact(x.usage_cache_write_tokens)}", "provider usage"),
+        ("  input / cache read / cache write", f"{x.usage_input_tokens:,} / {x.usage_cache_read_tokens:,} / {x.usage_cache_write_tokens:,}", "provider usage"),
         ("saved of the whole prompt", ui.pct(x.saved_share_of_prompt), "provider usage + estimated saving"),
         ("prompt-cache hit rate", ui.pct(x.cache_hit_rate), "cache read / prompt tokens"),
         ("output tokens", f"{x.usage_output_tokens:,}", "provider usage"),
         ("retrieval rounds", f"{x.retrieve_rounds:,}", "follow-ups the proxy made for its own tools"),
     ]
-    if wide:
-        rows[7] = ("  input / cache read / cache write", f"{x.usage_input_tokens:,} / {x.usage_cache_read_tokens:,} / {x.usage_cache_write_tokens:,}", "provider usage")
     for a, b, c in rows:
         t.add_row(a, b, c) if wide else t.add_row(a, b)
     return t
