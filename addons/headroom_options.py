@@ -75,7 +75,8 @@ class HeadroomOptions:
             logging.warning("headroom: unknown option(s) %s ignored; known: %s", ", ".join(unknown), ", ".join(f"headroom_{n}" for n in OPTION_NAMES))
 
     def configure(self, updated) -> None:
-        if self.state.runtime is not None and not any(u.startswith("headroom_") for u in updated):
+        # only the settings' own options rebuild the runtime (other addons declare headroom_* options too)
+        if self.state.runtime is not None and not any(u.startswith("headroom_") and u[len("headroom_"):] in OPTION_NAMES for u in updated):
             return
         overrides = {n: getattr(ctx.options, f"headroom_{n}") for n in OPTION_NAMES if getattr(ctx.options, f"headroom_{n}") is not None}
         try:
