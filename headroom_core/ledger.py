@@ -45,12 +45,16 @@ def record(
     t = plan.tools
     client = client_name(user_agent)
     now = datetime.now(timezone.utc).replace(tzinfo=None)
+    # replayed messages carry the savings decided in an earlier turn: they count again, each
+    # block under its own kind (so the kinds add up to the totals); read before the write
+    # transaction, which then stays short (SQLite has one writer at a time)
+    replayed: list[dict] = []
+    if plan.context and plan.live and plan.live.replay:
+        with sessions() as rs:
+            replayed = replayed_blocks(rs, plan.context.tool_outputs, plan.live.replay)
+    detail += replayed
     with sessions.begin() as s:
         _count_tools(s, client, plan.project, offered, called, now)
-        # replayed messages carry the savings decided in an earlier turn: they count again,
-        # each block under its own kind (so the kinds add up to the totals)
-        replayed = replayed_blocks(s, plan.context.tool_outputs, plan.live.replay) if plan.context and plan.live and plan.live.replay else []
-        detail += replayed
         s.add(
             RequestOutcome(
                 created_at=now,
