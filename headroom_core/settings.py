@@ -67,6 +67,9 @@ class Settings:
     learn_feedback: bool = True  # on: append recent failures of the project to the latest user message
     learn_feedback_hours: float = 6.0  # only failures seen in the last this many hours are fed back
     learn_feedback_max_lines: int = 3  # at most this many lines in the past-failures block
+    # money in the stats (headroom_core/pricing.py): "<model glob>=<input>/<output>[/<cache read>[/<cache write>]]"
+    # in USD per million tokens, tried before the built-in table
+    prices: tuple[str, ...] = ()
 
     @property
     def database_url(self) -> str:
@@ -103,6 +106,20 @@ def _coerce(name: str, raw: Any, source: str) -> Any:
         raise SettingsError(f"{source}: {name} = {raw!r} is not valid ({e})") from e
 
 
+def normalize_db_url(url: str) -> str:
+    """``url`` with the common PostgreSQL spellings SQLAlchemy 2 refuses made usable:
+    ``postgres://`` (Heroku, many docs) becomes ``postgresql://``, and a URL naming no driver
+    gets ``+psycopg`` when psycopg 3 is installed and psycopg2 is not."""
+    import importlib.util
+
+    u = url.strip()
+    if u.startswith("postgres://"):
+        u = "postgresql://" + u[len("postgres://"):]
+    if u.startswith("postgresql://") and importlib.util.find_spec("psycopg2") is None and importlib.util.find_spec("psycopg") is not None:
+        u = "postgresql+psycopg://" + u[len("postgresql://"):]
+    return u
+
+
 def load_settings(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> Settings:
     """Build the settings from config file, environment and overrides.
 
@@ -134,8 +151,17 @@ def load_settings(overrides: Mapping[str, Any] | None = None, env: Mapping[str, 
     for k, v in values.items():
         if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0:
             raise SettingsError(f"{k} = {v} must not be negative")
+    if values.get("prices"):
+        from headroom_core.pricing import PriceError, parse_entry
+
+        for entry in values["prices"]:
+            try:
+                parse_entry(entry)
+            except PriceError as e:
+                raise SettingsError(f"prices: {e}") from e
     for k in ("db_url", "memory_db_url"):
         if values.get(k):
+            values[k] = normalize_db_url(values[k])
             from sqlalchemy.engine import make_url
             from sqlalchemy.exc import ArgumentError
 
