@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 from sqlalchemy import String, case, cast, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from headroom_core.attribution import replayed_blocks
 from headroom_core.clients import client_name
 from headroom_core.db.models import RequestOutcome, ToolUsage
 from headroom_core.pricing import PriceTable, RequestCost, request_cost
@@ -46,12 +45,11 @@ def record(
     client = client_name(user_agent)
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     # replayed messages carry the savings decided in an earlier turn: they count again, each
-    # block under its own kind (so the kinds add up to the totals); read before the write
-    # transaction, which then stays short (SQLite has one writer at a time)
-    replayed: list[dict] = []
-    if plan.context and plan.live and plan.live.replay:
-        with sessions() as rs:
-            replayed = replayed_blocks(rs, plan.context.tool_outputs, plan.live.replay)
+    # block under its own kind (so the kinds add up to the totals)
+    replayed = [
+        {"kind": kind, "changed": True, "cached": True, "replayed": True, "tool_name": tool, "tokens_before": before, "tokens_after": after}
+        for kind, tool, before, after in (plan.live.blocks if plan.live else ())
+    ]
     detail += replayed
     with sessions.begin() as s:
         _count_tools(s, client, plan.project, offered, called, now)

@@ -609,17 +609,21 @@ def _remember(
         new_spans = jsonedit.element_spans(new_text, (req.ckey,)) if edits else spans
         weight: dict[int, list[int]] = {}
         keys: dict[int, list[tuple[str, tuple]]] = {}
+        kinds: dict[int, list[tuple[str, str, int, int]]] = {}
         for blk in result.blocks:
             if blk.changed and len(blk.path) > 1 and isinstance(blk.path[1], int):
                 w = weight.setdefault(blk.path[1], [0, 0])
                 w[0] += blk.tokens_before
                 w[1] += blk.tokens_after
                 keys.setdefault(blk.path[1], []).extend((k, tuple(blk.path[2:])) for k in blk.offload_keys)
+                kinds.setdefault(blk.path[1], []).append((blk.kind, blk.tool_name, blk.tokens_before, blk.tokens_after))
         for i in range(zone.start, len(spans)):
             (a, b), (na, nb) = spans[i], new_spans[i]
             own = req.text[a:b]
             fwd = new_text[na:nb]
-            entries.append(FrozenEntry(i, hashes[i], rt.sealer.digest("n", norm_hash(own)), fwd, fwd != own, *weight.get(i, (0, 0)), tuple(keys.get(i, ()))))
+            entries.append(
+                FrozenEntry(i, hashes[i], rt.sealer.digest("n", norm_hash(own)), fwd, fwd != own, *weight.get(i, (0, 0)), tuple(keys.get(i, ())), tuple(kinds.get(i, ())))
+            )
     rt.session_store.save(rec, req.dialect.value, tools, tuple(entries))
 
 

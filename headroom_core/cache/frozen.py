@@ -24,7 +24,9 @@ class FrozenEntry:
     the proxy sent (``sent_text``) and whether that differs from the client's bytes
     (``modified``: compressed outputs, an injected block); ``tokens_*``: estimated tokens of the tool outputs it changed in that message, before and
     after; ``offloads``: ``(retrieval key, path of the original's text inside the message)`` of
-    every original its markers name (the client re-sends the original there)."""
+    every original its markers name (the client re-sends the original there); ``blocks``:
+    ``(kind, tool name, tokens before, tokens after)`` of each tool output it changed (what a
+    replay of it saves, by kind, for the ledger)."""
 
     position: int
     raw_hash: str
@@ -34,6 +36,7 @@ class FrozenEntry:
     tokens_before: int = 0
     tokens_after: int = 0
     offloads: tuple[tuple[str, tuple], ...] = ()
+    blocks: tuple[tuple[str, str, int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,8 @@ class LiveZone:
     of frozen messages to send as the proxy sent them before (markers carried); ``entries``:
     the frozen entries as they stand after this request (hashes of the client's current bytes);
     ``history_edited``: the client's list diverged from the remembered one before its end;
-    ``tokens_*``: what the replayed messages' changes weigh, before and after (estimates)."""
+    ``tokens_*``: what the replayed messages' changes weigh, before and after (estimates);
+    ``blocks``: the changed tool outputs of the replayed messages (see :class:`FrozenEntry`)."""
 
     start: int
     replay: tuple[tuple[int, str], ...]
@@ -50,6 +54,7 @@ class LiveZone:
     history_edited: bool = False
     tokens_before: int = 0
     tokens_after: int = 0
+    blocks: tuple[tuple[str, str, int, int], ...] = ()
 
 
 def live_zone(
@@ -69,6 +74,7 @@ def live_zone(
     """
     replay: list[tuple[int, str]] = []
     entries: list[FrozenEntry] = []
+    blocks: list[tuple[str, str, int, int]] = []
     before = after = 0
     for i, h in enumerate(raw_hashes):
         if i >= len(frozen):
@@ -86,5 +92,6 @@ def live_zone(
             replay.append((i, e.sent_text))
             before += e.tokens_before
             after += e.tokens_after
+            blocks.extend(e.blocks)
     start = len(entries)
-    return LiveZone(start, tuple(replay), tuple(entries), start < len(frozen), before, after)
+    return LiveZone(start, tuple(replay), tuple(entries), start < len(frozen), before, after, tuple(blocks))

@@ -92,7 +92,8 @@ class SessionStore:
             if fwd is None:
                 break  # sealed under another key: what follows cannot be replayed
             offloads = tuple((k, tuple(p)) for k, p in json.loads(r.offloads or "[]"))
-            entries.append(FrozenEntry(r.position, r.raw_hash, r.norm_hash, fwd, r.modified, r.tokens_before, r.tokens_after, offloads))
+            blocks = tuple((str(k), str(t), int(b), int(a)) for k, t, b, a in json.loads(r.blocks or "[]"))
+            entries.append(FrozenEntry(r.position, r.raw_hash, r.norm_hash, fwd, r.modified, r.tokens_before, r.tokens_after, offloads, blocks))
         rec = SessionRecord(key, True, row.revision, tools, tuple(entries))
         self._remember(rec)
         return rec
@@ -139,6 +140,7 @@ class SessionStore:
                         tokens_before=e.tokens_before,
                         tokens_after=e.tokens_after,
                         offloads=json.dumps([[k, list(p)] for k, p in e.offloads], ensure_ascii=False),
+                        blocks=json.dumps([list(b) for b in e.blocks], ensure_ascii=False),
                         updated_at=now,
                     ),
                     ["session_key", "position"],

@@ -147,8 +147,9 @@ class FrozenMessage(Base):
     of its content modulo ``cache_control`` (``norm_hash``), the sealed JSON text the proxy sent
     (``forwarded``) and whether it differs from the client's (``modified``), with
     the estimated tokens of the tool outputs the proxy changed in it, before and after (so
-    replays count in the ledger), and ``offloads`` (JSON ``[[key, path], …]``: the originals its
-    markers name). Later turns re-send the same bytes for the same client message, so the
+    replays count in the ledger), ``offloads`` (JSON ``[[key, path], …]``: the originals its
+    markers name) and ``blocks`` (JSON ``[[kind, tool, before, after], …]``: its changed tool
+    outputs, so a replay counts under their kinds). Later turns re-send the same bytes for the same client message, so the
     provider's cached prefix holds (DESIGN.md step 3)."""
 
     __tablename__ = "frozen_messages"
@@ -162,4 +163,5 @@ class FrozenMessage(Base):
     tokens_before: Mapped[int] = mapped_column(Integer, default=0)
     tokens_after: Mapped[int] = mapped_column(Integer, default=0)
     offloads: Mapped[str] = mapped_column(Text, default="[]")
+    blocks: Mapped[str] = mapped_column(Text, default="[]")
     updated_at: Mapped[datetime] = mapped_column(DateTime)

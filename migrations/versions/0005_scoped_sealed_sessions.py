@@ -81,6 +81,7 @@ def upgrade() -> None:
         sa.Column("tokens_before", sa.Integer(), nullable=False),
         sa.Column("tokens_after", sa.Integer(), nullable=False),
         sa.Column("offloads", sa.Text(), nullable=False),
+        sa.Column("blocks", sa.Text(), nullable=False),
         sa.Column("updated_at", sa.DateTime(), nullable=False),
         sa.PrimaryKeyConstraint("session_key", "position"),
     )
