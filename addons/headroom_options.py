@@ -43,6 +43,8 @@ _HELP = {
     "home": "Headroom's folder for database, caches and config (default ~/.headroom).",
     "ws_max_frame_bytes": "A WebSocket client frame (response.create) larger than this many bytes closes the connection with code 1009.",
     "compress_timeout_seconds": "Seconds one request or frame may spend being compressed before it is sent as is (or refused if large).",
+    "images": "Resize base64 images larger than the provider's documented effective size to it (true/false).",
+    "image_max_tokens": "Opt-in: reduce images estimated over this many tokens to it, original retrievable (0 = off).",
     "fail_open_max_bytes": "When compression fails or times out, requests up to this many bytes go on unchanged; larger ones are refused (413 / 1009).",
 }
 OPTION_NAMES = [f.name for f in dataclasses.fields(Settings)]

@@ -23,6 +23,7 @@ from typing import Any, Callable, Mapping
 from headroom_core.cache.frozen import FrozenEntry, LiveZone, live_zone, message_hash
 from headroom_core.cache.breakpoints import verify as verify_breakpoints
 from headroom_core.cache.session import session_key
+from headroom_core.compress.images_step import IMAGE_KIND, ImagesOutcome, plan_images
 from headroom_core.compress.pipeline import PipelineResult, compress_outputs
 from headroom_core.compress.router import compress_text
 from headroom_core.compress.tools_step import ToolsOutcome
@@ -67,6 +68,7 @@ class RequestPlan:
     project: str = GLOBAL
     context: RequestContext | None = None
     live: LiveZone | None = None
+    images: ImagesOutcome | None = None
     bytes_before: int = 0
     bytes_after: int = 0
     notes: tuple[str, ...] = field(default=())
@@ -238,6 +240,12 @@ def _plan(
     for off in result.offloads:
         rt.store.put(off.key, off.original, "tool_output")
 
+    # 2b. images of the live zone (compress/images_step.py): resized, originals of reduced ones kept
+    images = plan_images(d, parsed, zone.start, s.image_max_tokens) if s.images and not fast else ImagesOutcome()
+    edits += images.edits
+    for off in images.offloads:
+        rt.store.put(off.key, off.original, IMAGE_KIND)
+
     # 3. tool definitions
     tools_out = None
     if s.tools_minify and isinstance(parsed.get("tools"), list) and parsed["tools"]:
@@ -256,7 +264,7 @@ def _plan(
         client=client_name(headers.get("user-agent", "")),
         tool_outputs=tuple(outputs),
         live_from=zone.start,
-        offloaded=bool(result.offloads),
+        offloaded=bool(result.offloads or images.offloads),
     )
     ext = rt.extensions
     hidden: list[str] = []
@@ -310,6 +318,7 @@ def _plan(
         project=ctx.project,
         context=ctx,
         live=zone,
+        images=images,
         bytes_before=n,
         bytes_after=n,
     )
@@ -319,6 +328,8 @@ def _plan(
     what = [f"{len(result.replacements)} tool outputs compressed"] if result.replacements else []
     if tools_out and tools_out.replacements:
         what.append(f"{len(tools_out.replacements)} tool definitions minified")
+    if images.changed:
+        what.append(f"{images.changed} images resized")
     if zone.replay:
         what.append(f"{len(zone.replay)} earlier messages replayed")
     if injected:
