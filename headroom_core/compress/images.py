@@ -287,48 +287,54 @@ def shrink(
 
 def _encode(im: Image.Image, fmt: str, size: tuple[int, int], data: bytes, palette: bool = False) -> bytes:
     """``im`` resized to ``size`` (LANCZOS) and encoded as ``fmt`` with fixed settings;
-    ``palette``: a PNG is stored with a 256-colour palette (Pillow's octree quantizer, no dither)."""
+    ``palette``: a PNG is stored with a 256-colour palette (Pillow's octree quantizer, no dither).
+
+    A palette image (GIF, palette PNG) is resampled in RGB and mapped back onto its own palette,
+    so the file stays a palette file of the same colours. Raises ``ValueError`` for a
+    transparent GIF (its transparency index is not carried over) and whatever Pillow raises.
+    """
     im.load()
     src_mode = im.mode
     icc = im.info.get("icc_profile")
     exif = im.info.get("exif")
     sampling = JpegImagePlugin.get_sampling(im) if fmt == "JPEG" else -1
     transparent = "transparency" in im.info or src_mode in ("RGBA", "LA", "PA")
-    work = im
-    if src_mode in ("P", "1") or (src_mode not in ("RGB", "RGBA", "L", "LA", "CMYK", "I;16", "I")):
-        work = im.convert("RGBA" if transparent else "RGB")
-    elif src_mode in ("I;16", "I"):
+    if fmt == "GIF" and transparent:
+        raise ValueError("a transparent GIF is not re-encoded")
+    if src_mode in ("RGB", "RGBA", "L", "LA", "CMYK", "I"):
+        work = im
+    elif src_mode in ("I;16", "I;16B", "I;16L"):
         work = im.convert("I")
+    else:  # P, 1, PA, …
+        work = im.convert("RGBA" if transparent else "RGB")
     out = work.resize(size, Image.Resampling.LANCZOS, reducing_gap=3.0)
+    if src_mode == "P" and not transparent:
+        out = out.quantize(palette=im, dither=Image.Dither.NONE)
+    elif src_mode == "P" or (palette and fmt == "PNG" and out.mode in ("RGB", "RGBA")):
+        out = out.quantize(256, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
+    elif src_mode == "1":
+        out = out.convert("1", dither=Image.Dither.NONE)
     buf = io.BytesIO()
     extra: dict[str, object] = {}
     if icc:
         extra["icc_profile"] = icc
+    if exif and fmt != "GIF":
+        extra["exif"] = exif
     if fmt == "PNG":
-        if src_mode == "P" or (palette and out.mode in ("RGB", "RGBA")):
-            out = out.quantize(256, method=Image.Quantize.FASTOCTREE if out.mode == "RGBA" else Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
-        elif src_mode == "1":
-            out = out.convert("1", dither=Image.Dither.NONE)
-        if exif:
-            extra["exif"] = exif
         out.save(buf, "PNG", compress_level=6, **extra)
     elif fmt == "JPEG":
         if out.mode not in ("RGB", "L", "CMYK"):
             out = out.convert("RGB")
-        if exif:
-            extra["exif"] = exif
         out.save(buf, "JPEG", quality=LOSSY_QUALITY, subsampling=sampling if sampling >= 0 else 2, **extra)
     elif fmt == "WEBP":
         if out.mode not in ("RGB", "RGBA"):
             out = out.convert("RGBA" if transparent else "RGB")
-        if exif:
-            extra["exif"] = exif
         lossless = _webp_lossless(data)
         out.save(buf, "WEBP", lossless=lossless, quality=100 if lossless else LOSSY_QUALITY, method=4, exact=lossless, **extra)
-    else:  # GIF: single frame, palette
-        if transparent:
-            raise ValueError("transparent GIF is not re-encoded")
-        out.convert("RGB").quantize(256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE).save(buf, "GIF")
+    else:  # GIF: one frame on a palette
+        if out.mode != "P":
+            out = out.convert("RGB").quantize(256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+        out.save(buf, "GIF")
     return buf.getvalue()
 
 
