@@ -241,7 +241,7 @@ def _plan(
         rt.store.put(off.key, off.original, "tool_output")
 
     # 2b. images of the live zone (compress/images_step.py): resized, originals of reduced ones kept
-    images = plan_images(d, parsed, zone.start, s.image_max_tokens) if s.images and not fast else ImagesOutcome()
+    images = plan_images(d, parsed, zone.start, s.image_max_tokens, s.exclude_tools) if s.images and not fast else ImagesOutcome()
     edits += images.edits
     for off in images.offloads:
         rt.store.put(off.key, off.original, IMAGE_KIND)

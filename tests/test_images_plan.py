@@ -194,3 +194,13 @@ def test_real_screenshot_in_the_corpus(tmp_path, counter):
     assert len(seen) == 1
     (data,) = seen
     assert size_of(data) == (978, 230) and len(base64.b64decode(data)) < len(site.data)
+
+
+def test_images_of_excluded_tools_are_left_alone(tmp_path, counter):
+    body = anthropic_body(screenshot(3024, 1964, "PNG"))
+    (user_image, tool_image) = image_sites(Dialect.ANTHROPIC_MESSAGES, body)
+    assert (user_image.tool_name, tool_image.tool_name) == ("", "screenshot")
+    out = plan_images(Dialect.ANTHROPIC_MESSAGES, body, 0, exclude_tools=("screen*",))
+    assert [e.path for e in out.edits] == [user_image.path]  # the user's own image is still resized
+    sent = json.loads(plan(fresh(tmp_path, counter, exclude_tools="screenshot"), body).body)
+    assert sent["messages"][2] == body["messages"][2]

@@ -25,6 +25,7 @@ from typing import Any, Iterator
 
 from headroom_core.ccr.markers import make_marker, offload_key
 from headroom_core.compress import images
+from headroom_core.compress.pipeline import excluded
 from headroom_core.wire import jsonedit
 from headroom_core.wire.detect import Dialect
 
@@ -39,7 +40,9 @@ class ImageSite:
     ``path`` leads to the JSON string to replace (Anthropic: the base64 data; OpenAI: the whole
     ``data:`` URL); ``container`` to the content list that holds the image (where a marker
     goes); ``message_index`` is its message/item in the conversation; ``media_type`` and
-    ``data`` (decoded bytes) as sent; ``detail`` the OpenAI detail value (None if absent).
+    ``data`` (decoded bytes) as sent; ``detail`` the OpenAI detail value (None if absent);
+    ``data_url`` whether ``path`` holds a whole ``data:`` URL; ``tool_name`` the tool whose
+    result holds the image ("" in a user message, or when the call is not in the request).
     """
 
     path: tuple[Any, ...]
@@ -49,6 +52,7 @@ class ImageSite:
     data: bytes
     detail: str | None = None
     data_url: bool = False
+    tool_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -81,25 +85,42 @@ def image_sites(d: Dialect, body: dict[str, Any], live_from: int = 0) -> list[Im
     seq = body.get(key)
     if not isinstance(seq, list):
         return []
+    names = _call_names(d, seq)
     out: list[ImageSite] = []
     for i in range(max(0, live_from), len(seq)):
         m = seq[i]
         if not isinstance(m, dict):
             continue
         if d is Dialect.ANTHROPIC_MESSAGES:
-            out += _anthropic(m, (key, i, "content"), i)
+            out += _anthropic(m, (key, i, "content"), i, names)
         elif d is Dialect.OPENAI_CHAT:
             if m.get("role") == "user":
                 out += _openai_parts(m.get("content"), (key, i, "content"), i, "image_url")
         else:
             if m.get("type") in ("function_call_output", "custom_tool_call_output"):
-                out += _openai_parts(m.get("output"), (key, i, "output"), i, "input_image")
+                out += _openai_parts(m.get("output"), (key, i, "output"), i, "input_image", names.get(str(m.get("call_id", "")), ""))
             elif m.get("role") == "user":
                 out += _openai_parts(m.get("content"), (key, i, "content"), i, "input_image")
     return out
 
 
-def _anthropic_image(b: Any, path: tuple[Any, ...], container: tuple[Any, ...], i: int) -> ImageSite | None:
+def _call_names(d: Dialect, seq: list[Any]) -> dict[str, str]:
+    """Tool call id -> tool name over the whole conversation (Anthropic ``tool_use`` blocks,
+    Responses ``function_call`` items)."""
+    names: dict[str, str] = {}
+    for m in seq:
+        if not isinstance(m, dict):
+            continue
+        if d is Dialect.OPENAI_RESPONSES and m.get("type") in ("function_call", "custom_tool_call"):
+            names[str(m.get("call_id", ""))] = str(m.get("name", ""))
+        elif d is Dialect.ANTHROPIC_MESSAGES and isinstance(m.get("content"), list):
+            for b in m["content"]:
+                if isinstance(b, dict) and b.get("type") == "tool_use":
+                    names[str(b.get("id", ""))] = str(b.get("name", ""))
+    return names
+
+
+def _anthropic_image(b: Any, path: tuple[Any, ...], container: tuple[Any, ...], i: int, tool_name: str = "") -> ImageSite | None:
     if not isinstance(b, dict) or b.get("type") != "image":
         return None
     src = b.get("source")
@@ -108,10 +129,10 @@ def _anthropic_image(b: Any, path: tuple[Any, ...], container: tuple[Any, ...], 
     raw = images.decode_base64(src["data"])
     if raw is None:
         return None
-    return ImageSite(path + ("source", "data"), container, i, str(src.get("media_type") or ""), raw)
+    return ImageSite(path + ("source", "data"), container, i, str(src.get("media_type") or ""), raw, tool_name=tool_name)
 
 
-def _anthropic(m: dict[str, Any], container: tuple[Any, ...], i: int) -> Iterator[ImageSite]:
+def _anthropic(m: dict[str, Any], container: tuple[Any, ...], i: int, names: dict[str, str]) -> Iterator[ImageSite]:
     content = m.get("content")
     if m.get("role") != "user" or not isinstance(content, list):
         return
@@ -121,13 +142,14 @@ def _anthropic(m: dict[str, Any], container: tuple[Any, ...], i: int) -> Iterato
             yield site
         elif isinstance(b, dict) and b.get("type") == "tool_result" and isinstance(b.get("content"), list):
             inner = container + (j, "content")
+            name = names.get(str(b.get("tool_use_id", "")), "")
             for k, sub in enumerate(b["content"]):
-                site = _anthropic_image(sub, inner + (k,), inner, i)
+                site = _anthropic_image(sub, inner + (k,), inner, i, name)
                 if site is not None:
                     yield site
 
 
-def _openai_parts(parts: Any, container: tuple[Any, ...], i: int, part_type: str) -> Iterator[ImageSite]:
+def _openai_parts(parts: Any, container: tuple[Any, ...], i: int, part_type: str, tool_name: str = "") -> Iterator[ImageSite]:
     if not isinstance(parts, list):
         return
     for j, p in enumerate(parts):
@@ -143,18 +165,21 @@ def _openai_parts(parts: Any, container: tuple[Any, ...], i: int, part_type: str
         parsed = images.parse_data_url(url) if isinstance(url, str) else None
         if parsed is None:
             continue
-        yield ImageSite(path, container, i, parsed.media_type, parsed.data, detail if isinstance(detail, str) else None, True)
+        yield ImageSite(path, container, i, parsed.media_type, parsed.data, detail if isinstance(detail, str) else None, True, tool_name)
 
 
-def plan_images(d: Dialect, body: dict[str, Any], live_from: int, max_tokens: int = 0) -> ImagesOutcome:
+def plan_images(d: Dialect, body: dict[str, Any], live_from: int, max_tokens: int = 0, exclude_tools: tuple[str, ...] = ()) -> ImagesOutcome:
     """The edits for every base64 image of the live zone (module docstring). ``max_tokens`` > 0
-    turns on the opt-in token target (estimated tokens per image). Deterministic: the same body
-    gives the same edits. Never raises for a bad image (it is left as it is)."""
+    turns on the opt-in token target (estimated tokens per image); images in results of tools
+    matching ``exclude_tools`` (globs, as for tool outputs) are left alone. Deterministic: the
+    same body gives the same edits. Never raises for a bad image (it is left as it is)."""
     model = str(body.get("model") or "")
     edits: list[jsonedit.Replace | jsonedit.Append] = []
     offloads: list[Offload] = []
     results: list[images.ImageResult] = []
     for site in image_sites(d, body, live_from):
+        if site.tool_name and excluded(site.tool_name, exclude_tools):
+            continue
         if d is Dialect.ANTHROPIC_MESSAGES:
             limit = images.anthropic_limit(model)
             tokens = lambda w, h, lim=limit: images.anthropic_tokens(w, h, lim)  # noqa: E731
