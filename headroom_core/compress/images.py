@@ -43,7 +43,6 @@ import binascii
 import io
 import math
 import re
-import warnings
 from dataclasses import dataclass
 from typing import Callable
 
@@ -234,27 +233,25 @@ def shrink(
     bytes. Never raises for bad input: the result then says ``changed=False`` and why.
     """
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            im = Image.open(io.BytesIO(data))
-            fmt = im.format or ""
-            size = im.size
-            if fmt not in MEDIA_TYPES:
-                return _kept(data, f"format {fmt or 'unknown'} is not re-encoded", fmt, size)
-            if media_type and media_type.lower().replace("/jpg", "/jpeg") != MEDIA_TYPES[fmt]:
-                return _kept(data, f"media type {media_type} does not match the {fmt} bytes", fmt, size)
-            if getattr(im, "n_frames", 1) > 1 or getattr(im, "is_animated", False):
-                return _kept(data, "animated image", fmt, size, tokens(*size))
-            if size[0] * size[1] > MAX_SOURCE_PIXELS:
-                return _kept(data, f"{size[0]}x{size[1]} is over {MAX_SOURCE_PIXELS} pixels", fmt, size)
-            before_tokens = tokens(*size)
-            new = fit(*size, limit)
-            reduced = False
-            if max_tokens > 0 and tokens(*new) > max_tokens:
-                new = target_size(*new, tokens, max_tokens)
-                reduced = True
-            if new == size:
-                return _kept(data, "within the provider's effective size" + (" and the token target" if max_tokens else ""), fmt, size, before_tokens)
+        im = Image.open(io.BytesIO(data))  # reads the header only; decoding happens in _encode
+        fmt = im.format or ""
+        size = im.size
+        if fmt not in MEDIA_TYPES:
+            return _kept(data, f"format {fmt or 'unknown'} is not re-encoded", fmt, size)
+        if media_type and media_type.lower().replace("/jpg", "/jpeg") != MEDIA_TYPES[fmt]:
+            return _kept(data, f"media type {media_type} does not match the {fmt} bytes", fmt, size)
+        if getattr(im, "n_frames", 1) > 1 or getattr(im, "is_animated", False):
+            return _kept(data, "animated image", fmt, size, tokens(*size))
+        if size[0] * size[1] > MAX_SOURCE_PIXELS:
+            return _kept(data, f"{size[0]}x{size[1]} is over {MAX_SOURCE_PIXELS} pixels", fmt, size)
+        before_tokens = tokens(*size)
+        new = fit(*size, limit)
+        reduced = False
+        if max_tokens > 0 and tokens(*new) > max_tokens:
+            new = target_size(*new, tokens, max_tokens)
+            reduced = True
+        if new == size:
+            return _kept(data, "within the provider's effective size" + (" and the token target" if max_tokens else ""), fmt, size, before_tokens)
     except Exception as e:  # noqa: BLE001 - any decoder error: pass the bytes on untouched
         return _kept(data, f"not an image Pillow can read: {type(e).__name__}: {e}"[:200])
     try:
