@@ -46,6 +46,8 @@ _HELP = {
     "retrieve_min_bytes": "A session gets headroom_retrieve (and lossy compression) only when its first request is at least this many bytes; smaller sessions get lossless compression only.",
     "compress_timeout_seconds": "Seconds one request or frame may spend being compressed before it is sent as is (or refused if large).",
     "prices": "Token prices for the money in the stats: comma-separated '<model glob>=<input>/<output>[/<cache read>[/<cache write>]]' in USD per million tokens.",
+    "images": "Resize base64 images larger than the provider's documented effective size to it (true/false).",
+    "image_max_tokens": "Opt-in: reduce images estimated over this many tokens to it, original retrievable (0 = off).",
     "fail_open_max_bytes": "When compression fails or times out, requests up to this many bytes go on unchanged; larger ones are refused (413 / 1009).",
 }
 OPTION_NAMES = [f.name for f in dataclasses.fields(Settings)]

@@ -42,6 +42,7 @@ from headroom_core.cache.session_store import SessionRecord, SessionTools
 from headroom_core.ccr.markers import offload_key
 from headroom_core.ccr.retrieve import TOOL_NAME as RETRIEVE
 from headroom_core.clients import client_name
+from headroom_core.compress.images_step import IMAGE_KIND, ImagesOutcome, plan_images
 from headroom_core.compress.pipeline import PipelineResult, compress_outputs
 from headroom_core.compress.result import CompressResult
 from headroom_core.compress.router import compress_text
@@ -133,6 +134,7 @@ class RequestPlan:
     project: str = GLOBAL
     context: RequestContext | None = None
     live: LiveZone | None = None
+    images: ImagesOutcome | None = None
     bytes_before: int = 0
     bytes_after: int = 0
     notes: tuple[str, ...] = field(default=())
@@ -538,7 +540,12 @@ def _plan(
     lossless = _lossless(req, proxy_tools)
     result, outputs, query = _compress_step(rt, req, zone.start, lossless, fast)
     edits += [jsonedit.Replace(p, t) for p, t in result.replacements]
-    ctx = replace(ctx, query=query, tool_outputs=tuple(outputs), offloaded=bool(result.offloads))
+    # 5b. images of the live zone: resized to what the provider uses anyway; reduced further
+    # (opt-in, original retrievable) only when the model can call headroom_retrieve
+    s = rt.settings
+    images = plan_images(d, parsed, zone.start, 0 if lossless else s.image_max_tokens, s.exclude_tools) if s.images and not fast else ImagesOutcome()
+    edits += images.edits
+    ctx = replace(ctx, query=query, tool_outputs=tuple(outputs), offloaded=bool(result.offloads or images.offloads))
 
     # 6. context for the latest user message
     injected = [] if fast or req.dry_run else [t for t in (_safe(inj, rt, ctx) for inj in rt.extensions.injectors) if t]
@@ -554,7 +561,7 @@ def _plan(
     if not req.dry_run:
         if commit is not None and not commit():
             raise PlanAbandoned()
-        _remember(rt, req, rec, zone, spans, hashes, new_text, edits, result, tools.state)
+        _remember(rt, req, rec, zone, spans, hashes, new_text, edits, result, images, tools.state)
     hidden = frozenset(proxy_tools) if isinstance(forwarded.get("tools"), list) else frozenset()
     plan = RequestPlan(
         Action.PASSTHROUGH,
@@ -568,6 +575,7 @@ def _plan(
         project=req.scope.project,
         context=ctx,
         live=zone,
+        images=images,
         bytes_before=n,
         bytes_after=n,
         dry_run=req.dry_run,
@@ -578,6 +586,8 @@ def _plan(
     what = [f"{len(result.replacements)} tool outputs compressed"] if result.replacements else []
     if tools.edits:
         what.append("tools sent as the session sends them")
+    if images.changed:
+        what.append(f"{images.changed} images resized")
     if zone.replay:
         what.append(f"{len(zone.replay)} earlier messages replayed")
     if injected:
@@ -597,12 +607,15 @@ def _remember(
     new_text: str,
     edits: list,
     result: PipelineResult,
+    images: ImagesOutcome,
     tools: SessionTools,
 ) -> None:
     """Store what this request sent, for the next turn: originals first (a marker must never
     name a missing original), then the session (its tools and every message)."""
     for off in result.offloads:
         rt.store.put(off.key, off.original, "tool_output", req.scope.id)
+    for img in images.offloads:
+        rt.store.put(img.key, img.original, IMAGE_KIND, req.scope.id)
     _keep_originals(rt, req, zone)
     entries = list(zone.entries)
     if spans:

@@ -6,7 +6,7 @@ from typing import Any
 
 from headroom_core.ccr.markers import normalize_key
 from headroom_core.ccr.store import OriginalsStore
-from headroom_core.wire.blocks import ToolCall
+from headroom_core.wire.blocks import ImageAnswer, ToolCall
 from headroom_core.wire.dialects import module_for
 
 TOOL_NAME = "headroom_retrieve"
@@ -38,7 +38,20 @@ def answer(call: ToolCall, store: OriginalsStore, scope: str = "") -> str:
     found = store.get(key, scope)
     if found.text is None:
         return f"headroom_retrieve error: no original is stored under key {key} (unknown, or expired); work with the shortened output."
+    if found.kind == "image":
+        return image_answer(key, found.text)
     return found.text
+
+
+def image_answer(key: str, data_url: str) -> str:
+    """The answer for an image original (stored as its ``data:`` URL, kind ``"image"``): an
+    :class:`~headroom_core.wire.blocks.ImageAnswer` that each dialect sends as an image."""
+    from headroom_core.compress.images import parse_data_url
+
+    parsed = parse_data_url(data_url)
+    if parsed is None:
+        return f"headroom_retrieve error: the original stored under key {key} is not a readable image."
+    return ImageAnswer(f"The full-size original image (key {key}, {parsed.media_type}, {len(parsed.data)} bytes):", parsed.media_type, data_url.split(",", 1)[1])
 
 
 class RetrieveTool:

@@ -61,7 +61,7 @@ def main(
 
 
 # Command groups live in their own modules; each has ``register(app)``.
-for _name in ("proxy_cmd", "stats_cmd", "discover_cmd", "compress_cmd", "cache_cmd", "memory_cmd", "learn_cmd", "wrap_cmd", "certs_cmd", "doctor_cmd", "config_cmd"):
+for _name in ("proxy_cmd", "stats_cmd", "discover_cmd", "compress_cmd", "cache_cmd", "memory_cmd", "learn_cmd", "wrap_cmd", "certs_cmd", "doctor_cmd", "config_cmd", "mcp_cmd"):
     try:
         _mod = __import__(f"headroom_core.cli.{_name}", fromlist=["register"])
     except ModuleNotFoundError as _e:

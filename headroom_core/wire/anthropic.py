@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from headroom_core.wire.blocks import ToolCall, ToolOutput, Usage
+from headroom_core.wire.blocks import ImageAnswer, ToolCall, ToolOutput, Usage
 from headroom_core.wire.sse import SSEEvent, encode_event
 
 NAME = "anthropic-messages"
@@ -88,10 +88,19 @@ def followup_body(req: dict[str, Any], resp: dict[str, Any], results: list[tuple
         {"role": "assistant", "content": resp.get("content") or []},
         {
             "role": "user",
-            "content": [{"type": "tool_result", "tool_use_id": c.call_id, "content": text} for c, text in results],
+            "content": [{"type": "tool_result", "tool_use_id": c.call_id, "content": _result_content(text)} for c, text in results],
         },
     ]
     return body
+
+
+def _result_content(text: str) -> Any:
+    """A ``tool_result``'s content: the text, or for an :class:`ImageAnswer` a text block and
+    an ``image`` block (a tool result "can be a string or a list of content blocks", text and
+    image among them: Messages API reference)."""
+    if isinstance(text, ImageAnswer):
+        return [{"type": "text", "text": str(text)}, {"type": "image", "source": {"type": "base64", "media_type": text.media_type, "data": text.data}}]
+    return text
 
 
 def usage(resp: dict[str, Any]) -> Usage:

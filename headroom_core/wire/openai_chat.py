@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from headroom_core.wire.blocks import ToolCall, ToolOutput, Usage
+from headroom_core.wire.blocks import ImageAnswer, ToolCall, ToolOutput, Usage
 from headroom_core.wire.sse import SSEEvent
 
 NAME = "openai-chat"
@@ -88,8 +88,12 @@ def followup_body(req: dict[str, Any], resp: dict[str, Any], results: list[tuple
     msg.setdefault("role", "assistant")
     body = dict(req)
     body["messages"] = list(req.get("messages") or []) + [msg] + [
-        {"role": "tool", "tool_call_id": c.call_id, "content": text} for c, text in results
+        {"role": "tool", "tool_call_id": c.call_id, "content": str(text)} for c, text in results
     ]
+    # a tool message holds text only: images answered by the proxy follow as one user message
+    pictures = [{"type": "image_url", "image_url": {"url": text.data_url}} for _, text in results if isinstance(text, ImageAnswer)]
+    if pictures:
+        body["messages"].append({"role": "user", "content": [{"type": "text", "text": "The images the headroom_retrieve calls above returned:"}, *pictures]})
     return body
 
 

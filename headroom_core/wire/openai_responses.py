@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from headroom_core.wire.blocks import ToolCall, ToolOutput, Usage
+from headroom_core.wire.blocks import ImageAnswer, ToolCall, ToolOutput, Usage
 from headroom_core.wire.sse import SSEEvent
 
 NAME = "openai-responses"
@@ -87,8 +87,17 @@ def followup_body(req: dict[str, Any], resp: dict[str, Any], results: list[tuple
     items = [{"role": "user", "content": inp}] if isinstance(inp, str) else list(inp or [])
     produced = [it for it in resp.get("output") or [] if isinstance(it, dict) and it.get("type") in ("message", "function_call")]
     body = dict(req)
-    body["input"] = items + produced + [{"type": "function_call_output", "call_id": c.call_id, "output": text} for c, text in results]
+    body["input"] = items + produced + [{"type": "function_call_output", "call_id": c.call_id, "output": _output(text)} for c, text in results]
     return body
+
+
+def _output(text: str) -> Any:
+    """A ``function_call_output``'s output: the text, or for an :class:`ImageAnswer` a list of
+    an ``input_text`` and an ``input_image`` part (the output "can be a string or a list of
+    input_text, input_image, input_file": Responses API reference)."""
+    if isinstance(text, ImageAnswer):
+        return [{"type": "input_text", "text": str(text)}, {"type": "input_image", "image_url": text.data_url}]
+    return text
 
 
 def usage(resp: dict[str, Any]) -> Usage:
