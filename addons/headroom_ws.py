@@ -145,9 +145,10 @@ class ResponsesWebSocket:
             log.info("headroom: %s (WebSocket): %s, %d -> %d bytes", _where(flow), plan.reason, plan.bytes_before, plan.bytes_after)
         if plan.dialect is not None:
             loop = None
-            if plan.hidden_tools and plan.forwarded is not None:
+            if plan.hidden_tools:
+                sent = plan.body if plan.action == "rewrite" and plan.body is not None else frame.body_bytes
                 loop = ws_loop.WsRetrieveLoop(
-                    plan.forwarded, plan.hidden_tools, s.retrieve_max_rounds, frame.text[: frame.start], frame.text[frame.end :]
+                    sent.decode("utf-8"), plan.hidden_tools, s.retrieve_max_rounds, frame.text[: frame.start], frame.text[frame.end :]
                 )
             st.pending.append(_Turn(plan, time.monotonic(), loop))
 

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from headroom_core.ccr import markers, retrieve
+from headroom_core.ccr.loop import notice_rounds
 from tests.support.clients import anthropic_client, http_client, openai_client, post_stream
 from tests.support.upstream import Reply
 from tests.test_request_plan import anthropic_request, github_scenario
@@ -304,6 +305,8 @@ def test_rounds_exhausted_ends_the_turn_without_the_proxy_call(upstream, proxy_f
     body = anthropic_request(big_output)
     with client.messages.stream(model=MODEL, max_tokens=100, tools=body["tools"], messages=body["messages"]) as s:
         msg = s.get_final_message()
-    assert [b.type for b in msg.content] == ["text", "text"] and "".join(b.text for b in msg.content) == "ab"
+    # the model's text so far, then a plain statement that retrieval stopped (issue 13, case 3)
+    assert [b.type for b in msg.content] == ["text", "text", "text"] and [b.text for b in msg.content[:2]] == ["a", "b"]
+    assert msg.content[2].text == notice_rounds(1)
     assert msg.stop_reason == "end_turn"
     assert len(upstream.requests) == 2
