@@ -305,6 +305,8 @@ class LLMTraffic:
 def _why(e: BaseException) -> str:
     if isinstance(e, httpx.TimeoutException):
         return "the follow-up request timed out"
+    if isinstance(e, (httpx.RemoteProtocolError, httpx.ReadError)):
+        return "the follow-up response ended early"
     if isinstance(e, httpx.HTTPError):
         return f"the follow-up request failed: {type(e).__name__}"
     if isinstance(e, ValueError):
