@@ -81,19 +81,20 @@ class _Zlib:
                 raise ValueError(f"{'gzip' if self.gzip else 'deflate'}: {e}") from e
             self._started = True
             out += piece
-            if self._d.unconsumed_tail:
-                self._tail = self._d.unconsumed_tail
-                break
-            if self._d.eof and self._d.unused_data:
+            if self._d.eof:
+                # the member ended; what follows (``unused_data``) is a further gzip member, or
+                # trailing bytes that are ignored (zlib keeps the same bytes in unconsumed_tail)
                 rest = self._d.unused_data
                 if self.gzip and rest.lstrip(b"\0"):
-                    self._d = zlib.decompressobj(31)  # a further gzip member
+                    self._d = zlib.decompressobj(31)
                     buf = rest
                     if max_out and len(out) >= max_out:
                         self._tail = rest
                         break
                     continue
                 break
+            if self._d.unconsumed_tail:
+                self._tail = self._d.unconsumed_tail
             break
         return bytes(out)
 
