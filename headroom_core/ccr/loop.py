@@ -134,11 +134,12 @@ class StreamLoop:
         if self.tap:
             self.done = True
             return tail
-        if view.failed or (self.rounds > 0 and not view.complete):
-            return tail + self._close(notice_failed(view.failed or "the follow-up response ended early"))
-        if not view.complete:  # the client's own response was cut short: it gets what came
-            self.done = True
+        if not view.failed and self.rounds == 0 and not view.complete:
+            self.done = True  # the client's own response was cut short: it gets what came, as it came
             return tail
+        tail = _terminated(tail)  # more events follow: a last event cut short must not run into them
+        if view.failed or not view.complete:
+            return tail + self._close(notice_failed(view.failed or "the follow-up response ended early"))
         msg = Raw(text).value
         calls = self.reply.tool_calls(msg)
         mine = tuple(c for c in calls if c.name in self.hidden)
@@ -230,6 +231,18 @@ class StreamLoop:
         return sum_usage([self.reply.usage(m) for m in self.messages])
 
 
+def _terminated(events: list[SSEEvent]) -> list[SSEEvent]:
+    """``events`` with an event the stream's end cut short (no blank line after it) dropped when
+    its data is not JSON (a client would discard it, WHATWG SSE) or else ended properly."""
+    out = []
+    for ev in events:
+        if ev.raw.endswith((b"\n\n", b"\r\r", b"\r\n\r\n")):
+            out.append(ev)
+        elif ev.parsed is not None:
+            out.append(SSEEvent(ev.raw.rstrip(b"\r\n") + b"\n\n", ev.event, ev.data))
+    return out
+
+
 class StreamTap:
     """``flow.response.stream`` for an SSE response: content-decodes what the upstream sends
     (``decoder``, or None for identity) and hands it to ``loop``.
@@ -270,7 +283,7 @@ class StreamTap:
         end = loop.end_round()
         if loop.tap:
             return []
-        out = (tail if not loop.tap else b"") + end
+        out = tail + end
         return [out] if out else []
 
 

@@ -187,8 +187,9 @@ def usage_totals(messages: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def completed(message: dict[str, Any]) -> bool:
-    """Whether a non-streamed body is a complete response (a ``message`` object)."""
-    return message.get("type") == "message" and isinstance(message.get("content"), list)
+    """Whether a non-streamed body is a complete response (a ``message`` object; servers that
+    speak the dialect without ``type`` count too)."""
+    return message.get("type", "message") == "message" and isinstance(message.get("content"), list)
 
 
 def merge(texts: list[str], hidden: frozenset[str], notice: str | None) -> str:
