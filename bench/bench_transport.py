@@ -27,10 +27,11 @@ its own sockets), so Nagle's algorithm does not hold back its small event writes
 
 Further tables, each on its own flag (``--all`` runs every table):
 
-* ``--ws-memory``: resident memory (VmRSS, MiB) of each proxy after each of ``--ws-sessions``
-  WebSocket sessions of ``--ws-turns`` turns (every turn a ~30 KiB ``response.create`` frame and a
-  40-event response): plain mitmdump, the addon, and the addon without releasing handled
-  messages (``headroom_ws_release`` left out), to show what the release is worth.
+* ``--ws-memory``: resident memory (VmRSS, MiB) of each proxy at the end of and after each of
+  ``--ws-sessions`` WebSocket sessions of ``--ws-turns`` turns (every turn a ~30 KiB
+  ``response.create`` frame and a 40-event response), once the proxy's warm-up has settled:
+  plain mitmdump, the addon, and the addon without releasing handled messages
+  (``headroom_ws_release`` left out), to show what the release is worth.
 * ``--bomb``: peak resident memory (VmHWM, MiB) of ``mitmdump -s addons/headroom.py`` before and
   after a 1 MB gzip body that decodes to 1 GiB (it must get 413), next to the bomb's sizes.
 * ``--followup-probe``: while a streamed response's follow-up streams for ~6 s (the model called
@@ -187,12 +188,12 @@ def without_release_script(tmp: Path) -> Path:
 def ws_memory(up: Upstream, sessions: int, turns: int) -> Table:
     import tempfile
 
-    table = Table(title=f"Resident memory (MiB) after each WebSocket session ({turns} turns, ~30 KiB frames, 40 events per turn)")
+    table = Table(title=f"Resident memory (MiB) at the end of / after each WebSocket session ({turns} turns: ~30 KiB frames, 40 events per turn)")
     table.add_column("route")
     table.add_column("start", justify="right")
     for i in range(sessions):
         table.add_column(f"#{i + 1}", justify="right")
-    table.add_column("growth", justify="right")
+    table.add_column("growth #1→last (end of session)", justify="right")
     words = " ".join(f"w{i}" for i in range(38))
     with tempfile.TemporaryDirectory() as tmp:
         routes = (
@@ -203,10 +204,11 @@ def ws_memory(up: Upstream, sessions: int, turns: int) -> Table:
         for name, proxy in routes:
             proxy.start()
             try:
-                time.sleep(8)  # the addon's warm-up (database, vocabulary, embedding model) settles
+                settle(proxy)
                 row = [name, f"{rss_mib(proxy):.0f}"]
-                first = None
+                peaks = []
                 for sess in range(sessions):
+                    peak = 0.0
                     with ws_connect(up, proxy, max_size=None) as ws:
                         for t in range(turns):
                             up.script(Reply.text(words))
@@ -214,15 +216,30 @@ def ws_memory(up: Upstream, sessions: int, turns: int) -> Table:
                             ws.send(ws_frame(text))
                             while json.loads(ws.recv(timeout=60)).get("type") != "response.completed":
                                 pass
+                            if t == turns - 1:
+                                peak = rss_mib(proxy)  # the session's messages are all still live here
                     time.sleep(1.0)
-                    now = rss_mib(proxy)
-                    first = now if first is None else first
-                    row.append(f"{now:.0f}")
-                row.append(f"{now - first:+.0f}")
+                    peaks.append(peak)
+                    row.append(f"{peak:.0f} / {rss_mib(proxy):.0f}")
+                row.append(f"{peaks[-1] - peaks[0]:+.0f}")
                 table.add_row(*row)
             finally:
                 proxy.cleanup()
     return table
+
+
+def settle(proxy: MitmProxy, quiet_mib: float = 3.0, window_s: float = 10.0, limit_s: float = 240.0) -> None:
+    """Wait until the proxy's resident memory stops moving (the addon's warm-up loads the
+    database, the vocabulary and the embedding model in the background): less than
+    ``quiet_mib`` MiB of change over ``window_s`` seconds, at most ``limit_s`` seconds."""
+    start = time.monotonic()
+    samples: list[tuple[float, float]] = []
+    while time.monotonic() - start < limit_s:
+        samples.append((time.monotonic(), rss_mib(proxy)))
+        recent = [v for t, v in samples if t >= samples[-1][0] - window_s]
+        if samples[-1][0] - samples[0][0] >= window_s and max(recent) - min(recent) < quiet_mib:
+            return
+        time.sleep(1.0)
 
 
 def bomb(up: Upstream) -> Table:
@@ -237,7 +254,7 @@ def bomb(up: Upstream) -> Table:
         table.add_column(col, justify="right")
     proxy = MitmProxy(ADDON_SCRIPT).start()
     try:
-        time.sleep(8)
+        settle(proxy)
         before = rss_mib(proxy, "VmHWM")
         with http_client(proxy, timeout=httpx.Timeout(300.0)) as c:
             r = c.post(up.url + "/v1/messages", content=body, headers={"content-encoding": "gzip", "content-type": "application/json"})
@@ -262,7 +279,7 @@ def followup_probe(up: Upstream) -> Table:
         table.add_column(col, justify="left" if col == "route" else "right")
     proxy = MitmProxy(ADDON_SCRIPT, options={"headroom_compress_timeout_seconds": 300}).start()
     try:
-        time.sleep(8)
+        settle(proxy)
         up.script(Reply.tool_call(retrieve.TOOL_NAME, {"key": key}, text="Checking."), Reply.text(" ".join(f"w{i}" for i in range(30)), delay=0.2), path="/v1/messages")
         ended: list[float] = []
 
@@ -315,7 +332,7 @@ def main() -> int:
     ap.add_argument("--delay", type=float, default=0.01, help="seconds between two upstream events")
     ap.add_argument("--ws-memory", action="store_true", help="resident memory over WebSocket sessions")
     ap.add_argument("--ws-sessions", type=int, default=6, help="WebSocket sessions for --ws-memory")
-    ap.add_argument("--ws-turns", type=int, default=40, help="turns per WebSocket session for --ws-memory")
+    ap.add_argument("--ws-turns", type=int, default=60, help="turns per WebSocket session for --ws-memory")
     ap.add_argument("--bomb", action="store_true", help="peak memory on a 1 GiB gzip bomb")
     ap.add_argument("--followup-probe", action="store_true", help="probe latency during a slow streamed follow-up")
     ap.add_argument("--no-latency", action="store_true", help="skip the latency table")

@@ -28,7 +28,7 @@ ANSWER = "Issues 1 and 2 are still open."
 
 @pytest.fixture(scope="module")
 def proxy(module_proxy_factory):
-    return module_proxy_factory(ADDON_SCRIPT)
+    return module_proxy_factory(ADDON_SCRIPT, options={"headroom_compress_timeout_seconds": 300})  # loaded machine: plans finish
 
 
 @pytest.fixture(scope="module")
