@@ -100,9 +100,12 @@ async def send(flow: http.HTTPFlow, data: bytes) -> None:
     await handler.server_event(ChunkInjected(flow, None, headroom_data=data))  # type: ignore[arg-type]
     io = handler.transports.get(handler.client)
     writer = getattr(io, "writer", None)
-    if writer is None or writer.is_closing():
+    closing = getattr(writer, "is_closing", None)
+    if writer is None or (closing is not None and closing()):
         raise RelayError("the client's connection is closed")
-    try:
-        await writer.drain()
-    except (ConnectionError, OSError) as e:
-        raise RelayError(f"the client's connection failed: {e}") from e
+    drain = getattr(writer, "drain", None)  # asyncio streams; mitmproxy_rs streams may lack it
+    if drain is not None:
+        try:
+            await drain()
+        except (ConnectionError, OSError) as e:
+            raise RelayError(f"the client's connection failed: {e}") from e
