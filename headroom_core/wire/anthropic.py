@@ -1,4 +1,5 @@
-"""Anthropic Messages API: request blocks, the proxy's tools, responses and SSE events.
+"""Anthropic Messages API: request blocks, the proxy's tools, a response's calls and usage
+(streams and what the client gets: ``assemble_anthropic``, ``reply_anthropic``).
 
 Shapes follow the Messages API reference: ``tool_result`` content blocks carry the output as a
 string or a list of content blocks; ``tool_use`` blocks in assistant messages name the tool.
@@ -6,7 +7,6 @@ string or a list of content blocks; ``tool_use`` blocks in assistant messages na
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from headroom_core.wire.blocks import ToolCall, ToolOutput, Usage

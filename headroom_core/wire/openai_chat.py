@@ -1,4 +1,5 @@
-"""OpenAI Chat Completions: ``role: "tool"`` outputs, function tools, responses and SSE chunks."""
+"""OpenAI Chat Completions: ``role: "tool"`` outputs, function tools, a response's calls and usage
+(streams and what the client gets: ``assemble_chat``, ``reply_chat``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""OpenAI Responses API: ``function_call_output`` items, function tools, responses and events.
+"""OpenAI Responses API: ``function_call_output`` items, function tools, a response's calls and
+usage (streams and what the client gets: ``assemble_responses``, ``reply_responses``).
 
 The same body shape travels over HTTP (``POST …/responses``) and inside WebSocket
 ``response.create`` frames.

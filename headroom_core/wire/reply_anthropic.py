@@ -20,9 +20,12 @@ from typing import Any
 
 from headroom_core.wire.assemble_anthropic import MessageAssembler
 from headroom_core.wire.blocks import ToolCall
-from headroom_core.wire.anthropic import usage  # noqa: F401 - the loop reads usage through this module
+from headroom_core.wire import anthropic as _dialect
 from headroom_core.wire.rawjson import Raw, RawObject, append_to_array, dumps, elements, with_member
 from headroom_core.wire.sse import SSEEvent
+
+#: A response object's usage figures (:class:`~headroom_core.wire.blocks.Usage`).
+usage = _dialect.usage
 
 #: Usage figures summed over rounds (the Messages API's ``usage`` members).
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
@@ -142,7 +145,7 @@ class StreamView:
                 out.append(e)
         return out
 
-    def _edit_delta(self, ev: SSEEvent, notice: str | None, usage: dict[str, int] | None) -> SSEEvent:
+    def _edit_delta(self, ev: SSEEvent, notice: str | None, totals: dict[str, int] | None) -> SSEEvent:
         d = ev.parsed
         obj = RawObject.parse(ev.data)
         changed = False
@@ -151,10 +154,10 @@ class StreamView:
         if (stop == "tool_use" and not self.state.client_calls) or (notice and stop in (None, "tool_use")):
             obj["delta"] = Raw(with_member(obj.raw("delta").text if "delta" in obj else "{}", "stop_reason", "end_turn"))
             changed = True
-        if usage:
+        if totals:
             u = obj.raw("usage")
             text = u.text if u is not None and u.text.lstrip().startswith("{") else "{}"
-            for k, v in usage.items():
+            for k, v in totals.items():
                 text = with_member(text, k, v)
             obj["usage"] = Raw(text)
             changed = True

@@ -15,9 +15,12 @@ from typing import Any
 
 from headroom_core.wire.assemble_chat import CompletionAssembler
 from headroom_core.wire.blocks import ToolCall
-from headroom_core.wire.openai_chat import usage  # noqa: F401 - the loop reads usage through this module
+from headroom_core.wire import openai_chat as _dialect
 from headroom_core.wire.rawjson import Raw, RawObject, append_to_array, dumps, elements, with_member
 from headroom_core.wire.sse import SSEEvent
+
+#: A response object's usage figures (:class:`~headroom_core.wire.blocks.Usage`).
+usage = _dialect.usage
 
 USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
 #: The members of an assistant message a Chat Completions request accepts back.
@@ -156,7 +159,7 @@ class StreamView:
             out.append(self._edit_final(e, notice, totals))
         return out
 
-    def _edit_final(self, ev: SSEEvent, notice: str | None, usage: dict[str, int] | None) -> SSEEvent:
+    def _edit_final(self, ev: SSEEvent, notice: str | None, totals: dict[str, int] | None) -> SSEEvent:
         d = ev.parsed
         if not isinstance(d, dict):
             return ev
@@ -172,9 +175,9 @@ class StreamView:
                         changed = True
                 choices.append(ch)
             obj["choices"] = choices
-        if usage and isinstance(d.get("usage"), dict):
+        if totals and isinstance(d.get("usage"), dict):
             text = obj.raw("usage").text  # type: ignore[union-attr]
-            for k, v in usage.items():
+            for k, v in totals.items():
                 text = with_member(text, k, v)
             obj["usage"] = Raw(text)
             changed = True

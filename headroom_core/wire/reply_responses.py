@@ -16,9 +16,12 @@ from typing import Any
 
 from headroom_core.wire.assemble_responses import TERMINAL, ResponseAssembler
 from headroom_core.wire.blocks import ToolCall
-from headroom_core.wire.openai_responses import usage  # noqa: F401 - the loop reads usage through this module
+from headroom_core.wire import openai_responses as _dialect
 from headroom_core.wire.rawjson import Raw, RawObject, append_to_array, dumps, elements, with_member
 from headroom_core.wire.sse import SSEEvent
+
+#: A response object's usage figures (:class:`~headroom_core.wire.blocks.Usage`).
+usage = _dialect.usage
 
 USAGE_KEYS = ("input_tokens", "output_tokens", "total_tokens")
 _OPENING = ("response.created", "response.in_progress", "response.queued")
