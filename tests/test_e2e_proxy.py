@@ -298,7 +298,7 @@ def test_proxy_calls_mixed_with_client_calls_never_reach_the_client(upstream, pr
 def test_rounds_exhausted_ends_the_turn_without_the_proxy_call(upstream, proxy_factory, big_output):
     from tests.support.proxy import ADDON_SCRIPT
 
-    px = proxy_factory(ADDON_SCRIPT, options={"headroom_retrieve_max_rounds": 1})
+    px = proxy_factory(ADDON_SCRIPT, options={"headroom_retrieve_max_rounds": 1, "headroom_compress_timeout_seconds": 300})  # the plan must finish to offer the tool
     key = markers.offload_key(big_output)
     upstream.script(Reply.tool_call(retrieve.TOOL_NAME, {"key": key}, text="a"), Reply.tool_call(retrieve.TOOL_NAME, {"key": key}, text="b"))
     client = anthropic_client(upstream, px)
