@@ -146,9 +146,10 @@ class ResponsesWebSocket:
         if plan.dialect is not None:
             asyncio.get_running_loop().run_in_executor(None, run_observers, rt, plan)
             loop = None
-            if plan.hidden_tools and plan.forwarded is not None:
+            if plan.hidden_tools:
+                sent = plan.body if plan.action == "rewrite" and plan.body is not None else frame.body_bytes
                 loop = ws_loop.WsRetrieveLoop(
-                    plan.forwarded, plan.hidden_tools, s.retrieve_max_rounds, frame.text[: frame.start], frame.text[frame.end :]
+                    sent.decode("utf-8"), plan.hidden_tools, s.retrieve_max_rounds, frame.text[: frame.start], frame.text[frame.end :]
                 )
             st.pending.append(_Turn(plan, time.monotonic(), loop))
 
@@ -200,8 +201,12 @@ class ResponsesWebSocket:
         rt = self.state.runtime
         assert rt is not None and turn.loop is not None and flow.websocket is not None
         msg = flow.websocket.messages[-1]  # the terminal event; taken before any await
-        results = [(c, await asyncio.to_thread(answer_call, rt, turn.plan.context, c)) for c in step.calls]
-        res = turn.loop.resolve(results)
+        try:
+            results = [(c, await asyncio.to_thread(answer_call, rt, turn.plan.context, c)) for c in step.calls]
+            res = turn.loop.resolve(results)
+        except Exception as e:  # noqa: BLE001 - the client still gets a coherent end of its response
+            log.exception("headroom: %s (WebSocket): answering the proxy's tools failed", _where(flow))
+            res = ws_loop.Resolution(turn.loop.fail(type(e).__name__), None)
         _replace(flow, msg, res.to_client)
         if res.to_upstream is not None:
             log.info("headroom: %s (WebSocket): answered %d proxy tool call(s), follow-up %d", _where(flow), len(results), turn.loop.rounds)

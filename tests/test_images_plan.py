@@ -16,7 +16,8 @@ from headroom_core.compress.images_step import IMAGE_KIND, image_sites, plan_ima
 from headroom_core.request_plan import plan_request
 from headroom_core.runtime import Runtime
 from headroom_core.settings import load_settings
-from headroom_core.wire import anthropic as wa, jsonedit, openai_chat as wc, openai_responses as wr
+from headroom_core.wire import jsonedit
+from headroom_core.wire import reply_anthropic as wa, reply_chat as wc, reply_responses as wr
 from headroom_core.wire.blocks import ImageAnswer, ToolCall
 from headroom_core.wire.detect import Dialect
 from tests.conftest import flow_files, load_flow
@@ -133,18 +134,18 @@ def test_reduced_image_is_retrievable_as_an_image(tmp_path, counter):
     sent = json.loads(p.body)
     assert sent["tools"][-1]["name"] == retrieve.TOOL_NAME  # offered once something was offloaded
     key = markers.find_marker_keys(sent["messages"][2]["content"][0]["content"][-1]["text"])[0]
-    stored = rt.store.get(key)
+    stored = rt.store.get(key, p.context.scope)
     assert stored.kind == IMAGE_KIND and stored.text == "data:image/png;base64," + B64(png)
-    ans = retrieve.answer(ToolCall("t1", retrieve.TOOL_NAME, {"key": key}), rt.store)
+    ans = retrieve.answer(ToolCall("t1", retrieve.TOOL_NAME, {"key": key}), rt.store, p.context.scope)
     assert isinstance(ans, ImageAnswer) and base64.b64decode(ans.data) == png
     # Anthropic: the follow-up's tool_result carries the image block
-    follow = wa.followup_body(sent, {"content": [{"type": "tool_use", "id": "t1", "name": retrieve.TOOL_NAME, "input": {"key": key}}]}, [(ToolCall("t1", retrieve.TOOL_NAME, {}), ans)])
+    follow = json.loads(wa.followup(json.dumps(sent), json.dumps({"content": [{"type": "tool_use", "id": "t1", "name": retrieve.TOOL_NAME, "input": {"key": key}}]}), [(ToolCall("t1", retrieve.TOOL_NAME, {}), ans)]))
     tr = follow["messages"][-1]["content"][0]["content"]
     assert tr[0]["type"] == "text" and tr[1] == {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": B64(png)}}
     # Responses: an input_image in the function_call_output; Chat: a user message after the tool message
-    r = wr.followup_body({"input": []}, {"output": []}, [(ToolCall("c1", retrieve.TOOL_NAME, {}), ans)])
+    r = json.loads(wr.followup('{"input": []}', '{"output": []}', [(ToolCall("c1", retrieve.TOOL_NAME, {}), ans)]))
     assert r["input"][-1]["output"][1] == {"type": "input_image", "image_url": "data:image/png;base64," + B64(png)}
-    c = wc.followup_body({"messages": []}, {"choices": [{"message": {"role": "assistant"}}]}, [(ToolCall("c1", retrieve.TOOL_NAME, {}), ans)])
+    c = json.loads(wc.followup('{"messages": []}', '{"choices": [{"message": {"role": "assistant"}}]}', [(ToolCall("c1", retrieve.TOOL_NAME, {}), ans)]))
     assert c["messages"][-2]["role"] == "tool" and isinstance(c["messages"][-2]["content"], str)
     assert c["messages"][-1]["role"] == "user" and c["messages"][-1]["content"][1]["image_url"]["url"].endswith(B64(png))
 

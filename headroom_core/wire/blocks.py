@@ -47,7 +47,7 @@ class ImageAnswer(str):
     """A proxy tool's answer that is an image: the string itself is a text for places that
     cannot carry an image, ``media_type`` and ``data`` (standard base64) the image.
 
-    Each dialect's ``followup_body`` sends it as an image where the provider takes images in a
+    Each dialect's ``followup`` (``wire/reply_*``) sends it as an image where the provider takes images in a
     tool result (Anthropic ``tool_result`` content blocks, Responses ``function_call_output``
     ``input_image``; Chat Completions: a user message with the image after the tool message).
     """
