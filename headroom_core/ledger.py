@@ -96,10 +96,11 @@ def _count_tools(s: Session, client: str, project: str, offered: list[str], call
     for name, (o, c) in counts.items():
         row = existing.get(name)
         if row is None:
-            s.add(ToolUsage(client=client, project=project[:512], tool_name=name[:256], offered=o, called=c, last_seen_at=now))
+            s.add(ToolUsage(client=client, project=project[:512], tool_name=name[:256], offered=o, called=c, offered_since_called=0 if c else o, last_seen_at=now))
         else:
             row.offered += o
             row.called += c
+            row.offered_since_called = 0 if c else (row.offered_since_called or 0) + o  # evidence for tools on demand
             row.last_seen_at = now
 
 

@@ -31,11 +31,14 @@ def _now() -> datetime:
 class SessionTools:
     """A session's tools as the proxy sends them: ``proxy_tools`` (names, fixed at the first
     request), and the ``tools`` array text sent for the ordered tools whose hash is
-    ``tools_hash`` (``text``: without ``cache_control``; None before any was sent)."""
+    ``tools_hash`` (``text``: without ``cache_control``; None before any was sent);
+    ``skeletons``: names of the client's tools sent as skeletons (fixed at the first request,
+    :mod:`headroom_core.ccr.tool_docs`)."""
 
     proxy_tools: tuple[str, ...] = ()
     tools_hash: str = ""
     text: str | None = None
+    skeletons: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,7 @@ class SessionStore:
                 tuple(json.loads(row.proxy_tools or "[]")),
                 row.tools_hash or "",
                 self._sealer.open(row.tools_text, _row_name(key, "tools")),
+                tuple(json.loads(row.tool_skeletons or "[]")),
             )
             rows = s.scalars(select(FrozenMessage).where(FrozenMessage.session_key == key).order_by(FrozenMessage.position)).all()
         entries: list[FrozenEntry] = []
@@ -122,6 +126,7 @@ class SessionStore:
                 row.proxy_tools = json.dumps(list(tools.proxy_tools))
                 row.tools_hash = tools.tools_hash
                 row.tools_text = None if tools.text is None else self._sealer.seal(tools.text, _row_name(key, "tools"))
+                row.tool_skeletons = json.dumps(list(tools.skeletons)) if tools.skeletons else None
             row.revision = (row.revision or 0) + 1
             row.updated_at = now
             n = len(messages)

@@ -62,8 +62,9 @@ class SessionState(Base):
     ``session_key`` (:func:`headroom_core.cache.session.session_key`) already holds the scope.
     ``proxy_tools``: JSON list of the proxy's tool names, fixed at the session's first request;
     ``tools_hash``/``tools_text``: the normal hash of the ordered tools and the sealed ``tools``
-    array text sent for them (without ``cache_control``); ``revision`` grows with every write, so
-    a proxy sharing the database sees that its copy in memory is stale.
+    array text sent for them (without ``cache_control``); ``tool_skeletons``: JSON list of the
+    client's tools sent as skeletons (tools on demand; NULL: none); ``revision`` grows with every
+    write, so a proxy sharing the database sees that its copy in memory is stale.
     """
 
     __tablename__ = "session_state"
@@ -73,6 +74,7 @@ class SessionState(Base):
     proxy_tools: Mapped[str] = mapped_column(Text, default="[]")
     tools_hash: Mapped[str] = mapped_column(String(64), default="")
     tools_text: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    tool_skeletons: Mapped[str | None] = mapped_column(Text, nullable=True)
     revision: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(DateTime)
     updated_at: Mapped[datetime] = mapped_column(DateTime, index=True)
@@ -116,7 +118,9 @@ class RequestOutcome(Base):
 
 class ToolUsage(Base):
     """Per tool name, client and project: how often the tool was offered in a request and how
-    often the model called it. The evidence for offering rarely used tools on demand only."""
+    often the model called it; ``offered_since_called``: the requests that offered it since the
+    model last called it (all of them if it never did). The evidence for offering rarely used
+    tools on demand only (:mod:`headroom_core.ccr.tool_docs`)."""
 
     __tablename__ = "tool_usage"
 
@@ -125,6 +129,7 @@ class ToolUsage(Base):
     tool_name: Mapped[str] = mapped_column(String(256), primary_key=True)
     offered: Mapped[int] = mapped_column(Integer, default=0)
     called: Mapped[int] = mapped_column(Integer, default=0)
+    offered_since_called: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     last_seen_at: Mapped[datetime] = mapped_column(DateTime)
 
 
