@@ -382,7 +382,7 @@ def _tools_step(rt: Runtime, req: _Request, rec: SessionRecord, proxy_tools: tup
         return _ToolsStep((), replace(state, proxy_tools=proxy_tools), None)
     client = tools or []
     # tools on demand: skeletons (and headroom_tool_docs) decided at the session's first request
-    docs = tool_docs.for_session(rt, req.dialect, req.parsed, client_name(req.headers.get("user-agent", "")), req.scope.project, state, rec.known, proxy_tools, fast)
+    docs = tool_docs.for_session(rt, req.dialect, req.parsed, client_name(req.headers.get("user-agent", "")), req.scope.project, req.scope.id, state, rec.known, proxy_tools, fast, req.dry_run)
     proxy_tools = docs.proxy_tools
     if not client and not proxy_tools:
         return _ToolsStep((), replace(state, proxy_tools=proxy_tools), None)
@@ -423,7 +423,7 @@ def _tools_step(rt: Runtime, req: _Request, rec: SessionRecord, proxy_tools: tup
         edits = [jsonedit.ReplaceRaw(("tools",), forwarded)]
     sent = jsonedit.strip_member(forwarded, "cache_control") if tools is not None else "[" + ",".join(jsonedit.dumps(t) for t in proxy_defs) + "]"
     figures = None if fast else ToolsFigures(raw, sent if edits else raw, reason, rt.counter)
-    return _ToolsStep(tuple(edits), SessionTools(proxy_tools, thash, sent, docs.skeletons), figures)
+    return _ToolsStep(tuple(edits), SessionTools(proxy_tools, thash, sent, docs.skeletons, docs.seen), figures)
 
 
 def _compose(raw: str, spans: list[tuple[int, int]], order: list[int], repl: dict[int, Any], extra: list[Any], marks: list[tuple[int, Any]]) -> str:

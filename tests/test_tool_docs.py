@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import timedelta
 
 import jsonschema
 import pytest
@@ -260,14 +261,27 @@ def _send(rt, b, headers=HEADERS):
     return p, (json.loads(p.body) if p.body else b)
 
 
-def _seed(rt, n: int, called: tuple[str, ...] = ("Read",), tools=None):
-    """``n`` requests of an earlier session recorded as the proxy's ledger records them: every
-    tool offered, ``called`` called by the model."""
+def _cool(rt):
+    """The ledger's requests moved a day back: the provider's prompt cache of the scope is cold."""
+    with rt.sessions.begin() as s:
+        for r in s.scalars(select(ToolUsage)):
+            r.last_seen_at = r.last_seen_at - timedelta(days=1)
+
+
+def _record(rt, p, sent, called=()):
+    offered = [t["name"] for t in sent["tools"] if t["name"] not in p.hidden_tools]
+    ledger.record(rt.sessions, p, user_agent=UA, model="claude-sonnet-4", status_code=200, usage=Usage(), rounds=0, offered=offered, called=list(called))
+
+
+def _seed(rt, n: int, called: tuple[str, ...] = ("Read",), tools=None, cool: bool = True):
+    """``n`` requests of earlier sessions recorded as the proxy's ledger records them: every
+    tool offered, ``called`` called by the model; then (``cool``) a day passes."""
     for i in range(n):
         b = _body([{"role": "user", "content": f"earlier session, turn {i}"}], tools)
         p, sent = _send(rt, b)
-        offered = [t["name"] for t in sent["tools"] if t["name"] not in p.hidden_tools]
-        ledger.record(rt.sessions, p, user_agent=UA, model="claude-sonnet-4", status_code=200, usage=Usage(), rounds=0, offered=offered, called=list(called))
+        _record(rt, p, sent, called)
+    if cool:
+        _cool(rt)
 
 
 def _by_name(sent: dict) -> dict:
@@ -296,7 +310,8 @@ def test_evidence_gives_skeletons_fixed_for_the_session_and_the_prompt_cache_rul
     assert "skeletons" in p1.tools.reason and p1.tools.tokens_after < p1.tools.tokens_before / 2
     with rt.sessions() as s:
         row = s.scalars(select(SessionState)).all()
-    assert any(json.loads(r.tool_skeletons or "[]") == ["mcp__gh__issues", "mcp__gh__pulls", "mcp__zen__chat"] for r in row)
+    stored = {"skeletons": ["mcp__gh__issues", "mcp__gh__pulls", "mcp__zen__chat"], "seen": [t["name"] for t in TOOLS]}
+    assert any(json.loads(r.tool_skeletons or "{}") == stored for r in row)
 
     # the evidence changes (every tool now idle long enough, Read too): the session keeps its set
     with rt.sessions.begin() as s:
@@ -326,6 +341,41 @@ def test_evidence_gives_skeletons_fixed_for_the_session_and_the_prompt_cache_rul
     assert sent4["mcp__gh__pulls"] == sent["mcp__gh__pulls"]  # its skeleton did not change with the long text
     assert sent4["mcp__zen__chat"]["input_schema"]["properties"]["extra"] == {"type": "integer", "enum": [1, 2]}
     assert [t["name"] for t in s4["tools"]][-1] == TOOL_NAME
+
+
+def test_sessions_of_a_warm_scope_keep_the_scope_set_and_a_called_skeleton_goes_back_to_full(tmp_path, counter):
+    """While the scope's prompt cache may be warm, a new session sends the tools as the
+    previous ones did (a cache read across sessions), except a skeleton the model has called
+    since; tools newly idle join when the cache is cold."""
+    rt = _runtime(tmp_path, counter)
+    _seed(rt, 6)
+    ba = _body([{"role": "user", "content": "session A"}])
+    pa, sa = _send(rt, ba)
+    short_a = {n for n, t in _by_name(sa).items() if t["description"].endswith(NOTE)}
+    assert short_a == {"Bash", "mcp__gh__issues", "mcp__gh__pulls", "mcp__zen__chat"}
+    _record(rt, pa, sa, called=["Bash"])  # the model called Bash (from its skeleton)
+    with rt.sessions.begin() as s:  # and Read has become idle long enough
+        s.get(ToolUsage, ("claude-cli", "/work/shop", "Read")).offered_since_called = 100
+    bb = _body([{"role": "user", "content": "session B"}])
+    pb, sb = _send(rt, bb)
+    short_b = {n for n, t in _by_name(sb).items() if t["description"].endswith(NOTE)}
+    assert short_b == short_a - {"Bash"}  # Read joins only when the cache is cold
+    _record(rt, pb, sb)
+    bc = _body([{"role": "user", "content": "session C"}])
+    _, sc = _send(rt, bc)
+    assert sc["tools"] == sb["tools"]  # an equal tools prefix across sessions: a cache read
+    _cool(rt)
+    _, sd = _send(rt, _body([{"role": "user", "content": "session D"}]))
+    assert {n for n, t in _by_name(sd).items() if t["description"].endswith(NOTE)} == {"Read", "mcp__gh__issues", "mcp__gh__pulls", "mcp__zen__chat"}
+
+
+def test_cache_lifetime_follows_the_providers_documents():
+    from headroom_core.wire.detect import Dialect
+
+    assert tool_docs.cache_lifetime_seconds(Dialect.ANTHROPIC_MESSAGES, {"system": [{"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}]}) == 300
+    assert tool_docs.cache_lifetime_seconds(Dialect.ANTHROPIC_MESSAGES, {"system": [{"type": "text", "text": "x", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]}) == 3600
+    assert tool_docs.cache_lifetime_seconds(Dialect.OPENAI_RESPONSES, {}) == 3600
+    assert tool_docs.cache_lifetime_seconds(Dialect.OPENAI_CHAT, {"prompt_cache_retention": "24h"}) == 86400
 
 
 def test_nothing_on_demand_when_off_forced_or_without_evidence(tmp_path, counter):
@@ -404,6 +454,7 @@ def test_openai_dialects_get_skeletons_too(tmp_path, counter, path):
         b = {"model": "gpt-4.1", "tools": tools, key: [{"role": "user", "content": f"earlier {i}"}]}
         p = plan_request(rt, "POST", path, HEADERS, json.dumps(b).encode())
         ledger.record(rt.sessions, p, user_agent=UA, model="gpt-4.1", status_code=200, usage=Usage(), rounds=0, offered=[t["name"] for t in TOOLS], called=["Read"])
+    _cool(rt)
     b = {"model": "gpt-4.1", "tools": tools, key: [{"role": "user", "content": "now"}]}
     p = plan_request(rt, "POST", path, HEADERS, json.dumps(b).encode())
     sent = json.loads(p.body)["tools"]

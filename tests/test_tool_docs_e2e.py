@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import func, select
@@ -53,6 +54,14 @@ def _usage_rows(proxy, at_least: int, timeout: float = 60.0) -> int:
         time.sleep(0.2)
 
 
+def _a_day_later(proxy) -> None:
+    """The ledger's requests moved a day back (the earlier sessions were yesterday)."""
+    sessions = open_database(f"sqlite:///{proxy.home / 'headroom.db'}")
+    with sessions.begin() as s:
+        for row in s.scalars(select(ToolUsage)):
+            row.last_seen_at = row.last_seen_at - timedelta(days=1)
+
+
 def _tools_text(rec) -> str:
     a, b = jsonedit.span(rec.text, ("tools",))
     return rec.text[a:b]
@@ -71,6 +80,7 @@ def test_model_asks_headroom_tool_docs_and_the_proxy_answers_with_the_full_defin
         msg = client.messages.create(model=MODEL, max_tokens=100, system=SYSTEM, tools=corpus_tools, messages=[{"role": "user", "content": f"earlier task {i}"}])
         assert msg.content[-1].type == "tool_use" and msg.content[-1].name == "Read"
     assert _usage_rows(px, IDLE) >= IDLE
+    _a_day_later(px)  # the provider's prompt cache of those sessions is cold: the statuses are decided anew
     first_new = len(upstream.requests)
 
     # a new session: the idle tools go as skeletons; the model asks for one tool's docs

@@ -32,13 +32,15 @@ class SessionTools:
     """A session's tools as the proxy sends them: ``proxy_tools`` (names, fixed at the first
     request), and the ``tools`` array text sent for the ordered tools whose hash is
     ``tools_hash`` (``text``: without ``cache_control``; None before any was sent);
-    ``skeletons``: names of the client's tools sent as skeletons (fixed at the first request,
-    :mod:`headroom_core.ccr.tool_docs`)."""
+    ``skeletons``: ids of the client's tools sent as skeletons among the ``seen`` ones decided
+    so far (tools on demand, :mod:`headroom_core.ccr.tool_docs`: a tool keeps its status for the
+    whole session)."""
 
     proxy_tools: tuple[str, ...] = ()
     tools_hash: str = ""
     text: str | None = None
     skeletons: tuple[str, ...] = ()
+    seen: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,12 @@ class SessionRecord:
     revision: int = 0
     tools: SessionTools = field(default_factory=SessionTools)
     messages: tuple[FrozenEntry, ...] = ()
+
+
+def _skeletons(text: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(skeletons, seen)`` from a ``session_state.tool_skeletons`` value."""
+    d = json.loads(text) if text else {}
+    return tuple(d.get("skeletons") or ()), tuple(d.get("seen") or ())
 
 
 def _row_name(key: str, what: str) -> str:
@@ -85,7 +93,7 @@ class SessionStore:
                 tuple(json.loads(row.proxy_tools or "[]")),
                 row.tools_hash or "",
                 self._sealer.open(row.tools_text, _row_name(key, "tools")),
-                tuple(json.loads(row.tool_skeletons or "[]")),
+                *_skeletons(row.tool_skeletons),
             )
             rows = s.scalars(select(FrozenMessage).where(FrozenMessage.session_key == key).order_by(FrozenMessage.position)).all()
         entries: list[FrozenEntry] = []
@@ -126,7 +134,7 @@ class SessionStore:
                 row.proxy_tools = json.dumps(list(tools.proxy_tools))
                 row.tools_hash = tools.tools_hash
                 row.tools_text = None if tools.text is None else self._sealer.seal(tools.text, _row_name(key, "tools"))
-                row.tool_skeletons = json.dumps(list(tools.skeletons)) if tools.skeletons else None
+                row.tool_skeletons = json.dumps({"skeletons": list(tools.skeletons), "seen": list(tools.seen)}) if tools.seen else None
             row.revision = (row.revision or 0) + 1
             row.updated_at = now
             n = len(messages)

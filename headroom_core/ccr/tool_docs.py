@@ -13,13 +13,25 @@ called it (all of them when it never did). At a session's first request (setting
   ``tool_choice``, and matches no ``tools_minify_exclude`` glob,
 - and whose skeleton is at least ``tools_on_demand_min_bytes`` smaller,
 
-is a skeleton for the whole session; when there is any, the session also gets
-``headroom_tool_docs`` (after its other proxy tools). The set is part of the session's tools
-state (:class:`~headroom_core.cache.session_store.SessionTools`), so ``tools`` never changes
-mid-session: tools the client adds later go in full, and a tool the client changes keeps its
-place in the set (its skeleton follows the client's change). Nothing is decided for a session
-whose first request is the fallback after a timeout, or whose ``tool_choice`` keeps the model
-from calling ``headroom_tool_docs``.
+is sent as a skeleton, and the session also gets ``headroom_tool_docs`` (after its other proxy
+tools) when there is any (and the skeletons save at least twice its own definition).
+
+Each tool's status is fixed for the whole session (part of its tools state,
+:class:`~headroom_core.cache.session_store.SessionTools`), so ``tools`` never changes
+mid-session; a tool the client changes keeps its status (its skeleton follows the client's
+change); tools the client adds later are decided when they first come (after every known tool
+in the scope's order, so after the client's own first change), in a session that has
+``headroom_tool_docs``.
+
+Sessions of one working stretch share the cached ``tools`` prefix (the scope's tool order is
+one for that reason), so the statuses are kept per scope too (table ``tool_skeleton_sets``):
+while the scope's prompt cache may still be warm (its latest request within the provider's
+cache lifetime, :func:`cache_lifetime_seconds`), a new session takes the statuses of the tools
+the scope already decided, except that a skeleton the model has called since goes back to full
+(the model needs it: one cache write). Tools newly idle join only when the cache is cold anyway.
+Nothing is decided for a session whose first request is the fallback after a timeout, or whose
+``tool_choice`` keeps the model from calling ``headroom_tool_docs``; a token count decides as
+its request would and writes nothing.
 
 The answer is the tool's definition as the client sent it in the request being answered (its
 ``tools`` are in the request's context): nothing is stored.
@@ -30,6 +42,7 @@ from __future__ import annotations
 import fnmatch
 import json
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from sqlalchemy import select
@@ -37,7 +50,8 @@ from sqlalchemy import select
 from headroom_core.cache import tools_order
 from headroom_core.compress.tool_defs import _container
 from headroom_core.compress.tool_skeleton import skeleton
-from headroom_core.db.models import ToolUsage
+from headroom_core.db.models import ToolSkeletonSet, ToolUsage
+from headroom_core.db.upsert import upsert
 from headroom_core.wire import jsonedit
 from headroom_core.wire.blocks import ToolCall
 from headroom_core.wire.calls import tool_calls_in_request
@@ -80,16 +94,17 @@ def choose(
     idle_requests: int,
     min_bytes: int,
     exclude: tuple[str, ...] = (),
+    floor: bool = True,
 ) -> tuple[str, ...]:
     """The names of the ``tools`` (a request's ``tools`` list) to send as skeletons, in list
     order. ``idle`` maps tool names to the requests that offered them since the model last
-    called them (:func:`idle_counts`); ``keep`` names tools never shortened (the proxy's own,
+    called them (:func:`evidence`); ``keep`` names tools never shortened (the proxy's own,
     those called in the history, one ``tool_choice`` forces). A tool qualifies with at least
     ``idle_requests`` idle requests (a tool without evidence never does), a skeleton, no
     ``exclude`` glob match (``fnmatch``, case-sensitive), a name used once in the list, and a
-    skeleton at least ``min_bytes`` bytes smaller (compact JSON). When the skeletons save less
-    than twice the bytes of ``headroom_tool_docs``' own definition in all, none is chosen.
-    Pure and deterministic."""
+    skeleton at least ``min_bytes`` bytes smaller (compact JSON). With ``floor``, when the
+    skeletons save less than twice the bytes of ``headroom_tool_docs``' own definition in all,
+    none is chosen. Pure and deterministic."""
     keep = set(keep)
     ids = tools_order.unique_ids(tools)
     counted: dict[str, int] = {}
@@ -102,25 +117,68 @@ def choose(
             continue
         if idle.get(name, -1) < max(idle_requests, 1) or any(fnmatch.fnmatchcase(name, p) for p in exclude):
             continue
-        full = _strip(tool)
-        shell = skeleton(full, NOTE)
-        if shell is None:
-            continue
-        gain = len(jsonedit.dumps(full)) - len(jsonedit.dumps(shell))
+        gain = _gain(tool)
         if gain < max(min_bytes, 1):
             continue
         out.append(name)
         saved += gain
-    return tuple(out) if saved >= 2 * _DOCS_BYTES else ()
+    return tuple(out) if saved >= 2 * _DOCS_BYTES or not floor else ()
 
 
-def idle_counts(rt: "Runtime", client: str, project: str) -> dict[str, int]:
-    """Per tool name: the requests of ``client`` in ``project`` that offered the tool since the
-    model last called it (the ledger's ``tool_usage.offered_since_called``). Raises SQLAlchemy
-    errors."""
+def _gain(tool: Any) -> int:
+    """Bytes (compact JSON) a tool's skeleton saves; 0 when it has none."""
+    full = _strip(tool)
+    shell = skeleton(full, NOTE)
+    return len(jsonedit.dumps(full)) - len(jsonedit.dumps(shell)) if shell is not None else 0
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The ledger's evidence for one client and project: ``idle`` (tool name -> requests that
+    offered it since the model last called it) and ``last_seen`` (naive UTC time of the latest
+    request that offered any tool; None when there was none)."""
+
+    idle: dict[str, int]
+    last_seen: datetime | None
+
+
+def evidence(rt: "Runtime", client: str, project: str) -> Evidence:
+    """The :class:`Evidence` of ``client`` in ``project`` (table ``tool_usage``). Raises
+    SQLAlchemy errors."""
     with rt.sessions() as s:
-        rows = s.execute(select(ToolUsage.tool_name, ToolUsage.offered_since_called).where(ToolUsage.client == client, ToolUsage.project == project[:512]))
-        return {name: int(n or 0) for name, n in rows}
+        rows = s.execute(select(ToolUsage.tool_name, ToolUsage.offered_since_called, ToolUsage.last_seen_at).where(ToolUsage.client == client, ToolUsage.project == project[:512])).all()
+    return Evidence({name: int(n or 0) for name, n, _ in rows}, max((t for _, _, t in rows if t is not None), default=None))
+
+
+def cache_lifetime_seconds(dialect: Dialect, body: Mapping[str, Any]) -> float:
+    """How long the provider may keep a prompt-cache entry after its last use, in seconds.
+    Anthropic ("Prompt caching", docs.anthropic.com/en/docs/build-with-claude/prompt-caching):
+    5 minutes, or 1 hour for breakpoints marked ``"ttl": "1h"``. OpenAI ("Prompt caching",
+    platform.openai.com/docs/guides/prompt-caching): cached prefixes stay active up to one hour
+    of inactivity, 24 hours with ``prompt_cache_retention: "24h"``."""
+    if dialect is Dialect.ANTHROPIC_MESSAGES:
+        return 3600.0 if '"ttl":"1h"' in json.dumps(body, separators=(",", ":")) else 300.0
+    return 86400.0 if body.get("prompt_cache_retention") == "24h" else 3600.0
+
+
+def _scope_set(rt: "Runtime", scope: str) -> tuple[set[str], set[str]] | None:
+    with rt.sessions() as s:
+        row = s.get(ToolSkeletonSet, scope)
+        return None if row is None else (set(json.loads(row.skeletons or "[]")), set(json.loads(row.seen or "[]")))
+
+
+def _merge_scope_set(rt: "Runtime", scope: str, decided: Iterable[str], skeletons: set[str]) -> None:
+    """The scope's set with the statuses of the ``decided`` ids replaced by this decision
+    (written only when it changes). Raises SQLAlchemy errors."""
+    decided = set(decided)
+    with rt.sessions.begin() as s:
+        row = s.get(ToolSkeletonSet, scope, with_for_update=True)
+        old_sk, old_seen = (set(json.loads(row.skeletons or "[]")), set(json.loads(row.seen or "[]"))) if row is not None else (set(), set())
+        sk, seen = (old_sk - decided) | (skeletons & decided), old_seen | decided
+        if row is not None and (sk, seen) == (old_sk, old_seen):
+            return
+        now = datetime.now(timezone.utc).replace(tzinfo=None)
+        upsert(s, ToolSkeletonSet, dict(scope=scope, skeletons=json.dumps(sorted(sk)), seen=json.dumps(sorted(seen)), updated_at=now), ["scope"])
 
 
 def _forced(body: Mapping[str, Any]) -> set[str]:
@@ -136,41 +194,82 @@ def _forced(body: Mapping[str, Any]) -> set[str]:
 
 @dataclass(frozen=True)
 class OnDemand:
-    """A session's tools on demand: ``skeletons`` (names of the client's tools sent as
-    skeletons) and its ``proxy_tools`` (``headroom_tool_docs`` among them when there are any)."""
+    """A session's tools on demand: ``skeletons`` (ids of the client's tools sent as
+    skeletons) among the ``seen`` ids decided so far, and its ``proxy_tools``
+    (``headroom_tool_docs`` among them when the session sends skeletons)."""
 
     skeletons: tuple[str, ...]
+    seen: tuple[str, ...]
     proxy_tools: tuple[str, ...]
 
 
-def for_session(
-    rt: "Runtime", dialect: Dialect, body: dict[str, Any], client: str, project: str, state: "SessionTools", known: bool, proxy_tools: tuple[str, ...], fast: bool
-) -> OnDemand:
-    """The session's :class:`OnDemand`: a known session keeps what its first request decided
-    (``state``); a new one decides now (see the module docstring), unless ``fast`` (the
-    fallback decides nothing new) or the setting is off. ``proxy_tools`` are the proxy tools
-    decided so far. Raises SQLAlchemy errors (reading the evidence)."""
-    if known:
-        return OnDemand(state.skeletons, proxy_tools)
+@dataclass(frozen=True)
+class _Request:
+    dialect: Dialect
+    body: Mapping[str, Any]
+    client: str
+    project: str
+    scope: str
+    write: bool
+
+
+def _decide(rt: "Runtime", req: _Request, tools: list[Any], ids: list[str], keep: set[str], floor: bool) -> set[str]:
+    """Which of ``ids`` (ids of ``tools``, the request's tools) go as skeletons: while the
+    scope's prompt cache may be warm (its latest request within the provider's cache lifetime),
+    the ids its set already decided keep their status (a skeleton the model has called since
+    goes back to full, as does one this request keeps); the others, and all of them when the
+    cache is cold, are decided on the evidence. The scope's set is updated (unless a dry run)."""
     s = rt.settings
+    ev = evidence(rt, req.client, req.project)
+    prior = _scope_set(rt, req.scope)
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    warm = prior is not None and ev.last_seen is not None and (now - ev.last_seen).total_seconds() <= cache_lifetime_seconds(req.dialect, req.body)
+    inherited = {i for i in ids if warm and prior is not None and i in prior[1]}
+    threshold = max(s.tools_on_demand_idle_requests, 1)
+    kept = {i for i in inherited if prior is not None and i in prior[0] and i not in keep and ev.idle.get(i, -1) >= threshold}
+    fresh = [(t, i) for t, i in zip(tools, ids) if i not in inherited]
+    chosen = set(choose([t for t, _ in fresh], ev.idle, keep=keep, idle_requests=s.tools_on_demand_idle_requests,
+                        min_bytes=s.tools_on_demand_min_bytes, exclude=s.tools_minify_exclude, floor=False))  # fmt: skip
+    out = kept | chosen
+    if floor and sum(_gain(t) for t, i in zip(tools, ids) if i in out) < 2 * _DOCS_BYTES:
+        out = set()
+    if req.write:
+        _merge_scope_set(rt, req.scope, ids, out)
+    return out
+
+
+def for_session(
+    rt: "Runtime", dialect: Dialect, body: dict[str, Any], client: str, project: str, scope: str, state: "SessionTools", known: bool,
+    proxy_tools: tuple[str, ...], fast: bool, dry_run: bool,
+) -> OnDemand:  # fmt: skip
+    """The session's :class:`OnDemand` (setting ``tools_on_demand``; see the module docstring).
+
+    A new session decides for its tools (:func:`_decide`: the scope's set while its cache may
+    be warm, else the evidence) and gets ``headroom_tool_docs`` when any tool goes as a
+    skeleton. A known session keeps every status it decided; tools it had not seen (the client
+    added them) are decided the same way, if the session has ``headroom_tool_docs``. ``fast``
+    (the fallback after a timeout) decides nothing new; ``dry_run`` (a token count) writes
+    nothing. Raises SQLAlchemy errors (the evidence and the scope's set)."""
     tools = body.get("tools")
-    if fast or not s.tools_on_demand or not isinstance(tools, list) or not tools:
-        return OnDemand((), proxy_tools)
-    if not module_for(dialect).tool_choice_allows(body, TOOL_NAME):
-        return OnDemand((), proxy_tools)
-    own = {t.name for t in rt.extensions.tools}
-    called = {c.name for c in tool_calls_in_request(body, dialect).values()}
-    chosen = choose(
-        tools,
-        idle_counts(rt, client, project),
-        keep=own | called | _forced(body),
-        idle_requests=s.tools_on_demand_idle_requests,
-        min_bytes=s.tools_on_demand_min_bytes,
-        exclude=s.tools_minify_exclude,
-    )
+    tools = tools if isinstance(tools, list) else []
+    ids = tools_order.unique_ids(tools)
+    req = _Request(dialect, body, client, project, scope, not dry_run)
+    keep = {t.name for t in rt.extensions.tools} | {c.name for c in tool_calls_in_request(body, dialect).values()} | _forced(body)
+    if known:
+        if TOOL_NAME not in proxy_tools or fast or not state.seen:
+            return OnDemand(state.skeletons, state.seen, proxy_tools)
+        seen = set(state.seen)
+        new = [(t, i) for t, i in zip(tools, ids) if i not in seen]
+        if not new:
+            return OnDemand(state.skeletons, state.seen, proxy_tools)
+        add = _decide(rt, req, [t for t, _ in new], [i for _, i in new], keep, floor=False)
+        return OnDemand(state.skeletons + tuple(i for _, i in new if i in add), state.seen + tuple(i for _, i in new), proxy_tools)
+    if fast or not rt.settings.tools_on_demand or not tools or not module_for(dialect).tool_choice_allows(body, TOOL_NAME):
+        return OnDemand((), (), proxy_tools)
+    chosen = _decide(rt, req, tools, ids, keep, floor=TOOL_NAME not in proxy_tools)
     if not chosen:
-        return OnDemand((), proxy_tools)
-    return OnDemand(chosen, proxy_tools if TOOL_NAME in proxy_tools else proxy_tools + (TOOL_NAME,))
+        return OnDemand((), (), proxy_tools)
+    return OnDemand(tuple(i for i in ids if i in chosen), tuple(ids), proxy_tools if TOOL_NAME in proxy_tools else proxy_tools + (TOOL_NAME,))
 
 
 def skeletons_by_position(client: list[Any], order: list[int], names: tuple[str, ...]) -> dict[int, Any]:

@@ -62,8 +62,9 @@ class SessionState(Base):
     ``session_key`` (:func:`headroom_core.cache.session.session_key`) already holds the scope.
     ``proxy_tools``: JSON list of the proxy's tool names, fixed at the session's first request;
     ``tools_hash``/``tools_text``: the normal hash of the ordered tools and the sealed ``tools``
-    array text sent for them (without ``cache_control``); ``tool_skeletons``: JSON list of the
-    client's tools sent as skeletons (tools on demand; NULL: none); ``revision`` grows with every
+    array text sent for them (without ``cache_control``); ``tool_skeletons``: JSON object
+    ``{"skeletons": [...], "seen": [...]}``: the client's tools sent as skeletons among those
+    decided (tools on demand; NULL: none); ``revision`` grows with every
     write, so a proxy sharing the database sees that its copy in memory is stale.
     """
 
@@ -145,6 +146,20 @@ class ToolOrder(Base):
     tool_id: Mapped[str] = mapped_column(String(256), primary_key=True)
     seq: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class ToolSkeletonSet(Base):
+    """Tools on demand, per scope: which tools the scope's sessions send as skeletons
+    (``skeletons``) among the tools decided so far (``seen``), both JSON lists of tool ids. A new
+    session inherits it while the scope's prompt cache may be warm, so sessions of one working
+    stretch send the same ``tools`` (:mod:`headroom_core.ccr.tool_docs`)."""
+
+    __tablename__ = "tool_skeleton_sets"
+
+    scope: Mapped[str] = mapped_column(String(32), primary_key=True)
+    skeletons: Mapped[str] = mapped_column(Text, default="[]")
+    seen: Mapped[str] = mapped_column(Text, default="[]")
+    updated_at: Mapped[datetime] = mapped_column(DateTime)
 
 
 class FrozenMessage(Base):
