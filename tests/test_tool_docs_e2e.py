@@ -113,4 +113,5 @@ def test_model_asks_headroom_tool_docs_and_the_proxy_answers_with_the_full_defin
     content = result["content"] if isinstance(result["content"], str) else result["content"][0]["text"]
     full = next(t for t in corpus_tools if t["name"] == WANTED)
     assert content == definition_text(full)
-    assert full["description"] in content and json.loads(content.split("(JSON Schema, input_schema):\n", 1)[1]) == full["input_schema"]
+    assert content.startswith(f"Tool: {WANTED}\nDescription:\n{full['description']}\n")  # the description verbatim
+    assert content.split("(JSON Schema, input_schema):\n", 1)[1] == json.dumps(full["input_schema"], ensure_ascii=False, separators=(",", ":"))

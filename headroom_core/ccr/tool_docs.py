@@ -252,24 +252,31 @@ def for_session(
     nothing. Raises SQLAlchemy errors (the evidence and the scope's set)."""
     tools = body.get("tools")
     tools = tools if isinstance(tools, list) else []
-    ids = tools_order.unique_ids(tools)
-    req = _Request(dialect, body, client, project, scope, not dry_run)
-    keep = {t.name for t in rt.extensions.tools} | {c.name for c in tool_calls_in_request(body, dialect).values()} | _forced(body)
+    # cheap exits first: most requests are known sessions whose tools did not change
     if known:
         if TOOL_NAME not in proxy_tools or fast or not state.seen:
             return OnDemand(state.skeletons, state.seen, proxy_tools)
         seen = set(state.seen)
-        new = [(t, i) for t, i in zip(tools, ids) if i not in seen]
+        new = [(t, i) for t, i in zip(tools, tools_order.unique_ids(tools)) if i not in seen]
         if not new:
             return OnDemand(state.skeletons, state.seen, proxy_tools)
-        add = _decide(rt, req, [t for t, _ in new], [i for _, i in new], keep, floor=False)
+        req = _Request(dialect, body, client, project, scope, not dry_run)
+        add = _decide(rt, req, [t for t, _ in new], [i for _, i in new], _keep(rt, body, dialect), floor=False)
         return OnDemand(state.skeletons + tuple(i for _, i in new if i in add), state.seen + tuple(i for _, i in new), proxy_tools)
     if fast or not rt.settings.tools_on_demand or not tools or not module_for(dialect).tool_choice_allows(body, TOOL_NAME):
         return OnDemand((), (), proxy_tools)
-    chosen = _decide(rt, req, tools, ids, keep, floor=TOOL_NAME not in proxy_tools)
+    ids = tools_order.unique_ids(tools)
+    req = _Request(dialect, body, client, project, scope, not dry_run)
+    chosen = _decide(rt, req, tools, ids, _keep(rt, body, dialect), floor=TOOL_NAME not in proxy_tools)
     if not chosen:
         return OnDemand((), (), proxy_tools)
     return OnDemand(tuple(i for i in ids if i in chosen), tuple(ids), proxy_tools if TOOL_NAME in proxy_tools else proxy_tools + (TOOL_NAME,))
+
+
+def _keep(rt: "Runtime", body: Mapping[str, Any], dialect: Dialect) -> set[str]:
+    """Tool names never sent as skeletons: the proxy's own tools, the tools called in the
+    request's history, and a tool ``tool_choice`` forces."""
+    return {t.name for t in rt.extensions.tools} | {c.name for c in tool_calls_in_request(body, dialect).values()} | _forced(body)
 
 
 def skeletons_by_position(client: list[Any], order: list[int], names: tuple[str, ...]) -> dict[int, Any]:
@@ -290,18 +297,20 @@ def skeletons_by_position(client: list[Any], order: list[int], names: tuple[str,
 
 
 def definition_text(tool: Any) -> str:
-    """The full definition of a client tool as the answer's text: name, description and
-    input schema (JSON, as the client sent it), with any other members (``strict``, …)."""
+    """The full definition of a client tool as the answer's text: its name, its description
+    verbatim, its input schema as compact JSON (the bytes a compact client such as Claude Code
+    sent: ``JSON.stringify`` and :func:`~headroom_core.wire.jsonedit.dumps` agree), and any
+    other members (``strict``, …) the same way."""
     found = _container(tool)
     if found is None:
         return jsonedit.dumps(_strip(tool))
     c, key = found
     parts = [f"Tool: {c['name']}", "Description:", str(c.get("description") or "(none)")]
     if key in c:
-        parts += [f"Input schema (JSON Schema, {key}):", json.dumps(c[key], ensure_ascii=False, indent=1)]
+        parts += [f"Input schema (JSON Schema, {key}):", jsonedit.dumps(c[key])]
     rest = {k: v for k, v in c.items() if k not in ("name", "description", key, "cache_control", "type")}
     if rest:
-        parts += ["Other members:", json.dumps(rest, ensure_ascii=False)]
+        parts += ["Other members:", jsonedit.dumps(rest)]
     return "\n".join(parts)
 
 
