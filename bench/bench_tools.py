@@ -35,10 +35,10 @@ one pass gives the never-called tools 29 idle requests, the MCP tools 25), then 
 measured, on a fresh database that holds only those ``tool_usage`` rows, dated a day back (a
 later day: the provider's cache is cold, so the first request decides afresh). Within the
 measured replay the ledger keeps growing and the scope's cache is warm (the corpus's own gaps
-are under 5 minutes), so later sessions take the first one's statuses, except skeletons the
-model called since. Breaks are counted as ``bench/bench_cache_cost.py`` counts them, each
+are under 5 minutes), so later sessions take the first one's statuses (skeletons the model
+called since included). Breaks are counted as ``bench/bench_cache_cost.py`` counts them, each
 request against the earlier request it continues; those within one proxy session must be 0,
-those against an earlier session come from a called skeleton going back to full.
+and those against an earlier session of the same warm stretch should be 0 too.
 """
 
 from __future__ import annotations

@@ -27,8 +27,10 @@ Sessions of one working stretch share the cached ``tools`` prefix (the scope's t
 one for that reason), so the statuses are kept per scope too (table ``tool_skeleton_sets``):
 while the scope's prompt cache may still be warm (its latest request within the provider's
 cache lifetime, :func:`cache_lifetime_seconds`), a new session takes the statuses of the tools
-the scope already decided, except that a skeleton the model has called since goes back to full
-(the model needs it: one cache write). Tools newly idle join only when the cache is cold anyway.
+the scope already decided, a skeleton the model has called since included (it calls the tool
+from its skeleton or asks ``headroom_tool_docs``: a cache read and a short answer cost far less
+than writing the whole cached prefix again); only a tool that ``tool_choice`` forces goes in
+full. Tools newly idle join, and tools called lately go back to full, when the cache is cold.
 Nothing is decided for a session whose first request is the fallback after a timeout, or whose
 ``tool_choice`` keeps the model from calling ``headroom_tool_docs``; a token count decides as
 its request would and writes nothing.
@@ -216,17 +218,24 @@ class _Request:
 def _decide(rt: "Runtime", req: _Request, tools: list[Any], ids: list[str], keep: set[str], floor: bool) -> set[str]:
     """Which of ``ids`` (ids of ``tools``, the request's tools) go as skeletons: while the
     scope's prompt cache may be warm (its latest request within the provider's cache lifetime),
-    the ids its set already decided keep their status (a skeleton the model has called since
-    goes back to full, as does one this request keeps); the others, and all of them when the
-    cache is cold, are decided on the evidence. The scope's set is updated (unless a dry run)."""
+    the ids its set already decided keep their status, whatever the evidence says now (a
+    skeleton the model has called since stays one; only a tool ``tool_choice`` forces goes in
+    full), so the sessions of one working stretch send the same ``tools``; the others, and all
+    of them when the cache is cold, are decided on the evidence, ``keep`` (:func:`_keep`) in
+    full. The scope's set is updated (unless a dry run)."""
     s = rt.settings
+    forced = _forced(req.body)
+    proxy_names = {t.name for t in rt.extensions.tools}
     ev = evidence(rt, req.client, req.project)
     prior = _scope_set(rt, req.scope)
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     warm = prior is not None and ev.last_seen is not None and (now - ev.last_seen).total_seconds() <= cache_lifetime_seconds(req.dialect, req.body)
     inherited = {i for i in ids if warm and prior is not None and i in prior[1]}
-    threshold = max(s.tools_on_demand_idle_requests, 1)
-    kept = {i for i in inherited if prior is not None and i in prior[0] and i not in keep and ev.idle.get(i, -1) >= threshold}
+    # the scope's statuses stand while warm, a skeleton the model called since included (it can
+    # call it from its skeleton, or ask headroom_tool_docs: far cheaper than writing the whole
+    # cached prefix again); only a tool tool_choice forces goes in full
+    never = {i for i in inherited if i in forced or i in proxy_names}
+    kept = {i for i in inherited if prior is not None and i in prior[0] and i not in never}
     fresh = [(t, i) for t, i in zip(tools, ids) if i not in inherited]
     chosen = set(choose([t for t, _ in fresh], ev.idle, keep=keep, idle_requests=s.tools_on_demand_idle_requests,
                         min_bytes=s.tools_on_demand_min_bytes, exclude=s.tools_minify_exclude, floor=False))  # fmt: skip
