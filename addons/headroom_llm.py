@@ -87,6 +87,16 @@ def _too_large(flow: http.HTTPFlow, size: int, limit: int) -> RequestPlan:
     return RequestPlan(Action.REJECT, "body over max_body_bytes", d, status=413, error_body=body, bytes_before=size, code=Code.TOO_LARGE)
 
 
+def _after_forwarding(rt, plan: RequestPlan) -> None:
+    """Store the plan's session state, then run the observers (errors are logged)."""
+    if plan.persist is not None:
+        try:
+            plan.persist()
+        except Exception:  # noqa: BLE001 - the request went on; the next turn starts anew
+            log.exception("headroom: could not store the session's state for the next turn")
+    run_observers(rt, plan)
+
+
 class LLMTraffic:
     """Compresses LLM API requests and answers the proxy's own tool calls.
 
@@ -134,7 +144,7 @@ class LLMTraffic:
             except ValueError as e:
                 log.info("headroom: %s: body not decodable (content-encoding %r: %s); forwarded unchanged", where(flow), encoding, e)
                 return
-        plan = await plan_request_async(rt, req.method, req.path, headers, body, rt.settings.compress_timeout_seconds)
+        plan = await plan_request_async(rt, req.method, req.path, headers, body, rt.settings.compress_timeout_seconds, defer=True)
         st = FlowState(plan, time.monotonic(), sent=body)
         flow.metadata["headroom"] = st
         if plan.action == "reject":
@@ -150,9 +160,10 @@ class LLMTraffic:
             return
         if plan.hidden_tools:
             req.headers["accept-encoding"] = "identity"
-        # learning and memory capture see the request after it was forwarded, off the event loop;
-        # the response hook waits for them, so the client's next turn sees what they recorded
-        st.observed = asyncio.get_running_loop().run_in_executor(None, run_observers, rt, plan)
+        # what the session must remember (originals, the bytes sent), then learning and memory
+        # capture, run once the request is on its way, off the event loop; the response hook
+        # waits for them, so a retrieve call and the client's next turn see what they stored
+        st.observed = asyncio.get_running_loop().run_in_executor(None, _after_forwarding, rt, plan)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         st: FlowState | None = flow.metadata.get("headroom")

@@ -9,6 +9,7 @@ from functools import cached_property
 from sqlalchemy.orm import Session, sessionmaker
 
 from headroom_core.cache.decisions import DecisionCache
+from headroom_core.cache.recent import RecentRequests
 from headroom_core.cache.session_store import SessionStore
 from headroom_core.cache.tools_order import ToolOrder
 from headroom_core.ccr.store import OriginalsStore
@@ -57,6 +58,10 @@ class Runtime:
     @cached_property
     def tools_minifier(self) -> ToolsMinifier:
         return ToolsMinifier(self.counter, self.settings.tools_minify_exclude)
+
+    @cached_property
+    def recent(self) -> RecentRequests:
+        return RecentRequests()
 
     @cached_property
     def tool_order(self) -> ToolOrder:

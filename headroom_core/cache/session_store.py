@@ -14,13 +14,13 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from headroom_core.cache.frozen import FrozenEntry
 from headroom_core.db.models import FrozenMessage, SessionState
 from headroom_core.db.sealed import Sealer
-from headroom_core.db.upsert import insert_ignore, upsert
+from headroom_core.db.upsert import insert_ignore, upsert_many
 
 
 def _now() -> datetime:
@@ -109,6 +109,29 @@ class SessionStore:
         changed = [e for e in messages if prev.get(e.position) != e]
         if old.known and not changed_tools and not changed and len(messages) == len(old.messages):
             return old
+        rows = [
+            dict(
+                session_key=key,
+                position=e.position,
+                raw_hash=e.raw_hash,
+                norm_hash=e.norm_hash,
+                forwarded=self._sealer.seal(e.sent_text, _row_name(key, str(e.position))),
+                modified=e.modified,
+                tokens_before=e.tokens_before,
+                tokens_after=e.tokens_after,
+                offloads=json.dumps([[k, list(p)] for k, p in e.offloads], ensure_ascii=False),
+                blocks=json.dumps([list(b) for b in e.blocks], ensure_ascii=False),
+                updated_at=now,
+            )
+            for e in changed
+        ]
+        values: dict = {"revision": SessionState.revision + 1, "updated_at": now}
+        if changed_tools or not old.known:
+            values.update(
+                proxy_tools=json.dumps(list(tools.proxy_tools)),
+                tools_hash=tools.tools_hash,
+                tools_text=None if tools.text is None else self._sealer.seal(tools.text, _row_name(key, "tools")),
+            )
         with self._sessions.begin() as s:
             insert_ignore(
                 s,
@@ -116,36 +139,10 @@ class SessionStore:
                 dict(session_key=key, dialect=dialect, proxy_tools="[]", tools_hash="", revision=0, created_at=now, updated_at=now),
                 ["session_key"],
             )
-            row = s.get(SessionState, key, with_for_update=True)
-            assert row is not None
-            if changed_tools or not old.known:
-                row.proxy_tools = json.dumps(list(tools.proxy_tools))
-                row.tools_hash = tools.tools_hash
-                row.tools_text = None if tools.text is None else self._sealer.seal(tools.text, _row_name(key, "tools"))
-            row.revision = (row.revision or 0) + 1
-            row.updated_at = now
-            n = len(messages)
-            s.execute(delete(FrozenMessage).where(FrozenMessage.session_key == key, FrozenMessage.position >= n))
-            for e in changed:
-                upsert(
-                    s,
-                    FrozenMessage,
-                    dict(
-                        session_key=key,
-                        position=e.position,
-                        raw_hash=e.raw_hash,
-                        norm_hash=e.norm_hash,
-                        forwarded=self._sealer.seal(e.sent_text, _row_name(key, str(e.position))),
-                        modified=e.modified,
-                        tokens_before=e.tokens_before,
-                        tokens_after=e.tokens_after,
-                        offloads=json.dumps([[k, list(p)] for k, p in e.offloads], ensure_ascii=False),
-                        blocks=json.dumps([list(b) for b in e.blocks], ensure_ascii=False),
-                        updated_at=now,
-                    ),
-                    ["session_key", "position"],
-                )
-            revision = row.revision
+            revision = s.execute(update(SessionState).where(SessionState.session_key == key).values(**values).returning(SessionState.revision)).scalar_one()
+            if len(messages) < len(old.messages) or not old.known:
+                s.execute(delete(FrozenMessage).where(FrozenMessage.session_key == key, FrozenMessage.position >= len(messages)))
+            upsert_many(s, FrozenMessage, rows, ["session_key", "position"])
         rec = SessionRecord(key, True, revision, tools, tuple(messages))
         self._remember(rec)
         return rec
