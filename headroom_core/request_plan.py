@@ -467,8 +467,9 @@ def _tools_step(rt: Runtime, req: _Request, rec: SessionRecord, proxy_tools: tup
     marks = [(k, t["cache_control"]) for k, t in enumerate(client) if isinstance(t, dict) and "cache_control" in t]
     proxy_defs = [] if tools is None and req.dry_run else _proxy_tool_defs(rt, req.dialect, proxy_tools)
     reason = "replayed"
-    if state.tools_hash == thash and state.text is not None:
-        forwarded = state.text
+    known = state.text if state.tools_hash == thash else rt.session_store.tools_text(thash)
+    if known is not None:
+        forwarded = known
         for k, value in marks:  # the client's breakpoints by position
             forwarded = jsonedit.insert_member(forwarded, (k,), "cache_control", jsonedit.dumps(value))
     else:

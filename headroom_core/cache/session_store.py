@@ -14,7 +14,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from headroom_core.cache.frozen import FrozenEntry
@@ -49,6 +49,9 @@ class SessionRecord:
     messages: tuple[FrozenEntry, ...] = ()
 
 
+_REVISION = select(SessionState.revision).where(SessionState.session_key == bindparam("key"))
+
+
 def _row_name(key: str, what: str) -> str:
     return f"session:{key}:{what}"
 
@@ -61,13 +64,16 @@ class SessionStore:
         self._sessions = sessions
         self._sealer = sealer
         self._mem: OrderedDict[str, SessionRecord] = OrderedDict()
+        self._tools: OrderedDict[str, str] = OrderedDict()
         self._max = memory_sessions
         self._lock = threading.Lock()
 
     def load(self, key: str) -> SessionRecord:
         """The stored record of session ``key`` (``known=False`` for a new session)."""
-        with self._sessions() as s:
-            revision = s.scalar(select(SessionState.revision).where(SessionState.session_key == key))
+        engine = self._sessions.kw.get("bind")
+        if engine is not None:  # the one query of a known session: lighter than an ORM session
+            with engine.connect() as c:
+                revision = c.execute(_REVISION, {"key": key}).scalar()
             if revision is None:
                 return SessionRecord(key)
             with self._lock:
@@ -75,6 +81,7 @@ class SessionStore:
                 if hit is not None and hit.revision == revision:
                     self._mem.move_to_end(key)
                     return hit
+        with self._sessions() as s:
             row = s.get(SessionState, key)
             if row is None:
                 return SessionRecord(key)
@@ -97,6 +104,32 @@ class SessionStore:
         rec = SessionRecord(key, True, row.revision, tools, tuple(entries))
         self._remember(rec)
         return rec
+
+    def tools_text(self, tools_hash: str) -> str | None:
+        """The ``tools`` text some session sent for ``tools_hash`` (the same ordered tools and
+        proxy tools, minified once), or None: a new session with a known tool list, or any
+        session after a restart, does not minify it again."""
+        if not tools_hash:
+            return None
+        with self._lock:
+            hit = self._tools.get(tools_hash)
+            if hit is not None:
+                return hit
+        with self._sessions() as s:
+            row = s.execute(select(SessionState.session_key, SessionState.tools_text).where(SessionState.tools_hash == tools_hash).limit(1)).first()
+        if row is None or row[1] is None:
+            return None
+        text = self._sealer.open(row[1], _row_name(row[0], "tools"))
+        if text is not None:
+            self._remember_tools(tools_hash, text)
+        return text
+
+    def _remember_tools(self, tools_hash: str, text: str) -> None:
+        with self._lock:
+            self._tools[tools_hash] = text
+            self._tools.move_to_end(tools_hash)
+            while len(self._tools) > 16:
+                self._tools.popitem(last=False)
 
     def save(self, old: SessionRecord, dialect: str, tools: SessionTools, messages: tuple[FrozenEntry, ...]) -> SessionRecord:
         """Store the session's state after a request (``old`` is what :meth:`load` gave for it):
@@ -145,6 +178,8 @@ class SessionStore:
             upsert_many(s, FrozenMessage, rows, ["session_key", "position"])
         rec = SessionRecord(key, True, revision, tools, tuple(messages))
         self._remember(rec)
+        if tools.text is not None:
+            self._remember_tools(tools.tools_hash, tools.text)
         return rec
 
     def _remember(self, rec: SessionRecord) -> None:
