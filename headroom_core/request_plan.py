@@ -25,9 +25,11 @@ Observers (live learning, memory capture) run after forwarding: :func:`run_obser
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 import threading
+import time
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cached_property
@@ -46,7 +48,8 @@ from headroom_core.clients import client_name
 from headroom_core.compress.images_step import IMAGE_KIND, ImagesOutcome, plan_images
 from headroom_core.compress.pipeline import PipelineResult, compress_outputs
 from headroom_core.compress.result import CompressResult
-from headroom_core.compress.router import compress_text
+from headroom_core.compress.router import classify, compress_text, hint_for, with_text_path
+from headroom_core.compress.worker import WORKER_MIN_CHARS, Job
 from headroom_core.compress.tokens import TokenCounter
 from headroom_core.extensions import RequestContext
 from headroom_core.inject import tail_text_edits
@@ -270,6 +273,8 @@ async def plan_request_async(
     for :func:`plan_request`. Never raises.
     """
     gate = _CommitGate()
+    if timeout_s > 0:
+        _DEADLINE.set(time.monotonic() + timeout_s)  # the worker thread sees it (to_thread copies the context)
     task = asyncio.ensure_future(asyncio.to_thread(plan_request, rt, method, path, headers, body, gate.commit, defer))
     if timeout_s <= 0:
         return await task
@@ -550,7 +555,7 @@ def _compress_step(rt: Runtime, req: _Request, live_from: int, lossless: bool, f
     result = compress_outputs(
         [o for o in outputs if o.message_index >= live_from],
         query,
-        lambda t, q, h=None: compress_text(t, q, rt.counter, min_tokens=s.min_tokens, min_saving_ratio=s.min_saving_ratio, hint=h, lossless=lossless),
+        lambda t, q, h=None: _compress_one(rt, t, q, h, lossless),
         rt.counter,
         decisions,
         min_tokens=s.min_tokens,
@@ -561,6 +566,23 @@ def _compress_step(rt: Runtime, req: _Request, live_from: int, lossless: bool, f
         lossless=lossless,
     )
     return result, outputs, query
+
+
+#: When the plan must be done (``time.monotonic()``), for work in the compression worker; set by
+#: :func:`plan_request_async` (threads it starts see it), unset for a plain :func:`plan_request`.
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("headroom_plan_deadline", default=None)
+
+
+def _compress_one(rt: Runtime, text: str, query: str, hint: Any, lossless: bool) -> CompressResult:
+    """One tool output through the content router: a large one that is not prose in the
+    compression worker (:mod:`headroom_core.compress.worker`: a timeout stops it), the rest
+    here. Raises :class:`~headroom_core.compress.worker.CompressTimeout` past the deadline."""
+    s = rt.settings
+    if len(text) >= WORKER_MIN_CHARS and classify(text, with_text_path(text, hint_for("", hint))).name not in ("text", "html"):
+        deadline = _DEADLINE.get()
+        budget = deadline - time.monotonic() if deadline is not None else (s.compress_timeout_seconds or 600.0)
+        return rt.compress_worker.run(Job(text, query, s.min_tokens, s.min_saving_ratio, hint, lossless), max(0.0, budget))
+    return compress_text(text, query, rt.counter, min_tokens=s.min_tokens, min_saving_ratio=s.min_saving_ratio, hint=hint, lossless=lossless)
 
 
 def _lossless(req: _Request, proxy_tools: tuple[str, ...]) -> bool:
