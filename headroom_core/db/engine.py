@@ -6,16 +6,21 @@ mode so several proxy processes and the CLI can share it. PostgreSQL is the scal
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+#: The PostgreSQL advisory lock (a number fixed for Headroom: "HeadRoom" in ASCII) that
+#: migrations run under, so proxies of a team starting at the same moment migrate one at a time.
+MIGRATION_LOCK = 0x48656164526F6F6D
 
+log = logging.getLogger("headroom")
 _lock = threading.Lock()
 _engines: dict[str, Engine] = {}
 
@@ -76,11 +81,26 @@ def migrate(engine: Engine) -> None:
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     try:
         with engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                # the proxies of a team may start at the same moment: the first migrates, the
+                # others wait here (the lock ends with this transaction) and find nothing to do
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
+            before = _heads(conn)
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "heads")
+            after = _heads(conn)
+        if after != before:
+            log.info("headroom: database migrated to %s", ", ".join(sorted(after)))
     except Exception as e:  # noqa: BLE001 - re-raised with the URL named, on one line
         first = str(getattr(e, "orig", None) or e).strip().splitlines()
         raise DatabaseError(f"cannot open {engine.url.render_as_string(hide_password=True)}: {type(getattr(e, 'orig', None) or e).__name__}: {first[0] if first else ''}") from e
+
+
+def _heads(conn) -> set[str]:
+    """The Alembic revisions the database on ``conn`` is at (empty before the first)."""
+    from alembic.runtime.migration import MigrationContext
+
+    return set(MigrationContext.configure(conn).get_current_heads())
 
 
 def _blocker(f: Path) -> str:
