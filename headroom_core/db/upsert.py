@@ -22,11 +22,14 @@ def _insert(s: Session, model: type):
     return None
 
 
-def upsert(s: Session, model: type, values: Mapping[str, Any], keys: Sequence[str], update: Sequence[str] | None = None) -> None:
+def upsert(
+    s: Session, model: type, values: Mapping[str, Any], keys: Sequence[str], update: Sequence[str] | None = None, add: Sequence[str] = ()
+) -> None:
     """Insert ``values`` into ``model``'s table, or, when a row with the same ``keys`` exists,
-    set its ``update`` columns (default: every non-key column given) to ``values``.
-    Raises SQLAlchemy errors."""
-    cols = [c for c in values if c not in keys] if update is None else list(update)
+    set its ``update`` columns (default: every non-key column given, except ``add``) to
+    ``values`` and add ``values`` to its ``add`` columns (counters: one atomic statement, so
+    concurrent writers lose no increment). Raises SQLAlchemy errors."""
+    cols = [c for c in values if c not in keys and c not in add] if update is None else list(update)
     ins = _insert(s, model)
     if ins is None:
         row = s.get(model, tuple(values[k] for k in keys))
@@ -35,9 +38,13 @@ def upsert(s: Session, model: type, values: Mapping[str, Any], keys: Sequence[st
         else:
             for c in cols:
                 setattr(row, c, values[c])
+            for c in add:
+                setattr(row, c, getattr(row, c) + values[c])
         return
     stmt = ins.values(**values)
-    stmt = stmt.on_conflict_do_update(index_elements=list(keys), set_={c: stmt.excluded[c] for c in cols}) if cols else stmt.on_conflict_do_nothing(index_elements=list(keys))
+    set_ = {c: stmt.excluded[c] for c in cols}
+    set_.update({c: getattr(model, c) + stmt.excluded[c] for c in add})
+    stmt = stmt.on_conflict_do_update(index_elements=list(keys), set_=set_) if set_ else stmt.on_conflict_do_nothing(index_elements=list(keys))
     s.execute(stmt)
 
 
