@@ -5,16 +5,16 @@ A rule's key separates its parts with NUL; the ``rule_key`` columns of ``learn_e
 Rows written before (only SQLite could hold them) are rewritten so comparisons still match.
 
 Revision ID: 0006_team
-Revises: 0003
+Revises: 0005 (and needs 0003, which made the learn tables)
 """
 
 from alembic import op
 import sqlalchemy as sa
 
 revision = "0006_team"
-down_revision = "0003"
+down_revision = "0005"
 branch_labels = None
-depends_on = None
+depends_on = ("0003",)
 
 NUL_STORED = "\u2400"
 
