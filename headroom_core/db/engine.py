@@ -20,6 +20,14 @@ MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 #: migrations run under, so proxies of a team starting at the same moment migrate one at a time.
 MIGRATION_LOCK = 0x48656164526F6F6D
 
+#: Connections a proxy keeps open to a server database (PostgreSQL) ...
+POOL_SIZE = 5
+#: ... and may open beyond them under load: at most ``POOL_SIZE + POOL_OVERFLOW`` (20) per
+#: process, enough for every worker thread of the default thread pool (``min(32, CPUs + 4)``
+#: threads) on up to 16 CPUs. A team of N proxies needs ``max_connections`` >= 20 N + the CLI's
+#: few (PostgreSQL's default, 100, serves 4 proxies). A request waits up to 30 s for a connection.
+POOL_OVERFLOW = 15
+
 log = logging.getLogger("headroom")
 _lock = threading.Lock()
 _engines: dict[str, Engine] = {}
@@ -65,7 +73,7 @@ def make_engine(url: str) -> Engine:
         eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": 10})
         event.listen(eng, "connect", _sqlite_pragmas)
         return eng
-    return create_engine(url, pool_pre_ping=True)
+    return create_engine(url, pool_pre_ping=True, pool_size=POOL_SIZE, max_overflow=POOL_OVERFLOW, pool_timeout=30)
 
 
 def migrate(engine: Engine) -> None:
