@@ -13,13 +13,19 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 
-def _insert(s: Session, model: type):
+def dialect_insert(s: Session, model: type):
+    """An ``INSERT`` into ``model``'s table that has ``on_conflict_do_update``/``_do_nothing``
+    (``excluded`` names the proposed row) for the session's database; None for a backend
+    without ``ON CONFLICT`` (then read-then-write)."""
     name = s.get_bind().dialect.name
     if name == "sqlite":
         return sqlite.insert(model)
     if name == "postgresql":
         return postgresql.insert(model)
     return None
+
+
+_insert = dialect_insert
 
 
 def upsert(
@@ -48,6 +54,15 @@ def upsert(
     s.execute(stmt)
 
 
-def insert_ignore(s: Session, model: type, values: Mapping[str, Any], keys: Sequence[str]) -> None:
-    """Insert ``values`` unless a row with the same ``keys`` exists (then nothing happens)."""
-    upsert(s, model, values, keys, update=())
+def insert_ignore(s: Session, model: type, values: Mapping[str, Any], keys: Sequence[str]) -> bool:
+    """Insert ``values`` unless a row with the same ``keys`` exists (then nothing happens, and
+    the database logs no error). Returns True when this call inserted the row."""
+    ins = dialect_insert(s, model)
+    if ins is None:
+        if s.get(model, tuple(values[k] for k in keys)) is not None:
+            return False
+        s.add(model(**values))
+        s.flush()
+        return True
+    stmt = ins.values(**values).on_conflict_do_nothing(index_elements=list(keys)).returning(getattr(model, keys[0]))
+    return s.execute(stmt).first() is not None  # a row comes back only when inserted
