@@ -53,18 +53,13 @@ TOOLS = [
 
 
 def payloads(corpus: Path) -> list[str]:
-    """Tool outputs for the load: each page of the GitHub API corpus (``corpus/github-api``)
-    printed as a tool would (indented JSON), largest first; at least one."""
-    out: list[str] = []
-    for f in sorted((corpus / "github-api").glob("*.json")):
-        data = json.loads(f.read_text())
-        for x in data if isinstance(data, list) else []:
-            if isinstance(x, dict) and isinstance(x.get("response"), list) and len(x["response"]) >= 5:
-                out.append(json.dumps(x["response"], indent=2))
-    out.sort(key=len, reverse=True)
+    """Tool outputs for the load: each recorded GitHub API scenario (``corpus/github-api``)
+    printed as a tool would (indented JSON; large arrays of similar objects), smallest first.
+    Raises :class:`FileNotFoundError` when there is none."""
+    out = [json.dumps(json.loads(f.read_text()), indent=2) for f in sorted((corpus / "github-api").glob("*.json"))]
     if not out:
-        raise FileNotFoundError(f"no GitHub API pages under {corpus / 'github-api'}")
-    return out[:12]
+        raise FileNotFoundError(f"no GitHub API scenarios under {corpus / 'github-api'}")
+    return sorted(out, key=len)
 
 
 def _log_output(agent: int, session: int) -> str:
@@ -83,7 +78,7 @@ def session_bodies(agent: int, session: int, pages: list[str]) -> list[dict[str,
         ("github_api", {"path": f"/repos/acme/app/issues?page={session}"}, pages[(agent + session) % len(pages)], False),
         ("Bash", {"command": "pytest tests"}, "bash: line 1: pytest: command not found", True),
         ("Bash", {"command": "python -m pytest tests"}, f"============ {3 + session % 5} passed in 0.0{agent % 10}s ============", False),
-        ("Bash", {"command": "tail -n 240 build.log"}, _log_output(agent, session), False),
+        ("Bash", {"command": "npm run build 2>&1"}, _log_output(agent, session), False),
         ("github_api", {"path": f"/repos/acme/app/labels?page={agent}"}, pages[(agent + session + 1) % len(pages)], False),
     ]
     bodies = []
