@@ -387,12 +387,12 @@ def kind_totals(sessions: sessionmaker[Session], *, since: datetime | None = Non
         for detail, tb, ta, model, dialect, ob, oa, inp, read, write, out in s.execute(stmt.execution_options(yield_per=500)):
             unit = _row_cost(table, model or "", dialect or "", 1, inp, read, write, out)  # one token saved
             rate = unit.saved if unit is not None else 0.0  # USD per token: the request's average prompt rate
-            if tb:
+            if tb or ta:  # tools the proxy added to a request without any count (negative saving)
                 tools[0] += 1
-                tools[1] += 1 if (ta or 0) < tb else 0
-                tools[3] += tb
+                tools[1] += 1 if (ta or 0) < (tb or 0) else 0
+                tools[3] += tb or 0
                 tools[4] += ta or 0
-                tools[5] += (tb - (ta or 0)) * rate
+                tools[5] += ((tb or 0) - (ta or 0)) * rate
             try:
                 blocks = json.loads(detail) if detail else []
             except ValueError:

@@ -111,7 +111,10 @@ def test_request_plan_resizes_and_replays_the_same_bytes_next_turn(tmp_path, cou
     assert p.bytes_after < p.bytes_before
     sent = json.loads(p.body)
     assert size_of(sent["messages"][0]["content"][0]["source"]["data"]) == (1375, 893)
-    assert not any(t["name"] == retrieve.TOOL_NAME for t in sent.get("tools") or [])  # nothing offloaded
+    # nothing offloaded: no marker; retrieve is offered all the same, decided at the session's first
+    # request from its size (the tools bytes then stay the same all session long: the prompt cache)
+    assert markers.find_marker_keys(p.body.decode()) == []
+    assert [t["name"] for t in sent["tools"]] == [retrieve.TOOL_NAME]
     # next turn: the client resends its full-size images; the earlier messages go out as sent before
     nxt = dict(body, messages=body["messages"] + [{"role": "assistant", "content": "A red error."}, {"role": "user", "content": "And now?"}])
     p2 = plan(rt, nxt)
@@ -124,7 +127,9 @@ def test_request_plan_resizes_and_replays_the_same_bytes_next_turn(tmp_path, cou
 def test_images_setting_off_leaves_images_alone(tmp_path, counter):
     body = anthropic_body(screenshot(3024, 1964, "PNG"))
     p = plan(fresh(tmp_path, counter, images=False), body)
-    assert p.action == "passthrough"
+    sent = json.loads(p.body)
+    assert "images resized" not in p.reason and markers.find_marker_keys(p.body.decode()) == []
+    assert sent["messages"] == body["messages"]  # every image as the client sent it
 
 
 def test_reduced_image_is_retrievable_as_an_image(tmp_path, counter):

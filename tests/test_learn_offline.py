@@ -115,12 +115,17 @@ def test_learn_command_on_claude_code_layout_writes_once_and_keeps_hand_written_
     assert "+- Read a file before editing it" in dry.output and "--dry-run: nothing written." in dry.output
     assert target.read_text() == f"# Local notes\n\n{HAND_WRITTEN}\n"
     assert not (Path(env["HEADROOM_HOME"]) / "headroom.db").exists()  # a dry run creates nothing
+    # on a narrow terminal the diff's lines stay whole (copied into a file, they must paste back)
+    narrow = run(["--project", str(project), "--dry-run", "--include-generic"], {**env, "COLUMNS": "40"})
+    added = [ln for ln in narrow.output.splitlines() if ln.startswith("+- ")]
+    assert len(added) == 1 and added[0].startswith(f"+- {READ_RULE} _(evidence: 10)_ <!-- headroom:rule ") and added[0].endswith("-->")
 
     declined = run(["--project", str(project), "--include-generic"], env, input="n\n")
     assert "Nothing written." in declined.output and START not in target.read_text()
 
     first = run(["--project", str(project), "--yes", "--include-generic"], env)
     assert first.exit_code == 0, first.output
+    assert f"wrote {target}" in first.output and "1 rule(s) kept in the database" in first.output
     text = target.read_text()
     assert text.startswith(f"# Local notes\n\n{HAND_WRITTEN}\n\n{START}\n")
     rule_lines = [ln for ln in text.splitlines() if ln.startswith("- ")]

@@ -20,6 +20,7 @@ from mcp.client.stdio import stdio_client
 
 from headroom_core.ccr import markers, retrieve
 from headroom_core.ccr.store import OriginalsStore
+from headroom_core.db.sealed import Sealer, load_secret, secret_path
 from headroom_core.db.engine import open_database
 from headroom_core.mcpserver.install import claude_change, codex_change, server_command
 from headroom_core.memory.store import MemoryStore
@@ -60,7 +61,9 @@ def test_tools_over_stdio_with_the_sdk_client(tmp_path):
     big = github_scenario("paginate-issues.json")
     png = screenshot(800, 500, "PNG")
     # an image original as the proxy stores it, in the same database the server opens
-    store = OriginalsStore(open_database(load_settings({"home": str(home)}, env={}).database_url), 3600, 10**9)
+    settings = load_settings({"home": str(home)}, env={})
+    sealer = Sealer(load_secret(secret_path(settings.home, settings.secret_key_file)))  # the key the server reads
+    store = OriginalsStore(open_database(settings.database_url), 3600, 10**9, sealer)
     data_url = "data:image/png;base64," + base64.b64encode(png).decode()
     image_key = markers.offload_key(data_url)
     store.put(image_key, data_url, "image")

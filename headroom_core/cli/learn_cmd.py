@@ -20,9 +20,10 @@ from typing import Optional
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.syntax import Syntax
+from rich.progress import track
 from rich.table import Table
 
+from headroom_core.cli.ui import copyable, err
 from headroom_core.learn import writers
 from headroom_core.learn.offline import KnownProblem, LearnResult, learn_from_logs
 from headroom_core.learn.readers import LogError, LogSession, claude_code, codex, read_log, swe_agent
@@ -74,6 +75,16 @@ def _store(create: bool):
     except (SettingsError, DatabaseError) as e:
         console.print(f"[yellow]headroom learn:[/] database not used ({escape(str(e))})")
         return None
+
+
+def _diff_markup(diff: str) -> str:
+    """A unified diff as rich markup: added lines green, removed red, hunk headers cyan; every
+    line whole (the caller prints it with :func:`~headroom_core.cli.ui.copyable`)."""
+    out = []
+    for line in diff.splitlines():
+        style = "bold" if line.startswith(("+++", "---")) else "green" if line.startswith("+") else "red" if line.startswith("-") else "cyan" if line.startswith("@@") else ""
+        out.append(f"[{style}]{escape(line)}[/]" if style else escape(line))
+    return "\n".join(out)
 
 
 def _files_table(res: LearnResult, unreadable: dict[str, str]) -> Table:
@@ -153,7 +164,7 @@ def learn(
         raise typer.Exit(1)
     sessions: list[LogSession] = []
     unreadable: dict[str, str] = {}
-    for p in paths:
+    for p in track(paths, description="Reading session logs", console=err, transient=True, disable=len(paths) < 5 or not err.is_terminal):
         try:
             sessions.append(read_log(p))
         except LogError as e:
@@ -210,7 +221,7 @@ def learn(
         console.print("Nothing to change: the target files already hold these rules." if rules or live else "No file changed.")
         return
     for p in changed:
-        console.print(Syntax(writers.diff(p.path, p.old, p.new), "diff", word_wrap=True))
+        copyable(_diff_markup(writers.diff(p.path, p.old, p.new)), console)
     if dry_run:
         console.print("--dry-run: nothing written.")
         return
@@ -219,9 +230,10 @@ def learn(
         return
     for p in changed:
         writers.write(p)
-        console.print(f"wrote {p.path}")
+        copyable(f"wrote {escape(str(p.path))}", console)
     if store is not None and rules:
         store.save_rules(key, rules)
+        console.print(f"{len(rules)} rule(s) kept in the database (headroom learn --list shows them).")
 
 
 def register(app: typer.Typer) -> None:
