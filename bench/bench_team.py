@@ -103,7 +103,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=3000, help="requests per setup (default 3000)")
     ap.add_argument("--concurrency", type=int, default=32, help="concurrent agents (default 32)")
     args = ap.parse_args()
-    console = Console()
+    console = Console(width=200)  # the whole table, also when the output is a file
     pages = payloads(CORPUS)
     cluster, why = PgCluster.start_or_skip_reason("headroom_bench")
     if cluster is None:
