@@ -40,7 +40,7 @@ from sqlalchemy import func, select
 
 from headroom_core.cache import prefix_check
 from headroom_core.ccr import markers
-from headroom_core.db.engine import POOL_OVERFLOW, POOL_SIZE, open_database
+from headroom_core.db.engine import PG_MAX_OVERFLOW, PG_POOL_SIZE, open_database
 from headroom_core.db.models import RequestOutcome
 from headroom_core.learn.store import LearnStore
 from tests.conftest import CORPUS, flow_files, load_flow
@@ -325,7 +325,7 @@ def test_concurrent_agents_over_three_proxies(upstream, team):
         sampler.join()
     responder = upstream.responder
     print(f"\n{len(result.sent)} requests from {CONCURRENCY} agents over 3 proxies in {result.wall_seconds:.1f} s ({result.per_second:.1f}/s), {responder.retrieved} retrieved, {peak[0]} connections at most")
-    assert 0 < peak[0] <= 3 * (POOL_SIZE + POOL_OVERFLOW)  # the documented bound per proxy
+    assert 0 < peak[0] <= 3 * (PG_POOL_SIZE + PG_MAX_OVERFLOW)  # the documented bound per proxy
     assert [f"{s.load_id} via {s.proxy}: {s.error}" for s in result.errors] == []
     assert len(result.sent) == LOAD_REQUESTS
     assert responder.mismatches == []

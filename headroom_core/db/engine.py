@@ -20,14 +20,6 @@ MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 #: migrations run under, so proxies of a team starting at the same moment migrate one at a time.
 MIGRATION_LOCK = 0x48656164526F6F6D
 
-#: Connections a proxy keeps open to a server database (PostgreSQL) ...
-POOL_SIZE = 5
-#: ... and may open beyond them under load: at most ``POOL_SIZE + POOL_OVERFLOW`` (20) per
-#: process, enough for every worker thread of the default thread pool (``min(32, CPUs + 4)``
-#: threads) on up to 16 CPUs. A team of N proxies needs ``max_connections`` >= 20 N + the CLI's
-#: few (PostgreSQL's default, 100, serves 4 proxies). A request waits up to 30 s for a connection.
-POOL_OVERFLOW = 15
-
 log = logging.getLogger("headroom")
 _lock = threading.Lock()
 _engines: dict[str, Engine] = {}
@@ -58,6 +50,19 @@ def create_private_file(path: Path) -> None:
         pass
 
 
+#: SQLite connections kept open / opened beyond those at most (SQLAlchemy ``QueuePool``; its
+#: defaults are 5 / 10).
+SQLITE_POOL_SIZE = 16
+SQLITE_MAX_OVERFLOW = 16
+#: PostgreSQL connections a proxy keeps open / opens beyond those at most: 20 per process, one
+#: for every thread that may write at once (asyncio's default pool of ``min(32, CPUs + 4)``
+#: threads, the ledger writer, observers) on up to 14 CPUs. A team of N proxies needs the
+#: server's ``max_connections`` >= 20 N plus a few for the CLI (PostgreSQL's default, 100, serves
+#: 4 proxies). A thread waits up to 30 s for a connection when all are taken.
+PG_POOL_SIZE = 10
+PG_MAX_OVERFLOW = 10
+
+
 def make_engine(url: str) -> Engine:
     """Create an engine for ``url``; for a SQLite file, create it owner-only (0600) with its
     folder, and turn on WAL. Raises :class:`DatabaseError` when the file cannot be created
@@ -70,10 +75,13 @@ def make_engine(url: str) -> Engine:
                 create_private_file(f)
             except OSError as e:
                 raise DatabaseError(f"cannot create the SQLite database {f}: {_blocker(f) or e.strerror or e}") from e
-        eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": 10})
+        # Connections kept open for every thread that may write at once (asyncio's default pool,
+        # the ledger writer, observers): past ``pool_size`` SQLAlchemy opens and closes a connection
+        # (and runs the pragmas) per checkout, which under load costs more than the query.
+        eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": 10}, pool_size=SQLITE_POOL_SIZE, max_overflow=SQLITE_MAX_OVERFLOW)
         event.listen(eng, "connect", _sqlite_pragmas)
         return eng
-    return create_engine(url, pool_pre_ping=True, pool_size=POOL_SIZE, max_overflow=POOL_OVERFLOW, pool_timeout=30)
+    return create_engine(url, pool_pre_ping=True, pool_size=PG_POOL_SIZE, max_overflow=PG_MAX_OVERFLOW, pool_timeout=30)
 
 
 def migrate(engine: Engine) -> None:

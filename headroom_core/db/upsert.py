@@ -13,6 +13,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 
+_STATEMENTS: dict[tuple, Any] = {}
+
+
 def dialect_insert(s: Session, model: type):
     """An ``INSERT`` into ``model``'s table that has ``on_conflict_do_update``/``_do_nothing``
     (``excluded`` names the proposed row) for the session's database; None for a backend
@@ -25,7 +28,22 @@ def dialect_insert(s: Session, model: type):
     return None
 
 
-_insert = dialect_insert
+def _statement(dialect: str, model: type, keys: tuple[str, ...], cols: tuple[str, ...], add: tuple[str, ...] = (), returning: bool = False) -> Any:
+    """The ``INSERT … ON CONFLICT`` statement for these columns, built once: values go as bound
+    parameters, so SQLAlchemy's compiled cache serves it (values written into the statement
+    would be hashed into its cache key on every call, slow for large ones). ``add`` columns
+    are summed with the existing row's; ``returning`` returns the first key of an inserted row."""
+    k = (dialect, model, keys, cols, add, returning)
+    stmt = _STATEMENTS.get(k)
+    if stmt is None:
+        ins = sqlite.insert(model) if dialect == "sqlite" else postgresql.insert(model)
+        set_ = {c: ins.excluded[c] for c in cols}
+        set_.update({c: getattr(model, c) + ins.excluded[c] for c in add})
+        stmt = ins.on_conflict_do_update(index_elements=list(keys), set_=set_) if set_ else ins.on_conflict_do_nothing(index_elements=list(keys))
+        if returning:
+            stmt = stmt.returning(getattr(model, keys[0]))
+        _STATEMENTS[k] = stmt
+    return stmt
 
 
 def upsert(
@@ -35,9 +53,9 @@ def upsert(
     set its ``update`` columns (default: every non-key column given, except ``add``) to
     ``values`` and add ``values`` to its ``add`` columns (counters: one atomic statement, so
     concurrent writers lose no increment). Raises SQLAlchemy errors."""
-    cols = [c for c in values if c not in keys and c not in add] if update is None else list(update)
-    ins = _insert(s, model)
-    if ins is None:
+    cols = tuple(c for c in values if c not in keys and c not in add) if update is None else tuple(update)
+    dialect = s.get_bind().dialect.name
+    if dialect not in ("sqlite", "postgresql"):
         row = s.get(model, tuple(values[k] for k in keys))
         if row is None:
             s.add(model(**values))
@@ -47,22 +65,31 @@ def upsert(
             for c in add:
                 setattr(row, c, getattr(row, c) + values[c])
         return
-    stmt = ins.values(**values)
-    set_ = {c: stmt.excluded[c] for c in cols}
-    set_.update({c: getattr(model, c) + stmt.excluded[c] for c in add})
-    stmt = stmt.on_conflict_do_update(index_elements=list(keys), set_=set_) if set_ else stmt.on_conflict_do_nothing(index_elements=list(keys))
-    s.execute(stmt)
+    s.execute(_statement(dialect, model, tuple(keys), cols, tuple(add)), dict(values))
+
+
+def upsert_many(s: Session, model: type, rows: Sequence[Mapping[str, Any]], keys: Sequence[str], update: Sequence[str] | None = None) -> None:
+    """:func:`upsert` of several rows with the same columns, in one statement execution."""
+    if not rows:
+        return
+    dialect = s.get_bind().dialect.name
+    if dialect not in ("sqlite", "postgresql"):
+        for r in rows:
+            upsert(s, model, r, keys, update)
+        return
+    cols = tuple(c for c in rows[0] if c not in keys) if update is None else tuple(update)
+    s.execute(_statement(dialect, model, tuple(keys), cols), [dict(r) for r in rows])
 
 
 def insert_ignore(s: Session, model: type, values: Mapping[str, Any], keys: Sequence[str]) -> bool:
     """Insert ``values`` unless a row with the same ``keys`` exists (then nothing happens, and
     the database logs no error). Returns True when this call inserted the row."""
-    ins = dialect_insert(s, model)
-    if ins is None:
+    dialect = s.get_bind().dialect.name
+    if dialect not in ("sqlite", "postgresql"):
         if s.get(model, tuple(values[k] for k in keys)) is not None:
             return False
         s.add(model(**values))
         s.flush()
         return True
-    stmt = ins.values(**values).on_conflict_do_nothing(index_elements=list(keys)).returning(getattr(model, keys[0]))
-    return s.execute(stmt).first() is not None  # a row comes back only when inserted
+    # a row comes back only when inserted
+    return s.execute(_statement(dialect, model, tuple(keys), (), returning=True), dict(values)).first() is not None

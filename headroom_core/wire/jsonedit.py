@@ -89,9 +89,11 @@ class Locator:
     walk from the root per path.
     """
 
-    def __init__(self, s: str) -> None:
+    def __init__(self, s: str, known: dict[PathT, dict[Any, tuple[int, int]]] | None = None) -> None:
+        """``known``: spans already found by a parse (container path -> member or element ->
+        span), e.g. from :class:`headroom_core.wire.view.BodyView`; they are not scanned again."""
         self.s = s
-        self._children: dict[PathT, dict[Any, tuple[int, int]]] = {}
+        self._children: dict[PathT, dict[Any, tuple[int, int]]] = dict(known or {})
         # a valid document's root value ends at its last non-blank character
         self._root = (_ws(s, 0), len(s.rstrip(" \t\n\r")))
 
@@ -158,13 +160,38 @@ class Append:
     value: Any
 
 
-def apply(s: str, edits: Iterable["Edit"]) -> str:
+def apply(s: str, edits: Iterable["Edit"], locator: "Locator | None" = None) -> str:
     """Apply edits to the JSON text ``s``; bytes outside the edited spans stay as they were.
 
     Edits must not overlap. Raises :class:`JSONPathError` for a path that is not there.
+    ``locator``: a :class:`Locator` of ``s`` that already knows some spans.
     """
+    return apply_spliced(s, edits, locator).text
+
+
+@dataclass(frozen=True)
+class Spliced:
+    """The text after edits, and where things moved: ``splices`` are ``(start, end, new
+    length)`` of each replaced span of the old text, in order."""
+
+    text: str
+    splices: tuple[tuple[int, int, int], ...]
+
+    def map(self, x: int) -> int:
+        """Where offset ``x`` of the old text is in the new one (``x`` outside every splice, or at
+        a splice's start or end)."""
+        shift = 0
+        for a, b, n in self.splices:
+            if b > x or (a == b == x):
+                break
+            shift += n - (b - a)
+        return x + shift
+
+
+def apply_spliced(s: str, edits: Iterable["Edit"], locator: "Locator | None" = None) -> Spliced:
+    """:func:`apply`, also saying where every unedited offset went (:class:`Spliced`)."""
     splices: list[tuple[int, int, str]] = []
-    loc = Locator(s)
+    loc = locator or Locator(s)
     span = loc.span  # noqa: F811 - one locator for all edits of this document
     created: dict[Any, tuple[int, list[str]]] = {}
     for e in edits:
@@ -213,7 +240,7 @@ def apply(s: str, edits: Iterable["Edit"]) -> str:
         pieces.append(text)
         pos = b
     pieces.append(s[pos:])
-    return "".join(pieces)
+    return Spliced("".join(pieces), tuple((a, b, len(t)) for a, b, t in splices))
 
 
 @dataclass(frozen=True)
