@@ -9,6 +9,7 @@ streamed follow-up reaches the client through :mod:`headroom_stream_relay` from 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import hashlib
 import json
 import logging
@@ -57,6 +58,7 @@ class FlowState:
     usage: Usage = field(default_factory=Usage)
     called: list[str] = field(default_factory=list)
     observed: Any = None  # the observers' run (a future): awaited before the response ends
+    stored: Any = None  # the session state's store (a future): awaited before the client sees the response
 
 
 def where(flow: http.HTTPFlow) -> str:
@@ -99,13 +101,17 @@ def _client_key(headers: dict[str, str], path: str) -> str:
     return hashlib.sha256(f"{credential(headers, path)}\0{headers.get('x-headroom-project', '')}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _after_forwarding(rt, plan: RequestPlan) -> None:
-    """Store the plan's session state, then run the observers (errors are logged)."""
-    if plan.persist is not None:
-        try:
+def _after_forwarding(rt, plan: RequestPlan, stored: concurrent.futures.Future | None = None) -> None:
+    """Store the plan's session state (then ``stored`` is done), then run the observers (errors
+    are logged)."""
+    try:
+        if plan.persist is not None:
             plan.persist()
-        except Exception:  # noqa: BLE001 - the request went on; the next turn starts anew
-            log.exception("headroom: could not store the session's state for the next turn")
+    except Exception:  # noqa: BLE001 - the request went on; the next turn starts anew
+        log.exception("headroom: could not store the session's state for the next turn")
+    finally:
+        if stored is not None:
+            stored.set_result(None)
     run_observers(rt, plan)
 
 
@@ -182,12 +188,18 @@ class LLMTraffic:
         # what the session must remember (originals, the bytes sent), then learning and memory
         # capture, run once the request is on its way, off the event loop; answering a proxy
         # tool, and the same client's next request, wait for them
-        st.observed = asyncio.get_running_loop().run_in_executor(None, _after_forwarding, rt, plan)
+        stored: concurrent.futures.Future = concurrent.futures.Future()
+        st.stored = asyncio.wrap_future(stored)
+        st.observed = asyncio.get_running_loop().run_in_executor(None, _after_forwarding, rt, plan, stored)
         self._after[client] = st.observed
         st.observed.add_done_callback(lambda f, c=client: self._after.pop(c, None) if self._after.get(c) is f else None)
 
-    def responseheaders(self, flow: http.HTTPFlow) -> None:
+    async def responseheaders(self, flow: http.HTTPFlow) -> None:
         st: FlowState | None = flow.metadata.get("headroom")
+        if st is not None and st.stored is not None:
+            # the session's state is stored before the client sees its answer: the client's next
+            # turn may reach another proxy of a team (one database), which must find it
+            await asyncio.wait([st.stored], timeout=AFTER_WAIT_SECONDS)
         if st is None or st.plan.dialect is None or flow.response is None:
             return
         resp = flow.response

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from headroom_core.clients import client_name
 from headroom_core.db.models import RequestOutcome, ToolUsage
+from headroom_core.db.upsert import upsert
 from headroom_core.pricing import PriceTable, RequestCost, request_cost
 from headroom_core.wire.blocks import Usage
 
@@ -88,21 +89,13 @@ def _count_tools(s: Session, client: str, project: str, offered: list[str], call
         counts.setdefault(str(name)[:256], [0, 0])[0] += 1
     for name in called:
         counts.setdefault(str(name)[:256], [0, 0])[1] += 1
-    if not counts:
-        return
-    existing = {
-        r.tool_name: r
-        for r in s.scalars(select(ToolUsage).where(ToolUsage.client == client, ToolUsage.project == project[:512], ToolUsage.tool_name.in_(list(counts))))
-    }
-    for name, (o, c) in counts.items():
-        row = existing.get(name)
-        if row is None:
-            s.add(ToolUsage(client=client, project=project[:512], tool_name=name[:256], offered=o, called=c, offered_since_called=0 if c else o, last_seen_at=now))
-        else:
-            row.offered += o
-            row.called += c
-            row.offered_since_called = 0 if c else (row.offered_since_called or 0) + o  # evidence for tools on demand
-            row.last_seen_at = now
+    # one atomic upsert per tool, in one order: proxies sharing the database count the same rows
+    # at once without losing an increment, failing on the primary key or deadlocking.
+    # offered_since_called (evidence for tools on demand): 0 once called, else it grows.
+    for name in sorted(counts):
+        o, c = counts[name]
+        row = dict(client=client, project=project[:512], tool_name=name, offered=o, called=c, offered_since_called=0 if c else o, last_seen_at=now)
+        upsert(s, ToolUsage, row, ["client", "project", "tool_name"], add=["offered", "called"] if c else ["offered", "called", "offered_since_called"])
 
 
 def tool_usage(sessions: sessionmaker[Session], project: str | None = None) -> list[ToolUsage]:

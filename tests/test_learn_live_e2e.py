@@ -91,8 +91,9 @@ def test_rule_persisted_at_threshold_then_fed_back_and_projects_stay_apart(upstr
                 {"role": "user", "content": "thanks"},
             ]
             send(client, PROJECT_A, longer)
+    want = [(RULE, 5, "live", "command")]  # the rule is written just after its fifth pair: poll
+    assert settled(lambda: [(r.text, r.evidence, r.source, r.kind) for r in store.rules(PROJECT_A)], want) == want
     rules = store.rules(PROJECT_A)
-    assert [(r.text, r.evidence, r.source, r.kind) for r in rules] == [(RULE, 5, "live", "command")]
     assert rules[0].rule_id == RULE_ID and store.evidence(PROJECT_A, RULE_ID) == 5
 
     # the next request of project A carries the rule as a past failure

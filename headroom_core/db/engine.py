@@ -6,16 +6,21 @@ mode so several proxy processes and the CLI can share it. PostgreSQL is the scal
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+#: The PostgreSQL advisory lock (a number fixed for Headroom: "HeadRoom" in ASCII) that
+#: migrations run under, so proxies of a team starting at the same moment migrate one at a time.
+MIGRATION_LOCK = 0x48656164526F6F6D
 
+log = logging.getLogger("headroom")
 _lock = threading.Lock()
 _engines: dict[str, Engine] = {}
 
@@ -49,6 +54,13 @@ def create_private_file(path: Path) -> None:
 #: defaults are 5 / 10).
 SQLITE_POOL_SIZE = 16
 SQLITE_MAX_OVERFLOW = 16
+#: PostgreSQL connections a proxy keeps open / opens beyond those at most: 20 per process, one
+#: for every thread that may write at once (asyncio's default pool of ``min(32, CPUs + 4)``
+#: threads, the ledger writer, observers) on up to 14 CPUs. A team of N proxies needs the
+#: server's ``max_connections`` >= 20 N plus a few for the CLI (PostgreSQL's default, 100, serves
+#: 4 proxies). A thread waits up to 30 s for a connection when all are taken.
+PG_POOL_SIZE = 10
+PG_MAX_OVERFLOW = 10
 
 
 def make_engine(url: str) -> Engine:
@@ -69,7 +81,7 @@ def make_engine(url: str) -> Engine:
         eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": 10}, pool_size=SQLITE_POOL_SIZE, max_overflow=SQLITE_MAX_OVERFLOW)
         event.listen(eng, "connect", _sqlite_pragmas)
         return eng
-    return create_engine(url, pool_pre_ping=True)
+    return create_engine(url, pool_pre_ping=True, pool_size=PG_POOL_SIZE, max_overflow=PG_MAX_OVERFLOW, pool_timeout=30)
 
 
 def migrate(engine: Engine) -> None:
@@ -85,11 +97,26 @@ def migrate(engine: Engine) -> None:
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     try:
         with engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                # the proxies of a team may start at the same moment: the first migrates, the
+                # others wait here (the lock ends with this transaction) and find nothing to do
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
+            before = _heads(conn)
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "heads")
+            after = _heads(conn)
+        if after != before:
+            log.info("headroom: database migrated to %s", ", ".join(sorted(after)))
     except Exception as e:  # noqa: BLE001 - re-raised with the URL named, on one line
         first = str(getattr(e, "orig", None) or e).strip().splitlines()
         raise DatabaseError(f"cannot open {engine.url.render_as_string(hide_password=True)}: {type(getattr(e, 'orig', None) or e).__name__}: {first[0] if first else ''}") from e
+
+
+def _heads(conn) -> set[str]:
+    """The Alembic revisions the database on ``conn`` is at (empty before the first)."""
+    from alembic.runtime.migration import MigrationContext
+
+    return set(MigrationContext.configure(conn).get_current_heads())
 
 
 def _blocker(f: Path) -> str:

@@ -45,16 +45,21 @@ def load_secret(path: Path) -> bytes:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
+        # written whole under a private name, then linked into place: proxies of a team starting
+        # at once on one key file agree on one key, and none reads a half-written file
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
         try:
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            data = secrets.token_bytes(SECRET_BYTES)
+            with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+                f.write(data)
+            os.link(tmp, path)
         except FileExistsError:  # another process created it a moment ago
             return load_secret(path)
         except OSError as e:
             raise SecretError(f"cannot create the secret key file {path}: {e}") from e
-        data = secrets.token_bytes(SECRET_BYTES)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        finally:
+            tmp.unlink(missing_ok=True)
         return data
     except OSError as e:
         raise SecretError(f"cannot read the secret key file {path}: {e}") from e

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from sqlalchemy import func
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -16,24 +17,44 @@ from sqlalchemy.orm import Session
 _STATEMENTS: dict[tuple, Any] = {}
 
 
-def _statement(dialect: str, model: type, keys: tuple[str, ...], cols: tuple[str, ...]) -> Any:
+def dialect_insert(s: Session, model: type):
+    """An ``INSERT`` into ``model``'s table that has ``on_conflict_do_update``/``_do_nothing``
+    (``excluded`` names the proposed row) for the session's database; None for a backend
+    without ``ON CONFLICT`` (then read-then-write)."""
+    name = s.get_bind().dialect.name
+    if name == "sqlite":
+        return sqlite.insert(model)
+    if name == "postgresql":
+        return postgresql.insert(model)
+    return None
+
+
+def _statement(dialect: str, model: type, keys: tuple[str, ...], cols: tuple[str, ...], add: tuple[str, ...] = (), returning: bool = False) -> Any:
     """The ``INSERT … ON CONFLICT`` statement for these columns, built once: values go as bound
     parameters, so SQLAlchemy's compiled cache serves it (values written into the statement
-    would be hashed into its cache key on every call, slow for large ones)."""
-    k = (dialect, model, keys, cols)
+    would be hashed into its cache key on every call, slow for large ones). ``add`` columns
+    are summed with the existing row's; ``returning`` returns the first key of an inserted row."""
+    k = (dialect, model, keys, cols, add, returning)
     stmt = _STATEMENTS.get(k)
     if stmt is None:
         ins = sqlite.insert(model) if dialect == "sqlite" else postgresql.insert(model)
-        stmt = ins.on_conflict_do_update(index_elements=list(keys), set_={c: ins.excluded[c] for c in cols}) if cols else ins.on_conflict_do_nothing(index_elements=list(keys))
+        set_ = {c: ins.excluded[c] for c in cols}
+        set_.update({c: func.coalesce(getattr(model, c), 0) + ins.excluded[c] for c in add})
+        stmt = ins.on_conflict_do_update(index_elements=list(keys), set_=set_) if set_ else ins.on_conflict_do_nothing(index_elements=list(keys))
+        if returning:
+            stmt = stmt.returning(getattr(model, keys[0]))
         _STATEMENTS[k] = stmt
     return stmt
 
 
-def upsert(s: Session, model: type, values: Mapping[str, Any], keys: Sequence[str], update: Sequence[str] | None = None) -> None:
+def upsert(
+    s: Session, model: type, values: Mapping[str, Any], keys: Sequence[str], update: Sequence[str] | None = None, add: Sequence[str] = ()
+) -> None:
     """Insert ``values`` into ``model``'s table, or, when a row with the same ``keys`` exists,
-    set its ``update`` columns (default: every non-key column given) to ``values``.
-    Raises SQLAlchemy errors."""
-    cols = tuple(c for c in values if c not in keys) if update is None else tuple(update)
+    set its ``update`` columns (default: every non-key column given, except ``add``) to
+    ``values`` and add ``values`` to its ``add`` columns (counters: one atomic statement, so
+    concurrent writers lose no increment). Raises SQLAlchemy errors."""
+    cols = tuple(c for c in values if c not in keys and c not in add) if update is None else tuple(update)
     dialect = s.get_bind().dialect.name
     if dialect not in ("sqlite", "postgresql"):
         row = s.get(model, tuple(values[k] for k in keys))
@@ -42,8 +63,10 @@ def upsert(s: Session, model: type, values: Mapping[str, Any], keys: Sequence[st
         else:
             for c in cols:
                 setattr(row, c, values[c])
+            for c in add:
+                setattr(row, c, (getattr(row, c) or 0) + values[c])
         return
-    s.execute(_statement(dialect, model, tuple(keys), cols), dict(values))
+    s.execute(_statement(dialect, model, tuple(keys), cols, tuple(add)), dict(values))
 
 
 def upsert_many(s: Session, model: type, rows: Sequence[Mapping[str, Any]], keys: Sequence[str], update: Sequence[str] | None = None) -> None:
@@ -59,6 +82,15 @@ def upsert_many(s: Session, model: type, rows: Sequence[Mapping[str, Any]], keys
     s.execute(_statement(dialect, model, tuple(keys), cols), [dict(r) for r in rows])
 
 
-def insert_ignore(s: Session, model: type, values: Mapping[str, Any], keys: Sequence[str]) -> None:
-    """Insert ``values`` unless a row with the same ``keys`` exists (then nothing happens)."""
-    upsert(s, model, values, keys, update=())
+def insert_ignore(s: Session, model: type, values: Mapping[str, Any], keys: Sequence[str]) -> bool:
+    """Insert ``values`` unless a row with the same ``keys`` exists (then nothing happens, and
+    the database logs no error). Returns True when this call inserted the row."""
+    dialect = s.get_bind().dialect.name
+    if dialect not in ("sqlite", "postgresql"):
+        if s.get(model, tuple(values[k] for k in keys)) is not None:
+            return False
+        s.add(model(**values))
+        s.flush()
+        return True
+    # a row comes back only when inserted
+    return s.execute(_statement(dialect, model, tuple(keys), (), returning=True), dict(values)).first() is not None

@@ -17,8 +17,27 @@ from datetime import datetime
 
 from sqlalchemy import DateTime, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
 
 from headroom_core.db.models import Base
+
+#: What a NUL character of a rule key is stored as (PostgreSQL's text cannot hold NUL).
+NUL_STORED = "\u2400"
+
+
+class RuleKey(TypeDecorator):
+    """Text whose NUL characters (the separators of a rule's key, :class:`~headroom_core.learn.rules.Rule`)
+    are stored as U+2400 SYMBOL FOR NULL and read back as NUL: PostgreSQL's ``text`` cannot hold
+    NUL (psycopg raises ``DataError``), SQLite could. Comparisons bind the same way."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        return None if value is None else value.replace("\0", NUL_STORED)
+
+    def process_result_value(self, value, dialect):
+        return None if value is None else value.replace(NUL_STORED, "\0")
 
 
 class LearnEvidence(Base):
@@ -35,7 +54,7 @@ class LearnEvidence(Base):
     pair_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
     rule_id: Mapped[str] = mapped_column(String(64))
     rule_kind: Mapped[str] = mapped_column(String(32))
-    rule_key: Mapped[str] = mapped_column(Text)
+    rule_key: Mapped[str] = mapped_column(RuleKey)
     text: Mapped[str] = mapped_column(Text)
     supersede_key: Mapped[str] = mapped_column(String(64))
     failure_key: Mapped[str] = mapped_column(String(64))
@@ -52,7 +71,7 @@ class LearnedRule(Base):
     project: Mapped[str] = mapped_column(String(512), primary_key=True)
     rule_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     kind: Mapped[str] = mapped_column(String(32))
-    rule_key: Mapped[str] = mapped_column(Text)
+    rule_key: Mapped[str] = mapped_column(RuleKey)
     text: Mapped[str] = mapped_column(Text)
     supersede_key: Mapped[str] = mapped_column(String(64))
     failure_key: Mapped[str] = mapped_column(String(64), index=True)

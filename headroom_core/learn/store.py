@@ -1,8 +1,10 @@
 """The learner's database side: evidence, persisted rules, recent failures, lines fed back.
 
 One SQLAlchemy session per call (a unit of work); every query is filtered by project, so one
-project's rules and failures never reach another's requests. Concurrent proxy threads may try
-to insert the same row: the primary keys decide, and the loser's ``IntegrityError`` is expected.
+project's rules and failures never reach another's requests. Concurrent proxy threads, and the
+proxies of a team on one PostgreSQL, write the same rows at once: rows are written with
+``INSERT … ON CONFLICT`` (:mod:`headroom_core.db.upsert`), so the primary keys decide, counters
+lose no increment and the database logs no unique-constraint error.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import case, delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from headroom_core.db.upsert import dialect_insert, insert_ignore
 from headroom_core.learn.models import LearnedRule, LearnEvidence, LearnFailure, LearnFedBack
 from headroom_core.learn.pairing import corrects
 from headroom_core.learn.rules import Rule, failure_key, show
@@ -79,17 +82,12 @@ class LearnStore:
         rule is persisted (or updated) by this call."""
         now = now or utcnow()
         with self.sessions() as s:
-            if s.get(LearnEvidence, (project, session_key, phash)) is None:
-                s.add(LearnEvidence(project=project, session_key=session_key, pair_hash=phash, rule_id=rule.id, rule_kind=rule.kind,
-                                    rule_key=rule.key, text=rule.text, supersede_key=rule.supersede_key,
-                                    failure_key=rule.failure_key, created_at=now))
-                try:
-                    s.commit()
-                except IntegrityError:
-                    s.rollback()
-                    return False
-            else:
+            row = dict(project=project, session_key=session_key, pair_hash=phash, rule_id=rule.id, rule_kind=rule.kind, rule_key=rule.key,
+                       text=rule.text, supersede_key=rule.supersede_key, failure_key=rule.failure_key, created_at=now)
+            if not insert_ignore(s, LearnEvidence, row, ["project", "session_key", "pair_hash"]):
+                s.rollback()
                 return False
+            s.commit()
             n = s.scalar(select(func.count()).select_from(LearnEvidence).where(LearnEvidence.project == project, LearnEvidence.rule_id == rule.id)) or 0
             if rule.reverse_key:
                 rev = s.scalar(select(func.count()).select_from(LearnEvidence).where(
@@ -109,6 +107,17 @@ class LearnStore:
         if rule.supersede_key:
             s.execute(delete(LearnedRule).where(LearnedRule.project == project, LearnedRule.supersede_key == rule.supersede_key,
                                                 LearnedRule.rule_id != rule.id))
+        ins = dialect_insert(s, LearnedRule)
+        if ins is not None:  # one statement: proxies persisting the same rule at once both succeed
+            stmt = ins.values(project=project, rule_id=rule.id, kind=rule.kind, rule_key=rule.key, text=rule.text, supersede_key=rule.supersede_key,
+                              failure_key=rule.failure_key, evidence=evidence, source=source, created_at=now, updated_at=now)
+            new = stmt.excluded
+            s.execute(stmt.on_conflict_do_update(index_elements=["project", "rule_id"], set_={
+                "text": new.text, "updated_at": new.updated_at,
+                "evidence": case((LearnedRule.evidence > new.evidence, LearnedRule.evidence), else_=new.evidence),
+                "source": case((LearnedRule.source == new.source, LearnedRule.source), else_="live+offline"),
+            }))
+            return
         row = s.get(LearnedRule, (project, rule.id))
         if row is None:
             s.add(LearnedRule(project=project, rule_id=rule.id, kind=rule.kind, rule_key=rule.key, text=rule.text,
@@ -159,6 +168,9 @@ class LearnStore:
         self._noisy(project)
         now = now or utcnow()
         with self.sessions() as s:
+            if self._count_failures(s, project, session_key, failed, now):
+                s.commit()
+                return
             for st in failed:
                 fk = failure_key(st)
                 row = s.get(LearnFailure, (project, fk))
@@ -177,6 +189,25 @@ class LearnStore:
                 s.commit()
             except IntegrityError:
                 s.rollback()
+
+    @staticmethod
+    def _count_failures(s: Session, project: str, session_key: str, failed: Sequence[Step], now: datetime) -> bool:
+        """:meth:`record_failures` as one upsert per failure, in failure-key order (so two
+        writers never wait on each other's rows crosswise); False, doing nothing, on a backend
+        without ``ON CONFLICT``."""
+        if dialect_insert(s, LearnFailure) is None:
+            return False
+        for st in sorted(failed, key=failure_key):
+            stmt = dialect_insert(s, LearnFailure).values(
+                project=project, failure_key=failure_key(st), tool=st.tool[:256], command=st.command[:4000], target=st.target, args=st.args[:4000],
+                error=st.error, count=1, sessions=1, last_session_key=session_key, first_seen_at=now, last_seen_at=now, cleared_at=None)
+            new = stmt.excluded
+            s.execute(stmt.on_conflict_do_update(index_elements=["project", "failure_key"], set_={
+                "count": LearnFailure.count + 1,
+                "sessions": LearnFailure.sessions + case((LearnFailure.last_session_key == new.last_session_key, 0), else_=1),
+                **{c: getattr(new, c) for c in ("tool", "command", "target", "args", "error", "last_session_key", "last_seen_at")},
+            }))
+        return True
 
     def record_known_problems(self, project: str, problems: Sequence["KnownProblem"], now: datetime | None = None) -> int:
         """Keep failures ``headroom learn`` found no fix for (:class:`~.offline.KnownProblem`) as
@@ -261,13 +292,9 @@ class LearnStore:
                     break
             if not lines:
                 return lines
-            for line in lines:
-                s.add(LearnFedBack(session_key=session_key, line_hash=_hash(line), created_at=now))
-            try:
-                s.commit()
-            except IntegrityError:  # another thread gave this session the same lines just now
-                s.rollback()
-                return []
+            # a line another thread (or proxy) gave this session just now is not given again
+            lines = [line for line in lines if insert_ignore(s, LearnFedBack, dict(session_key=session_key, line_hash=_hash(line), created_at=now), ["session_key", "line_hash"])]
+            s.commit()
             return lines
 
 
