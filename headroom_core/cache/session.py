@@ -35,7 +35,7 @@ def session_key(dialect: str, body: dict[str, Any], explicit: str | None = None)
     the first ``system`` message) and the first user message, which a client repeats on every
     turn of one conversation (``cache_control`` markers left out: they move between turns)."""
     if explicit:
-        return hashlib.sha256(f"explicit\0{explicit}".encode()).hexdigest()[:32]
+        return hashlib.sha256(f"explicit\0{explicit}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
     system = body.get("system", body.get("instructions"))
     if system is None and isinstance(body.get("messages"), list):
         system = next((m.get("content") for m in body["messages"] if isinstance(m, dict) and m.get("role") in ("system", "developer")), None)

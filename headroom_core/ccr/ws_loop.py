@@ -43,6 +43,7 @@ from typing import Any
 
 from headroom_core.wire import openai_responses as resp_wire
 from headroom_core.wire.blocks import ToolCall, Usage
+from headroom_core.surrogates import escape_in_json
 
 #: Server events after which a turn is over.
 TERMINAL = frozenset({"response.completed", "response.done", "response.incomplete", "response.failed", "error"})
@@ -210,7 +211,7 @@ class WsRetrieveLoop:
         self.rounds += 1
         self._shift += visible_items
         self._asm = resp_wire.StreamAssembler(set(self.hidden))
-        frame = self.frame_prefix + json.dumps(self.request, ensure_ascii=False) + self.frame_suffix
+        frame = self.frame_prefix + escape_in_json(json.dumps(self.request, ensure_ascii=False)) + self.frame_suffix
         return Resolution(out, frame.encode("utf-8"))
 
     # -- results -----------------------------------------------------------------------
@@ -287,4 +288,4 @@ class WsRetrieveLoop:
             self._last_seq = new["sequence_number"]
         if new == d:
             return f.raw
-        return json.dumps(new, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        return escape_in_json(json.dumps(new, ensure_ascii=False, separators=(",", ":"))).encode("utf-8")

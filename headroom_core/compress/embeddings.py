@@ -25,6 +25,8 @@ from typing import Sequence
 
 import numpy as np
 
+from headroom_core.surrogates import scrub
+
 log = logging.getLogger("headroom")
 
 MODEL_NAME = "all-MiniLM-L6-v2"
@@ -146,7 +148,7 @@ class Embedder:
             return np.zeros((0, DIMENSIONS), dtype=np.float32)
         with self._encode_lock:
             vecs = model.encode(
-                list(texts),
+                [scrub(t) for t in texts],  # a lone surrogate reads as U+FFFD (no UTF-8 form)
                 batch_size=BATCH_SIZE,
                 normalize_embeddings=True,
                 convert_to_numpy=True,

@@ -13,6 +13,8 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+from headroom_core.db.types import scrub_parameters
+
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 
 _lock = threading.Lock()
@@ -32,15 +34,20 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
 
 
 def make_engine(url: str) -> Engine:
-    """Create an engine for ``url``; for a SQLite file, create its folder and turn on WAL."""
+    """Create an engine for ``url``; for a SQLite file, create its folder and turn on WAL.
+
+    Every engine writes any ``str`` (lone surrogates and NULs of JSON strings become U+FFFD in
+    ordinary columns; :class:`~headroom_core.db.types.AnyText` columns keep them exactly)."""
     u = make_url(url)
     if u.get_backend_name() == "sqlite":
         if u.database and u.database != ":memory:":
             Path(u.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": 10})
         event.listen(eng, "connect", _sqlite_pragmas)
-        return eng
-    return create_engine(url, pool_pre_ping=True)
+    else:
+        eng = create_engine(url, pool_pre_ping=True)
+    event.listen(eng, "before_cursor_execute", scrub_parameters, retval=True)
+    return eng
 
 
 def migrate(engine: Engine) -> None:

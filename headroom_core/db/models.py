@@ -7,6 +7,8 @@ from datetime import datetime
 from sqlalchemy import Boolean, DateTime, Index, Integer, LargeBinary, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from headroom_core.db.types import AnyText
+
 
 class Base(DeclarativeBase):
     """Base of all Headroom tables."""
@@ -22,7 +24,7 @@ class Original(Base):
     __tablename__ = "originals"
 
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
-    text: Mapped[str] = mapped_column(Text)
+    text: Mapped[str] = mapped_column(AnyText)  # any JSON string, lone surrogates included
     kind: Mapped[str] = mapped_column(String(32))
     size_bytes: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime)
@@ -41,7 +43,7 @@ class CompressionDecision(Base):
 
     content_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
     changed: Mapped[bool] = mapped_column(Boolean)
-    result_text: Mapped[str] = mapped_column(Text)
+    result_text: Mapped[str] = mapped_column(AnyText)  # any JSON string, lone surrogates included
     kind: Mapped[str] = mapped_column(String(32))
     strategy: Mapped[str] = mapped_column(String(32))
     reason: Mapped[str] = mapped_column(String(300))

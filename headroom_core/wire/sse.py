@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from headroom_core.surrogates import escape_in_json
+
 _BOUNDARY = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 
 
@@ -74,6 +76,6 @@ class SSEParser:
 
 def encode_event(data: Any, event: str | None = None) -> bytes:
     """One SSE event with ``data`` as compact JSON (or as-is if it is a str), ``\\n\\n``-terminated."""
-    payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    payload = data if isinstance(data, str) else escape_in_json(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
     head = f"event: {event}\n" if event else ""
     return (head + "".join(f"data: {line}\n" for line in payload.split("\n")) + "\n").encode("utf-8")
