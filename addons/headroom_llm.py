@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
@@ -18,6 +17,7 @@ from headroom_core.extensions import answer_call
 from headroom_core.request_plan import RequestPlan, plan_request_async
 from headroom_core.wire.blocks import Usage
 from headroom_core.wire.detect import dialect_for_path
+from headroom_core.surrogates import escape_in_json
 from headroom_core.wire.dialects import module_for
 
 from headroom_options import State
@@ -69,7 +69,6 @@ class LLMTraffic:
 
     def __init__(self, state: State) -> None:
         self.state = state
-        self._pending: set = set()
 
     async def request(self, flow: http.HTTPFlow) -> None:
         rt = self.state.runtime
@@ -145,10 +144,13 @@ class LLMTraffic:
             st.usage, st.rounds, st.called = st.stream.usage, st.stream.rounds, st.stream.called
         elif st.plan.dialect is not None and st.plan.action != "reject":
             await self._complete_json(flow, st)
-        # the ledger is written off the response path: the client does not wait for it
-        task = asyncio.get_running_loop().run_in_executor(None, self._record, flow, st)
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        # queued for the ledger's own writer thread: the client does not wait for the database,
+        # and the row is committed within moments (not behind the compression work)
+        self._record(flow, st)
+        # the plan holds the parsed request (megabytes of objects for a large body) and the stream
+        # loop's callback refers back to it: free it with the flow, not at a later cyclic collection
+        del flow.metadata["headroom"]
+        st.stream = None
 
     async def _complete_json(self, flow: http.HTTPFlow, st: FlowState) -> None:
         assert flow.response is not None and st.plan.dialect is not None
@@ -181,7 +183,7 @@ class LLMTraffic:
                 rt.settings.retrieve_max_rounds,
             )
             if final is not resp:
-                flow.response.content = json.dumps(final, ensure_ascii=False).encode()
+                flow.response.content = escape_in_json(json.dumps(final, ensure_ascii=False)).encode()
                 resp = final
             st.rounds = rounds
         st.usage = mod.usage(resp)
@@ -203,6 +205,13 @@ class LLMTraffic:
                 rounds=st.rounds,
                 offered=offered,
                 called=st.called,
+                writer=rt.ledger,
             )
         except Exception:  # noqa: BLE001 - the ledger never breaks traffic
             log.exception("headroom: could not record the request outcome")
+
+    def done(self) -> None:
+        """On shutdown: commit the ledger rows still queued (up to 10 s)."""
+        rt = self.state.runtime
+        if rt is not None and "ledger" in rt.__dict__:
+            rt.ledger.close(10.0)

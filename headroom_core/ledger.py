@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 from sqlalchemy import String, case, cast, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from headroom_core.clients import client_name
 from headroom_core.db.models import RequestOutcome, ToolUsage
+from headroom_core.ledger_writer import Entry, LedgerWriter, write_entries
 from headroom_core.wire.blocks import Usage
 
 if TYPE_CHECKING:  # the request walk is heavy to import; the ledger's readers do not need it
@@ -29,10 +31,15 @@ def record(
     rounds: int,
     offered: list[str] = (),  # type: ignore[assignment]
     called: list[str] = (),  # type: ignore[assignment]
+    writer: LedgerWriter | None = None,
 ) -> None:
     """Write one :class:`RequestOutcome` row for ``plan`` and what the response said, and count
     the ``offered`` tool names and the ``called`` ones (the model's tool calls) per client and
-    project."""
+    project (atomically: concurrent requests all count).
+
+    With a ``writer`` the row is queued for its background thread (on disk within one commit,
+    see :class:`~headroom_core.ledger_writer.LedgerWriter`) and this returns at once; without
+    one it is written before returning. Raises SQLAlchemy's errors only in the second case."""
     p = plan.pipeline
     action = {"rewrite": "compressed", "reject": "rejected"}.get(plan.action, "unchanged")
     if plan.reason == "bypass header":
@@ -43,7 +50,7 @@ def record(
     t = plan.tools
     client = client_name(user_agent)
     now = datetime.now(timezone.utc).replace(tzinfo=None)
-    with sessions.begin() as s:
+    with _writing(sessions, writer) as s:
         _count_tools(s, client, plan.project, offered, called, now)
         s.add(
             RequestOutcome(
@@ -74,26 +81,24 @@ def record(
         )
 
 
-def _count_tools(s: Session, client: str, project: str, offered: list[str], called: list[str], now: datetime) -> None:
+@contextmanager
+def _writing(sessions: sessionmaker[Session], writer: LedgerWriter | None) -> Iterator[Entry]:
+    """Collect one request's rows and counts; on exit queue them with ``writer``, or write them."""
+    entry = Entry()
+    yield entry
+    if writer is not None:
+        writer.submit(entry)
+    else:
+        write_entries(sessions, [entry])
+
+
+def _count_tools(e: Entry, client: str, project: str, offered: list[str], called: list[str], now: datetime) -> None:
     counts: dict[str, list[int]] = {}
     for name in offered:
         counts.setdefault(str(name)[:256], [0, 0])[0] += 1
     for name in called:
         counts.setdefault(str(name)[:256], [0, 0])[1] += 1
-    if not counts:
-        return
-    existing = {
-        r.tool_name: r
-        for r in s.scalars(select(ToolUsage).where(ToolUsage.client == client, ToolUsage.project == project[:512], ToolUsage.tool_name.in_(list(counts))))
-    }
-    for name, (o, c) in counts.items():
-        row = existing.get(name)
-        if row is None:
-            s.add(ToolUsage(client=client, project=project[:512], tool_name=name[:256], offered=o, called=c, last_seen_at=now))
-        else:
-            row.offered += o
-            row.called += c
-            row.last_seen_at = now
+    e.client, e.project, e.tools, e.seen_at = client, project[:512], counts, now
 
 
 def tool_usage(sessions: sessionmaker[Session], project: str | None = None) -> list[ToolUsage]:
