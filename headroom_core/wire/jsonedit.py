@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -49,49 +50,28 @@ def _skip_value(s: str, i: int) -> int:
     return end
 
 
-def _child(s: str, i: int, key: Any, path: PathT) -> int:
-    """Start index of member ``key`` (str) or element ``key`` (int) of the container at ``i``."""
-    c = s[i]
-    if isinstance(key, str):
-        if c != "{":
-            raise JSONPathError(f"{path}: not an object")
-        j = _ws(s, i + 1)
-        found = -1
-        while s[j] != "}":
-            name, j = json.decoder.scanstring(s, j + 1)
-            j = _ws(s, j)
-            j = _ws(s, j + 1)  # past ':'
-            if name == key:
-                found = j  # last duplicate wins, as json.loads does
-            j = _ws(s, _skip_value(s, j))
-            if s[j] == ",":
-                j = _ws(s, j + 1)
-        if found < 0:
-            raise JSONPathError(f"{path}: no key {key!r}")
-        return found
-    if c != "[":
-        raise JSONPathError(f"{path}: not an array")
-    j = _ws(s, i + 1)
-    n = 0
-    while s[j] != "]":
-        if n == key:
-            return j
-        j = _ws(s, _skip_value(s, j))
-        if s[j] == ",":
-            j = _ws(s, j + 1)
-        n += 1
-    raise JSONPathError(f"{path}: no index {key}")
-
-
 def span(s: str, path: PathT) -> tuple[int, int]:
     """``(start, end)`` character offsets of the value at ``path`` (keys and indexes) in ``s``.
 
     Raises :class:`JSONPathError` if the path does not exist.
     """
-    i = _ws(s, 0)
-    for depth, key in enumerate(path):
-        i = _child(s, i, key, path[: depth + 1])
-    return i, _skip_value(s, i)
+    return locator(s).span(path)
+
+
+_recent = threading.local()
+
+
+def locator(s: str) -> "Locator":
+    """The :class:`Locator` of ``s``, shared by the calls of one thread on the very same string
+    (a request's plan locates values of one body text several times: the conversation's
+    elements, ``tools``, then every edit); the two most recent texts are kept."""
+    got: list = getattr(_recent, "locators", None) or []
+    for loc in got:
+        if loc.s is s:
+            return loc
+    loc = Locator(s)
+    _recent.locators = [loc, *got[:1]]
+    return loc
 
 
 class Locator:
@@ -177,8 +157,7 @@ def apply(s: str, edits: Iterable["Replace | Append | ReplaceRaw"]) -> str:
     Edits must not overlap. Raises :class:`JSONPathError` for a path that is not there.
     """
     splices: list[tuple[int, int, str]] = []
-    loc = Locator(s)
-    span = loc.span  # noqa: F811 - one locator for all edits of this document
+    span = locator(s).span  # noqa: F811 - one locator for all edits of this document
     created: dict[Any, tuple[int, list[str]]] = {}
     for e in edits:
         if isinstance(e, Replace):
@@ -237,7 +216,7 @@ def element_spans(s: str, path: PathT) -> list[tuple[int, int]]:
 
     Raises :class:`JSONPathError` if ``path`` is not an array.
     """
-    loc = Locator(s)
+    loc = locator(s)
     a, _ = loc.span(path)
     if s[a] != "[":
         raise JSONPathError(f"{path}: not an array")
