@@ -18,6 +18,9 @@ ratio to plain), latency percentiles, resident memory (VmRSS) at start (listenin
 with one session per agent), at the end and its peak (VmHWM); for Headroom also the ledger rows
 (``request_outcomes``) against the requests answered.
 
+``--workload replay``: every agent resends the last turn of one session instead (the proxy's
+cost on content it has decided before: replayed prefix, cached decisions).
+
 ``--kill-after N``: instead, send a burst to Headroom only, ``kill -9`` it once ``N`` requests
 were answered, and report how many answered requests are in the ledger afterwards (and after a
 restart).
@@ -280,9 +283,10 @@ def upstream_main(certdir: str, port_w, stats_r) -> None:
 # the load generator: asyncio, one keep-alive TLS connection through the proxy per agent
 
 
-def client_main(proxy_port: int, up_port: int, ca: str, templates: dict[str, list[bytes]], n: int, conc: int, run_id: str, out_w, progress=None) -> None:
+def client_main(proxy_port: int, up_port: int, ca: str, templates: dict[str, list[bytes]], n: int, conc: int, run_id: str, out_w, progress=None, replay: bool = False) -> None:
     """Send ``n`` requests with ``conc`` agents; send ``{latencies, errors, samples, seconds}``
-    to ``out_w``. ``progress`` (a shared counter) counts answered requests."""
+    to ``out_w``. ``progress`` (a shared counter) counts answered requests. ``replay``: every
+    agent resends the last turn of one session (content the proxy has decided already)."""
     import h11
 
     ctx = ssl.create_default_context(cafile=ca)
@@ -303,7 +307,7 @@ def client_main(proxy_port: int, up_port: int, ca: str, templates: dict[str, lis
 
     async def agent(k: int) -> None:
         dialect = DIALECTS[k % 3]
-        turns = templates[dialect]
+        turns = templates[dialect][-1:] if replay else templates[dialect]
         session = 0
         turn = 0
         conn = None
@@ -315,7 +319,7 @@ def client_main(proxy_port: int, up_port: int, ca: str, templates: dict[str, lis
             i += 1
             turn += 1
             if turn == len(turns):
-                turn, session = 0, session + 1
+                turn, session = 0, session + (0 if replay else 1)
             t0 = time.monotonic()
             try:
                 if conn is None:
@@ -390,9 +394,9 @@ def pct(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(round(q * (len(s) - 1))))] if s else float("nan")
 
 
-def run_client(proxy, up_port: int, templates, n: int, conc: int, run_id: str, progress=None):
+def run_client(proxy, up_port: int, templates, n: int, conc: int, run_id: str, progress=None, replay: bool = False):
     r, w = mp.Pipe(duplex=False)
-    p = mp.Process(target=client_main, args=(proxy.port, up_port, str(proxy.ca_path), templates, n, conc, run_id, w, progress))
+    p = mp.Process(target=client_main, args=(proxy.port, up_port, str(proxy.ca_path), templates, n, conc, run_id, w, progress, replay))
     p.start()
     return p, r
 
@@ -406,14 +410,14 @@ def run_target(label: str, script, up_port: int, templates, args) -> dict:
     px = MitmProxy(script, options=opts, startup_timeout=120)
     px.start()
     try:
-        # warm up: one session turn per agent (vocabulary, embedding model, caches)
-        p, r = run_client(px, up_port, templates, args.concurrency, args.concurrency, f"warm{label}")
+        # warm up: one request per agent (vocabulary, caches; with --workload replay, the content)
+        p, r = run_client(px, up_port, templates, args.concurrency, args.concurrency, f"run{label}", replay=args.workload == "replay")
         warm = r.recv()
         p.join()
         time.sleep(3)
         before = upstream_stats(up_port)
         rss_start, _ = rss_mib(px.process.pid)
-        p, r = run_client(px, up_port, templates, args.requests, args.concurrency, f"run{label}")
+        p, r = run_client(px, up_port, templates, args.requests, args.concurrency, f"run{label}", replay=args.workload == "replay")
         res = r.recv()
         p.join()
         rss_end, peak = rss_mib(px.process.pid)
@@ -481,6 +485,8 @@ def main() -> None:
     ap.add_argument("--script", default="", help="addon script to load instead of addons/headroom.py (e.g. another checkout's)")
     ap.add_argument("--compress-timeout", default="10", help="headroom_compress_timeout_seconds (default 10, the shipped default)")
     ap.add_argument("--kill-after", type=int, default=0, help="kill -9 Headroom after this many answered requests and count ledger rows")
+    ap.add_argument("--workload", choices=("sessions", "replay"), default="sessions",
+                    help="sessions: growing sessions, a new tool output each turn (default); replay: each agent resends one full session turn")
     args = ap.parse_args()
 
     from rich.console import Console
@@ -514,7 +520,7 @@ def main() -> None:
         if r["errors"] or r["invalid"]:
             print(r["label"], "error samples:", r["samples"], r["invalid_samples"])
             print(r["log"])
-    t = Table(title=f"{args.requests} requests at concurrency {args.concurrency}, three dialects, JSON and SSE", title_justify="left")
+    t = Table(title=f"{args.requests} requests at concurrency {args.concurrency}, three dialects, JSON and SSE, workload {args.workload}", title_justify="left")
     t.add_column("")
     for res in results:
         t.add_column(res["label"], justify="right")

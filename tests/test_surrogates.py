@@ -199,3 +199,4 @@ def test_lone_surrogates_end_to_end_through_mitmdump(upstream, proxy_factory):
     assert first.json["system"][0]["text"].endswith(HALF)
     assert follow.json["messages"][-1]["content"][0]["content"] == tool_text  # the exact original back
     assert "Traceback" not in px.log_text() and "internal error" not in px.log_text()
+
