@@ -411,7 +411,8 @@ def run_target(label: str, script, up_port: int, templates, args) -> dict:
     px.start()
     try:
         # warm up: one request per agent (vocabulary, caches; with --workload replay, the content)
-        p, r = run_client(px, up_port, templates, args.concurrency, args.concurrency, f"run{label}", replay=args.workload == "replay")
+        warm_id = f"run{label}" if args.workload == "replay" else f"warm{label}"
+        p, r = run_client(px, up_port, templates, args.concurrency, args.concurrency, warm_id, replay=args.workload == "replay")
         warm = r.recv()
         p.join()
         time.sleep(3)
