@@ -15,8 +15,9 @@ not valid JSON; the load generator (its own process, asyncio, one keep-alive TLS
 agent through the proxy) counts errors (connection failures, non-2xx, truncated streams) and
 latencies. Printed per proxy: requests, errors, invalid upstream bodies, requests/s (and the
 ratio to plain), latency percentiles, resident memory (VmRSS) at start (listening, warmed up
-with one session per agent), at the end and its peak (VmHWM); for Headroom also the ledger rows
-(``request_outcomes``) against the requests answered.
+with one request per agent), at the end and its peak (VmHWM); for Headroom also the ledger rows
+(``request_outcomes``) against the requests answered. The proxies run side by side and take
+turns in ``--rounds`` rounds, so a change in the machine's load hits both alike.
 
 ``--workload replay``: every agent resends the last turn of one session instead (the proxy's
 cost on content it has decided before: replayed prefix, cached decisions).
@@ -401,39 +402,63 @@ def run_client(proxy, up_port: int, templates, n: int, conc: int, run_id: str, p
     return p, r
 
 
-def run_target(label: str, script, up_port: int, templates, args) -> dict:
+def run_all(targets: list[tuple[str, Path | None]], up_port: int, templates, args) -> list[dict]:
+    """Start a proxy per ``(label, script)``, warm each up, then send ``args.requests`` to each
+    in ``args.rounds`` rounds, the proxies taking turns (first one first in even rounds, last
+    one first in odd ones), so a change of the machine's load during the run hits all alike."""
     from tests.support.proxy import MitmProxy
 
-    opts = {"flow_detail": 0}
-    if script is not None:
-        opts["headroom_compress_timeout_seconds"] = args.compress_timeout
-    px = MitmProxy(script, options=opts, startup_timeout=120)
-    px.start()
+    replay = args.workload == "replay"
+    proxies = []
     try:
-        # warm up: one request per agent (vocabulary, caches; with --workload replay, the content)
-        warm_id = f"run{label}" if args.workload == "replay" else f"warm{label}"
-        p, r = run_client(px, up_port, templates, args.concurrency, args.concurrency, warm_id, replay=args.workload == "replay")
-        warm = r.recv()
-        p.join()
+        for label, script in targets:
+            opts: dict = {"flow_detail": 0}
+            if script is not None:
+                opts["headroom_compress_timeout_seconds"] = args.compress_timeout
+            proxies.append(MitmProxy(script, options=opts, startup_timeout=120).start())
+        res: list[dict] = []
+        for (label, script), px in zip(targets, proxies):
+            # warm up: one request per agent (vocabulary, caches; with --workload replay, the content)
+            p, r = run_client(px, up_port, templates, args.concurrency, args.concurrency, f"run{label}" if replay else f"warm{label}", replay=replay)
+            warm = r.recv()
+            p.join()
+            res.append({"label": label, "latencies": [], "errors": warm["errors"], "samples": warm["samples"], "seconds": 0.0, "upstream": 0, "invalid": 0,
+                        "bytes": 0, "invalid_samples": [], "answered": len(warm["latencies"]), "script": script})
         time.sleep(3)
-        before = upstream_stats(up_port)
-        rss_start, _ = rss_mib(px.process.pid)
-        p, r = run_client(px, up_port, templates, args.requests, args.concurrency, f"run{label}", replay=args.workload == "replay")
-        res = r.recv()
-        p.join()
-        rss_end, peak = rss_mib(px.process.pid)
-        after = upstream_stats(up_port)
-        rows = None
-        if script is not None:
-            rows = ledger_rows(px.home, args.concurrency + args.requests - res["errors"] - warm["errors"])
-        return {
-            "label": label, **res, "rss_start": rss_start, "rss_end": rss_end, "rss_peak": peak,
-            "upstream": after["requests"] - before["requests"], "invalid": after["invalid"] - before["invalid"],
-            "invalid_samples": after["invalid_samples"], "mean_kb": (after["bytes"] - before["bytes"]) / max(1, after["requests"] - before["requests"]) / 1024,
-            "rows": rows, "answered": args.concurrency + args.requests - res["errors"] - warm["errors"], "log": px.log_text()[-3000:],
-        }
+        for rr, px in zip(res, proxies):
+            rr["rss_start"] = rss_mib(px.process.pid)[0]
+        per_round = [args.requests // args.rounds + (1 if i < args.requests % args.rounds else 0) for i in range(args.rounds)]
+        for rnd, n in enumerate(per_round):
+            order = list(range(len(proxies)))
+            if rnd % 2:
+                order.reverse()
+            for i in order:
+                px, rr = proxies[i], res[i]
+                before = upstream_stats(up_port)
+                p, r = run_client(px, up_port, templates, n, args.concurrency, f"run{rr['label']}" if replay else f"run{rr['label']}-{rnd}", replay=replay)
+                got = r.recv()
+                p.join()
+                after = upstream_stats(up_port)
+                rr["latencies"] += got["latencies"]
+                rr["answered"] += len(got["latencies"])
+                rr["errors"] += got["errors"]
+                rr["samples"] += got["samples"]
+                rr["seconds"] += got["seconds"]
+                rr["upstream"] += after["requests"] - before["requests"]
+                rr["invalid"] += after["invalid"] - before["invalid"]
+                rr["bytes"] += after["bytes"] - before["bytes"]
+                rr["invalid_samples"] = after["invalid_samples"]
+                print(f"round {rnd + 1}/{args.rounds} {rr['label']}: {len(got['latencies'])} answered, {got['errors']} errors, "
+                      f"{len(got['latencies']) / got['seconds']:.1f} requests/s", flush=True)
+        for rr, px in zip(res, proxies):
+            rr["rss_end"], rr["rss_peak"] = rss_mib(px.process.pid)
+            rr["mean_kb"] = rr["bytes"] / max(1, rr["upstream"]) / 1024
+            rr["rows"] = ledger_rows(px.home, rr["answered"]) if rr["script"] is not None else None
+            rr["log"] = px.log_text()[-3000:]
+        return res
     finally:
-        px.cleanup()
+        for px in proxies:
+            px.cleanup()
 
 
 def ledger_rows(home: Path, expect: int, wait_s: float = 30.0) -> int:
@@ -486,6 +511,7 @@ def main() -> None:
     ap.add_argument("--script", default="", help="addon script to load instead of addons/headroom.py (e.g. another checkout's)")
     ap.add_argument("--compress-timeout", default="10", help="headroom_compress_timeout_seconds (default 10, the shipped default)")
     ap.add_argument("--kill-after", type=int, default=0, help="kill -9 Headroom after this many answered requests and count ledger rows")
+    ap.add_argument("--rounds", type=int, default=5, help="the proxies take turns in this many rounds (default 5)")
     ap.add_argument("--workload", choices=("sessions", "replay"), default="sessions",
                     help="sessions: growing sessions, a new tool output each turn (default); replay: each agent resends one full session turn")
     args = ap.parse_args()
@@ -508,11 +534,12 @@ def main() -> None:
         if args.kill_after:
             kill9(up_port, templates, args)
             return
-        results = []
+        targets: list[tuple[str, Path | None]] = []
         if args.only in ("both", "plain"):
-            results.append(run_target("plain mitmdump", None, up_port, templates, args))
+            targets.append(("plain mitmdump", None))
         if args.only in ("both", "headroom"):
-            results.append(run_target("headroom", script, up_port, templates, args))
+            targets.append(("headroom", script))
+        results = run_all(targets, up_port, templates, args)
     finally:
         os.kill(up.pid, signal.SIGTERM)
         up.join(10)
@@ -542,6 +569,7 @@ def main() -> None:
     row("resident memory at end", lambda r: f"{r['rss_end']:.0f} MiB")
     row("resident memory peak", lambda r: f"{r['rss_peak']:.0f} MiB")
     row("ledger rows / answered", lambda r: "" if r["rows"] is None else f"{r['rows']} / {r['answered']}")
+    row("  (answered includes the warm-up)", lambda r: "")
     Console().print(t)
 
 
