@@ -14,7 +14,7 @@ _state = State()
 addons = [HeadroomOptions(_state), LLMTraffic(_state)]
 
 # Addons of further features, each a sibling module with ``make(state) -> addon``.
-for _name in ("headroom_ws", "headroom_page"):
+for _name in ("headroom_ws", "headroom_ws_release", "headroom_direct", "headroom_page"):
     try:
         _mod = importlib.import_module(_name)
     except ModuleNotFoundError as _e:

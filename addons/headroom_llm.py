@@ -1,25 +1,35 @@
-"""The LLM-traffic addon: request → core plan; response → usage, retrieval loop, ledger."""
+"""The LLM-traffic addon: request → core plan; response → usage, retrieval loop, ledger.
+
+Nothing here blocks mitmproxy's event loop: planning, answering the proxy's tools, decoding
+large bodies and the ledger run in worker threads; follow-up requests are async (httpx), and a
+streamed follow-up reaches the client through :mod:`headroom_stream_relay` from the async
+``response`` hook while every other flow goes on.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import httpx
 from mitmproxy import ctx, http
 
 from headroom_core import ledger
-from headroom_core.ccr.loop import StreamLoop, complete_json
+from headroom_core.ccr.loop import StreamLoop, StreamTap, complete_json, sum_usage
 from headroom_core.extensions import answer_call
-from headroom_core.request_plan import RequestPlan, plan_request_async
-from headroom_core.wire.blocks import Usage
-from headroom_core.wire.detect import dialect_for_path
-from headroom_core.surrogates import escape_in_json
-from headroom_core.wire.dialects import module_for
+from headroom_core.request_plan import Action, Code, RequestPlan, plan_request_async, run_observers
+from headroom_core.wire.blocks import ToolCall, Usage
+from headroom_core.wire.decode import TooLarge, decode_limited, decoder_for
+from headroom_core.wire.detect import dialect_for_path, token_count_dialect
+from headroom_core.wire.dialects import module_for, reply_for
+from headroom_core.wire.rawjson import Raw
+from headroom_core.wire.signed import body_signature
 
+import headroom_stream_relay
 from headroom_options import State
 
 log = logging.getLogger("headroom")
@@ -27,19 +37,24 @@ log = logging.getLogger("headroom")
 logging.getLogger("httpx").setLevel(logging.WARNING)
 
 # Hop-by-hop and length headers are not copied into the proxy's own follow-up requests.
-_SKIP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "proxy-connection", "keep-alive", "accept-encoding"}
+_SKIP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "proxy-connection", "keep-alive", "accept-encoding", "content-encoding"}
+_FOLLOWUP_TIMEOUT = httpx.Timeout(600.0, connect=30.0)
 
 
 @dataclass
 class FlowState:
-    """What the request hook decided, kept in ``flow.metadata`` for the response hooks."""
+    """What the request hook decided, kept in ``flow.metadata`` for the response hooks.
+
+    ``sent``: the request body as it went upstream (content-decoded), for follow-ups."""
 
     plan: RequestPlan
     started: float
+    sent: bytes = b""
     stream: StreamLoop | None = None
     rounds: int = 0
     usage: Usage = field(default_factory=Usage)
     called: list[str] = field(default_factory=list)
+    observed: Any = None  # the observers' run (a future): awaited before the response ends
 
 
 def where(flow: http.HTTPFlow) -> str:
@@ -60,11 +75,24 @@ def _followup_target(flow: http.HTTPFlow) -> tuple[str, dict[str, str], Any]:
     return flow.request.url, headers, verify
 
 
+def _too_large(flow: http.HTTPFlow, size: int, limit: int) -> RequestPlan:
+    d = dialect_for_path(flow.request.method, flow.request.path) or token_count_dialect(flow.request.method, flow.request.path)
+    assert d is not None
+    msg = (
+        f"headroom proxy: the request body decodes to more than {limit} bytes (headroom max_body_bytes; "
+        f"decoding stopped at {size} bytes), so it was not sent to the model. Compact the conversation "
+        "(for example /compact) or drop large tool outputs, then retry; resending the same request will be refused again."
+    )
+    body = json.dumps(module_for(d).error_body(msg, too_large=True)).encode()
+    return RequestPlan(Action.REJECT, "body over max_body_bytes", d, status=413, error_body=body, bytes_before=size, code=Code.TOO_LARGE)
+
+
 class LLMTraffic:
     """Compresses LLM API requests and answers the proxy's own tool calls.
 
     Hooks: ``request`` (plan: passthrough, rewrite or 413), ``responseheaders`` (SSE is streamed
-    through :class:`StreamLoop`), ``response`` (non-streamed retrieval loop, usage, ledger).
+    through :class:`StreamTap`), ``response`` (the retrieval loop, streamed or not, usage,
+    ledger).
     """
 
     def __init__(self, state: State) -> None:
@@ -76,19 +104,37 @@ class LLMTraffic:
             return
         req = flow.request
         headers = {k.lower(): v for k, v in req.headers.items()}
+        sig = body_signature(headers, req.path)
         for k in [k for k in req.headers.keys() if k.lower().startswith("x-headroom-")]:
-            del req.headers[k]
-        if dialect_for_path(req.method, req.path) is None:
+            if sig is None or k.lower() not in sig.signed_headers:
+                del req.headers[k]
+        d = dialect_for_path(req.method, req.path) or token_count_dialect(req.method, req.path)
+        if d is None:
             return
-        try:
-            # decoded per content-encoding (gzip, deflate, br, zstd); an unknown encoding or a
-            # body that does not decode is left exactly as it is
-            body = req.get_content(strict=True) or b""
-        except ValueError:
-            log.info("headroom: %s: body not decodable (content-encoding %r); forwarded unchanged", where(flow), req.headers.get("content-encoding", ""))
+        raw = req.raw_content or b""
+        if sig is not None:
+            # a changed body (or signed header) fails the signature: byte-identical, not planned
+            plan = RequestPlan(Action.PASSTHROUGH, f"body signed ({sig.scheme}): forwarded byte-identical", d, bytes_before=len(raw), bytes_after=len(raw), code=Code.BYPASS)
+            flow.metadata["headroom"] = FlowState(plan, time.monotonic())
+            log.info("headroom: %s: body signed (%s), forwarded byte-identical", where(flow), sig.scheme)
             return
+        encoding = req.headers.get("content-encoding", "")
+        body = raw
+        if encoding.strip():
+            try:
+                # decoded in slices and stopped at the limit (a 1 MB gzip body may hold 1 GiB)
+                body = await asyncio.to_thread(decode_limited, raw, encoding, rt.settings.max_body_bytes)
+            except TooLarge as e:
+                plan = _too_large(flow, e.size, e.limit)
+                flow.metadata["headroom"] = FlowState(plan, time.monotonic())
+                flow.response = http.Response.make(413, plan.error_body or b"", {"content-type": "application/json"})
+                log.warning("headroom: %s %s refused: decoded body over %d bytes (%d bytes encoded)", req.method, where(flow), e.limit, len(raw))
+                return
+            except ValueError as e:
+                log.info("headroom: %s: body not decodable (content-encoding %r: %s); forwarded unchanged", where(flow), encoding, e)
+                return
         plan = await plan_request_async(rt, req.method, req.path, headers, body, rt.settings.compress_timeout_seconds)
-        st = FlowState(plan, time.monotonic())
+        st = FlowState(plan, time.monotonic(), sent=body)
         flow.metadata["headroom"] = st
         if plan.action == "reject":
             flow.response = http.Response.make(plan.status, plan.error_body or b"", {"content-type": "application/json"})
@@ -96,51 +142,56 @@ class LLMTraffic:
             return
         if plan.action == "rewrite" and plan.body is not None:
             req.content = plan.body
+            st.sent = plan.body
             log.info("headroom: %s: %s, %d -> %d bytes", where(flow), plan.reason, plan.bytes_before, plan.bytes_after)
+        if plan.dry_run:  # a token count: planned like the request it measures, nothing else
+            flow.metadata.pop("headroom", None)
+            return
         if plan.hidden_tools:
             req.headers["accept-encoding"] = "identity"
+        # learning and memory capture see the request after it was forwarded, off the event loop;
+        # the response hook waits for them, so the client's next turn sees what they recorded
+        st.observed = asyncio.get_running_loop().run_in_executor(None, run_observers, rt, plan)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         st: FlowState | None = flow.metadata.get("headroom")
         if st is None or st.plan.dialect is None or flow.response is None:
             return
-        if "text/event-stream" not in flow.response.headers.get("content-type", ""):
+        resp = flow.response
+        if "text/event-stream" not in resp.headers.get("content-type", ""):
             return
         rt = self.state.runtime
         assert rt is not None
-        mod = module_for(st.plan.dialect)
-        url, headers, verify = _followup_target(flow)
-
-        def send(body: dict[str, Any]) -> Iterator[bytes]:
-            # Runs inside mitmproxy's event loop: blocking, but only once the model has called a
-            # proxy tool (rare), and the follow-up's events are forwarded as they arrive.
-            with httpx.Client(verify=verify, timeout=httpx.Timeout(600.0, connect=30.0)) as client:
-                with client.stream("POST", url, headers=headers, content=json.dumps(body).encode()) as r:
-                    if r.status_code != 200:
-                        raise RuntimeError(f"follow-up answered {r.status_code}")
-                    yield from r.iter_raw()
-
-        st.stream = StreamLoop(
-            mod,
-            st.plan.forwarded if st.plan.hidden_tools else None,
-            st.plan.hidden_tools,
-            lambda call: answer_call(rt, st.plan.context, call),
-            send,
-            rt.settings.retrieve_max_rounds,
-        )
-        flow.response.stream = st.stream
-        if st.plan.hidden_tools:
-            # the proxy may replace the tail of this stream: its length is no longer known
-            flow.response.headers.pop("content-length", None)
+        hidden = st.plan.hidden_tools
+        encoding = resp.headers.get("content-encoding", "")
+        try:
+            decoder = decoder_for(encoding)
+        except ValueError:
+            log.warning("headroom: %s: SSE with unknown content-encoding %r passes unread%s", where(flow), encoding, "; the proxy cannot answer its tools" if hidden else "")
+            resp.stream = True
+            return
+        request = st.sent.decode("utf-8", "replace") if hidden else None
+        st.stream = StreamLoop(reply_for(st.plan.dialect), request, hidden, rt.settings.retrieve_max_rounds)
+        resp.stream = StreamTap(st.stream, decoder)
+        if hidden:
+            # the proxy may replace the tail of this stream: its length is no longer known, and
+            # it reaches the client decoded (the upstream may compress despite accept-encoding)
+            resp.headers.pop("content-length", None)
+            if decoder is not None:
+                resp.headers.pop("content-encoding", None)
             if flow.request.http_version.startswith("HTTP/1"):
-                flow.response.headers["transfer-encoding"] = "chunked"
+                resp.headers["transfer-encoding"] = "chunked"
 
     async def response(self, flow: http.HTTPFlow) -> None:
         st: FlowState | None = flow.metadata.get("headroom")
         rt = self.state.runtime
         if st is None or rt is None or flow.response is None:
             return
+        if st.observed is not None:
+            await st.observed
         if st.stream is not None:
+            if st.stream.pending is not None:
+                await self._continue_stream(flow, st, st.stream)
             st.usage, st.rounds, st.called = st.stream.usage, st.stream.rounds, st.stream.called
         elif st.plan.dialect is not None and st.plan.action != "reject":
             await self._complete_json(flow, st)
@@ -152,41 +203,93 @@ class LLMTraffic:
         del flow.metadata["headroom"]
         st.stream = None
 
+    async def _answer(self, st: FlowState, call: ToolCall) -> str:
+        rt = self.state.runtime
+        return await asyncio.to_thread(answer_call, rt, st.plan.context, call)
+
+    async def _continue_stream(self, flow: http.HTTPFlow, st: FlowState, loop: StreamLoop) -> None:
+        """The model called the proxy's tools in a streamed response: answer them (worker
+        threads), send follow-ups (async) and relay their events to the client as the rest of the
+        same response; the client's stream ends when this returns."""
+        url, headers, verify = _followup_target(flow)
+
+        async def relay(data: bytes) -> None:
+            await headroom_stream_relay.send(flow, data)
+
+        try:
+            async with httpx.AsyncClient(verify=verify, timeout=_FOLLOWUP_TIMEOUT) as client:
+                while loop.pending is not None:
+                    p = loop.pending
+                    try:
+                        results = [(c, await self._answer(st, c)) for c in p.calls]
+                        if not p.follow_up:
+                            if p.exhausted:
+                                log.warning("headroom: %s: retrieval rounds exhausted (%d); the response ends with a notice", where(flow), loop.rounds)
+                            await relay(loop.finish())
+                            break
+                        body = loop.next_request(results)
+                        log.info("headroom: %s: answered %d proxy tool call(s), follow-up %d (streamed)", where(flow), len(results), loop.rounds)
+                        await self._stream_followup(client, url, headers, body, loop, relay)
+                    except headroom_stream_relay.RelayError:
+                        raise
+                    except Exception as e:  # noqa: BLE001 - the client still gets a coherent end
+                        log.warning("headroom: %s: streamed follow-up failed: %s: %s", where(flow), type(e).__name__, e)
+                        await relay(loop.fail(_why(e)))
+                        break
+        except headroom_stream_relay.RelayError as e:
+            log.info("headroom: %s: client gone during a follow-up (%s)", where(flow), e)
+
+    @staticmethod
+    async def _stream_followup(client: httpx.AsyncClient, url: str, headers: dict[str, str], body: bytes, loop: StreamLoop, relay) -> None:
+        async with client.stream("POST", url, headers=headers, content=body) as r:
+            if r.status_code != 200:
+                await r.aread()
+                await relay(loop.fail(f"the follow-up request got HTTP {r.status_code}"))
+                return
+            decoder = decoder_for(r.headers.get("content-encoding", ""))
+            async for raw in r.aiter_raw():
+                out = loop.feed(decoder.feed(raw) if decoder is not None else raw)
+                if out:
+                    await relay(out)
+            tail = loop.feed(decoder.flush()) if decoder is not None else b""
+        await relay(tail + loop.end_round())
+
     async def _complete_json(self, flow: http.HTTPFlow, st: FlowState) -> None:
         assert flow.response is not None and st.plan.dialect is not None
         rt = self.state.runtime
         assert rt is not None
-        mod = module_for(st.plan.dialect)
+        reply = reply_for(st.plan.dialect)
         try:
-            resp = json.loads(flow.response.get_content(strict=False) or b"")
+            text = (flow.response.get_content(strict=False) or b"").decode("utf-8")
+            resp = Raw(text).value
         except ValueError:
             return
         if not isinstance(resp, dict):
             return
-        st.called = [c.name for c in mod.response_tool_calls(resp)]
-        if st.plan.hidden_tools and flow.response.status_code == 200 and st.plan.forwarded is not None:
+        texts: tuple[str, ...] = (text,)
+        if st.plan.hidden_tools and flow.response.status_code == 200:
             url, headers, verify = _followup_target(flow)
 
-            async def send(body: dict[str, Any]) -> tuple[int, bytes]:
-                async with httpx.AsyncClient(verify=verify, timeout=httpx.Timeout(600.0, connect=30.0)) as client:
-                    r = await client.post(url, headers=headers, content=json.dumps(body).encode())
+            async def send(body: bytes) -> tuple[int, bytes]:
+                async with httpx.AsyncClient(verify=verify, timeout=_FOLLOWUP_TIMEOUT) as client:
+                    r = await client.post(url, headers=headers, content=body)
                     return r.status_code, r.content
 
-            ctx = st.plan.context
-            final, rounds = await complete_json(
-                mod,
-                st.plan.forwarded,
-                resp,
+            outcome = await complete_json(
+                reply,
+                st.sent.decode("utf-8", "replace"),
+                text,
                 st.plan.hidden_tools,
-                lambda c: answer_call(rt, ctx, c),
+                lambda c: self._answer(st, c),
                 send,
                 rt.settings.retrieve_max_rounds,
             )
-            if final is not resp:
-                flow.response.content = escape_in_json(json.dumps(final, ensure_ascii=False)).encode()
-                resp = final
-            st.rounds = rounds
-        st.usage = mod.usage(resp)
+            if outcome.body is not None:
+                flow.response.content = outcome.body
+            st.rounds, texts = outcome.rounds, outcome.texts
+        msgs = [m for m in (Raw(t).value for t in texts) if isinstance(m, dict)]
+        st.called = [c.name for m in msgs for c in reply.tool_calls(m)]
+        st.usage = sum_usage([reply.usage(m) for m in msgs])
 
     def _record(self, flow: http.HTTPFlow, st: FlowState) -> None:
         rt = self.state.runtime
@@ -215,3 +318,16 @@ class LLMTraffic:
         rt = self.state.runtime
         if rt is not None and "ledger" in rt.__dict__:
             rt.ledger.close(10.0)
+
+
+def _why(e: BaseException) -> str:
+    if isinstance(e, httpx.TimeoutException):
+        return "the follow-up request timed out"
+    if isinstance(e, (httpx.RemoteProtocolError, httpx.ReadError)):
+        return "the follow-up response ended early"
+    if isinstance(e, httpx.HTTPError):
+        return f"the follow-up request failed: {type(e).__name__}"
+    if isinstance(e, ValueError):
+        return "the follow-up answer could not be read"
+    return type(e).__name__
+

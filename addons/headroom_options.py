@@ -43,7 +43,12 @@ _HELP = {
     "learn_feedback_max_lines": "Most lines in the past-failures block.",
     "home": "Headroom's folder for database, caches and config (default ~/.headroom).",
     "ws_max_frame_bytes": "A WebSocket client frame (response.create) larger than this many bytes closes the connection with code 1009.",
+    "secret_key_file": "File holding the 32-byte key that seals stored originals and hashes client identities (default <home>/secret.key, created owner-only); proxies sharing a database share it.",
+    "retrieve_min_bytes": "A session gets headroom_retrieve (and lossy compression) only when its first request is at least this many bytes; smaller sessions get lossless compression only.",
     "compress_timeout_seconds": "Seconds one request or frame may spend being compressed before it is sent as is (or refused if large).",
+    "prices": "Token prices for the money in the stats: comma-separated '<model glob>=<input>/<output>[/<cache read>[/<cache write>]]' in USD per million tokens.",
+    "images": "Resize base64 images larger than the provider's documented effective size to it (true/false).",
+    "image_max_tokens": "Opt-in: reduce images estimated over this many tokens to it, original retrievable (0 = off).",
     "fail_open_max_bytes": "When compression fails or times out, requests up to this many bytes go on unchanged; larger ones are refused (413 / 1009).",
 }
 OPTION_NAMES = [f.name for f in dataclasses.fields(Settings)]
@@ -76,7 +81,8 @@ class HeadroomOptions:
             logging.warning("headroom: unknown option(s) %s ignored; known: %s", ", ".join(unknown), ", ".join(f"headroom_{n}" for n in OPTION_NAMES))
 
     def configure(self, updated) -> None:
-        if self.state.runtime is not None and not any(u.startswith("headroom_") for u in updated):
+        # only the settings' own options rebuild the runtime (other addons declare headroom_* options too)
+        if self.state.runtime is not None and not any(u.startswith("headroom_") and u[len("headroom_"):] in OPTION_NAMES for u in updated):
             return
         overrides = {n: getattr(ctx.options, f"headroom_{n}") for n in OPTION_NAMES if getattr(ctx.options, f"headroom_{n}") is not None}
         try:
@@ -95,6 +101,8 @@ def _warm_up(rt: Runtime) -> None:
     heap.start_trimmer()
     try:
         rt.sessions
+        rt.sealer
+        rt.extensions
         rt.counter.count("warm up")
     except Exception:  # noqa: BLE001 - requests will fail open and log it again
         logging.exception("headroom: warm-up failed (database or tokenizer); traffic passes unchanged until it works")

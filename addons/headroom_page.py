@@ -4,15 +4,15 @@ Onboarding addon serves ``mitm.it``: requests to that host never leave the proxy
 
 from __future__ import annotations
 
-from mitmproxy import ctx, http
+from mitmproxy import http
 from mitmproxy.addons import asgiapp
 
+from headroom_core.pricing import PriceTable
 from headroom_core.web import PAGE_HOST
 from headroom_core.web.app import create_app
 
+from headroom_direct import addressed_to_proxy
 from headroom_options import State
-
-_LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
 class HeadroomPage(asgiapp.WSGIApp):
@@ -22,7 +22,11 @@ class HeadroomPage(asgiapp.WSGIApp):
     name = "headroom_page"
 
     def __init__(self, state: State) -> None:
-        super().__init__(create_app(lambda: state.runtime.sessions if state.runtime is not None else None, lambda: _warm(state)), PAGE_HOST, None)
+        super().__init__(
+            create_app(lambda: state.runtime.sessions if state.runtime is not None else None, lambda: _warm(state), lambda: _prices(state)),
+            PAGE_HOST,
+            None,
+        )
 
     def should_serve(self, flow: http.HTTPFlow) -> bool:
         """Requests for ``PAGE_HOST`` through the proxy, and plain requests addressed to the
@@ -30,21 +34,24 @@ class HeadroomPage(asgiapp.WSGIApp):
         page in a browser, which never proxies loopback addresses)."""
         if super().should_serve(flow):
             return True
-        req = flow.request
-        own_port = ctx.options.listen_port or 8080
-        return bool(
-            req.host in _LOOPBACK
-            and req.port == own_port
-            and flow.live
-            and not flow.error
-            and not flow.response
-        )
+        return bool(addressed_to_proxy(flow) and flow.live and not flow.error and not flow.response)
 
 
 def _warm(state: State) -> bool:
     """Whether the runtime's database and token counter are loaded (the warm-up is done)."""
     rt = state.runtime
     return rt is not None and "sessions" in vars(rt) and "counter" in vars(rt)
+
+
+_price_tables: dict[tuple[str, ...], PriceTable] = {}
+
+
+def _prices(state: State) -> PriceTable:
+    """The price table of the current settings (the built-in one plus ``prices``)."""
+    user = tuple(state.runtime.settings.prices) if state.runtime is not None else ()
+    if user not in _price_tables:
+        _price_tables[user] = PriceTable(user=user)
+    return _price_tables[user]
 
 
 def make(state: State) -> HeadroomPage:

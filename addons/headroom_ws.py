@@ -43,7 +43,7 @@ from mitmproxy.websocket import WebSocketMessage
 from headroom_core import ledger
 from headroom_core.ccr import ws_loop
 from headroom_core.extensions import answer_call
-from headroom_core.request_plan import RequestPlan, plan_request_async
+from headroom_core.request_plan import Action, Code, RequestPlan, plan_request_async, run_observers
 from headroom_core.wire import responses_ws as rws
 from headroom_core.wire.blocks import Usage
 from headroom_core.wire.detect import Dialect
@@ -125,7 +125,7 @@ class ResponsesWebSocket:
         s = rt.settings
         n = len(content)
         if n > s.ws_max_frame_bytes:
-            plan = RequestPlan("reject", "frame over ws_max_frame_bytes", Dialect.OPENAI_RESPONSES, status=413, bytes_before=n)
+            plan = RequestPlan(Action.REJECT, "frame over ws_max_frame_bytes", Dialect.OPENAI_RESPONSES, status=413, bytes_before=n, code=Code.TOO_LARGE)
             self._refuse(flow, st, plan, rws.too_large_reason(n, s.ws_max_frame_bytes))
             return
         frame = rws.parse_create(content)
@@ -133,7 +133,7 @@ class ResponsesWebSocket:
             return
         plan = await plan_request_async(rt, "POST", rws.RESPONSES_PATH, st.headers, frame.body_bytes, s.compress_timeout_seconds)
         if plan.action == "reject":
-            if plan.reason == "body over max_body_bytes":
+            if plan.code is Code.TOO_LARGE:
                 reason = rws.too_large_reason(plan.bytes_before, s.max_body_bytes)
             else:
                 reason = rws.not_compressed_reason(plan.bytes_before, s.fail_open_max_bytes)
@@ -143,10 +143,12 @@ class ResponsesWebSocket:
             msg.content = frame.with_body(plan.body)
             log.info("headroom: %s (WebSocket): %s, %d -> %d bytes", _where(flow), plan.reason, plan.bytes_before, plan.bytes_after)
         if plan.dialect is not None:
+            asyncio.get_running_loop().run_in_executor(None, run_observers, rt, plan)
             loop = None
-            if plan.hidden_tools and plan.forwarded is not None:
+            if plan.hidden_tools:
+                sent = plan.body if plan.action == "rewrite" and plan.body is not None else frame.body_bytes
                 loop = ws_loop.WsRetrieveLoop(
-                    plan.forwarded, plan.hidden_tools, s.retrieve_max_rounds, frame.text[: frame.start], frame.text[frame.end :]
+                    sent.decode("utf-8"), plan.hidden_tools, s.retrieve_max_rounds, frame.text[: frame.start], frame.text[frame.end :]
                 )
             st.pending.append(_Turn(plan, time.monotonic(), loop))
 
@@ -198,8 +200,12 @@ class ResponsesWebSocket:
         rt = self.state.runtime
         assert rt is not None and turn.loop is not None and flow.websocket is not None
         msg = flow.websocket.messages[-1]  # the terminal event; taken before any await
-        results = [(c, await asyncio.to_thread(answer_call, rt, turn.plan.context, c)) for c in step.calls]
-        res = turn.loop.resolve(results)
+        try:
+            results = [(c, await asyncio.to_thread(answer_call, rt, turn.plan.context, c)) for c in step.calls]
+            res = turn.loop.resolve(results)
+        except Exception as e:  # noqa: BLE001 - the client still gets a coherent end of its response
+            log.exception("headroom: %s (WebSocket): answering the proxy's tools failed", _where(flow))
+            res = ws_loop.Resolution(turn.loop.fail(type(e).__name__), None)
         _replace(flow, msg, res.to_client)
         if res.to_upstream is not None:
             log.info("headroom: %s (WebSocket): answered %d proxy tool call(s), follow-up %d", _where(flow), len(results), turn.loop.rounds)

@@ -24,6 +24,19 @@ Figures, per transport and route (milliseconds, median and 95th percentile over 
 
 The upstream's accepted sockets get ``TCP_NODELAY`` here (as asyncio, and so mitmproxy, sets on
 its own sockets), so Nagle's algorithm does not hold back its small event writes.
+
+Further tables, each on its own flag (``--all`` runs every table):
+
+* ``--ws-memory``: resident memory (VmRSS, MiB) of each proxy at the end of and after each of
+  ``--ws-sessions`` WebSocket sessions of ``--ws-turns`` turns (every turn a ~30 KiB
+  ``response.create`` frame and a 40-event response), once the proxy's warm-up has settled:
+  plain mitmdump, the addon, and the addon without releasing handled messages
+  (``headroom_ws_release`` left out), to show what the release is worth.
+* ``--bomb``: peak resident memory (VmHWM, MiB) of ``mitmdump -s addons/headroom.py`` before and
+  after a 1 MB gzip body that decodes to 1 GiB (it must get 413), next to the bomb's sizes.
+* ``--followup-probe``: while a streamed response's follow-up streams for ~6 s (the model called
+  ``headroom_retrieve``), a probe request every 0.1 s through the same proxy: its latency
+  (median / max) and how many probes completed before the follow-up ended.
 """
 
 from __future__ import annotations
@@ -152,17 +165,194 @@ def ws_run(up: Upstream, proxy: MitmProxy | None, frame: str, n: int, words: str
     return ttfb, lat
 
 
+def rss_mib(proxy: MitmProxy, field: str = "VmRSS") -> float:
+    """``field`` of ``/proc/<pid>/status`` of the proxy process, in MiB."""
+    for line in Path(f"/proc/{proxy.process.pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"{field} not in /proc status")
+
+
+def without_release_script(tmp: Path) -> Path:
+    """A script loading the Headroom addons except ``headroom_ws_release`` (the "before")."""
+    p = tmp / "headroom_keep_messages.py"
+    p.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(ADDON_SCRIPT.parent)!r})\n"
+        "import headroom as _h\n"
+        "addons = [a for a in _h.addons if type(a).__name__ != 'ReleaseWebSocketMessages']\n"
+    )
+    return p
+
+
+def ws_memory(up: Upstream, sessions: int, turns: int) -> Table:
+    import tempfile
+
+    table = Table(title=f"Resident memory (MiB) at the end of / after each WebSocket session ({turns} turns: ~30 KiB frames, 40 events per turn)")
+    table.add_column("route")
+    table.add_column("start", justify="right")
+    for i in range(sessions):
+        table.add_column(f"#{i + 1}", justify="right")
+    table.add_column("growth #1→last (end of session)", justify="right")
+    words = " ".join(f"w{i}" for i in range(38))
+    with tempfile.TemporaryDirectory() as tmp:
+        routes = (
+            ("mitmdump", MitmProxy(None, options={"stream_large_bodies": "1"})),
+            ("mitmdump+headroom", MitmProxy(ADDON_SCRIPT)),
+            ("headroom, messages kept", MitmProxy(without_release_script(Path(tmp)))),
+        )
+        for name, proxy in routes:
+            proxy.start()
+            try:
+                settle(proxy)
+                row = [name, f"{rss_mib(proxy):.0f}"]
+                peaks = []
+                for sess in range(sessions):
+                    peak = 0.0
+                    with ws_connect(up, proxy, max_size=None) as ws:
+                        for t in range(turns):
+                            up.script(Reply.text(words))
+                            text = f"session {sess} turn {t}\n" + "\n".join(f"line {t}-{k}: {'x' * 60}" for k in range(400))
+                            ws.send(ws_frame(text))
+                            while json.loads(ws.recv(timeout=60)).get("type") != "response.completed":
+                                pass
+                            if t == turns - 1:
+                                peak = rss_mib(proxy)  # the session's messages are all still live here
+                    time.sleep(1.0)
+                    peaks.append(peak)
+                    row.append(f"{peak:.0f} / {rss_mib(proxy):.0f}")
+                row.append(f"{peaks[-1] - peaks[0]:+.0f}")
+                table.add_row(*row)
+            finally:
+                proxy.cleanup()
+    return table
+
+
+def settle(proxy: MitmProxy, quiet_mib: float = 3.0, window_s: float = 10.0, limit_s: float = 240.0) -> None:
+    """Wait until the proxy's resident memory stops moving (the addon's warm-up loads the
+    database, the vocabulary and the embedding model in the background): less than
+    ``quiet_mib`` MiB of change over ``window_s`` seconds, at most ``limit_s`` seconds."""
+    start = time.monotonic()
+    samples: list[tuple[float, float]] = []
+    while time.monotonic() - start < limit_s:
+        samples.append((time.monotonic(), rss_mib(proxy)))
+        recent = [v for t, v in samples if t >= samples[-1][0] - window_s]
+        if samples[-1][0] - samples[0][0] >= window_s and max(recent) - min(recent) < quiet_mib:
+            return
+        time.sleep(1.0)
+
+
+def bomb(up: Upstream) -> Table:
+    import gzip
+
+    import httpx
+
+    member = gzip.compress(b"A" * (1 << 20), compresslevel=9)
+    body = gzip.compress(b'{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"') + member * 1024 + gzip.compress(b'"}]}')
+    table = Table(title="A gzip bomb through mitmdump -s addons/headroom.py")
+    for col in ("encoded", "decodes to", "status", "peak RSS before (MiB)", "peak RSS after (MiB)", "RSS after (MiB)"):
+        table.add_column(col, justify="right")
+    proxy = MitmProxy(ADDON_SCRIPT).start()
+    try:
+        settle(proxy)
+        before = rss_mib(proxy, "VmHWM")
+        with http_client(proxy, timeout=httpx.Timeout(300.0)) as c:
+            r = c.post(up.url + "/v1/messages", content=body, headers={"content-encoding": "gzip", "content-type": "application/json"})
+        table.add_row(f"{len(body) / 1e6:.2f} MB", "1 GiB", str(r.status_code), f"{before:.0f}", f"{rss_mib(proxy, 'VmHWM'):.0f}", f"{rss_mib(proxy):.0f}")
+    finally:
+        proxy.cleanup()
+    return table
+
+
+def followup_probe(up: Upstream) -> Table:
+    import threading
+
+    import httpx
+
+    sys.path.insert(0, str(ROOT))
+    from headroom_core.ccr import markers, retrieve
+
+    text = json.dumps(json.loads(CORPUS.read_text()), indent=2)
+    key = markers.offload_key(text)
+    table = Table(title="Probe requests while a streamed follow-up runs (~6 s of events)")
+    for col in ("route", "probes", "done before the follow-up ended", "probe median ms", "probe max ms"):
+        table.add_column(col, justify="left" if col == "route" else "right")
+    proxy = MitmProxy(ADDON_SCRIPT, options={"headroom_compress_timeout_seconds": 300}).start()
+    try:
+        settle(proxy)
+        up.script(Reply.tool_call(retrieve.TOOL_NAME, {"key": key}, text="Checking."), Reply.text(" ".join(f"w{i}" for i in range(30)), delay=0.2), path="/v1/messages")
+        ended: list[float] = []
+
+        def first() -> None:
+            with http_client(proxy, timeout=httpx.Timeout(300.0)) as c:
+                with c.stream("POST", up.url + "/v1/messages", json={**anthropic_body(text), "stream": True}) as r:
+                    for _ in iter_sse(r):
+                        pass
+            ended.append(time.monotonic())
+
+        probes: list[tuple[float, float]] = []
+        with http_client(proxy) as c:
+            c.get(up.url + "/probe")  # connection and certificate set up before measuring
+            t = threading.Thread(target=first)
+            t.start()
+            up.wait_for_requests(3, timeout=300)  # the probe, the request, its follow-up
+            while not ended:
+                t0 = time.monotonic()
+                c.get(up.url + "/probe")
+                probes.append((t0, time.monotonic()))
+                time.sleep(0.1)
+        t.join()
+        lat = [b - a for a, b in probes]
+        before = sum(1 for _, b in probes if b < ended[0])
+        table.add_row("mitmdump+headroom, during a follow-up", str(len(probes)), str(before), f"{statistics.median(lat) * 1000:.1f}", f"{max(lat) * 1000:.1f}")
+        # the same probes with nothing else running, through this proxy and a plain mitmdump
+        plain = MitmProxy(None, options={"stream_large_bodies": "1"}).start()
+        try:
+            for name, px in (("mitmdump+headroom, idle", proxy), ("mitmdump, idle", plain)):
+                with http_client(px) as c:
+                    c.get(up.url + "/probe")
+                    idle = []
+                    for _ in range(len(probes)):
+                        t0 = time.monotonic()
+                        c.get(up.url + "/probe")
+                        idle.append(time.monotonic() - t0)
+                        time.sleep(0.1)
+                table.add_row(name, str(len(idle)), "-", f"{statistics.median(idle) * 1000:.1f}", f"{max(idle) * 1000:.1f}")
+        finally:
+            plain.cleanup()
+    finally:
+        proxy.cleanup()
+    return table
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=15, help="requests per transport, route and size")
     ap.add_argument("--events", type=int, default=20, help="text deltas per response")
     ap.add_argument("--delay", type=float, default=0.01, help="seconds between two upstream events")
+    ap.add_argument("--ws-memory", action="store_true", help="resident memory over WebSocket sessions")
+    ap.add_argument("--ws-sessions", type=int, default=6, help="WebSocket sessions for --ws-memory")
+    ap.add_argument("--ws-turns", type=int, default=60, help="turns per WebSocket session for --ws-memory")
+    ap.add_argument("--bomb", action="store_true", help="peak memory on a 1 GiB gzip bomb")
+    ap.add_argument("--followup-probe", action="store_true", help="probe latency during a slow streamed follow-up")
+    ap.add_argument("--no-latency", action="store_true", help="skip the latency table")
+    ap.add_argument("--all", action="store_true", help="every table")
     args = ap.parse_args()
+    console = Console(width=max(Console().width, 120))
+    if args.all or args.ws_memory or args.bomb or args.followup_probe:
+        with Upstream() as up:
+            if args.all or args.followup_probe:
+                console.print(followup_probe(up))
+            if args.all or args.bomb:
+                console.print(bomb(up))
+            if args.all or args.ws_memory:
+                console.print(ws_memory(up, args.ws_sessions, args.ws_turns))
+    if args.no_latency or (not args.all and (args.ws_memory or args.bomb or args.followup_probe)):
+        return 0
     words = " ".join(f"w{i}" for i in range(args.events))
     sizes = {"small": "ok: 3 issues open"}
     if CORPUS.is_file():
         sizes["large"] = json.dumps(json.loads(CORPUS.read_text()), indent=2)
-    console = Console(width=max(Console().width, 120))
     table = Table(title=f"Transport latency, ms ({args.requests} requests x {args.events} deltas, {args.delay * 1000:.0f} ms apart)")
     for col in ("transport", "request", "route", "TTFB med", "TTFB p95", "TTFB added", "event med", "event p95"):
         table.add_column(col, justify="left" if col in ("transport", "request", "route") else "right")

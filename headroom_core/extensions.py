@@ -35,7 +35,10 @@ class RequestContext:
     ``body`` is the client's parsed JSON (read-only by convention); ``query`` the latest user
     text; ``live_from`` the index of the first message of the live zone (messages before it are
     frozen); ``offloaded`` whether this request offloaded anything; ``client`` the product name
-    from the User-Agent.
+    from the User-Agent; ``scope`` the id of the request's :class:`~headroom_core.scope.Scope`
+    (project and client identity: what stored originals are kept under); ``dry_run`` True for a
+    token-counting request (nothing may be stored, learned or recorded); ``size`` the body's
+    bytes.
     """
 
     dialect: Dialect
@@ -48,12 +51,17 @@ class RequestContext:
     tool_outputs: tuple[ToolOutput, ...]
     live_from: int
     offloaded: bool = False
+    scope: str = ""
+    dry_run: bool = False
+    size: int = 0
 
 
 class ProxyTool(Protocol):
     """A tool the proxy offers and answers. ``name``, ``description`` and ``schema`` (JSON
-    Schema of its input) define it; ``offered`` decides per request; ``answer`` returns the
-    tool result text (never raises: errors are described in the text)."""
+    Schema of its input) define it; ``offered`` decides, once per session at its first request,
+    whether the session gets the tool (it then keeps it for the whole session, so the cached
+    ``tools`` prefix never changes); ``answer`` returns the tool result text (never raises:
+    errors are described in the text; ``ctx`` None when the request's context was lost)."""
 
     name: str
     description: str
@@ -61,7 +69,7 @@ class ProxyTool(Protocol):
 
     def offered(self, rt: "Runtime", ctx: RequestContext) -> bool: ...
 
-    def answer(self, rt: "Runtime", ctx: RequestContext, call: ToolCall) -> str: ...
+    def answer(self, rt: "Runtime", ctx: RequestContext | None, call: ToolCall) -> str: ...
 
 
 Injector = Callable[["Runtime", RequestContext], "str | None"]

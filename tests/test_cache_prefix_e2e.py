@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from headroom_core.cache import cost_model, prefix_check
 from headroom_core.cache.hit_rate import cache_hit_rate
 from headroom_core.cache.prefix_log import prefix_events
 from headroom_core.ccr import markers, retrieve
@@ -81,8 +82,11 @@ def conversation(ex: Exchange) -> str:
 
 
 def prefix_violations(exchanges: list[Exchange]) -> tuple[list[Violation], int]:
-    """Compare each request with the previous request of its conversation; return the
-    violations and how many client-identical parts were compared."""
+    """Compare each request with the previous request of its conversation (the prompt-cache
+    rule, :mod:`headroom_core.cache.prefix_check`): every part before the client's first change
+    must reach the upstream with the same bytes as last time (``cache_control`` aside, which the
+    client moves), and the proxy's first change must not come before the client's. Returns the
+    violations and how many parts were compared."""
     last: dict[str, Exchange] = {}
     found: list[Violation] = []
     compared = 0
@@ -92,18 +96,22 @@ def prefix_violations(exchanges: list[Exchange]) -> tuple[list[Violation], int]:
         last[key] = ex
         if prev is None:
             continue
+        c0, c1, u0, u1 = (json.loads(x) for x in (prev.client, ex.client, prev.upstream, ex.upstream))
+        broke = prefix_check.earlier_break(c0, c1, u0, u1)
+        if broke is not None:
+            found.append(Violation(ex.name, prev.name, PARTS[broke[0]], broke[1]))
+        change = prefix_check.first_change(c0, c1, tools_as_set=True)
         for part in PARTS:
-            c0, c1 = elements(prev.client, part), elements(ex.client, part)
-            u0, u1 = elements(prev.upstream, part), elements(ex.upstream, part)
-            if c0 is None or c1 is None:
+            a, b = elements(prev.upstream, part), elements(ex.upstream, part)
+            if a is None or b is None:
                 continue
-            for i, (a, b) in enumerate(zip(c0, c1)):
-                if a == b:
-                    compared += 1
-                    if u0 is None or u1 is None or i >= len(u0) or i >= len(u1) or u0[i] != u1[i]:
-                        found.append(Violation(ex.name, prev.name, part, i))
-            if part == "tools" and c0 == c1 and u0 is not None and u1 is not None and u1[: len(u0)] != u0:
-                found.append(Violation(ex.name, prev.name, "tools", -1))  # the proxy's own tools moved or vanished
+            for i, (x, y) in enumerate(zip(a, b)):
+                pos = (PARTS.index(part), 0 if part == "tools" else i)
+                if change is not None and pos >= change:
+                    break
+                compared += 1
+                if jsonedit.strip_member(x, "cache_control") != jsonedit.strip_member(y, "cache_control"):
+                    found.append(Violation(ex.name, prev.name, part, i))
     return found, compared
 
 
@@ -175,15 +183,34 @@ def flows() -> list[tuple[str, dict]]:
     return [(f.name, load_flow(f)) for f in flow_files()]
 
 
-def test_recorded_session_prefix_is_byte_stable_across_turns_and_restart(upstream, proxy_factory, flows):
+def cache_priced(exchanges: list[Exchange], counter) -> tuple[cost_model.Cost, cost_model.Cost]:
+    """The session's input cost under Anthropic's prompt caching without the proxy (the client's
+    bodies) and with it (the bodies the upstream received); token counts are free."""
+    cutter = cost_model.Blocks(counter.count)
+    without, with_proxy = cost_model.AnthropicCache(), cost_model.AnthropicCache()
+    a = b = cost_model.ZERO
+    for ex in exchanges:
+        if ex.path.endswith("count_tokens"):
+            continue
+        c, u = json.loads(ex.client), json.loads(ex.upstream)
+        a += without.request(c["model"], cutter.of(c))
+        b += with_proxy.request(c["model"], cutter.of(u))
+    return a, b
+
+
+def test_recorded_session_prefix_is_byte_stable_across_turns_and_restart(upstream, proxy_factory, flows, counter):
     proxy = proxy_factory(ADDON_SCRIPT, options=OPTIONS)
     exchanges = replay(proxy, upstream, flows, restart_after=9)
     violations, compared = prefix_violations(exchanges)
-    print(f"\nrecorded session: {len(exchanges)} requests, {compared} client-identical parts compared, {len(violations)} prefix violations")
+    print(f"\nrecorded session: {len(exchanges)} requests, {compared} client-unchanged parts compared, {len(violations)} prefix violations")
     assert violations == [], (violations[:10], ledger_reasons(proxy))
     assert compared > 900  # the check did look at the growing history (tools, system, messages)
     # requests the proxy rewrote (tool definitions minified) were compared, not just passthroughs
     assert sum(ex.client != ex.upstream for ex in exchanges) >= 25
+    # what the user pays: the session costs less with the proxy than without, cache-priced
+    without, with_proxy = cache_priced(exchanges, counter)
+    print(f"cache-priced input cost: {without.usd:.4f} USD without, {with_proxy.usd:.4f} USD with the proxy")
+    assert with_proxy.usd < without.usd
 
     # item 4: the provider's cache figures are in the ledger, and the volatile parts are recorded
     sessions = open_database(f"sqlite:///{Path(proxy.home) / 'headroom.db'}")
@@ -245,4 +272,4 @@ def test_timeout_fallback_keeps_the_prefix(upstream, proxy_factory, flows):
     proxy.options["headroom_compress_timeout_seconds"] = "0.000001"  # every plan times out from now on
     exchanges += replay(proxy, upstream, first[3:], restart_after=0)
     violations, _ = prefix_violations(exchanges)
-    assert violations == []
+    assert violations == [], (violations[:5], ledger_reasons(proxy), proxy.log_text()[-3000:])

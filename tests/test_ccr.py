@@ -9,6 +9,7 @@ import pytest
 from headroom_core.ccr import markers, retrieve
 from headroom_core.ccr.store import OriginalsStore
 from headroom_core.db.engine import open_database
+from headroom_core.db.sealed import Sealer, load_secret
 from headroom_core.wire.blocks import ToolCall
 
 
@@ -24,16 +25,52 @@ def test_marker_grammar_roundtrip():
         markers.make_marker("ok", "xyz")
 
 
-def _store(tmp_path, ttl=3600, max_bytes=10_000):
-    return OriginalsStore(open_database(f"sqlite:///{tmp_path / 'h.db'}"), ttl, max_bytes)
+def _store(tmp_path, ttl=3600, max_bytes=10_000, secret="secret.key"):
+    sealer = Sealer(load_secret(tmp_path / secret))
+    return OriginalsStore(open_database(f"sqlite:///{tmp_path / 'h.db'}"), ttl, max_bytes, sealer)
 
 
 def test_store_roundtrip_survives_reopen(tmp_path):
     text = '[{"id": 1, "name": "é"}]\n' * 10
     key = markers.offload_key(text)
     _store(tmp_path).put(key, text, "json")
-    again = OriginalsStore(open_database(f"sqlite:///{tmp_path / 'h.db'}"), 3600, 10_000)
-    assert again.get(key).text == text
+    assert _store(tmp_path).get(key).text == text
+
+
+def test_store_is_sealed_at_rest_and_scoped(tmp_path):
+    """Originals are encrypted in the database file; another key reads nothing, another scope
+    gets the answer an unknown key gets; a lone surrogate round-trips."""
+    text = "AKIAIOSFODNN7EXAMPLE wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY \ud83d end"
+    key = markers.offload_key(text)
+    s = _store(tmp_path)
+    s.put(key, text, "text", "scope-a")
+    assert s.get(key, "scope-a").text == text
+    assert s.get(key, "scope-b").text is None
+    assert s.get(key).text is None
+    raw = (tmp_path / "h.db").read_bytes() + b"".join(p.read_bytes() for p in tmp_path.glob("h.db-wal"))
+    assert b"AKIAIOSFODNN7EXAMPLE" not in raw and b"wJalrXUtnFEMI" not in raw
+    assert _store(tmp_path, secret="other.key").get(key, "scope-a").text is None
+    assert retrieve.answer(ToolCall("c", retrieve.TOOL_NAME, {"key": key}), s, "scope-b") == retrieve.answer(
+        ToolCall("c", retrieve.TOOL_NAME, {"key": "0" * 24}), s, "scope-b"
+    ).replace("0" * 24, key)
+
+
+def test_secret_file_is_owner_only(tmp_path):
+    p = tmp_path / "home" / "secret.key"
+    first = load_secret(p)
+    assert len(first) == 32 and load_secret(p) == first
+    assert p.stat().st_mode & 0o777 == 0o600
+
+
+def test_keep_restores_an_expired_original_from_the_clients_copy(tmp_path):
+    s = _store(tmp_path, ttl=1)
+    text = "original " * 20
+    key = markers.offload_key(text)
+    s.put(key, text, "text", "sc")
+    time.sleep(1.2)
+    assert s.get(key, "sc").text is None
+    s.keep(key, text, "sc")
+    assert s.get(key, "sc").text == text
 
 
 def test_store_ttl_expires(tmp_path):

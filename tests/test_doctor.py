@@ -20,7 +20,7 @@ HEADROOM = str(Path(sys.executable).parent / "headroom")
 
 
 def _doctor(home: Path, *args: str, drop_privileges: bool = False) -> subprocess.CompletedProcess[str]:
-    env = {"HEADROOM_HOME": str(home), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "COLUMNS": "250", "HF_HUB_OFFLINE": "1"}
+    env = {"HEADROOM_HOME": str(home), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "COLUMNS": "100", "HF_HUB_OFFLINE": "1"}
     cmd = [HEADROOM, "doctor", *args]
     if drop_privileges and os.geteuid() == 0:
         # root ignores file modes; without these capabilities it is held to them like a user
@@ -61,10 +61,35 @@ def test_broken_setup_no_ca_and_database_not_writable(tmp_path):
     assert table.returncode == 1 and "FAIL" in text and "no CA in" in text and "3 problem(s) to fix." in text
 
 
+def test_doctor_creates_no_database_and_checks_its_mode(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    out = _doctor(home, "--no-models", "--port", str(free_port()), "--json")
+    f = _findings(out)
+    assert f["database"]["level"] == "ok" and f["database"]["detail"] == f"sqlite:///{home}/headroom.db: none yet (the proxy creates it, readable by you only, on first start)"
+    assert not (home / "headroom.db").exists()
+    from headroom_core.db.engine import open_database
+
+    open_database(f"sqlite:///{home / 'headroom.db'}")  # as the proxy does on first start
+    db = home / "headroom.db"
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in home.glob("headroom.db*")} == {"headroom.db": "0o600", "headroom.db-wal": "0o600", "headroom.db-shm": "0o600"}
+    f = _findings(_doctor(home, "--no-models", "--port", str(free_port()), "--json"))
+    assert f["database"]["detail"].endswith("(migrated, writable)") and f["database file"]["level"] == "ok"
+    db.chmod(0o644)
+    out = _doctor(home, "--no-models", "--port", str(free_port()))
+    f = _findings(_doctor(home, "--no-models", "--port", str(free_port()), "--json"))
+    assert f["database file"]["level"] == "warn" and "headroom.db 0644" in f["database file"]["detail"]
+    assert f["database file"]["fix"] == f"`chmod 600 {db}`"
+    # the command to copy is on one line of the table output, whatever the terminal's width
+    assert f"database file: `chmod 600 {db}`" in out.stdout
+
+
 def test_read_only_database_file(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
-    assert _doctor(home, "--no-models", "--port", str(free_port())).returncode == 1  # creates the database; no CA yet
+    from headroom_core.db.engine import open_database
+
+    open_database(f"sqlite:///{home / 'headroom.db'}")
     db = home / "headroom.db"
     for p in home.glob("headroom.db*"):
         p.chmod(0o444)

@@ -1,9 +1,9 @@
 """compress_logs on the eight real loghub logs (../shared/corpus/logs) against their ground truth.
 
 For every log: every ground-truth event template (``*_templates.csv``, ``<*>`` a wildcard) is
-still found in the output, every error-level line (by the log's own level field, plus lines
-naming an exception) is kept verbatim, kept lines keep their order, the marker counts add up,
-and the offloaded original comes back byte for byte from a real originals store.
+still found in the output, every error-level line (by the log's own level field) and every line
+with an error word is kept verbatim, kept lines keep their order, the gap and fold counts add
+up, and the offloaded original comes back byte for byte from a real originals store.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import csv
 import json
 import re
 import traceback
+from dataclasses import dataclass
 
 import pytest
 
@@ -20,12 +21,15 @@ from headroom_core.ccr.store import OriginalsStore
 from headroom_core.compress.logs import MAX_QUERY, compress_logs, is_error_line, mine_templates, trace_end
 from headroom_core.db.engine import open_database
 from tests.conftest import corpus_dir
+from tests.support.log_variants import is_error_word_line
 
 SYSTEMS = ("Apache", "HDFS", "Hadoop", "Linux", "OpenSSH", "OpenStack", "Spark", "Zookeeper")
 # Level field values that mean an error (loghub's Level column, per system).
 ERROR_LEVELS = {"ERROR", "FATAL", "SEVERE", "CRITICAL", "error", "crit", "fatal", "emerg", "alert"}
 EXCEPTION_IN_CONTENT = re.compile(r"Exception|Traceback")
 SUMMARY_HEAD = "[headroom log templates (Drain3)"
+GAP_RE = re.compile(r"\[… (\d+) lines?\]")
+FOLD_RE = re.compile(r"\[… (\d+) more copies of (?:the line above|the (\d+) lines above), (\d+) in a row\]")
 
 
 def _log(system: str) -> tuple[str, list[dict], list[dict]]:
@@ -43,18 +47,54 @@ def _template_regex(template: str) -> re.Pattern[str]:
     return re.compile(".*?".join(re.escape(part) for part in template.split("<*>")))
 
 
-def _split(out: str) -> tuple[list[str], list[re.Match], list[str]]:
-    """Kept log lines, markers, and the template summary lines of a compressed log."""
+@dataclass
+class Layout:
+    """A compressed log taken apart: the marker, kept lines, gap sizes, folds, summary lines."""
+
+    marker: re.Match
+    kept: list[str]
+    gaps: list[int]
+    folds: list[tuple[int, int]]  # (copies left out, lines per copy)
+    summary: list[str]
+
+
+def _split(out: str) -> Layout:
     lines = out.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
+    marker = MARKER_RE.fullmatch(lines[0])
+    assert marker, lines[0]
+    body = lines[1:]
     summary: list[str] = []
-    if any(ln.startswith(SUMMARY_HEAD) for ln in lines):
-        at = next(i for i, ln in enumerate(lines) if ln.startswith(SUMMARY_HEAD))
-        lines, summary = lines[:at], lines[at + 1 :]
-    markers = [m for m in (MARKER_RE.fullmatch(ln) for ln in lines) if m]
-    kept = [ln for ln in lines if not MARKER_RE.fullmatch(ln)]
-    return kept, markers, summary
+    if any(ln.startswith(SUMMARY_HEAD) for ln in body):
+        at = next(i for i, ln in enumerate(body) if ln.startswith(SUMMARY_HEAD))
+        body, summary = body[:at], body[at + 1 :]
+    assert not any(MARKER_RE.search(ln) for ln in body), "one marker only"
+    gaps = [int(m.group(1)) for m in (GAP_RE.fullmatch(ln) for ln in body) if m]
+    folds = [(int(m.group(1)), int(m.group(2) or 1)) for m in (FOLD_RE.fullmatch(ln) for ln in body) if m]
+    kept = [ln for ln in body if not GAP_RE.fullmatch(ln) and not FOLD_RE.fullmatch(ln)]
+    return Layout(marker, kept, gaps, folds, summary)
+
+
+def check_layout(text: str, res, n_lines: int) -> Layout:
+    """The invariants of every compressed log: one marker naming the whole text's key, kept
+    lines are original lines in order, gaps + folded copies + kept lines = all lines, one
+    offload with the text byte for byte."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    lay = _split(res.text)
+    key = offload_key(text)
+    assert lay.marker.group("key") == key
+    pos = 0
+    for ln in lay.kept:
+        pos = lines.index(ln, pos) + 1
+    folded = sum(c * p for c, p in lay.folds)
+    assert sum(lay.gaps) + folded + len(lay.kept) == n_lines
+    hidden, of = re.fullmatch(r"(\d+) of (\d+) lines.*", lay.marker.group("what")).groups()
+    assert int(of) == n_lines and int(hidden) == sum(lay.gaps) + folded
+    assert len(res.offloads) == 1 and res.offloads[0].key == key and res.offloads[0].original == text
+    return lay
 
 
 @pytest.fixture(scope="module")
@@ -74,44 +114,31 @@ def test_every_template_and_error_line_survives(system, counter, store):
     before, after = counter.count(text), counter.count(res.text)
     assert after <= 0.9 * before
 
-    kept, markers, summary = _split(res.text)
-    assert markers and summary
+    lay = check_layout(text, res, 2000)
+    assert lay.summary
 
     # Every ground-truth template: in a kept line or in a template/count line.
     for t in templates:
         rx = _template_regex(t["EventTemplate"])
         assert any(rx.search(ln) for ln in lines), f"ground truth {t['EventId']} matches no line of the log"
-        assert any(rx.search(ln) for ln in kept) or any(rx.search(ln) for ln in summary), (
+        assert any(rx.search(ln) for ln in lay.kept) or any(rx.search(ln) for ln in lay.summary), (
             f"{system}: template {t['EventId']} {t['EventTemplate']!r} lost"
         )
 
-    # Every error-level line is kept verbatim.
-    kept_set = set(kept)
+    # Every error-level line and every line with an error word is kept verbatim.
+    kept_set = set(lay.kept)
     errors = [
         lines[int(r["LineId"]) - 1]
         for r in rows
         if r.get("Level", "") in ERROR_LEVELS or EXCEPTION_IN_CONTENT.search(r["Content"])
-    ]
+    ] + [ln for ln in lines if is_error_word_line(ln)]
     missing = [e for e in errors if e not in kept_set]
     assert not missing, missing[:3]
+    # The count lines add up to at least the left-out lines (every left-out line is counted).
+    assert sum(int(s.split("×", 1)[0]) for s in lay.summary) >= sum(lay.gaps)
 
-    # Kept lines are the original lines, in order; the markers count exactly the rest.
-    pos = 0
-    for ln in kept:
-        pos = lines.index(ln, pos) + 1
+    # The offload is retrievable from a real store, byte for byte.
     key = offload_key(text)
-    assert {m.group("key") for m in markers} == {key}
-    dropped = 0
-    for m in markers:
-        n, of = re.fullmatch(r"(\d+) of (\d+) lines", m.group("what")).groups()
-        assert int(of) == 2000
-        dropped += int(n)
-    assert dropped + len(kept) == 2000
-    # The count lines add up to the dropped lines' templates (every dropped line is counted).
-    assert sum(int(s.split("×", 1)[0]) for s in summary) >= dropped
-
-    # One offload, byte for byte, retrievable from a real store.
-    assert len(res.offloads) == 1 and res.offloads[0].key == key and res.offloads[0].original == text
     store.put(key, res.offloads[0].original, res.kind)
     assert store.get(key).text.encode("utf-8") == text.encode("utf-8")
 
@@ -130,8 +157,8 @@ def test_query_lines_kept(counter):
     rx = re.compile(r"(?<![^\W_])verification", re.IGNORECASE)
     hits = [ln for ln in lines if rx.search(ln)]
     assert 0 < len(hits) <= MAX_QUERY
-    without = set(_split(compress_logs(text, "", counter).text)[0])
-    kept = set(_split(compress_logs(text, "which blocks had verification done?", counter).text)[0])
+    without = set(_split(compress_logs(text, "", counter).text).kept)
+    kept = set(_split(compress_logs(text, "which blocks had verification done?", counter).text).kept)
     assert set(hits) <= kept
     assert not set(hits) <= without  # the query made the difference
 
@@ -190,10 +217,20 @@ def test_is_error_line():
     assert is_error_line("Caused by java.io.IOException: closed")
     assert is_error_line("Traceback (most recent call last):")
     assert is_error_line("ValueError: bad value")
+    # error words in any case, inside longer words too
+    assert is_error_line("nova INFO wsgi HTTP exception thrown: No instances found")
+    assert is_error_line("- 1117838570 2005.06.03 R02-M1-N0-C:J12-U11 RAS KERNEL INFO instruction cache parity error corrected")
+    assert is_error_line("Dec 10 sshd[1]: Failed password for root from 1.2.3.4 port 22 ssh2")
+    assert is_error_line("kernel[0]: Sandbox: QQ(12) deny(1) network-outbound: Permission denied")
+    assert is_error_line("20171224-1:59:43:574|HiH_HiSyncControl|30002312|syncData() failed, errorCode = -1")
+    assert is_error_line("03-17 16:13:38.819  1702  8671 E AndroidRuntime: FATAL EXCEPTION: main")
+    assert is_error_line("Kernel panic - not syncing")
+    assert is_error_line("npm ERR! code E404")
+    assert is_error_line("\tat org.apache.hadoop.ipc.Client.call(Client.java:1472)")
+    assert is_error_line('  File "/srv/app/worker.py", line 88, in run')
     assert not is_error_line("2015-10-18 INFO [main] org.apache.hadoop.mapred.Task: Task done")
     assert not is_error_line("081109 INFO dfs.DataNode: Verification succeeded for blk_1")
-    assert not is_error_line("nova INFO wsgi HTTP exception thrown: No instances found")
-    assert not is_error_line("the ErrorHandler and error handling docs")
+    assert not is_error_line("20171223-22:15:29:606|Step_LSC|30002312|onStandStepChanged 3579")
 
 
 def test_templates_are_mined_per_drain3(counter):
@@ -214,7 +251,7 @@ def test_unchanged_reasons(counter):
     few = "\n".join(lines[:3]) + "\n" + "x " * 400
     assert compress_logs(few, "", counter, min_tokens=10).reason == "few lines"
     # All 50 lines distinct enough to keep (every line is an anchor, error or template line).
-    errors_only = "\n".join([ln for ln in lines if "[error]" in ln][:60])
+    errors_only = "\n".join(list(dict.fromkeys(ln for ln in lines if "[error]" in ln))[:60])
     r = compress_logs(errors_only, "", counter, min_tokens=10)
     assert not r.changed and r.reason == "nothing to drop" and r.text == errors_only
     assert compress_logs("", "", counter).reason == "not text"
@@ -229,7 +266,7 @@ def test_crlf_lines_round_trip(counter):
     assert res.offloads[0].original == crlf
     assert "\n" not in res.text.replace("\r\n", "")  # the text's own line ends throughout
     originals = crlf.split("\r\n")
-    for ln in _split(res.text.replace("\r\n", "\n"))[0]:
+    for ln in _split(res.text.replace("\r\n", "\n")).kept:
         assert ln in originals
     assert find_marker_keys(res.text) and set(find_marker_keys(res.text)) == {offload_key(crlf)}
 

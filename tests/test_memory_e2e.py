@@ -183,5 +183,11 @@ def test_unreachable_memory_database_does_not_stop_traffic(upstream, proxy_facto
     msg = claude(upstream, p).messages.create(**body)
     assert msg.content[0].text.startswith("upstream saw 1 messages")
     rec = upstream.requests[0]
-    assert [t["name"] for t in rec.json["tools"]] == ["Bash"] and rec.json["messages"] == body["messages"]
+    # the session keeps the memory tools it started with (the cached tools prefix); nothing is
+    # injected or saved while the store cannot be reached, and a call says why
+    assert [t["name"] for t in rec.json["tools"]] == ["Bash"] + MEMORY_TOOLS and rec.json["messages"] == body["messages"]
     p.wait_for_log(r"headroom memory: off: cannot open the memory store postgresql\+psycopg://postgres@127\.0\.0\.1:\d+/nothing")
+    upstream.script(Reply.tool_call("memory_list", {}), Reply.text("noted"))
+    msg = claude(upstream, p).messages.create(**body)
+    assert [b.text for b in msg.content] == ["noted"]
+    assert upstream.requests[-1].json["messages"][-1]["content"][0]["content"] == "memory_list error: the memory store is unavailable right now; nothing was done."

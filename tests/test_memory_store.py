@@ -358,10 +358,10 @@ def test_plan_injects_relevant_memories_into_the_latest_user_message_only(rt, pr
 
 def test_plan_saves_explicit_remember_instructions_and_bypass_is_untouched(rt, project):
     from headroom_core.memory.service import service
-    from headroom_core.request_plan import plan_request
+    from headroom_core.request_plan import plan_request, run_observers
 
     raw = _anthropic(project, [{"type": "text", "text": "<system-reminder>remember: not the user's words</system-reminder>"}, {"type": "text", "text": "Remember: never edit files under config/ by hand."}])
-    plan_request(rt, "POST", "/v1/messages", {"user-agent": "claude-cli/1.0.62 (external, cli)"}, raw)
+    run_observers(rt, plan_request(rt, "POST", "/v1/messages", {"user-agent": "claude-cli/1.0.62 (external, cli)"}, raw))
     assert [(m.text, m.kind, m.source) for m in service(rt).store().list(project)] == [("never edit files under config/ by hand.", "rule", "claude-cli")]
     bypass = plan_request(rt, "POST", "/v1/messages", {"x-headroom-bypass": "true"}, _anthropic(project, "May I edit config/app.yaml?"))
     assert bypass.action == "passthrough" and bypass.body is None

@@ -42,10 +42,13 @@ def test_forwarded_tools_keep_names_schema_and_words(replay):
         mine = [t for t in forwarded if t["name"] not in [c["name"] for c in client_tools]]
         assert all(t["name"] == "headroom_retrieve" for t in mine), name  # only the proxy's own tools added
         forwarded = forwarded[: len(client_tools)]
-        assert [t["name"] for t in forwarded] == [t["name"] for t in client_tools], name
-        expanded = expand_references(forwarded)
+        # the client's tools, in the order the project first sent them (equal sets, one order)
+        assert sorted(t["name"] for t in forwarded) == sorted(t["name"] for t in client_tools), name
+        expanded = {t["name"]: t for t in expand_references(forwarded)}
+        by_name = {t["name"]: t for t in forwarded}
         saved = 0
-        for orig, new, full in zip(client_tools, forwarded, expanded):
+        for orig in client_tools:
+            new, full = by_name[orig["name"]], expanded[orig["name"]]
             assert projection(orig.get("input_schema")) == projection(new.get("input_schema")), (name, orig["name"])
             assert params(orig.get("input_schema")) == params(new.get("input_schema")), (name, orig["name"])
             # every word of every description, in order, once the proxy's references are expanded

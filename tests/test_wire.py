@@ -69,7 +69,7 @@ def test_encode_event_roundtrip():
     [
         ("POST", "/v1/messages", b'{"model":"m","messages":[]}', Dialect.ANTHROPIC_MESSAGES),
         ("POST", "/anthropic/v1/messages?beta=true", b'{"model":"m","messages":[]}', Dialect.ANTHROPIC_MESSAGES),
-        ("POST", "/v1/messages/count_tokens", b'{"model":"m","messages":[]}', None),
+        ("POST", "/v1/messages/count_tokens", b'{"model":"m","messages":[]}', Dialect.ANTHROPIC_MESSAGES),  # planned like the request it measures
         ("POST", "/openai/v1/chat/completions", b'{"model":"m","messages":[]}', Dialect.OPENAI_CHAT),
         ("POST", "/v1/responses", b'{"model":"m","input":"hi"}', Dialect.OPENAI_RESPONSES),
         ("GET", "/v1/messages", b"", None),

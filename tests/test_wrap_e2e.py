@@ -125,10 +125,58 @@ def test_wrap_reports_ledger_per_agent(wrapped, upstream, big_output, tmp_path):
     assert agents["tiny-python-agent"]["compressed"] >= 1 and agents["tiny-python-agent"]["tokens_saved"] > 0
 
 
-def test_missing_command_exits_127(wrapped):
-    out = wrapped(["no-such-agent-xyz"])
+def test_missing_command_exits_127_before_any_proxy_starts(tmp_path):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    env["HEADROOM_HOME"] = str(tmp_path)
+    out = subprocess.run([HEADROOM, "wrap", "--port", str(port), "no-such-agent-xyz", "--flag"], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 127
-    assert "command not found: no-such-agent-xyz" in out.stderr
+    assert out.stderr.strip() == "headroom wrap: command not found: no-such-agent-xyz"
+    from headroom_core.cli.proxy_process import ProxyAddress, probe
+
+    assert probe(ProxyAddress("127.0.0.1", port)) == "none" and not pid_file(tmp_path, port).exists()
+    assert not (tmp_path / "run").exists() and not (tmp_path / "headroom.db").exists()
+
+
+def test_agent_gets_default_signal_dispositions(wrapped):
+    # Python ignores SIGPIPE and SIGXFSZ; an ignored signal survives exec
+    out = wrapped(["sh", "-c", "yes | head -1; grep SigIgn /proc/self/status"], no_proxy=None)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0] == "y" and "Broken pipe" not in out.stderr
+    ignored = int(out.stdout.split("SigIgn:")[1].split()[0], 16)
+    assert not ignored & (1 << (13 - 1)) and not ignored & (1 << (25 - 1))  # SIGPIPE 13, SIGXFSZ 25 (Linux)
+
+
+def test_ctrl_c_while_the_proxy_starts_leaves_nothing(tmp_path):
+    import signal
+    import time
+
+    from headroom_core.cli.proxy_process import ProxyAddress, probe
+
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    env["HEADROOM_HOME"] = str(tmp_path)
+    wrap = subprocess.Popen([HEADROOM, "wrap", "--port", str(port), "true"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pidf = pid_file(tmp_path, port)
+    deadline = time.monotonic() + 120
+    while not pidf.exists() and wrap.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert pidf.exists(), "the proxy did not start"
+    proxy_pid = int(pidf.read_text())
+    wrap.send_signal(signal.SIGINT)  # what Ctrl-C sends to the foreground process
+    _, err = wrap.communicate(timeout=60)
+    assert wrap.returncode == 130, err
+    assert "interrupted while the proxy was starting; it is stopped, nothing was run" in err
+    assert not pidf.exists()
+    for _ in range(100):
+        try:
+            os.kill(proxy_pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the proxy (pid {proxy_pid}) still runs")
+    assert probe(ProxyAddress("127.0.0.1", port)) == "none"
 
 
 def test_profiles_and_no_proxy(tmp_path):
@@ -161,9 +209,61 @@ def test_proxy_detach_and_stop(tmp_path):
         assert out.returncode == 0, out.stderr
         assert probe(ProxyAddress("127.0.0.1", port)) == "headroom"
         again = subprocess.run([HEADROOM, "proxy", "--detach", "--port", str(port)], env=env, capture_output=True, text=True, timeout=60)
-        assert again.returncode == 1 and "already in use (a Headroom proxy)" in again.stderr
+        assert again.returncode == 1 and "a Headroom proxy already runs there" in again.stderr
     finally:
         stop = subprocess.run([HEADROOM, "proxy", "--stop", "--port", str(port)], env=env, capture_output=True, text=True, timeout=60)
     assert stop.returncode == 0 and "stopped the proxy" in stop.stderr
     assert probe(ProxyAddress("127.0.0.1", port)) == "none"
     assert not pid_file(tmp_path, port).exists()
+
+
+def test_stop_and_doctor_find_background_proxies_on_any_port(tmp_path):
+    from headroom_core.cli.proxy_process import ProxyAddress, probe
+
+    ports = [free_port(), free_port()]
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    env.update(HEADROOM_HOME=str(tmp_path), COLUMNS="200")
+    try:
+        for p in ports:
+            out = subprocess.run([HEADROOM, "proxy", "--detach", "--port", str(p), "--anthropic-port", "0", "--openai-port", "0"], env=env, capture_output=True, text=True, timeout=180)
+            assert out.returncode == 0, out.stderr
+        (tmp_path / "run" / "proxy-1.pid").write_text("999999\n")  # a proxy that died long ago
+        doc = subprocess.run([HEADROOM, "doctor", "--no-models", "--json"], env=env, capture_output=True, text=True, timeout=120)
+        found = {c["name"]: c for c in json.loads(doc.stdout)}
+        for p in ports:
+            assert found[f"background proxy :{p}"]["level"] == "ok" and f"answers at http://127.0.0.1:{p}" in found[f"background proxy :{p}"]["detail"]
+        assert found["background proxy :1"]["level"] == "warn" and "not running" in found["background proxy :1"]["detail"]
+        assert "proxy" not in found  # no guess at 8080 when background proxies are known
+    finally:
+        stop = subprocess.run([HEADROOM, "proxy", "--stop"], env=env, capture_output=True, text=True, timeout=120)
+    assert stop.returncode == 0, stop.stderr
+    for p in ports:
+        assert f"stopped the proxy on port {p}" in stop.stderr and probe(ProxyAddress("127.0.0.1", p)) == "none"
+    assert "removed 1 stale pid file(s)" in stop.stderr and list((tmp_path / "run").iterdir()) == []
+    again = subprocess.run([HEADROOM, "proxy", "--stop"], env=env, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 1 and "no background proxy running" in again.stderr
+
+
+def test_corporate_tls_proxy_ca_is_trusted_upstream(tmp_path, upstream, big_output, proxy_factory):
+    """HTTPS_PROXY names a TLS-intercepting proxy (a plain mitmdump with its own CA) and the
+    agent's SSL_CERT_FILE names that CA: the Headroom proxy wrap starts goes through it and
+    trusts it, so the request arrives (not 502 "Certificate verify failed")."""
+    corp = proxy_factory(None)  # its own confdir: its own CA; it reaches the test upstream with ssl_insecure
+    port = free_port()
+    drop = {*ae.CERT_VARS, *ae.BUNDLE_VARS}
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy") and k not in drop}
+    env.update(HEADROOM_HOME=str(tmp_path), COLUMNS="200", HTTPS_PROXY=corp.url, SSL_CERT_FILE=str(corp.ca_path), NODE_EXTRA_CA_CERTS=str(tmp_path / "gone.pem"))
+    body = _body_file(tmp_path, big_output)
+    cmd = [HEADROOM, "wrap", "--port", str(port), "--no-proxy", "", sys.executable, str(AGENTS / "tiny_agent.py"), str(body)]
+    try:
+        out = subprocess.run(cmd, env={**env, "LLM_URL": f"{upstream.url}/v1/messages"}, capture_output=True, text=True, timeout=180)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.startswith("status 200: upstream saw 3 messages"), out.stdout + out.stderr
+        assert f"via {corp.url}" in out.stderr and f"trusting {corp.ca_path.resolve()} upstream" in out.stderr
+        assert f"headroom wrap: NODE_EXTRA_CA_CERTS={tmp_path / 'gone.pem'} names no file" in out.stderr
+        _assert_compressed(upstream, big_output, "tiny-python-agent/1.0")
+        assert "/v1/messages" in corp.log_text()  # it really went through the corporate proxy
+        bundle = (tmp_path / "upstream-ca-bundle.pem").read_text()
+        assert corp.ca_path.read_text().strip() in bundle and bundle.count("BEGIN CERTIFICATE") > 10  # system roots + the corporate CA
+    finally:
+        subprocess.run([HEADROOM, "proxy", "--stop", "--port", str(port)], env=env, capture_output=True, timeout=60)

@@ -27,7 +27,7 @@ FRAME_LIMIT = 1_500_000
 
 @pytest.fixture(scope="module")
 def proxy(module_proxy_factory):
-    return module_proxy_factory(ADDON_SCRIPT, options={"headroom_ws_max_frame_bytes": FRAME_LIMIT})
+    return module_proxy_factory(ADDON_SCRIPT, options={"headroom_ws_max_frame_bytes": FRAME_LIMIT, "headroom_compress_timeout_seconds": 300})
 
 
 @pytest.fixture(scope="module")
@@ -174,7 +174,11 @@ def test_compression_timeout_small_frames_go_on_unchanged(upstream, slow_proxy, 
     with ws_connect(upstream, slow_proxy) as ws:
         ws.send(small)
         read_turn(ws)
-    assert ws_frames(upstream)[0].body == small.encode()
+    sent = ws_frames(upstream)[0].json
+    # nothing new is compressed: the tool output goes as it came; the session's tools are what
+    # every later frame of the session will carry (decided at its first request, even now)
+    assert sent["input"] == json.loads(small)["input"]
+    assert [t["name"] for t in sent["tools"]] == ["shell", "headroom_retrieve"]
 
 
 def test_compression_timeout_large_frames_are_refused_with_1009(upstream, slow_proxy, big_output):

@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import select
 
 from headroom_core.ccr import markers, retrieve, ws_loop
+from headroom_core.ccr.loop import notice_rounds
 from headroom_core.db.engine import open_database
 from headroom_core.db.models import RequestOutcome
 from headroom_core.wire.blocks import ToolCall as WireCall
@@ -27,7 +28,7 @@ ANSWER = "Issues 1 and 2 are still open."
 
 @pytest.fixture(scope="module")
 def proxy(module_proxy_factory):
-    return module_proxy_factory(ADDON_SCRIPT)
+    return module_proxy_factory(ADDON_SCRIPT, options={"headroom_compress_timeout_seconds": 300})  # loaded machine: plans finish
 
 
 @pytest.fixture(scope="module")
@@ -165,11 +166,12 @@ def client_view(frames: list[bytes], steps: list[ws_loop.Step]) -> list[bytes]:
 
 
 REQUEST = {"type": "response.create", "model": "m", "input": [{"role": "user", "content": "hi"}], "tools": []}
+REQUEST_TEXT = json.dumps(REQUEST)  # the loop works on the text that went upstream
 
 
 def test_loop_without_hidden_calls_passes_every_frame():
     frames = rendered(Reply.text("plain answer")) + [b"not json"]
-    loop = ws_loop.WsRetrieveLoop(REQUEST, HIDDEN, 3)
+    loop = ws_loop.WsRetrieveLoop(REQUEST_TEXT, HIDDEN, 3)
     steps = feed_all(loop, frames)
     assert all(isinstance(s, ws_loop.Pass) for s in steps)
     assert loop.done and loop.rounds == 0 and loop.final == json.loads(frames[-2])["response"]
@@ -177,7 +179,7 @@ def test_loop_without_hidden_calls_passes_every_frame():
 
 def test_loop_answers_hidden_calls_and_continues_the_response():
     first = rendered(Reply.tool_call(retrieve.TOOL_NAME, {"key": "ab" * 12}, "call_r", text="Looking.", input_tokens=100, output_tokens=10, cache_read=40))
-    loop = ws_loop.WsRetrieveLoop(REQUEST, HIDDEN, 3, '{"type":"response.create","response":', "}")
+    loop = ws_loop.WsRetrieveLoop(REQUEST_TEXT, HIDDEN, 3, '{"type":"response.create","response":', "}")
     steps = feed_all(loop, first)
     kinds = [type(s).__name__ for s in steps]
     hold_from = next(i for i, f in enumerate(first) if b'"response.output_item.added"' in f and retrieve.TOOL_NAME.encode() in f)
@@ -195,7 +197,7 @@ def test_loop_answers_hidden_calls_and_continues_the_response():
 
     second = rendered(Reply.text("Found it.", input_tokens=300, output_tokens=5, cache_read=200))
     steps2 = feed_all(loop, second)
-    assert all(isinstance(s, ws_loop.Emit) for s in steps2)
+    assert not any(isinstance(s, ws_loop.Settle) for s in steps2)  # the follow-up ends the turn
     seen = [json.loads(f) for f in client_view(first, steps) + client_view(second, steps2)]
     assert [e["sequence_number"] for e in seen] == list(range(len(seen)))
     assert [e["type"] for e in seen].count("response.created") == 1 and seen[-1]["type"] == "response.completed"
@@ -211,7 +213,7 @@ def test_loop_answers_hidden_calls_and_continues_the_response():
 def test_loop_with_a_client_call_releases_the_held_events_without_the_hidden_one():
     calls = [ToolCall(retrieve.TOOL_NAME, {"key": "cd" * 12}, "call_r"), ToolCall("shell", {"cmd": "ls"}, "call_s")]
     frames = rendered(Reply.tool_calls_reply(calls))
-    loop = ws_loop.WsRetrieveLoop(REQUEST, HIDDEN, 3)
+    loop = ws_loop.WsRetrieveLoop(REQUEST_TEXT, HIDDEN, 3)
     steps = feed_all(loop, frames)
     assert isinstance(steps[-1], ws_loop.Settle) and not steps[-1].follow_up and [c.name for c in steps[-1].calls] == [retrieve.TOOL_NAME]
     res = loop.resolve([(steps[-1].calls[0], "ignored")])
@@ -225,7 +227,7 @@ def test_loop_with_a_client_call_releases_the_held_events_without_the_hidden_one
 
 def test_loop_stops_after_max_rounds():
     call = Reply.tool_call(retrieve.TOOL_NAME, {"key": "ef" * 12}, "call_r")
-    loop = ws_loop.WsRetrieveLoop(REQUEST, HIDDEN, 1)
+    loop = ws_loop.WsRetrieveLoop(REQUEST_TEXT, HIDDEN, 1)
     steps = feed_all(loop, rendered(call))
     assert steps[-1].follow_up
     loop.resolve([(steps[-1].calls[0], "x")])
@@ -233,11 +235,17 @@ def test_loop_stops_after_max_rounds():
     steps = feed_all(loop, again)
     assert isinstance(steps[-1], ws_loop.Settle) and not steps[-1].follow_up  # rounds exhausted
     res = loop.resolve([(steps[-1].calls[0], "x")])
-    (last,) = [json.loads(f) for f in res.to_client]
-    assert last["type"] == "response.completed" and last["response"]["output"] == []
+    *notice, last = [json.loads(f) for f in res.to_client]
+    # the rounds ran out: the response ends with a message that says so (issue 13, case 3)
+    assert [e["type"] for e in notice] == [
+        "response.output_item.added", "response.content_part.added", "response.output_text.delta",
+        "response.output_text.done", "response.content_part.done", "response.output_item.done",
+    ]  # fmt: skip
+    assert last["type"] == "response.completed"
+    assert [it["content"][0]["text"] for it in last["response"]["output"]] == [notice_rounds(1)]
     assert loop.done and loop.rounds == 1
 
 
 def test_loop_resolve_needs_a_settle():
     with pytest.raises(RuntimeError):
-        ws_loop.WsRetrieveLoop(REQUEST, HIDDEN, 1).resolve([])
+        ws_loop.WsRetrieveLoop(REQUEST_TEXT, HIDDEN, 1).resolve([])

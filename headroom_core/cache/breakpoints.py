@@ -3,7 +3,10 @@
 Anthropic allows at most :data:`MAX_BREAKPOINTS` blocks with ``cache_control`` per request
 ("You can define up to 4 cache breakpoints", docs.anthropic.com, Prompt caching) and answers
 HTTP 400 beyond that. The proxy never adds a breakpoint and never drops or moves one the client
-set; a client that already sends more than four is left as it is (its request, its error).
+set, except within one message: a breakpoint on a message's last block follows the proxy's context
+block appended after it, and one on a replayed message goes where that message's block is in
+the bytes sent before (:mod:`headroom_core.cache.carry`). A client that already sends more than
+four is left as it is (its request, its error).
 :func:`verify` checks a planned edit against these rules; the request plan fails open (sends the
 client's bytes) when it raises.
 """
@@ -69,12 +72,30 @@ class BreakpointCheck:
         return not self.added and not self.lost and (self.forwarded <= MAX_BREAKPOINTS or self.forwarded <= self.client)
 
 
+def _where(path: PathT) -> PathT:
+    """The place a breakpoint must stay: its own path, or for messages the message."""
+    return path[:2] if path and path[0] in ("messages", "input") else path
+
+
 def check(client: Mapping[str, Any], forwarded: Mapping[str, Any]) -> BreakpointCheck:
-    """Compare the breakpoints of a client body and the planned forwarded body."""
-    a, b = breakpoints(client), breakpoints(forwarded)
-    added = tuple(p for p in b if p not in a)
-    lost = tuple(p for p, v in a.items() if p not in b or b[p] != v)
-    return BreakpointCheck(len(a), len(b), added, lost)
+    """Compare the breakpoints of a client body and the planned forwarded body, by place
+    (:func:`_where`) and value."""
+    import json
+    from collections import Counter
+
+    def places(body: Mapping[str, Any]) -> tuple[Counter, dict]:
+        c: Counter = Counter()
+        first: dict = {}
+        for p, v in breakpoints(body).items():
+            k = (_where(p), json.dumps(v, sort_keys=True, default=str))
+            c[k] += 1
+            first.setdefault(k, p)
+        return c, first
+
+    (a, pa), (b, pb) = places(client), places(forwarded)
+    added = tuple(pb[k] for k in b if b[k] > a.get(k, 0))
+    lost = tuple(pa[k] for k in a if a[k] > b.get(k, 0))
+    return BreakpointCheck(sum(a.values()), sum(b.values()), added, lost)
 
 
 def verify(client: Mapping[str, Any], forwarded: Mapping[str, Any]) -> BreakpointCheck:

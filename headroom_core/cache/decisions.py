@@ -1,13 +1,15 @@
-"""Compression decisions cached by content hash, in memory and in the database.
+"""Compression decisions cached by content, per scope, in memory and in the database.
 
 A tool output compressed in turn N must reach the upstream with the same bytes in turns N+1,
 N+2, … — even though the latest user message (the query that ranked what to keep) has changed,
-and even after a restart. So the first decision for a given content is kept and reused.
+and even after a restart. So the first decision for a given content is kept and reused, within
+the scope (project and client identity) that made it: a decision carries what its scope's query
+chose, so scopes never share one. Results are sealed at rest; lookup keys are keyed hashes.
 """
 
 from __future__ import annotations
 
-import hashlib
+import secrets
 import threading
 from collections import OrderedDict
 from dataclasses import replace
@@ -17,38 +19,38 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from headroom_core.compress.result import CompressResult, Offload
 from headroom_core.db.models import CompressionDecision
+from headroom_core.db.sealed import SECRET_BYTES, Sealer
+from headroom_core.db.upsert import insert_ignore
 
 # Bump when a compressor's output for the same input changes, so old decisions are not reused.
-COMPRESSOR_VERSION = "2"
-
-
-def content_hash(kind_hint: str, text: str) -> str:
-    """SHA-256 hex of the compressor version, a kind hint (e.g. the tool name) and the text."""
-    h = hashlib.sha256()
-    for part in (COMPRESSOR_VERSION, kind_hint, text):
-        h.update(part.encode("utf-8", "surrogatepass"))
-        h.update(b"\0")
-    return h.hexdigest()
+COMPRESSOR_VERSION = "3"
 
 
 class DecisionCache:
-    """Get and put :class:`CompressResult` decisions by content hash.
+    """Get and put :class:`CompressResult` decisions by :meth:`key`.
 
     ``get`` returns the cached result (with its offload rebuilt from the text the caller still
     has, so the original can be stored again) or None. Memory holds ``memory_entries`` recent
     decisions without a copy of their originals (the caller has the text: an unchanged result
     and an offload are rebuilt from it), so its size is that of the compressed texts; the
-    database holds them all (``compression_decisions``).
+    database holds them all (``compression_decisions``). ``sessions`` None: memory only (tests,
+    benchmarks); ``sealer`` None: a key of this process only.
     """
 
-    def __init__(self, sessions: sessionmaker[Session] | None, memory_entries: int = 4096) -> None:
+    def __init__(self, sessions: sessionmaker[Session] | None, sealer: Sealer | None = None, memory_entries: int = 4096) -> None:
         self._sessions = sessions
+        self._sealer = sealer or Sealer(secrets.token_bytes(SECRET_BYTES))
         self._mem: OrderedDict[str, tuple[CompressResult, int, int]] = OrderedDict()
         self._max = memory_entries
         self._lock = threading.Lock()
 
+    def key(self, scope: str, kind_hint: str, text: str) -> str:
+        """The lookup key (64 hex digits, keyed hash) of ``text`` compressed as ``kind_hint`` in
+        ``scope``, for the current :data:`COMPRESSOR_VERSION`."""
+        return self._sealer.digest("decision", COMPRESSOR_VERSION, scope, kind_hint, text)
+
     def get(self, h: str, original: str) -> tuple[CompressResult, int, int] | None:
-        """``(result, tokens_before, tokens_after)`` decided earlier for content hash ``h``."""
+        """``(result, tokens_before, tokens_after)`` decided earlier under key ``h``."""
         with self._lock:
             hit = self._mem.get(h)
             if hit is not None:
@@ -60,33 +62,32 @@ class DecisionCache:
             row = s.get(CompressionDecision, h)
             if row is None:
                 return None
+            text = original
+            if row.changed:
+                opened = self._sealer.open(row.result, f"decision:{h}")
+                if opened is None:
+                    return None  # sealed under another key: decide again
+                text = opened
             offloads = (Offload(row.offload_key, original, "original"),) if row.offload_key else ()
-            res = CompressResult(
-                text=row.result_text if row.changed else original,
-                changed=row.changed,
-                kind=row.kind,
-                strategy=row.strategy,
-                reason=row.reason,
-                offloads=offloads,
-            )
+            res = CompressResult(text=text, changed=row.changed, kind=row.kind, strategy=row.strategy, reason=row.reason, offloads=offloads)
             entry = (res, row.tokens_before, row.tokens_after)
         self._remember(h, entry)
         return entry
 
     def put(self, h: str, result: CompressResult, tokens_before: int, tokens_after: int) -> None:
-        """Record the decision for ``h`` (first writer wins across processes)."""
+        """Record the decision for ``h`` (first writer wins across threads and processes)."""
         entry = (result, tokens_before, tokens_after)
         self._remember(h, entry)
         if self._sessions is None:
             return
         with self._sessions.begin() as s:
-            if s.get(CompressionDecision, h) is not None:
-                return
-            s.add(
-                CompressionDecision(
-                    content_hash=h,
+            insert_ignore(
+                s,
+                CompressionDecision,
+                dict(
+                    decision_hash=h,
                     changed=result.changed,
-                    result_text=result.text if result.changed else "",
+                    result=self._sealer.seal(result.text, f"decision:{h}") if result.changed else b"",
                     kind=result.kind,
                     strategy=result.strategy,
                     reason=result.reason[:300],
@@ -94,7 +95,8 @@ class DecisionCache:
                     tokens_before=tokens_before,
                     tokens_after=tokens_after,
                     created_at=datetime.now(timezone.utc).replace(tzinfo=None),
-                )
+                ),
+                ["decision_hash"],
             )
 
     def _remember(self, h: str, entry: tuple[CompressResult, int, int]) -> None:

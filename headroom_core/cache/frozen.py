@@ -1,121 +1,97 @@
 """The frozen prefix of a session: what the proxy already sent is sent again, byte for byte.
 
 Per session the proxy remembers, for every message of the conversation list it forwarded, the
-SHA-256 of the client's exact JSON text of that message and, when the proxy changed it, the exact
-JSON text it sent instead. On the next turn, client messages that match the remembered ones (a
-common prefix) are frozen: they go upstream exactly as last time. The first message that does
-not match starts the live zone; a mismatch inside the remembered list means the client edited
-its history (e.g. compaction), and the session's prefix starts anew from there.
+keyed hash of the client's exact JSON text of that message (``raw_hash``), the keyed hash of its
+content modulo ``cache_control`` and string-vs-text-block (``norm_hash``,
+:func:`headroom_core.cache.carry.norm_hash`) and the exact JSON text it sent. On the next turn,
+client messages that match the remembered ones (a common prefix) are frozen: they go upstream
+as last time, with the client's current ``cache_control`` markers carried onto them (a client
+that re-sends a message in the same bytes gets the same bytes sent; one that only moved its
+markers or wrote a string as one text block gets the earlier bytes with its markers). The first message that does not match starts the live zone; a
+mismatch inside the remembered list means the client edited its history (e.g. compaction), and
+the session's prefix starts anew from there.
 """
 
 from __future__ import annotations
 
-import hashlib
-import threading
-from collections import OrderedDict
-from dataclasses import dataclass
-from datetime import datetime, timezone
-
-from sqlalchemy import delete, select
-from sqlalchemy.orm import Session, sessionmaker
-
-from headroom_core.db.models import FrozenMessage
-
-
-def message_hash(text: str) -> str:
-    """SHA-256 hex of one message's exact JSON text (UTF-8)."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+from dataclasses import dataclass, replace
+from typing import Callable
 
 
 @dataclass(frozen=True)
 class FrozenEntry:
-    """Message ``position``: the client's ``client_hash`` and what the proxy sent instead
-    (``forwarded_text``), or None when the proxy sent the client's own bytes; ``tokens_*``: the
-    estimated tokens of the tool outputs it changed in that message, before and after."""
+    """Message ``position`` as the client sent it (``raw_hash``, ``norm_hash``), the exact text
+    the proxy sent (``sent_text``) and whether that differs from the client's bytes
+    (``modified``: compressed outputs, an injected block); ``tokens_*``: estimated tokens of the tool outputs it changed in that message, before and
+    after; ``offloads``: ``(retrieval key, path of the original's text inside the message)`` of
+    every original its markers name (the client re-sends the original there); ``blocks``:
+    ``(kind, tool name, tokens before, tokens after)`` of each tool output it changed (what a
+    replay of it saves, by kind, for the ledger)."""
 
     position: int
-    client_hash: str
-    forwarded_text: str | None
+    raw_hash: str
+    norm_hash: str
+    sent_text: str
+    modified: bool = False
     tokens_before: int = 0
     tokens_after: int = 0
+    offloads: tuple[tuple[str, tuple], ...] = ()
+    blocks: tuple[tuple[str, str, int, int], ...] = ()
 
 
 @dataclass(frozen=True)
 class LiveZone:
     """``start``: index of the first message the proxy may change; ``replay``: ``(index, text)``
-    of frozen messages that must be sent as the proxy sent them before; ``history_edited``: the
-    client's list diverged from the remembered one before its end; ``tokens_*``: what the
-    replayed messages' changes weigh, before and after (estimates)."""
+    of frozen messages to send as the proxy sent them before (markers carried); ``entries``:
+    the frozen entries as they stand after this request (hashes of the client's current bytes);
+    ``history_edited``: the client's list diverged from the remembered one before its end;
+    ``tokens_*``: what the replayed messages' changes weigh, before and after (estimates);
+    ``blocks``: the changed tool outputs of the replayed messages (see :class:`FrozenEntry`)."""
 
     start: int
     replay: tuple[tuple[int, str], ...]
-    history_edited: bool
+    entries: tuple[FrozenEntry, ...] = ()
+    history_edited: bool = False
     tokens_before: int = 0
     tokens_after: int = 0
+    blocks: tuple[tuple[str, str, int, int], ...] = ()
 
 
-def live_zone(client_hashes: list[str], frozen: list[FrozenEntry]) -> LiveZone:
-    """Pure decision: match the client's message hashes against the remembered entries."""
+def live_zone(
+    raw_hashes: list[str],
+    frozen: list[FrozenEntry],
+    norm_of: Callable[[int], str],
+    carry_onto: Callable[[int, FrozenEntry], str | None],
+) -> LiveZone:
+    """Pure decision: match the client's messages against the remembered entries.
+
+    ``raw_hashes[i]`` is the keyed hash of the client's message ``i``; ``norm_of(i)`` its
+    normal hash (asked only when the raw hash differs); ``carry_onto(i, entry)`` the proxy's
+    earlier text of message ``i`` (``entry.sent_text``) with the client's current breakpoints
+    (None: cannot be carried, the message is then live). A message matched by its normal hash only is replayed
+    from the earlier bytes even when the proxy had not changed it (``modified`` then turns on:
+    the bytes sent differ from the client's current ones).
+    """
     replay: list[tuple[int, str]] = []
+    entries: list[FrozenEntry] = []
+    blocks: list[tuple[str, str, int, int]] = []
     before = after = 0
-    for i, h in enumerate(client_hashes):
-        if i >= len(frozen) or frozen[i].client_hash != h:
-            return LiveZone(i, tuple(replay), i < len(frozen), before, after)
-        if frozen[i].forwarded_text is not None:
-            replay.append((i, frozen[i].forwarded_text))
-            before += frozen[i].tokens_before
-            after += frozen[i].tokens_after
-    n = len(client_hashes)
-    return LiveZone(n, tuple(replay), n < len(frozen), before, after)
-
-
-class FrozenStore:
-    """Loads and saves the frozen entries of sessions (database, with an in-memory copy of the
-    ``memory_sessions`` most recent sessions)."""
-
-    def __init__(self, sessions: sessionmaker[Session], memory_sessions: int = 64) -> None:
-        self._sessions = sessions
-        self._mem: OrderedDict[str, list[FrozenEntry]] = OrderedDict()
-        self._max = memory_sessions
-        self._lock = threading.Lock()
-
-    def load(self, session_key: str) -> list[FrozenEntry]:
-        """The remembered entries of ``session_key``, by position (empty for a new session)."""
-        with self._lock:
-            hit = self._mem.get(session_key)
-            if hit is not None:
-                self._mem.move_to_end(session_key)
-                return list(hit)
-        with self._sessions() as s:
-            rows = s.scalars(select(FrozenMessage).where(FrozenMessage.session_key == session_key).order_by(FrozenMessage.position))
-            entries = [FrozenEntry(r.position, r.client_hash, r.forwarded_text, r.tokens_before, r.tokens_after) for r in rows]
-        # only a gap-free prefix is usable
-        entries = [e for i, e in enumerate(entries) if e.position == i and all(x.position == j for j, x in enumerate(entries[:i]))]
-        self._remember(session_key, entries)
-        return list(entries)
-
-    def save(self, session_key: str, entries: list[FrozenEntry], keep: int) -> None:
-        """Replace everything from position ``keep`` on with ``entries[keep:]``."""
-        now = datetime.now(timezone.utc).replace(tzinfo=None)
-        with self._sessions.begin() as s:
-            s.execute(delete(FrozenMessage).where(FrozenMessage.session_key == session_key, FrozenMessage.position >= keep))
-            for e in entries[keep:]:
-                s.add(
-                    FrozenMessage(
-                        session_key=session_key,
-                        position=e.position,
-                        client_hash=e.client_hash,
-                        forwarded_text=e.forwarded_text,
-                        tokens_before=e.tokens_before,
-                        tokens_after=e.tokens_after,
-                        updated_at=now,
-                    )
-                )
-        self._remember(session_key, list(entries))
-
-    def _remember(self, key: str, entries: list[FrozenEntry]) -> None:
-        with self._lock:
-            self._mem[key] = entries
-            self._mem.move_to_end(key)
-            while len(self._mem) > self._max:
-                self._mem.popitem(last=False)
+    for i, h in enumerate(raw_hashes):
+        if i >= len(frozen):
+            break
+        e = frozen[i]
+        if e.raw_hash != h:
+            if e.norm_hash != norm_of(i):
+                break
+            moved = carry_onto(i, e)
+            if moved is None:
+                break
+            e = replace(e, raw_hash=h, sent_text=moved, modified=True)
+        entries.append(e)
+        if e.modified:
+            replay.append((i, e.sent_text))
+            before += e.tokens_before
+            after += e.tokens_after
+            blocks.extend(e.blocks)
+    start = len(entries)
+    return LiveZone(start, tuple(replay), tuple(entries), start < len(frozen), before, after, tuple(blocks))

@@ -6,15 +6,8 @@ import hashlib
 import json
 from typing import Any
 
+from headroom_core.cache.carry import normal
 
-def _without_cache_control(value: Any) -> Any:
-    """``value`` with every ``cache_control`` member removed: clients move their breakpoints
-    from turn to turn (Claude Code marks the latest messages), which must not change the key."""
-    if isinstance(value, dict):
-        return {k: _without_cache_control(v) for k, v in value.items() if k != "cache_control"}
-    if isinstance(value, list):
-        return [_without_cache_control(v) for v in value]
-    return value
 
 
 def _first_user(body: dict[str, Any]) -> Any:
@@ -29,15 +22,21 @@ def _first_user(body: dict[str, Any]) -> Any:
     return None
 
 
-def session_key(dialect: str, body: dict[str, Any], explicit: str | None = None) -> str:
-    """A 32-hex-digit session key: from ``explicit`` (the ``x-headroom-session`` header) if
-    given, else the SHA-256 of the dialect, the system prompt (``system``, ``instructions`` or
-    the first ``system`` message) and the first user message, which a client repeats on every
-    turn of one conversation (``cache_control`` markers left out: they move between turns)."""
+def session_key(dialect: str, body: dict[str, Any], explicit: str | None = None, scope: str = "") -> str:
+    """A 32-hex-digit session key within ``scope`` (a :class:`~headroom_core.scope.Scope` id:
+    project and client identity, so two projects or two users never share a session).
+
+    From ``explicit`` (the ``x-headroom-session`` header) if given, else the SHA-256 of the
+    dialect, the system prompt (``system``, ``instructions`` or the first ``system`` message)
+    and the first user message, which a client repeats on every turn of one conversation
+    (``cache_control`` markers left out: they move between turns; a string and one text block
+    are the same, :func:`headroom_core.cache.carry.normal`).
+    """
     if explicit:
-        return hashlib.sha256(f"explicit\0{explicit}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        return hashlib.sha256(f"explicit\0{scope}\0{explicit}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
     system = body.get("system", body.get("instructions"))
     if system is None and isinstance(body.get("messages"), list):
         system = next((m.get("content") for m in body["messages"] if isinstance(m, dict) and m.get("role") in ("system", "developer")), None)
-    blob = json.dumps([dialect, _without_cache_control(system), _without_cache_control(_first_user(body))], ensure_ascii=False, sort_keys=True, default=str)
+    parts = normal({"content": system}).get("content"), normal({"content": _first_user(body)}).get("content")
+    blob = json.dumps([scope, dialect, *parts], ensure_ascii=False, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:32]

@@ -1,183 +1,363 @@
 """The retrieval loop: the proxy answers calls to its own tools and the client sees one response.
 
-Non-streamed responses: :func:`complete_json` (async; follow-ups through the caller's async
-sender). Streamed responses: :class:`StreamLoop`, a callable for mitmproxy's
-``flow.response.stream`` that passes SSE events through as they arrive and holds back only from
-the moment a call to a proxy tool starts; at the end of the stream it sends the follow-up
-request (synchronously, through the caller's sender) and streams its events on as the
-continuation of the same response. Rounds are bounded by ``max_rounds``.
+Decisions only; no I/O here. The addons move bytes and run what blocks (answering a proxy tool
+reads the database; a follow-up is an HTTP request) off mitmproxy's event loop.
+
+- Streamed responses (SSE over HTTP; Responses over WebSocket through
+  :mod:`headroom_core.ccr.ws_loop`): :class:`StreamLoop`. Each round's events go through the
+  dialect's ``StreamView`` (``headroom_core.wire.reply_*``): everything passes as it arrives
+  except calls to the proxy's tools and the events that end the response, which wait for the end
+  of the round. Then :meth:`StreamLoop.end_round` says what happens: the response ends, or
+  :attr:`StreamLoop.pending` holds the proxy's calls to answer, after which either
+  :meth:`StreamLoop.next_request` gives the follow-up request (its events continue the same
+  response) or :meth:`StreamLoop.finish` ends the response.
+- Non-streamed responses: :func:`complete_json` (async; the caller passes the I/O).
+
+Whatever happens the client gets a coherent response without the proxy's calls:
+
+- the model calls the proxy's tools together with the client's: the proxy's calls are carried
+  out (a ``memory_save`` is kept) and removed, the client gets its own calls;
+- the model still calls the proxy's tools after ``max_rounds`` follow-ups: the calls are carried
+  out and removed, and the response ends with the text so far plus :data:`NOTICE_ROUNDS`, with a
+  stop reason every client handles (``end_turn`` / ``stop`` / ``completed``);
+- anything fails after the first response (a follow-up refused, cut short or unparsable, an
+  error event, an exception): the response ends the same way with :data:`NOTICE_FAILED`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
+from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Awaitable, Callable, Iterable, Iterator
+from typing import Any, Awaitable, Callable
 
 from headroom_core.wire.blocks import ToolCall, Usage
+from headroom_core.wire.rawjson import Raw
 from headroom_core.wire.sse import SSEEvent, SSEParser
 
 log = logging.getLogger("headroom")
 
-Answer = Callable[[ToolCall], str]
-AsyncSend = Callable[[dict[str, Any]], Awaitable[tuple[int, bytes]]]
-StreamSend = Callable[[dict[str, Any]], Iterator[bytes]]
+NOTICE_ROUNDS = (
+    "[headroom: retrieval stopped. The model asked for shortened content again after {n} "
+    "retrieval round(s), the limit (retrieve_max_rounds); this answer may be incomplete.]"
+)
+NOTICE_FAILED = "[headroom: retrieval failed ({why}); the answer stops here and may be incomplete.]"
 
 
-async def complete_json(
-    mod: ModuleType, request: dict[str, Any], response: dict[str, Any], hidden: frozenset[str], answer: Answer, send: AsyncSend, max_rounds: int
-) -> tuple[dict[str, Any], int]:
-    """Answer the proxy's own tool calls in a non-streamed ``response`` until the model stops
-    calling them (at most ``max_rounds`` follow-ups). Returns ``(response for the client, rounds)``.
-
-    When the model calls the proxy's tools together with client tools, the proxy's calls are
-    removed and the rest goes to the client (the client could not answer them). A follow-up that
-    fails (non-200, not JSON) ends the loop with the last good response, proxy calls removed.
-    """
-    merged, last, req, rounds = response, response, request, 0
-    while rounds < max_rounds:
-        calls = mod.response_tool_calls(last)
-        mine = [c for c in calls if c.name in hidden]
-        if not mine:
-            break
-        if len(mine) != len(calls):
-            # the client must answer its own calls: the proxy's are carried out (a memory_save
-            # is kept) but their results cannot reach the model in this turn; the calls are removed
-            for c in mine:
-                await asyncio.to_thread(answer, c)
-            log.warning("headroom: model called proxy tools together with client tools; proxy calls carried out and removed")
-            break
-        results = [(c, await asyncio.to_thread(answer, c)) for c in mine]
-        req = mod.followup_body(req, last, results)
-        status, raw = await send(req)
-        try:
-            nxt = json.loads(raw) if status == 200 else None
-        except ValueError:
-            nxt = None
-        if not isinstance(nxt, dict):
-            log.warning("headroom: follow-up request failed with status %s", status)
-            break
-        rounds += 1
-        merged, last = mod.merge_responses(merged, nxt, set(hidden)), nxt
-    if _has_hidden(mod, merged, hidden):
-        merged = mod.strip_calls(merged, set(hidden))
-    return merged, rounds
+def notice_rounds(n: int) -> str:
+    """The text that ends a response whose retrieval rounds ran out after ``n`` follow-ups."""
+    return NOTICE_ROUNDS.format(n=n)
 
 
-def _has_hidden(mod: ModuleType, resp: dict[str, Any], hidden: frozenset[str]) -> bool:
-    return any(c.name in hidden for c in mod.response_tool_calls(resp))
+def notice_failed(why: str) -> str:
+    """The text that ends a response whose retrieval failed (``why``: a short reason)."""
+    return NOTICE_FAILED.format(why=" ".join(why.split())[:160] or "unknown error")
+
+
+@dataclass(frozen=True)
+class Pending:
+    """Calls to the proxy's tools the caller must answer (all of them: side effects count).
+
+    ``follow_up``: then pass the answers to :meth:`StreamLoop.next_request`; else call
+    :meth:`StreamLoop.finish` (``exhausted``: the rounds ran out; otherwise the client has
+    calls of its own in the same turn)."""
+
+    calls: tuple[ToolCall, ...]
+    follow_up: bool
+    exhausted: bool = False
+
+
+def sum_usage(usages: list[Usage]) -> Usage:
+    """Field-wise sum (None where no usage reported the figure)."""
+    fields = list(zip(*[(u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens) for u in usages])) or [(), (), (), ()]
+    return Usage(*[sum(v or 0 for v in vs) if any(v is not None for v in vs) else None for vs in fields])
 
 
 class StreamLoop:
-    """``flow.response.stream`` callable for an SSE response (see the module docstring).
+    """One streamed response (see the module docstring).
 
-    ``usage`` holds the provider's usage figures once the stream ended; ``rounds`` the number of
-    follow-ups made. With no hidden tools it is a pure tap: chunks pass through unchanged.
+    ``reply``: the dialect's ``headroom_core.wire.reply_*`` module; ``request``: the JSON text of
+    the request as it went upstream; ``hidden``: the proxy's tool names offered in it;
+    ``max_rounds``: the most follow-ups. With no hidden tools (``tap``) the loop only reads:
+    :meth:`feed` returns its input unchanged.
+
+    After the response: :attr:`done`; :attr:`rounds` follow-ups made; :attr:`called` every
+    tool call's name over all rounds; :attr:`usage` the summed usage; :attr:`texts` every round's
+    response object as the provider would have sent it unstreamed.
     """
 
-    def __init__(self, mod: ModuleType, request: dict[str, Any] | None, hidden: frozenset[str], answer: Answer, send: StreamSend, max_rounds: int) -> None:
-        self.mod = mod
+    def __init__(self, reply: ModuleType, request: str | None, hidden: frozenset[str], max_rounds: int) -> None:
+        self.reply = reply
         self.request = request
         self.hidden = hidden
-        self.answer = answer
-        self.send = send
         self.max_rounds = max_rounds
+        self.tap = not hidden
         self.rounds = 0
-        self.usage = Usage()
-        self.called: list[str] = []
+        self.done = False
+        self.pending: Pending | None = None
+        self.texts: list[str] = []
+        self._state = reply.ViewState()
+        self._view = reply.StreamView(hidden, self._state, 0)
         self._parser = SSEParser()
-        self._asm = mod.StreamAssembler(set(hidden))
-        self._held: list[SSEEvent] = []
-        self._shift = 0  # index shift of the stream being relayed (follow-ups continue the first)
-        self._usage_events: list[dict[str, Any]] = []
 
-    def __call__(self, chunk: bytes) -> bytes | Iterable[bytes]:
-        if not self.hidden:
-            for ev in self._parser.feed(chunk):
-                self._asm.accept(ev)
-            if not chunk:
-                self._finish_usage(self._asm.message())
-                return []
-            return chunk
-        # Never hand mitmproxy an empty chunk: on a chunked HTTP/1.1 response it would be sent as
-        # the terminating zero-length chunk and end the client's stream early.
-        if chunk:
-            out = self._pass(self._parser.feed(chunk))
-            return [out] if out else []
-        tail = self._pass(self._parser.feed(b""))
-        return self._final_chunks(tail)
+    # -- per round -------------------------------------------------------------------
 
-    def _final_chunks(self, tail: bytes) -> Iterator[bytes]:
-        """The held tail, then the follow-up's events as they arrive (lazily: mitmproxy writes
-        each chunk to the client before asking for the next)."""
-        if tail:
-            yield tail
-        for c in self._end_of_stream():
-            if c:
-                yield c
+    def feed(self, data: bytes) -> bytes:
+        """Bytes of the current round's SSE stream (content-decoded) → bytes for the client
+        (in ``tap`` mode: ``data`` itself)."""
+        evs = self._parser.feed(data) if data else []
+        out = self.feed_events(evs)
+        return data if self.tap else b"".join(e.raw for e in out)
 
-    def _pass(self, events: list[SSEEvent]) -> bytes:
-        out = []
+    def feed_events(self, events: list[SSEEvent]) -> list[SSEEvent]:
+        """Events of the current round → events for the client (none once the response is
+        over)."""
+        out: list[SSEEvent] = []
         for ev in events:
-            if self._asm.accept(ev) and not self._held:
-                out.append(ev.raw)
-            else:
-                self._held.append(ev)
-        return b"".join(out)
+            got = self._view.feed(ev)
+            if not self.done:
+                out.extend(got)
+        return out
 
-    def _end_of_stream(self) -> Iterator[bytes]:
-        msg = self._asm.message()
-        if not self._held:
-            self._finish_usage(msg)
-            return
-        calls = self.mod.response_tool_calls(msg)
-        mine = [c for c in calls if c.name in self.hidden]
-        if not mine or len(mine) != len(calls) or self.request is None or self.rounds >= self.max_rounds:
-            # the proxy cannot continue alone: its calls are carried out (a memory_save is kept)
-            # and removed, and the client gets the rest of what was held back
-            for c in mine:
-                self.answer(c)
-            self._finish_usage(msg)
-            yield b"".join(self.mod.drop_hidden(self._held, set(self.hidden), self._shift))
-            return
-        shift = self._shift + getattr(self._asm, "emitted_blocks", getattr(self._asm, "emitted_items", 0))
-        results = [(c, self.answer(c)) for c in mine]
-        self.request = self.mod.followup_body(self.request, msg, results)
+    def end_round(self) -> bytes:
+        """The current round's stream ended: the client's bytes, then :attr:`pending` or
+        :attr:`done` says what comes next."""
+        return b"".join(e.raw for e in self.end_round_events())
+
+    def end_round_events(self) -> list[SSEEvent]:
+        """:meth:`end_round` as events."""
+        tail = self.feed_events(self._parser.feed(b""))
+        view = self._view
+        text = self._message_text(view)
+        self.texts.append(text)
+        if self.tap:
+            self.done = True
+            return tail
+        if not view.failed and self.rounds == 0 and not view.complete:
+            self.done = True  # the client's own response was cut short: it gets what came, as it came
+            return tail
+        tail = _terminated(tail)  # more events follow: a last event cut short must not run into them
+        if view.failed or not view.complete:
+            return tail + self._close(notice_failed(view.failed or "the follow-up response ended early"))
+        msg = Raw(text).value
+        calls = self.reply.tool_calls(msg)
+        mine = tuple(c for c in calls if c.name in self.hidden)
+        if not mine:
+            return tail + self._close(None)
+        only_mine = len(mine) == len(calls)
+        follow = only_mine and self.request is not None and self.rounds < self.max_rounds
+        self.pending = Pending(mine, follow, exhausted=only_mine and not follow)
+        return tail
+
+    def next_request(self, results: list[tuple[ToolCall, str]]) -> bytes:
+        """After a :class:`Pending` with ``follow_up``: ``results`` pairs each call with the
+        proxy's answer; returns the follow-up request's body (UTF-8 JSON). Its stream is the
+        next round: :meth:`feed` it, then :meth:`end_round`. Raises ``RuntimeError`` without
+        such a pending step, ``ValueError`` when the request cannot be built."""
+        p = self.pending
+        if p is None or not p.follow_up or self.request is None:
+            raise RuntimeError("next_request() needs a pending follow-up")
+        body = self.reply.followup(self.request, self.texts[-1], results)
+        self.pending = None
+        self.request = body
         self.rounds += 1
-        self._usage_events.append(msg)  # earlier rounds count in usage and calls
-        # the follow-up's own stream: continue the client's response with it
-        self._shift = shift
-        self._held = []
-        self._asm = self.mod.StreamAssembler(set(self.hidden))
-        parser = SSEParser()
+        self._view = self.reply.StreamView(self.hidden, self._state, self.rounds)
+        self._parser = SSEParser()
+        return body.encode("utf-8")
+
+    def finish(self) -> bytes:
+        """After a :class:`Pending` without ``follow_up`` (its calls carried out): the client's
+        last bytes."""
+        return b"".join(e.raw for e in self.finish_events())
+
+    def finish_events(self) -> list[SSEEvent]:
+        """:meth:`finish` as events."""
+        p, self.pending = self.pending, None
+        return self._close(notice_rounds(self.rounds) if p is not None and p.exhausted else None)
+
+    def fail(self, why: str) -> bytes:
+        """Something failed after the first response (``why``, short, for the client): ends
+        the response coherently with :data:`NOTICE_FAILED`. Empty once the response is over."""
+        return b"".join(e.raw for e in self.fail_events(why))
+
+    def fail_events(self, why: str) -> list[SSEEvent]:
+        """:meth:`fail` as events."""
+        self.pending = None
+        if len(self.texts) <= self.rounds:  # the failed round's partial response counts too
+            self.texts.append(self._message_text(self._view))
+        return self._close(notice_failed(why))
+
+    def _close(self, notice: str | None) -> list[SSEEvent]:
+        if self.done:
+            return []
+        self.done = True
         try:
-            for raw in self.send(self.request):
-                for ev in parser.feed(raw):
-                    yield from self._continue(ev, shift)
-            for ev in parser.feed(b""):
-                yield from self._continue(ev, shift)
-        except Exception:  # noqa: BLE001 - the client already has part of the answer
-            log.exception("headroom: follow-up stream failed")
-            return
-        yield from self._end_of_stream()
+            return self._view.close(notice, self.texts)
+        except Exception:  # noqa: BLE001 - never leave the client without an ending
+            log.exception("headroom: could not close the response; ending it without usage")
+            return self._view.close(notice, self.texts[-1:])
 
-    def _continue(self, ev: SSEEvent, shift: int) -> Iterator[bytes]:
-        if self._asm.accept(ev) and not self._held:
-            out = self.mod.continuation_events(ev, shift)
-            if out:
-                yield out
-        else:
-            self._held.append(ev)
+    def _message_text(self, view: Any) -> str:
+        try:
+            return view.message_text()
+        except Exception:  # noqa: BLE001 - a response we cannot rebuild counts as empty
+            log.exception("headroom: could not rebuild a streamed response")
+            return "{}"
 
-    def _finish_usage(self, msg: dict[str, Any]) -> None:
-        total = Usage()
-        self.called = [c.name for m in self._usage_events + [msg] for c in self.mod.response_tool_calls(m)]
-        for m in self._usage_events + [msg]:
-            u = self.mod.usage(m)
-            total = Usage(*[(a or 0) + (b or 0) if (a is not None or b is not None) else None for a, b in zip(
-                (total.input_tokens, total.output_tokens, total.cache_read_tokens, total.cache_write_tokens),
-                (u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens),
-            )])
-        self.usage = total
+    # -- results ---------------------------------------------------------------------
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """Every round's response object, parsed."""
+        out = []
+        for t in self.texts:
+            try:
+                v = Raw(t).value
+            except ValueError:
+                continue
+            if isinstance(v, dict):
+                out.append(v)
+        return out
+
+    @property
+    def called(self) -> list[str]:
+        """The name of every tool call of every round, in order."""
+        return [c.name for m in self.messages for c in self.reply.tool_calls(m)]
+
+    @property
+    def usage(self) -> Usage:
+        """Usage summed over every round."""
+        return sum_usage([self.reply.usage(m) for m in self.messages])
+
+
+def _terminated(events: list[SSEEvent]) -> list[SSEEvent]:
+    """``events`` with an event the stream's end cut short (no blank line after it) dropped when
+    its data is not JSON (a client would discard it, WHATWG SSE) or else ended properly."""
+    out = []
+    for ev in events:
+        if ev.raw.endswith((b"\n\n", b"\r\r", b"\r\n\r\n")):
+            out.append(ev)
+        elif ev.parsed is not None:
+            out.append(SSEEvent(ev.raw.rstrip(b"\r\n") + b"\n\n", ev.event, ev.data))
+    return out
+
+
+class StreamTap:
+    """``flow.response.stream`` for an SSE response: content-decodes what the upstream sends
+    (``decoder``, or None for identity) and hands it to ``loop``.
+
+    Returns what the client gets for each chunk: the chunk itself in tap mode (the client keeps
+    the upstream's encoding), else the loop's output (decoded: the proxy removed the response's
+    ``content-encoding``). The empty chunk (end of the stream) returns the round's tail; what
+    follows (answering proxy calls, follow-ups) is the caller's, from :attr:`StreamLoop.pending`.
+    A chunk that cannot be decoded ends the response (:meth:`StreamLoop.fail`).
+    """
+
+    def __init__(self, loop: StreamLoop, decoder: Any = None) -> None:
+        self.loop = loop
+        self.decoder = decoder
+        self.broken = False
+
+    def __call__(self, chunk: bytes) -> bytes | list[bytes]:
+        loop = self.loop
+        if self.broken:
+            return chunk if loop.tap else []
+        try:
+            data = chunk
+            if self.decoder is not None:
+                data = self.decoder.feed(chunk) if chunk else self.decoder.flush()
+        except ValueError as e:
+            self.broken = True
+            log.warning("headroom: the upstream's %s stream could not be decoded: %s", "compressed", e)
+            if loop.tap:
+                return chunk
+            return [loop.fail("the provider's compressed stream could not be decoded")]
+        if chunk:
+            out = loop.feed(data)
+            if loop.tap:
+                return chunk
+            # never hand mitmproxy an empty chunk: on chunked HTTP/1.1 it would end the stream
+            return [out] if out else []
+        tail = loop.feed(data) if data else b""
+        end = loop.end_round()
+        if loop.tap:
+            return []
+        out = tail + end
+        return [out] if out else []
+
+
+AsyncAnswer = Callable[[ToolCall], Awaitable[str]]
+AsyncSend = Callable[[bytes], Awaitable[tuple[int, bytes]]]
+
+
+@dataclass(frozen=True)
+class JsonOutcome:
+    """The result of :func:`complete_json`: ``body`` the client's response bytes (None: send
+    the provider's first response unchanged), ``rounds`` follow-ups made, ``texts`` every
+    round's response object (JSON text)."""
+
+    body: bytes | None
+    rounds: int
+    texts: tuple[str, ...]
+
+
+async def complete_json(
+    reply: ModuleType, request: str, first: str, hidden: frozenset[str], answer: AsyncAnswer, send: AsyncSend, max_rounds: int
+) -> JsonOutcome:
+    """Answer the proxy's own tool calls in a non-streamed response until the model stops
+    calling them (at most ``max_rounds`` follow-ups); see the module docstring for the cases.
+
+    ``request``: the JSON text that went upstream; ``first``: the provider's response (JSON
+    text, status 200); ``answer``: the proxy's answer to one call; ``send``: posts a follow-up
+    body, returns ``(status, body)``. Never raises; the client's body keeps every value the
+    provider sent as it sent it.
+    """
+    texts = [first]
+    notice: str | None = None
+    rounds = 0
+    try:
+        msg = Raw(first).value
+        if not isinstance(msg, dict) or not reply.completed(msg):
+            return JsonOutcome(None, 0, tuple(texts))
+        while True:
+            calls = reply.tool_calls(msg)
+            mine = [c for c in calls if c.name in hidden]
+            if not mine:
+                break
+            if len(mine) != len(calls) or rounds >= max_rounds:
+                for c in mine:
+                    await answer(c)
+                if len(mine) == len(calls):
+                    notice = notice_rounds(rounds)
+                else:
+                    log.warning("headroom: model called proxy tools together with client tools; proxy calls carried out and removed")
+                break
+            results = [(c, await answer(c)) for c in mine]
+            request = reply.followup(request, texts[-1], results)
+            status, raw = await send(request.encode("utf-8"))
+            if status != 200:
+                notice = notice_failed(f"the follow-up request got HTTP {status}")
+                break
+            text = raw.decode("utf-8")
+            msg = json.loads(text)
+            if not isinstance(msg, dict) or not reply.completed(msg):
+                notice = notice_failed("the follow-up answer was not a response")
+                break
+            texts.append(text)
+            rounds += 1
+    except Exception as e:  # noqa: BLE001 - the client still gets a coherent answer
+        log.exception("headroom: the retrieval loop failed")
+        notice = notice_failed(type(e).__name__)
+    try:
+        first_msg = Raw(texts[0]).value
+        if rounds == 0 and notice is None and not any(c.name in hidden for c in reply.tool_calls(first_msg)):
+            return JsonOutcome(None, 0, tuple(texts))
+        body = reply.merge(texts, hidden, notice)
+    except Exception as e:  # noqa: BLE001
+        log.exception("headroom: could not merge the retrieval rounds")
+        try:
+            body = reply.merge(texts[:1], hidden, notice or notice_failed(type(e).__name__))
+        except Exception:  # noqa: BLE001
+            body = reply.notice_message(notice or notice_failed(type(e).__name__))
+    return JsonOutcome(body.encode("utf-8"), rounds, tuple(texts))

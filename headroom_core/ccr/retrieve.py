@@ -6,7 +6,8 @@ from typing import Any
 
 from headroom_core.ccr.markers import normalize_key
 from headroom_core.ccr.store import OriginalsStore
-from headroom_core.wire.blocks import ToolCall
+from headroom_core.wire.blocks import ImageAnswer, ToolCall
+from headroom_core.wire.dialects import module_for
 
 TOOL_NAME = "headroom_retrieve"
 TOOL_DESCRIPTION = (
@@ -22,9 +23,11 @@ TOOL_SCHEMA: dict[str, Any] = {
 }
 
 
-def answer(call: ToolCall, store: OriginalsStore) -> str:
-    """The tool result text for one ``headroom_retrieve`` call: the original, or an error that
-    says what was wrong (missing key argument, malformed key, unknown or expired key)."""
+def answer(call: ToolCall, store: OriginalsStore, scope: str = "") -> str:
+    """The tool result text for one ``headroom_retrieve`` call made in ``scope``: the original,
+    or an error that says what was wrong (missing key argument, malformed key, unknown key). A
+    key stored in another scope (project or client identity) gets the same answer as an unknown
+    key."""
     args = call.arguments
     raw = args.get("key") if isinstance(args, dict) else None
     if raw is None:
@@ -32,38 +35,44 @@ def answer(call: ToolCall, store: OriginalsStore) -> str:
     key = normalize_key(raw)
     if key is None:
         return f"headroom_retrieve error: {str(raw)[:80]!r} is not a retrieval key (24 hex digits from a marker)."
-    found = store.get(key)
+    found = store.get(key, scope)
     if found.text is None:
         return f"headroom_retrieve error: no original is stored under key {key} (unknown, or expired); work with the shortened output."
+    if found.kind == "image":
+        return image_answer(key, found.text)
     return found.text
 
 
-class RetrieveTool:
-    """``headroom_retrieve`` as a proxy tool: offered once the session offloaded anything, and
-    from then on for the rest of the session (so ``tools`` does not flip between turns).
+def image_answer(key: str, data_url: str) -> str:
+    """The answer for an image original (stored as its ``data:`` URL, kind ``"image"``): an
+    :class:`~headroom_core.wire.blocks.ImageAnswer` that each dialect sends as an image."""
+    from headroom_core.compress.images import parse_data_url
 
-    "Offered" only ever turns on, so the sessions known to have it are remembered in memory and
-    the database is asked only about the others.
-    """
+    parsed = parse_data_url(data_url)
+    if parsed is None:
+        return f"headroom_retrieve error: the original stored under key {key} is not a readable image."
+    return ImageAnswer(f"The full-size original image (key {key}, {parsed.media_type}, {len(parsed.data)} bytes):", parsed.media_type, data_url.split(",", 1)[1])
+
+
+class RetrieveTool:
+    """``headroom_retrieve`` as a proxy tool: offered to every session whose first request is
+    an agent's (it offers tools or holds tool outputs) and at least ``retrieve_min_bytes`` (not
+    a toy's: a small session would pay the definition on every turn for outputs too small to
+    compress), for the whole session
+    (decided at its first request, so ``tools`` never changes mid-session); answered from the
+    originals store of the request's scope."""
 
     name = TOOL_NAME
     description = TOOL_DESCRIPTION
     schema = TOOL_SCHEMA
 
-    def __init__(self) -> None:
-        self._known: set[str] = set()
-
     def offered(self, rt, ctx) -> bool:
-        from headroom_core.ccr.session_tools import mark_retrieve_offered, retrieve_offered
-
-        if ctx.session_key in self._known:
-            return True
-        if ctx.offloaded:
-            mark_retrieve_offered(rt.sessions, ctx.session_key, ctx.dialect.value)
-        elif not retrieve_offered(rt.sessions, ctx.session_key):
+        if not rt.settings.compress or ctx.size < rt.settings.retrieve_min_bytes:
             return False
-        self._known.add(ctx.session_key)
-        return True
+        tools = ctx.body.get("tools")
+        return bool(isinstance(tools, list) and tools) or bool(module_for(ctx.dialect).tool_outputs(dict(ctx.body)))
 
     def answer(self, rt, ctx, call: ToolCall) -> str:
-        return answer(call, rt.store)
+        if ctx is None:
+            return f"{self.name} error: the proxy lost this request's context; try again in the next turn."
+        return answer(call, rt.store, ctx.scope)

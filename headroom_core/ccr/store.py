@@ -1,19 +1,30 @@
-"""The originals store: byte-exact offloaded text under its retrieval key.
+"""The originals store: byte-exact offloaded text under its retrieval key, per scope, sealed.
 
-Originals live for ``ttl_seconds`` since they were last stored or read, survive restarts (they
-are rows in the database), and the total is bounded by ``max_bytes`` with least-recently-used
-eviction. Every call is one short unit of work (one SQLAlchemy session).
+Originals belong to the scope (project and client identity) that stored them and are found
+only from it. They live for ``ttl_seconds`` since they were last stored, refreshed or read,
+survive restarts (they are rows in the database, sealed with :class:`~headroom_core.db.sealed.Sealer`),
+and the total is bounded by ``max_bytes`` with least-recently-used eviction. Every call is one
+short unit of work (one SQLAlchemy session).
+
+A live session keeps its originals alive: each request that re-sends a tool output whose
+marker the proxy forwards refreshes the original (:meth:`OriginalsStore.keep`), storing it again
+from the client's copy when it had expired or was evicted.
 """
 
 from __future__ import annotations
 
+import secrets
+import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from headroom_core.db.models import Original
+from headroom_core.db.sealed import SECRET_BYTES, Sealer
+from headroom_core.db.upsert import upsert
 
 
 def _now() -> datetime:
@@ -22,42 +33,84 @@ def _now() -> datetime:
 
 @dataclass(frozen=True)
 class Retrieved:
-    """What a retrieval found: ``text`` is None when the key is unknown or expired."""
+    """What a retrieval found: ``text`` is None when the key is unknown, expired or of another
+    scope (the three are indistinguishable to the caller)."""
 
     key: str
     text: str | None
     kind: str = ""
 
 
-class OriginalsStore:
-    """Put, get and evict originals. ``ttl_seconds`` seconds, ``max_bytes`` bytes of UTF-8 text."""
+def _row(scope: str, key: str) -> str:
+    return f"original:{scope}:{key}"
 
-    def __init__(self, sessions: sessionmaker[Session], ttl_seconds: int, max_bytes: int) -> None:
+
+class OriginalsStore:
+    """Put, get, keep alive and evict originals. ``ttl_seconds`` seconds, ``max_bytes`` bytes of
+    UTF-8 text in all; ``sealer`` seals them at rest (None: a key of this process only, so what
+    it stores is unreadable after it ends — for tools that need no persistence)."""
+
+    #: A kept-alive original is written again at most once per this share of the TTL.
+    REFRESH_SHARE = 0.1
+
+    def __init__(self, sessions: sessionmaker[Session], ttl_seconds: int, max_bytes: int, sealer: Sealer | None = None) -> None:
         self._sessions = sessions
         self._ttl = timedelta(seconds=ttl_seconds)
         self._max_bytes = max_bytes
+        self._sealer = sealer or Sealer(secrets.token_bytes(SECRET_BYTES))
+        self._refreshed: dict[tuple[str, str], float] = {}
+        self._lock = threading.Lock()
 
-    def put(self, key: str, text: str, kind: str) -> None:
-        """Store ``text`` under ``key`` (or refresh its time if already there), then evict."""
+    def put(self, key: str, text: str, kind: str, scope: str = "") -> None:
+        """Store ``text`` under ``key`` in ``scope`` (refreshing its time if already there), then
+        then evict. Raises SQLAlchemy errors."""
         now = _now()
         size = len(text.encode("utf-8", "surrogatepass"))
         with self._sessions.begin() as s:
-            row = s.get(Original, key)
-            if row is None:
-                s.add(Original(key=key, text=text, kind=kind, size_bytes=size, created_at=now, last_used_at=now))
-            else:
-                row.last_used_at = now
+            upsert(
+                s,
+                Original,
+                dict(scope=scope, key=key, data=self._sealer.seal(text, _row(scope, key)), kind=kind, size_bytes=size, created_at=now, last_used_at=now),
+                ["scope", "key"],
+                update=["last_used_at"],
+            )
+        with self._lock:
+            self._refreshed[(scope, key)] = time.monotonic()
         self.evict()
 
-    def get(self, key: str) -> Retrieved:
-        """The original under ``key`` (refreshing its time), or ``text=None`` if unknown or expired."""
+    def keep(self, key: str, text: str, scope: str = "", kind: str = "original") -> None:
+        """Keep the original ``text`` of ``key`` retrievable: refresh its time (at most once per
+        :data:`REFRESH_SHARE` of the TTL per process), or store it again when it is gone."""
+        t = time.monotonic()
+        with self._lock:
+            last = self._refreshed.get((scope, key))
+            if last is not None and t - last < self._ttl.total_seconds() * self.REFRESH_SHARE:
+                return
         now = _now()
         with self._sessions.begin() as s:
-            row = s.get(Original, key)
+            n = s.execute(
+                update(Original)
+                .where(Original.scope == scope, Original.key == key, Original.last_used_at >= now - self._ttl)
+                .values(last_used_at=now)
+            ).rowcount
+        if n:
+            with self._lock:
+                self._refreshed[(scope, key)] = t
+            return
+        self.put(key, text, kind, scope)
+
+    def get(self, key: str, scope: str = "") -> Retrieved:
+        """The original under ``key`` in ``scope`` (refreshing its time), or ``text=None``."""
+        now = _now()
+        with self._sessions.begin() as s:
+            row = s.get(Original, (scope, key))
             if row is None or row.last_used_at < now - self._ttl:
                 return Retrieved(key=key, text=None)
+            text = self._sealer.open(row.data, _row(scope, key))
+            if text is None:
+                return Retrieved(key=key, text=None)
             row.last_used_at = now
-            return Retrieved(key=key, text=row.text, kind=row.kind)
+            return Retrieved(key=key, text=text, kind=row.kind)
 
     def evict(self) -> int:
         """Delete expired originals, then the least recently used until under ``max_bytes``.
@@ -71,10 +124,12 @@ class OriginalsStore:
             total = s.scalar(select(func.coalesce(func.sum(Original.size_bytes), 0))) or 0
             if total <= self._max_bytes:
                 return deleted
-            for key, size in s.execute(select(Original.key, Original.size_bytes).order_by(Original.last_used_at, Original.key)):
+            for scope, key, size in s.execute(select(Original.scope, Original.key, Original.size_bytes).order_by(Original.last_used_at, Original.key)):
                 if total <= self._max_bytes:
                     break
-                s.execute(delete(Original).where(Original.key == key))
+                s.execute(delete(Original).where(Original.scope == scope, Original.key == key))
                 total -= size
                 deleted += 1
+        with self._lock:
+            self._refreshed.clear()
         return deleted

@@ -11,7 +11,8 @@ from rich.table import Table
 
 from headroom_core.cache.hit_rate import CacheUsage, cache_hit_rate
 from headroom_core.cache.prefix_log import PrefixEvent, prefix_events
-from headroom_core.db.engine import DatabaseError, open_database
+from headroom_core.cli.dbopen import open_existing, safe_url
+from headroom_core.db.engine import DatabaseError
 from headroom_core.settings import SettingsError, load_settings
 
 console = Console()
@@ -45,7 +46,10 @@ def report(
     parts of the prefix changed (timestamps, UUIDs, git status, model, tool order, …)."""
     try:
         settings = load_settings()
-        sessions = open_database(settings.database_url)
+        sessions = open_existing(settings.database_url)
+        if sessions is None:
+            console.print(f"No sessions recorded yet: there is no database at {safe_url(settings.database_url)}.", soft_wrap=True)
+            return
         usage = cache_hit_rate(sessions, session, by="session", project=project, limit=limit)
         events = prefix_events(sessions, session, project)
     except (SettingsError, DatabaseError) as e:

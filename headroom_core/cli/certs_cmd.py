@@ -13,6 +13,7 @@ from rich.console import Console
 
 from headroom_core.cli import agent_env as ae
 from headroom_core.cli.ca import BUNDLE, ca_info, default_confdir, in_bundle, install_plan, is_admin, system_bundle
+from headroom_core.cli.ui import copyable
 from headroom_core.settings import headroom_home
 
 console = Console()
@@ -28,7 +29,7 @@ def certs(
     conf = (confdir or default_confdir(home)).expanduser()
     info = ca_info(conf)
     if not info.exists:
-        console.print(f"[red]no CA yet[/] in {conf}: mitmproxy creates it on first start; run `headroom proxy` (or `headroom wrap <agent>`) once.")
+        copyable(f"[red]no CA yet[/] in {conf}: mitmproxy creates it on first start; run `headroom proxy` (or `headroom wrap <agent>`) once.", console)
         raise typer.Exit(1)
     if info.error:
         console.print(f"[red]{info.error}[/]; move the confdir's mitmproxy-ca* files away and start the proxy to make a new CA.")
@@ -37,20 +38,37 @@ def certs(
         _install(info.cert_path, dry_run)
         return
     c = info.cert_path
-    console.print(f"[bold]certificate[/] (public, share it): {c}")
-    console.print(f"  subject {info.subject}, SHA-256 {info.sha256}")
-    console.print(f"  valid until {info.not_after:%Y-%m-%d}{' [red](EXPIRED)[/]' if info.expired else ''}")
+    say = lambda text: copyable(text, console)  # noqa: E731 - paths and commands: never wrapped
+    say(f"[bold]certificate[/] (public, share it): {c}")
+    say(f"  subject {info.subject}, SHA-256 {info.sha256}")
+    say(f"  valid until {info.not_after:%Y-%m-%d}{' [red](EXPIRED)[/]' if info.expired else ''}")
     key_note = "" if info.key_private else f"  [red]readable by others: chmod 600 {info.key_path}[/]"
-    console.print(f"[bold]private key[/] (never share, never copy into images): {info.key_path}{key_note}")
+    say(f"[bold]private key[/] (never share, never copy into images): {info.key_path}{key_note}")
     sysb = system_bundle()
-    console.print(f"system store ({sysb}): {'[green]trusted[/]' if in_bundle(c, sysb) else 'not trusted (`headroom certs --install`, or use `headroom wrap`)'}")
-    console.print("\n[bold]trust it per runtime[/] (`headroom wrap` sets all of these for the agent):")
-    console.print(f"  Node (Claude Code, Gemini CLI, cursor-agent):  export NODE_EXTRA_CA_CERTS={c}")
-    console.print(f"  Python (Aider, SDKs), Go, curl, git, Codex:    export SSL_CERT_FILE={home / BUNDLE}")
-    console.print(f"     (the bundle is the system roots plus this CA; `headroom wrap` writes it; also {', '.join(v for v in ae.BUNDLE_VARS if v != 'SSL_CERT_FILE')})")
-    console.print(f"  Java:  keytool -importcert -noprompt -alias headroom -file {c} -keystore headroom.p12 -storepass changeit")
-    console.print("         then JAVA_TOOL_OPTIONS='-Djavax.net.ssl.trustStore=headroom.p12 -Djavax.net.ssl.trustStorePassword=changeit'")
-    console.print("Details per OS and runtime, keeping the key private, rotating it: certs/README.md")
+    say(f"system store ({sysb}): {'[green]trusted[/]' if in_bundle(c, sysb) else 'not trusted (`headroom certs --install`, or use `headroom wrap`)'}")
+    say("\n[bold]trust it per runtime[/] (`headroom wrap` sets all of these for the agent):")
+    say(f"  Node (Claude Code, Gemini CLI, cursor-agent):  export NODE_EXTRA_CA_CERTS={c}")
+    say(f"  Python (Aider, SDKs), Go, curl, git, Codex:    export SSL_CERT_FILE={home / BUNDLE}")
+    say(f"     (the bundle is the system roots plus this CA; `headroom wrap` writes it; also {', '.join(v for v in ae.BUNDLE_VARS if v != 'SSL_CERT_FILE')})")
+    say("  Java (a copy of the JDK's trust store, so its own roots stay trusted, plus this CA):")
+    for line in java_recipe(c, home / JAVA_STORE):
+        say(f"    {line}")
+    say("Details per OS and runtime, keeping the key private, rotating it: certs/README.md")
+    say("No CA at all: agents that take a base URL use the proxy's base-URL ports (`headroom proxy` prints them).")
+
+
+#: The Java trust store ``headroom certs`` suggests, under the Headroom home.
+JAVA_STORE = "java-cacerts"
+
+
+def java_recipe(cert: Path, store: Path) -> list[str]:
+    """Shell lines that trust ``cert`` in Java without losing the JDK's roots: copy the JDK's
+    ``cacerts`` to ``store``, import the CA into the copy, point the JVM at it."""
+    return [
+        f'cp "$JAVA_HOME/lib/security/cacerts" {store} && chmod u+w {store}',
+        f"keytool -importcert -noprompt -alias headroom-mitmproxy -file {cert} -keystore {store} -storepass changeit",
+        f"export JAVA_TOOL_OPTIONS='-Djavax.net.ssl.trustStore={store} -Djavax.net.ssl.trustStorePassword=changeit -Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort=8080'",
+    ]
 
 
 def _install(cert: Path, dry_run: bool) -> None:
@@ -64,14 +82,14 @@ def _install(cert: Path, dry_run: bool) -> None:
         if not dry_run:
             console.print(f"[yellow]{plan.system}: adding to the system store needs administrator rights; run:[/]")
         for line in lines:
-            console.print(f"  {'sudo ' if plan.needs_admin and os.name == 'posix' and not is_admin() else ''}{line}")
+            copyable(f"  {'sudo ' if plan.needs_admin and os.name == 'posix' and not is_admin() else ''}{line}", console, markup=False)
         if plan.note:
             console.print(plan.note)
         if not dry_run:
             raise typer.Exit(1)
         return
     for c in plan.commands:
-        console.print(f"$ {' '.join(c)}")
+        copyable(f"$ {' '.join(c)}", console, markup=False)
         r = subprocess.run(list(c), capture_output=True, text=True)
         if r.returncode != 0:
             console.print(f"[red]failed ({r.returncode}):[/] {(r.stderr or r.stdout).strip()}")

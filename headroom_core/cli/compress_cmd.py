@@ -85,7 +85,10 @@ def _wait_for_model() -> None:
     from headroom_core.compress import embeddings
 
     if embeddings.available():
+        from headroom_core.cli.ui import status
+
         try:
-            embeddings.get_model()
+            with status("loading the embedding model (a few seconds, once) …"):
+                embeddings.get_model()
         except embeddings.EmbeddingModelUnavailable:
             pass  # the compressors then say why

@@ -15,10 +15,12 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from headroom_core.cli import proxy_process as pp
 from headroom_core.cli.ca import ca_info, default_confdir, in_bundle, system_bundle
+from headroom_core.cli.ui import copyable
 from headroom_core.settings import Settings, SettingsError, headroom_home, load_settings
 
 console = Console()
@@ -50,14 +52,28 @@ def _writable_dir(d: Path) -> str | None:
 
 
 def check_home(home: Path) -> Check:
-    why = _writable_dir(home)
+    """The home folder is writable (or can be created); it is not created here."""
+    why = _probe_dir(home)
     if why:
         return Check("home folder", "fail", f"{home} is not writable ({why})", f"make it yours (`sudo chown -R $USER {home}`) or point HEADROOM_HOME at a writable folder")
     return Check("home folder", "ok", str(home))
 
 
-def check_database(settings: Settings) -> Check:
-    """Open and migrate the database, then try a write in a transaction that is rolled back."""
+def _probe_dir(d: Path) -> str | None:
+    """None when a file can be created in ``d`` (tried for real, ``d`` is never created); else
+    the reason. A missing ``d`` is judged by its nearest existing ancestor."""
+    for p in [d, *d.parents]:
+        if p.exists():
+            if not p.is_dir():
+                return f"{p} is a file, not a folder"
+            return _writable_dir(p) if p == d else (None if os.access(p, os.W_OK | os.X_OK) else f"{p} is not writable")
+    return f"no folder of {d} exists"
+
+
+def check_database(settings: Settings) -> list[Check]:
+    """Open and migrate the database, then try a write in a transaction that is rolled back; a
+    SQLite file must be readable by its owner only. A SQLite file that does not exist yet is
+    not created (the proxy creates it, owner-only, on first start)."""
     from sqlalchemy import text
     from sqlalchemy.engine import make_url
 
@@ -65,23 +81,41 @@ def check_database(settings: Settings) -> Check:
 
     url = make_url(settings.database_url)
     shown = url.render_as_string(hide_password=True)
+    out: list[Check] = []
     if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
         f = Path(url.database).expanduser()
-        why = _writable_dir(f.parent)
+        why = _probe_dir(f.parent)
         if why:
-            return Check("database", "fail", f"{shown}: its folder {f.parent} is not writable ({why}); SQLite needs it for the journal", f"`chmod u+w {f.parent}` / `chown $USER {f.parent}`, or set db_url (HEADROOM_DB_URL) to a writable place")
-        if f.exists() and not os.access(f, os.W_OK):
-            return Check("database", "fail", f"{shown}: the file is read-only", f"`chmod u+w {f}` (or chown it to you)")
+            return [Check("database", "fail", f"{shown}: its folder {f.parent} is not writable ({why}); SQLite needs it for the journal", f"`chmod u+w {f.parent}` / `chown $USER {f.parent}`, or set db_url (HEADROOM_DB_URL) to a writable place")]
+        if not f.exists():
+            return [Check("database", "ok", f"{shown}: none yet (the proxy creates it, readable by you only, on first start)")]
+        if not os.access(f, os.W_OK):
+            return [Check("database", "fail", f"{shown}: the file is read-only", f"`chmod u+w {f}` (or chown it to you)")]
+        out += check_database_mode(f)
     try:
         sessions = open_database(settings.database_url)
         with sessions() as s, s.begin():
             s.execute(text("UPDATE alembic_version SET version_num = version_num"))
             s.rollback()
     except DatabaseError as e:
-        return Check("database", "fail", str(e), "check the URL, that the server is up, and the user's rights (it must create tables)")
+        return [Check("database", "fail", str(e), "check the URL, that the server is up, and the user's rights (it must create tables)")]
     except Exception as e:  # noqa: BLE001 - reported
-        return Check("database", "fail", f"{shown}: cannot write ({type(e).__name__}: {e})", "give the database user write rights, or point db_url at a writable database")
-    return Check("database", "ok", f"{shown} (migrated, writable)")
+        return [Check("database", "fail", f"{shown}: cannot write ({type(e).__name__}: {str(e).splitlines()[0]})", "give the database user write rights, or point db_url at a writable database")]
+    return [Check("database", "ok", f"{shown} (migrated, writable)"), *out]
+
+
+def check_database_mode(f: Path) -> list[Check]:
+    """A warning when the SQLite file ``f`` (or its ``-wal``/``-shm``) is readable by others:
+    it holds tool outputs, offloaded originals and memories."""
+    if os.name != "posix":
+        return []
+    import stat
+
+    loose = [p for p in (f, Path(f"{f}-wal"), Path(f"{f}-shm")) if p.exists() and p.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO)]
+    if not loose:
+        return [Check("database file", "ok", f"{f} is readable by you only (0600)")]
+    modes = ", ".join(f"{p.name} {stat.S_IMODE(p.stat().st_mode):04o}" for p in loose)
+    return [Check("database file", "warn", f"readable by other users ({modes}): it holds tool outputs and memories", f"`chmod 600 {' '.join(str(p) for p in loose)}`")]
 
 
 def check_ca(confdir: Path) -> list[Check]:
@@ -102,6 +136,22 @@ def check_ca(confdir: Path) -> list[Check]:
         out.append(Check("CA trust", "ok", f"in the system store ({sysb})"))
     else:
         out.append(Check("CA trust", "ok", "not in the system store: `headroom wrap` trusts it per agent", "optional: `headroom certs --install`"))
+    return out
+
+
+def check_background(home: Path) -> list[Check]:
+    """The background proxies found by their pid files (any port): each one answering, or a
+    stale pid file."""
+    out = []
+    for b in pp.background_proxies(home):
+        if not b.alive:
+            out.append(Check(f"background proxy :{b.port}", "warn", f"pid file {b.pid_file} names pid {b.pid}, which is not running", f"remove it: `headroom proxy --stop --port {b.port}`"))
+            continue
+        state = pp.probe(pp.ProxyAddress("127.0.0.1", b.port))
+        if state in ("headroom", "warming"):
+            out.append(Check(f"background proxy :{b.port}", "ok", f"pid {b.pid} answers at http://127.0.0.1:{b.port}{' (warming up)' if state == 'warming' else ''}; log {pp.log_file(home, b.port)}"))
+        else:
+            out.append(Check(f"background proxy :{b.port}", "warn", f"pid {b.pid} runs but does not answer on 127.0.0.1:{b.port}", f"see its log {pp.log_file(home, b.port)}; stop it: `headroom proxy --stop --port {b.port}`"))
     return out
 
 
@@ -163,15 +213,19 @@ def check_mitmproxy() -> Check:
     return Check("mitmproxy", "ok", f"{v} ({exe}), Python {sys.version.split()[0]}")
 
 
-def run_checks(home: Path, confdir: Path, addr: pp.ProxyAddress, models: bool = True) -> list[Check]:
-    """Every check, in the order a user would fix them."""
+def run_checks(home: Path, confdir: Path, addr: pp.ProxyAddress | None, models: bool = True) -> list[Check]:
+    """Every check, in the order a user would fix them. ``addr`` None: the proxy on the default
+    port is checked only when no background proxy (pid file) is found."""
     try:
         settings = load_settings()
     except SettingsError as e:
         return [Check("configuration", "fail", str(e), f"fix or remove that key in {home / 'config.toml'} / the environment (`headroom config show`)")]
-    out = [Check("configuration", "ok", "settings load (`headroom config show` lists them)"), check_home(home), check_database(settings)]
+    out = [Check("configuration", "ok", "settings load (`headroom config show` lists them)"), check_home(home), *check_database(settings)]
     out += check_ca(confdir)
-    out.append(check_proxy(addr))
+    background = check_background(home)
+    out += background
+    if addr is not None or not background:
+        out.append(check_proxy(addr or pp.ProxyAddress("127.0.0.1", 8080)))
     out.append(check_mitmproxy())
     if models:
         out += [check_tokenizer(settings), check_embedding_model(settings), check_grammars()]
@@ -182,7 +236,7 @@ _MARK = {"ok": "[green]ok[/]", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]"
 
 
 def doctor(
-    port: int = typer.Option(8080, help="The proxy's port."),
+    port: Optional[int] = typer.Option(None, min=1, max=65535, show_default=False, help="The proxy's port (default: every background proxy found by its pid file, else 8080)."),
     listen_host: str = typer.Option("127.0.0.1", help="The proxy's address."),
     confdir: Optional[Path] = typer.Option(None, help="mitmproxy confdir (default: $HEADROOM_HOME/mitmproxy)."),
     models: bool = typer.Option(True, "--models/--no-models", help="Also load the tokenizer and look for the models (a few seconds)."),
@@ -190,17 +244,26 @@ def doctor(
 ) -> None:
     """Check the proxy, the CA, the database and the models, and say what to fix."""
     home = headroom_home()
-    checks = run_checks(home, (confdir or default_confdir(home)).expanduser(), pp.ProxyAddress(listen_host, port), models)
+    checks = run_checks(home, (confdir or default_confdir(home)).expanduser(), pp.ProxyAddress(listen_host, port) if port is not None else None, models)
     failed = [c for c in checks if c.level == "fail"]
     if as_json:
         print(json.dumps([dataclasses.asdict(c) for c in checks], indent=2))
         raise typer.Exit(1 if failed else 0)
     t = Table(title="headroom doctor", title_justify="left")
-    for c in ("check", "", "finding", "what to do"):
-        t.add_column(c, overflow="fold")
+    t.add_column("check", no_wrap=True)
+    t.add_column("", no_wrap=True)
+    t.add_column("finding", overflow="fold")
     for c in checks:
-        t.add_row(c.name, _MARK[c.level], c.detail, c.fix)
+        t.add_row(c.name, _MARK[c.level], escape(c.detail))
     console.print(t)
+    todo = [c for c in checks if c.fix and c.level != "ok"]
+    if todo:
+        console.print("[bold]what to do[/]")
+        for c in todo:  # commands to copy: one line each, never wrapped
+            copyable(f"  {_MARK[c.level]} {escape(c.name)}: {escape(c.fix)}", console)
+    hints = [c for c in checks if c.fix and c.level == "ok"]
+    for c in hints:
+        copyable(f"  [dim]{escape(c.name)}: {escape(c.fix)}[/]", console)
     console.print(f"[red]{len(failed)} problem(s) to fix.[/]" if failed else "[green]All set.[/]")
     raise typer.Exit(1 if failed else 0)
 

@@ -1,12 +1,15 @@
 """``headroom learn``: mine session logs for failures and write rules where agents read them.
 
-Reads Claude Code (``$CLAUDE_CONFIG_DIR``/``~/.claude`` ``projects/<project>/*.jsonl``), Codex
-(``$CODEX_HOME``/``~/.codex`` ``sessions/**/rollout-*.jsonl`` run in the project) and SWE-agent
-(``<project>/trajectories/**/*.traj``) logs, or the files and folders given with ``--from``;
-pairs failures with corrections, builds rules (deterministic, no LLM unless ``--llm``), and
-merges them into the managed section of the target files (``CLAUDE.local.md`` by default).
-``--dry-run`` shows the diff; without ``--yes`` it asks first. ``--list`` shows the rules learned
-so far (live and offline) from the database.
+Reads Claude Code (``$CLAUDE_CONFIG_DIR``/``~/.claude`` ``projects/<project>/*.jsonl`` with their
+sub-agent files), Codex (``$CODEX_HOME``/``~/.codex`` ``sessions/**/rollout-*.jsonl`` run in the
+project) and SWE-agent (``<project>/trajectories/**/*.traj``) logs, or the files and folders given
+with ``--from`` (the format is told by content); pairs failures with fixes, builds rules
+(deterministic, no LLM unless ``--llm``), and merges them into the managed section of the target
+files (``CLAUDE.local.md`` by default). Generic rules about the agent's own tools are written only
+with ``--include-generic``. Failures nothing fixed are listed as known problems and kept in the
+database for the past-failures feed. When nothing is written, it says why. ``--dry-run`` shows the
+diff and stores nothing; without ``--yes`` it asks first. ``--list`` shows the rules learned so
+far (live and offline) from the database.
 """
 
 from __future__ import annotations
@@ -16,12 +19,15 @@ from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.syntax import Syntax
+from rich.markup import escape
+from rich.progress import track
 from rich.table import Table
 
+from headroom_core.cli.ui import copyable, err
 from headroom_core.learn import writers
+from headroom_core.learn.offline import KnownProblem, LearnResult, learn_from_logs
 from headroom_core.learn.readers import LogError, LogSession, claude_code, codex, read_log, swe_agent
-from headroom_core.learn.rules import LearnResult, Rule, learn_from_logs, rank
+from headroom_core.learn.rules import Rule, rank
 
 console = Console()
 
@@ -32,7 +38,8 @@ def _collect(project: Path, sources: list[Path]) -> list[Path]:
         for src in sources:
             src = src.expanduser()
             if src.is_dir():
-                out += sorted(p for p in src.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".traj"))
+                out += sorted(p for p in src.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".traj", ".json")
+                              and not claude_code.is_subagent_file(p))
             elif src.exists():
                 out.append(src)
             else:
@@ -66,19 +73,40 @@ def _store(create: bool):
             return None
         return LearnStore(open_database(url))
     except (SettingsError, DatabaseError) as e:
-        console.print(f"[yellow]headroom learn:[/] database not used ({e})")
+        console.print(f"[yellow]headroom learn:[/] database not used ({escape(str(e))})")
         return None
+
+
+def _diff_markup(diff: str) -> str:
+    """A unified diff as rich markup: added lines green, removed red, hunk headers cyan; every
+    line whole (the caller prints it with :func:`~headroom_core.cli.ui.copyable`)."""
+    out = []
+    for line in diff.splitlines():
+        style = "bold" if line.startswith(("+++", "---")) else "green" if line.startswith("+") else "red" if line.startswith("-") else "cyan" if line.startswith("@@") else ""
+        out.append(f"[{style}]{escape(line)}[/]" if style else escape(line))
+    return "\n".join(out)
 
 
 def _files_table(res: LearnResult, unreadable: dict[str, str]) -> Table:
     t = Table(title="Session logs")
-    for col in ("file", "agent", "records", "skipped", "failures", "other signals", "pairs", "rules written"):
+    for col in ("file", "agent", "records", "malformed", "unknown", "failures", "other signals", "pairs", "rules written", "known problems"):
         t.add_column(col, justify="left" if col in ("file", "agent", "other signals") else "right")
     for f in res.files:
         sig = ", ".join(f"{k} {v}" for k, v in sorted(f.signals.items())) or "-"
-        t.add_row(Path(f.path).name, f.source, str(f.records), str(f.skipped), str(f.failures), sig, str(f.pairs), str(f.rules_written))
+        t.add_row(escape(Path(f.path).name), f.source, str(f.records), str(f.skipped), str(f.unknown), str(f.failures), sig, str(f.pairs),
+                  str(f.rules_written), str(f.problems))
     for p, why in unreadable.items():
-        t.add_row(Path(p).name, "?", "-", "-", "-", f"[red]unreadable: {why}[/]", "-", "-")
+        t.add_row(escape(Path(p).name), "?", "-", "-", "-", "-", f"[red]{escape(why)}[/]", "-", "-", "-")
+    return t
+
+
+def _problems_table(problems: list[KnownProblem]) -> Table:
+    t = Table(title="Known problems (no fix found; kept for the past-failures feed)")
+    t.add_column("failed calls", justify="right")
+    t.add_column("command", overflow="fold")
+    t.add_column("error", overflow="fold")
+    for p in problems:
+        t.add_row(str(p.count), escape(p.shown), escape(p.error))
     return t
 
 
@@ -89,7 +117,7 @@ def _rules_table(title: str, rules: list[Rule], dim: bool = False) -> Table:
     t.add_column("rule", overflow="fold")
     for r in rules:
         style = "dim" if dim else None
-        t.add_row(str(r.evidence), r.kind, r.text, style=style)
+        t.add_row(str(r.evidence), r.kind, escape(r.text), style=style)
     return t
 
 
@@ -103,6 +131,7 @@ def learn(
     list_rules: bool = typer.Option(False, "--list", help="List the rules learned so far for the project (live and offline) and exit."),
     sources: list[Path] = typer.Option([], "--from", help="Read these log files or folders (*.jsonl, *.traj) instead of the default locations."),
     min_evidence: int = typer.Option(2, "--min-evidence", min=1, help="Write a rule only with at least this much evidence (the user's own corrections always count)."),
+    include_generic: bool = typer.Option(False, "--include-generic", help="Also write generic rules about the agent's own tools (read before edit, required parameters, edit line ranges and indentation), which its harness already enforces."),
     llm: bool = typer.Option(False, "--llm", help="Let an LLM rephrase and merge the rules (Anthropic API: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL). Optional."),
     llm_model: str = typer.Option("claude-haiku-4-5", "--llm-model", help="Model for --llm."),
 ) -> None:
@@ -119,7 +148,7 @@ def learn(
         for col in ("evidence", "source", "kind", "rule", "updated"):
             t.add_column(col, justify="right" if col == "evidence" else "left", overflow="fold")
         for r in rows:
-            t.add_row(str(r.evidence), r.source, r.kind, r.text, r.updated_at.strftime("%Y-%m-%d %H:%M"))
+            t.add_row(str(r.evidence), r.source, r.kind, escape(r.text), r.updated_at.strftime("%Y-%m-%d %H:%M"))
         console.print(t)
         return
     try:
@@ -135,17 +164,23 @@ def learn(
         raise typer.Exit(1)
     sessions: list[LogSession] = []
     unreadable: dict[str, str] = {}
-    for p in paths:
+    for p in track(paths, description="Reading session logs", console=err, transient=True, disable=len(paths) < 5 or not err.is_terminal):
         try:
             sessions.append(read_log(p))
         except LogError as e:
             unreadable[str(p)] = str(e).split(": ", 1)[-1]
     sessions = _select(sessions, session, last)
     if not sessions:
-        console.print("No session matched." if session or last else "No readable session logs.")
+        if session or last:
+            console.print("No session matched.")
+        else:
+            console.print("No readable session logs: " + escape("; ".join(f"{Path(p).name}: {why}" for p, why in unreadable.items())))
         raise typer.Exit(1)
-    res = learn_from_logs(sessions, min_evidence=min_evidence, ignore=frozenset({key}))
-    console.print(_files_table(res, unreadable))
+    res = learn_from_logs(sessions, min_evidence=min_evidence, ignore=frozenset({key}), include_generic=include_generic)
+    not_logs = {p: why for p, why in unreadable.items() if why.startswith("not a Claude Code")}
+    console.print(_files_table(res, {p: why for p, why in unreadable.items() if p not in not_logs}))
+    if not_logs:
+        console.print(escape(f"{len(not_logs)} file(s) are no session log of a known agent: " + ", ".join(Path(p).name for p in not_logs)))
     rules = list(res.rules)
     if llm and rules:
         import anthropic
@@ -153,26 +188,40 @@ def learn(
         from headroom_core.learn.rephrase import rephrase
 
         rules, note = rephrase(rules, anthropic.Anthropic(), llm_model)
-        console.print(f"[cyan]{note}[/]")
+        console.print(f"[cyan]{escape(note)}[/]")
     store = _store(create=not dry_run)
     live = [r for r in (store.as_rules(key) if store else []) if r.id not in {x.id for x in rules}]
-    console.print(_rules_table(f"Rules to write (evidence ≥ {min_evidence})", rules) if rules else "No rule reached the evidence threshold.")
+    if rules:
+        console.print(_rules_table(f"Rules to write (evidence ≥ {min_evidence})", rules))
+    else:
+        console.print(escape(res.why_nothing(min_evidence)))
+    if not include_generic:
+        live = [r for r in live if not r.generic]
     if live:
         console.print(_rules_table("Rules learned earlier (database), kept", rank(live)))
+    if res.generic:
+        console.print(_rules_table("Generic rules about the agent's own tools (not written; --include-generic writes them)", list(res.generic), dim=True))
     if res.candidates:
         console.print(_rules_table("Below the threshold (not written)", list(res.candidates), dim=True))
     if res.dropped:
         console.print(_rules_table("Dropped: contradict each other", list(res.dropped), dim=True))
-    skipped = sum(s.skipped for s in sessions)
+    if res.problems:
+        console.print(_problems_table(list(res.problems)))
+    malformed = sum(s.skipped for s in sessions)
+    unknown = sum(s.unknown for s in sessions)
     console.print(f"{len(sessions)} sessions, {sum(f.failures for f in res.files)} failures, {len(res.pairs)} pairs, "
-                  f"{len(rules)} rules; {skipped} malformed or unknown records skipped, {len(unreadable)} unreadable files.")
+                  f"{len(rules)} rules, {len(res.problems)} known problems; {malformed} malformed records skipped, "
+                  f"{unknown} records of unknown types ignored, {len(unreadable)} files not read.")
+    if res.problems and store is not None and not dry_run:
+        n = store.record_known_problems(key, list(res.problems))
+        console.print(f"{n} known problem(s) kept for the past-failures feed.")
     planned = writers.plan(proj, targets, rank([*rules, *live]))
     changed = [p for p in planned if p.changed]
     if not changed:
-        console.print("Nothing to change: the target files already hold these rules.")
+        console.print("Nothing to change: the target files already hold these rules." if rules or live else "No file changed.")
         return
     for p in changed:
-        console.print(Syntax(writers.diff(p.path, p.old, p.new), "diff", word_wrap=True))
+        copyable(_diff_markup(writers.diff(p.path, p.old, p.new)), console)
     if dry_run:
         console.print("--dry-run: nothing written.")
         return
@@ -181,9 +230,10 @@ def learn(
         return
     for p in changed:
         writers.write(p)
-        console.print(f"wrote {p.path}")
+        copyable(f"wrote {escape(str(p.path))}", console)
     if store is not None and rules:
         store.save_rules(key, rules)
+        console.print(f"{len(rules)} rule(s) kept in the database (headroom learn --list shows them).")
 
 
 def register(app: typer.Typer) -> None:

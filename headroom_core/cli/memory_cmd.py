@@ -37,8 +37,12 @@ def _project(project: Optional[str]) -> str:
     return project.strip() if project and project.strip() else os.getcwd()
 
 
-def _store(model: bool = False):
-    """The memory store on the configured database; ``model`` loads the embedding model (blocking)."""
+def _store(model: bool = False, create: bool = True):
+    """The memory store on the configured database; ``model`` loads the embedding model
+    (blocking). With ``create`` False (commands that only read) a SQLite file that does not
+    exist yet is not created: the command says there are no memories and exits 0."""
+    from headroom_core.cli.dbopen import open_existing, safe_url
+    from headroom_core.cli.ui import fail
     from headroom_core.compress.embeddings import embedder
     from headroom_core.db.engine import DatabaseError, open_database
     from headroom_core.memory.store import MemoryStore
@@ -46,10 +50,14 @@ def _store(model: bool = False):
 
     try:
         s = load_settings()
-        sessions = open_database(s.memory_db_url or s.database_url)
+        url = s.memory_db_url or s.database_url
+        sessions = open_database(url) if create else open_existing(url)
     except (SettingsError, DatabaseError) as e:
-        err.print(f"[red]headroom memory:[/] {e}")
+        fail("memory", str(e))
         raise typer.Exit(2) from e
+    if sessions is None:
+        console.print(f"No memories yet: there is no database at {safe_url(url)}.", soft_wrap=True)
+        raise typer.Exit(0)
     emb = None
     if model:
         emb = embedder(s.memory_model_path)
@@ -87,7 +95,7 @@ def list_(
     archived: bool = typer.Option(False, help="Include archived memories."),
 ) -> None:
     """Memories of the project, most recently updated first."""
-    st = _store()
+    st = _store(create=False)
     proj = None if all_projects else _project(project)
     rows = st.list(proj, kind=kind, limit=limit, include_archived=archived)
     t = _table(f"Memories of {proj or 'all projects'}", rows, ["archived"] if archived else None, with_project=proj is None)
@@ -107,7 +115,7 @@ def search(
     text: bool = typer.Option(False, "--text", help="Text search only (no embedding model)."),
 ) -> None:
     """The memories of the project most relevant to QUERY (the ranking the proxy injects with)."""
-    st = _store(model=not text)
+    st = _store(model=not text, create=False)
     proj = _project(project)
     res = st.search(proj, query, limit=limit)
     t = _table(f"{res.mode} search in {proj}: {query}", res.hits, ["similarity", "score"])
@@ -154,7 +162,7 @@ def remove(
         err.print(f"[red]headroom memory remove:[/] {memory_id!r} is not a memory id (12 hex digits)")
         raise typer.Exit(2)
     proj = _project(project)
-    if not _store().delete(proj, mid):
+    if not _store(create=False).delete(proj, mid):
         err.print(f"[red]headroom memory remove:[/] project {proj} has no memory {mid} (see: headroom memory list --all)")
         raise typer.Exit(1)
     console.print(f"removed memory [cyan]{mid}[/] from {proj}")
@@ -163,7 +171,7 @@ def remove(
 @memory_app.command()
 def stats(project: Optional[str] = typer.Option(None, "--project", "-p", help="Only this project (default: all).")) -> None:
     """Per project: active and archived memories, kinds, evidence, mean value, last update."""
-    rows = _store().stats(project)
+    rows = _store(create=False).stats(project)
     t = Table(title="Memory per project")
     for col in ("project", "active", "archived", "fact", "rule", "preference", "pitfall", "evidence", "mean value", "last update"):
         t.add_column(col, justify="left" if col in ("project", "last update") else "right", overflow="fold")
@@ -179,7 +187,7 @@ def export(
     project: Optional[str] = typer.Option(None, "--project", "-p", help="Only this project (default: all)."),
 ) -> None:
     """Write memories (archived included) as JSON Lines, one memory per line."""
-    st = _store()
+    st = _store(create=False)
     n = 0
     out = sys.stdout if file == "-" else open(Path(file).expanduser(), "w", encoding="utf-8")
     try:

@@ -25,6 +25,10 @@ from headroom_core.web import PAGE_HOST
 ADDON = Path(__file__).resolve().parents[2] / "addons" / "headroom.py"
 PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
 
+#: The providers' API hosts that ``headroom proxy`` serves as base URLs (mitmproxy reverse modes).
+ANTHROPIC_API = "https://api.anthropic.com"
+OPENAI_API = "https://api.openai.com"
+
 
 class ProxyError(RuntimeError):
     """The proxy could not be started or reached; the message says why and what to do."""
@@ -54,15 +58,72 @@ class ProxyAddress:
         return f"http://[{h}]:{self.port}" if ":" in h else f"http://{h}:{self.port}"
 
 
-def proxy_command(addr: ProxyAddress, confdir: Path, *, db_url: str | None = None, sets: Sequence[str] = (), mode: str | None = None) -> list[str]:
+@dataclass(frozen=True)
+class BaseUrlListener:
+    """A port where the proxy is an API's base URL (mitmproxy reverse mode): plain HTTP in,
+    ``upstream`` (``https://api.anthropic.com``) out; no proxy settings and no CA needed.
+    ``env`` is the variable agents read the base URL from, ``path`` what follows the port in it
+    (OpenAI clients expect ``/v1`` in the base URL, Anthropic's do not)."""
+
+    name: str
+    upstream: str
+    port: int
+    env: str
+    path: str = ""
+
+    def mode(self) -> str:
+        """The mitmproxy ``--mode`` spec: ``reverse:<upstream>@<port>``."""
+        return f"reverse:{self.upstream}@{self.port}"
+
+    def base_url(self, host: str) -> str:
+        """The base URL a client on this machine uses, for listen address ``host``."""
+        h = ProxyAddress(host, self.port).url
+        return h + self.path
+
+
+def base_url_listeners(port: int, anthropic_port: int | None, openai_port: int | None, anthropic_upstream: str = ANTHROPIC_API, openai_upstream: str = OPENAI_API) -> list[BaseUrlListener]:
+    """The base-URL listeners beside the proxy on ``port``: Anthropic on ``anthropic_port``
+    (default ``port + 1``), OpenAI on ``openai_port`` (default ``port + 2``); a port of 0 turns
+    that one off."""
+    a = port + 1 if anthropic_port is None else anthropic_port
+    o = port + 2 if openai_port is None else openai_port
+    out = []
+    if a:
+        out.append(BaseUrlListener("Anthropic", anthropic_upstream.rstrip("/"), a, "ANTHROPIC_BASE_URL"))
+    if o:
+        out.append(BaseUrlListener("OpenAI", openai_upstream.rstrip("/"), o, "OPENAI_BASE_URL", "/v1"))
+    return out
+
+
+def proxy_command(
+    addr: ProxyAddress,
+    confdir: Path,
+    *,
+    db_url: str | None = None,
+    sets: Sequence[str] = (),
+    mode: str | None = None,
+    base_urls: Sequence[BaseUrlListener] = (),
+    upstream_ca: Path | None = None,
+) -> list[str]:
     """The ``mitmdump`` argv for a Headroom proxy at ``addr`` with its CA in ``confdir``;
-    ``sets`` are extra ``key=value`` options (mitmproxy's or ``headroom_*``)."""
+    ``sets`` are extra ``key=value`` options (mitmproxy's or ``headroom_*``, applied last so
+    they win); ``mode`` replaces the regular proxy mode (``upstream:<corporate proxy>``);
+    ``base_urls`` add reverse-mode listeners; ``upstream_ca`` is a PEM bundle the proxy verifies
+    upstream servers with (mitmproxy's ``ssl_verify_upstream_trusted_ca``).
+
+    Raises :class:`ProxyError` for a ``--set`` without ``=``."""
     args = [mitmdump(), "-s", str(ADDON), "--listen-host", addr.host, "--listen-port", str(addr.port), "--set", f"confdir={confdir}"]
     # mitmproxy's per-flow line prints full URLs, query included (Gemini's API key travels in
     # it): off unless asked for with --set flow_detail=1; Headroom logs its own lines without it
     args += ["--set", "flow_detail=0"]
-    if mode:
-        args += ["--mode", mode]
+    if mode or base_urls:
+        args += ["--mode", mode or "regular"]
+    for b in base_urls:
+        args += ["--mode", b.mode()]
+    if base_urls:
+        args += ["--set", "headroom_base_urls=" + ",".join(f"{b.name.lower()}={b.port}" for b in base_urls)]
+    if upstream_ca is not None:
+        args += ["--set", f"ssl_verify_upstream_trusted_ca={upstream_ca}"]
     if db_url:
         args += ["--set", f"headroom_db_url={db_url}"]
     for kv in sets:
@@ -104,8 +165,79 @@ def wait_ready(addr: ProxyAddress, timeout: float) -> bool:
     return False
 
 
+def port_problem(host: str, port: int) -> str | None:
+    """Why the proxy could not listen on ``host:port`` (None when it can): an invalid port or
+    address, or the port already taken (naming a Headroom proxy when one answers there)."""
+    if not 1 <= port <= 65535:
+        return f"port {port} is not a TCP port (1-65535)"
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as e:
+        return f"cannot listen on {host!r}: {e}"
+    family, _, _, _, sockaddr = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        if os.name == "posix":  # as asyncio's servers do: a port in TIME_WAIT is free
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(sockaddr)
+        except OSError as e:
+            bind_error = e
+        else:
+            return None
+    state = probe(ProxyAddress(host, port))
+    if state in ("headroom", "warming"):
+        return f"port {port} is busy: a Headroom proxy already runs there (stop it with `headroom proxy --stop --port {port}`)"
+    if isinstance(bind_error, PermissionError):
+        return f"port {port} on {host or 'all addresses'} needs privileges this user lacks ({bind_error.strerror}); choose a port above 1023"
+    if bind_error.errno in (99, 49):  # EADDRNOTAVAIL (Linux, macOS)
+        return f"{host!r} is not an address of this machine ({bind_error.strerror})"
+    return f"port {port} on {host or 'all addresses'} is busy (another program listens there; {bind_error.strerror}); choose another port"
+
+
 def pid_file(home: Path, port: int) -> Path:
     return Path(home) / "run" / f"proxy-{port}.pid"
+
+
+@dataclass(frozen=True)
+class Background:
+    """A background proxy found by its pid file: ``port`` (from the file name), ``pid``, and
+    whether that process is still a running ``mitmdump`` (``alive``)."""
+
+    port: int
+    pid: int
+    pid_file: Path
+    alive: bool
+
+
+def _is_mitmdump(pid: int) -> bool:
+    """Whether ``pid`` runs (and, where ``/proc`` tells, is a ``mitmdump``: a recycled pid
+    of another program is never taken for the proxy)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return False  # someone else's process: not ours
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    if cmdline.exists():
+        try:
+            return b"mitmdump" in cmdline.read_bytes()
+        except OSError:
+            return False
+    return True
+
+
+def background_proxies(home: Path) -> list[Background]:
+    """Every background proxy with a pid file under ``home`` (any port), by port."""
+    out = []
+    for f in sorted((Path(home) / "run").glob("proxy-*.pid")):
+        try:
+            port = int(f.stem.removeprefix("proxy-"))
+            pid = int(f.read_text().strip())
+        except (OSError, ValueError):
+            continue
+        out.append(Background(port, pid, f, _is_mitmdump(pid)))
+    return sorted(out, key=lambda b: b.port)
 
 
 def log_file(home: Path, port: int) -> Path:
@@ -137,29 +269,36 @@ def start_detached(cmd: Sequence[str], env: Mapping[str, str], addr: ProxyAddres
         out.write(f"### {' '.join(cmd)}\n".encode())
         out.flush()
         proc = subprocess.Popen(list(cmd), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=dict(env), start_new_session=True)
+    pidf.write_text(f"{proc.pid}\n")  # at once: a proxy that is starting can be found and stopped
     deadline = time.monotonic() + timeout
-    while True:
-        code = proc.poll()
-        if code is not None:
-            raise ProxyError(f"the proxy exited with code {code} while starting; its log ({log}) ends:\n{_tail(log)}")
-        if ca_cert.is_file() and probe(addr, timeout=1.0) == "headroom":
-            pidf.write_text(f"{proc.pid}\n")
-            return proc.pid
-        if time.monotonic() > deadline:
-            _terminate(proc.pid)
-            raise ProxyError(f"the proxy did not answer at {addr.url} within {timeout:.0f} s; its log ({log}) ends:\n{_tail(log)}")
-        time.sleep(0.1)
+    try:
+        while True:
+            code = proc.poll()
+            if code is not None:
+                raise ProxyError(f"the proxy exited with code {code} while starting; its log ({log}) ends:\n{_tail(log)}")
+            if ca_cert.is_file() and probe(addr, timeout=1.0) == "headroom":
+                return proc.pid
+            if time.monotonic() > deadline:
+                raise ProxyError(f"the proxy did not answer at {addr.url} within {timeout:.0f} s; its log ({log}) ends:\n{_tail(log)}")
+            time.sleep(0.1)
+    except BaseException:  # an error, or Ctrl-C while it starts: leave no proxy behind
+        _terminate(proc.pid)
+        pidf.unlink(missing_ok=True)
+        raise
 
 
 def stop(home: Path, port: int, timeout: float = 10.0) -> int | None:
     """Stop the background proxy of ``port`` (pid file under ``home``); return its pid, or None
-    when there was no pid file or the process was already gone."""
+    when there was no pid file or its process was gone (the stale pid file is removed; a pid
+    now used by another program is never signalled)."""
     pidf = pid_file(home, port)
     try:
         pid = int(pidf.read_text().strip())
     except (OSError, ValueError):
         return None
     pidf.unlink(missing_ok=True)
+    if not _is_mitmdump(pid):
+        return None
     return pid if _terminate(pid, timeout) else None
 
 

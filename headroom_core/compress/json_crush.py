@@ -278,8 +278,11 @@ def compress_json(
     *,
     min_tokens: int = 250,
     min_saving_ratio: float = 0.10,
+    lossless: bool = False,
 ) -> CompressResult:
     """Compress the JSON tool output ``text`` for a request whose latest user query is ``query``.
+
+    ``lossless``: only the lossless forms (``minify``, ``table``) are considered.
 
     ``text`` is the tool output as the agent saw it; ``query`` the user's latest request (its
     words pick items to keep); ``counter`` measures tokens. Returns the unchanged text (``changed=False``) with the reason when the text is not a JSON
@@ -292,12 +295,12 @@ def compress_json(
     if not isinstance(text, str) or not text.strip():
         return CompressResult.unchanged(text, KIND, "not json")
     try:
-        return _compress(text, query or "", counter, min_tokens, min_saving_ratio)
+        return _compress(text, query or "", counter, min_tokens, min_saving_ratio, lossless)
     except RecursionError:
         return CompressResult.unchanged(text, KIND, "too deeply nested")
 
 
-def _compress(text: str, query: str, counter: TokenCounter, min_tokens: int, min_saving_ratio: float) -> CompressResult:
+def _compress(text: str, query: str, counter: TokenCounter, min_tokens: int, min_saving_ratio: float, lossless: bool = False) -> CompressResult:
     doc, why = _parse(text)
     if doc is None:
         return CompressResult.unchanged(text, KIND, why)
@@ -328,13 +331,13 @@ def _compress(text: str, query: str, counter: TokenCounter, min_tokens: int, min
         exact = True
     best_ok = best_tokens <= target and best_text != text
 
-    if exact and best_ok and best_tokens <= LOSSLESS_BUDGET_TOKENS:
+    if exact and best_ok and (best_tokens <= LOSSLESS_BUDGET_TOKENS or lossless):
         return _lossless_result(strategy, best_text, original, int(best_tokens))
 
     words = query_words(query)
     selections: dict[int, Selection] = {}
     crushed: tuple[int, str, _Stats] | None = None
-    for use_table in (True, False) if table_ok else (False,):
+    for use_table in () if lossless else (True, False) if table_ok else (False,):
         enc = _Encoder(crush=True, table=use_table, words=words, key=key, selections=selections)
         out = _output(enc.encode(doc))
         if enc.stats.arrays == 0:

@@ -4,39 +4,45 @@ Input: text made of log lines (one event per line, continuation lines such as Ja
 frames or Python traceback lines allowed). Sizes are in tokens of the caller's
 :class:`~headroom_core.compress.tokens.TokenCounter`.
 
-**Templates.** Every non-blank line is given to a fresh Drain3 ``TemplateMiner`` (He et al.,
-"Drain: An Online Log Parsing Approach with Fixed Depth Tree", ICWS 2017; the ``drain3``
-package), configured in code (:func:`miner_config`): no config file is read, nothing persists,
-and variable values (timestamps, IPs, UUIDs, hex, numbers) are masked before clustering, so the
-same text always gives the same clusters.
+**Templates.** The message of every non-blank line (the text after its header when the line
+carries the log's dominant header shape, :func:`messages_of` and
+:mod:`~headroom_core.compress.logshape`; else the whole line) is given to a fresh Drain3
+``TemplateMiner`` (He et al., "Drain: An Online Log Parsing Approach with Fixed Depth Tree",
+ICWS 2017; the ``drain3`` package), configured in code (:func:`miner_config`): no config file
+is read, nothing persists, and variable values (timestamps, IPs, UUIDs, hex, numbers) are
+masked before clustering, so the same text always gives the same clusters.
 
 **Kept lines** (verbatim, in their original order), each with the first reason that picked it:
 
 ``anchor``
     the first :data:`HEAD` and last :data:`TAIL` lines;
 ``error``
-    every error-level line (:func:`is_error_line`: a level token ``ERROR``/``FATAL``/``SEVERE``/
-    ``CRITICAL``/``PANIC``/``EMERG``, a lowercase ``[error]``/``[crit]``…/``level=error``/
-    ``error:`` level, an exception class name such as ``java.io.IOException`` or
-    ``ValueError``, or ``Traceback (most recent call last):``) together with its stack trace
-    (:func:`trace_end`: indented lines, ``at …``, ``Caused by:``, ``... 12 more``, and
-    unindented exception lines such as ``java.io.IOException: …`` or ``ValueError: …``);
+    every line with an error word or an error level (:func:`is_error_line`: ``error``,
+    ``fatal``, ``severe``, ``critical``, ``exception``, ``fail…``, ``panic``, ``denied`` in any
+    case and inside longer words, ``[crit]``, ``ALERT``, ``Traceback (most recent call
+    last):``, stack frames) together with its stack trace (:func:`trace_end`: indented lines,
+    ``at …``, ``Caused by:``, ``... 12 more``, and unindented exception lines such as
+    ``java.io.IOException: …`` or ``ValueError: …``);
 ``query``
     lines holding a word of the user's latest query (matched at a word start, case-insensitive;
     words found on more than half the lines do not discriminate and are ignored), at most
     :data:`MAX_QUERY` of them (the first and last halves of that many);
 ``template``
     the first line of every Drain3 template, and of every variant of a template (lines that
-    share its few-valued wildcard positions, :func:`mine_templates`), so each kind of event is
-    seen at least once.
+    share the values of its few-valued wildcard positions and the words at its other wildcard
+    positions, :func:`mine_templates`), so each kind of event is seen at least once and a
+    template seen once is kept verbatim.
 
-Every run of dropped lines becomes one marker line ``[headroom omitted 37 of 2000 lines;
-headroom_retrieve key=…]`` (a run shorter than its marker stays). A summary follows: one line
-per template that lost lines, ``412× <template>``, most frequent first (``<*>``, ``<NUM>``,
-``<IP>``, ``<TS>``, ``<HEX>``, ``<ID>`` stand for varying values). Line ends are kept
-(``\r\n`` text gets ``\r\n`` marker and summary lines). All markers carry one key,
-:func:`~headroom_core.ccr.markers.offload_key` of the whole text; the result holds one
-:class:`~headroom_core.compress.result.Offload` with the text byte for byte.
+**Layout.** The first line is the one marker, ``[headroom omitted 1490 of 2000 lines, …;
+headroom_retrieve key=…]``: its key (:func:`~headroom_core.ccr.markers.offload_key` of the whole
+text) retrieves the original byte for byte (the result holds one
+:class:`~headroom_core.compress.result.Offload`). Then the kept lines in order; each run of
+left-out lines is one short gap line ``[… 37 lines]`` (a run no longer than its gap line
+stays); a block of lines repeated in a row (:mod:`~headroom_core.compress.repeats`) that holds
+a kept line shows its first copy and ``[… 49 more copies of the line above, 50 in a row]``.
+A summary closes: one line per template that lost lines, ``412× <template>``, most frequent
+first (``<*>``, ``<NUM>``, ``<IP>``, ``<TS>``, ``<HEX>``, ``<ID>`` stand for varying values).
+Line ends are kept (``\r\n`` text gets ``\r\n`` added lines).
 
 Unchanged results: ``"not text"``, ``"small"`` (under ``min_tokens``), ``"few lines"`` (under
 :data:`MIN_LINES` non-blank lines), ``"nothing to drop"``, ``"no gain"`` (not at least
@@ -56,6 +62,8 @@ from drain3.template_miner_config import TemplateMinerConfig
 from headroom_core.ccr.markers import make_marker, offload_key
 from headroom_core.compress.json_select import query_words
 from headroom_core.compress.gain import precheck
+from headroom_core.compress.logshape import analyse, header_of
+from headroom_core.compress.repeats import Run, find_runs, fold_note
 from headroom_core.compress.result import CompressResult, Offload
 from headroom_core.compress.tokens import TokenCounter
 
@@ -102,14 +110,18 @@ _EXCEPTION_RE = re.compile(
     r"|(?<![\w$])Exception(?![\w$])"
     r"|Traceback \(most recent call last\)"
 )
-_UPPER_LEVEL_RE = re.compile(r"(?<![\w.$-])(?:ERROR|FATAL|SEVERE|CRITICAL|ALERT|PANIC|EMERG|EMERGENCY)(?![\w-])")
+_UPPER_LEVEL_RE = re.compile(r"(?<![\w.$-])(?:ERROR|ERR|FATAL|SEVERE|CRITICAL|ALERT|PANIC|EMERG|EMERGENCY)(?![\w-])")
 _LOWER_LEVEL_RE = re.compile(
     r"[\[<(](?:error|err|crit|critical|alert|emerg|fatal|severe|panic)[\]>)]"
     r"|\blevel[=:]\s*\"?(?:error|err|fatal|critical|crit|severe|panic)\b"
     r"|(?<![\w.-])(?:error|fatal|panic):\s",
     re.IGNORECASE,
 )
-# Every error line holds one of these (lowercased): a cheap test before the regular expressions.
+# Words that make a line an error line wherever they stand (lowercased substrings).
+ERROR_WORDS = ("error", "fatal", "severe", "critical", "exception", "fail", "panic", "denied", "segfault",
+               "segmentation fault", "core dumped")
+_STACK_FRAME_RE = re.compile(r"^\s+at [\w$.<>/]+\(|^\s+File \".*\", line \d+|^Caused by: ")
+# Every error-level line holds one of these (lowercased): a cheap test before the regular expressions.
 _CHEAP_WORDS = ("err", "fatal", "severe", "crit", "panic", "emerg", "alert", "exception", "traceback")
 _FRAME_RE = re.compile(r"^\s*(?:at [\w$.<>/]|Caused by:|Suppressed:|\.\.\. \d+ (?:more|common frames))")
 _PY_CHAIN_RE = re.compile(
@@ -150,19 +162,22 @@ def miner_config() -> TemplateMinerConfig:
 
 
 def is_error_line(line: str) -> bool:
-    """True when ``line`` reports an error: an error level, an exception class or a traceback.
+    """True when ``line`` reports an error or a failure, in any form a log writes it.
 
-    Levels: ``ERROR``, ``FATAL``, ``SEVERE``, ``CRITICAL``, ``PANIC``, ``EMERG`` as upper-case
-    words; ``[error]``, ``<crit>``, ``level=error``, ``error: …`` in any case. Exceptions: a
-    CamelCase class name ending in ``Exception`` or ``Error`` (``java.net.ConnectException``,
-    ``ValueError``), the word ``Exception``, or Python's ``Traceback (most recent call last)``.
+    An error word anywhere, in any case and inside longer words (:data:`ERROR_WORDS`:
+    ``error``, ``fatal``, ``severe``, ``critical``, ``exception``, ``fail…``, ``panic``,
+    ``denied``, so ``ERROR``, ``Errors``, ``IOException``, ``failed``, ``Permission denied``);
+    an error level (``[crit]``, ``<emerg>``, ``level=err``, ``ALERT``); Python's
+    ``Traceback (most recent call last)``; or a stack frame (``at a.b.C(C.java:12)``,
+    ``File "x.py", line 3``, ``Caused by:``). Over-keeping costs tokens; losing the one error
+    line that matters costs the answer.
     """
     low = line.lower()
-    if not any(w in low for w in _CHEAP_WORDS):
-        return False
-    if _UPPER_LEVEL_RE.search(line) or _LOWER_LEVEL_RE.search(line):
+    if any(w in low for w in ERROR_WORDS):
         return True
-    return ("exception" in low or "error" in low or "traceback" in low) and bool(_EXCEPTION_RE.search(line))
+    if any(w in low for w in _CHEAP_WORDS) and (_UPPER_LEVEL_RE.search(line) or _LOWER_LEVEL_RE.search(line)):
+        return True
+    return "traceback (most recent call last)" in low or bool(_STACK_FRAME_RE.match(line))
 
 
 def trace_end(lines: list[str], i: int) -> int:
@@ -267,19 +282,35 @@ def mine_templates(lines: list[str]) -> tuple[tuple[int, ...], tuple[Template, .
         tokens = by_id[cid].log_template_tokens
         rows = [masked[i] for i in members[k]]
         cat_positions = []
+        word_positions = []
         for p, tok in enumerate(tokens):
             if tok != "<*>":
                 continue
             values = {r[p] if p < len(r) else "" for r in rows}
             if len(values) <= VARIANT_MAX_VALUES:
                 cat_positions.append(p)
+            else:
+                word_positions.append(p)
         seen: set[tuple[str, ...]] = set()
         for i, r in zip(members[k], rows):
-            shape = tuple(r[p] if p < len(r) else "" for p in cat_positions)
+            shape = tuple(r[p] if p < len(r) else "" for p in cat_positions) + tuple(
+                _word_or_star(r[p] if p < len(r) else "") for p in word_positions
+            )
             if shape not in seen:
                 seen.add(shape)
                 firsts.append(i)
     return cluster_of, templates, tuple(sorted(firsts))
+
+
+_WORD_TOKEN_RE = re.compile(r"[A-Za-z][a-z]{1,29}")
+
+
+def _word_or_star(token: str) -> str:
+    """``token`` when it is a word (``opened``, ``Closing``, ``channels:``): a wildcard position
+    where words vary may hide two kinds of event (``session opened`` / ``session closed``);
+    ``*`` for any other value (numbers, ids, paths, host names), which is a free value."""
+    t = token.strip(":,.;()[]'\"")
+    return t if _WORD_TOKEN_RE.fullmatch(t) else "*"
 
 
 def _query_matcher(words: tuple[str, ...], lines: list[str]) -> re.Pattern[str] | None:
@@ -297,10 +328,25 @@ def _query_matcher(words: tuple[str, ...], lines: list[str]) -> re.Pattern[str] 
     return re.compile(r"(?<![^\W_])(?:" + "|".join(useful) + ")", re.IGNORECASE)
 
 
+def messages_of(lines: list[str]) -> list[str]:
+    """The message part of each line: the text after the header when the line carries the log's
+    dominant header shape (:mod:`~headroom_core.compress.logshape`), else the whole line.
+    Templates are mined on messages, as log parsers do (loghub's ground truth is templates of
+    the message): varying timestamps, hosts and pids no longer split or blur them."""
+    shape = analyse(lines)
+    if not shape.pair:
+        return list(lines)
+    out = []
+    for ln in lines:
+        h = header_of(ln)
+        out.append(ln[h.end :] if h is not None and h.fields[:2] == shape.pair and ln[h.end :].strip() else ln)
+    return out
+
+
 def select_lines(lines: list[str], query: str) -> LogSelection:
     """The lines of a log to keep for ``query`` (see the module docstring), pure."""
     n = len(lines)
-    cluster_of, templates, variants = mine_templates(lines)
+    cluster_of, templates, variants = mine_templates(messages_of(lines))
     reasons: dict[int, str] = {}
 
     def keep(i: int, why: str) -> None:
@@ -343,6 +389,73 @@ def _split_lines(text: str) -> tuple[list[str], str, bool]:
     return lines, "\n", ends_nl
 
 
+def gap_line(count: int) -> str:
+    """The line that stands for ``count`` consecutive lines left out (see the module docstring)."""
+    return f"[… {count} line{'s' if count != 1 else ''}]"
+
+
+@dataclass(frozen=True)
+class Rendering:
+    """The compressed log's lines (``out``), which original lines it shows (``shown``, first
+    copies of folded runs included), which it leaves out in gaps (``gapped``), and the number
+    of lines folded away as copies (``folded``)."""
+
+    out: tuple[str, ...]
+    shown: frozenset[int]
+    gapped: frozenset[int]
+    folded: int
+
+
+def render(lines: list[str], keep: set[int], runs: list[Run]) -> Rendering:
+    """The kept lines in order, each run of left-out lines as one :func:`gap_line` (a run no
+    longer than its gap line stays), each repeated block that holds a kept line as its first
+    copy and one :func:`~headroom_core.compress.repeats.fold_note`."""
+    n = len(lines)
+    out: list[str] = []
+    shown: set[int] = set()
+    gapped: set[int] = set()
+    gap: list[int] = []
+    folded = 0
+
+    def flush() -> None:
+        if not gap:
+            return
+        g = gap_line(len(gap))
+        if sum(len(lines[j]) + 1 for j in gap) > len(g) + 1:
+            out.append(g)
+            gapped.update(gap)
+        else:  # the gap line would cost more than the lines it hides
+            out.extend(lines[j] for j in gap)
+            shown.update(gap)
+        gap.clear()
+
+    run_at = {r.start: r for r in runs}
+    i = 0
+    while i < n:
+        r = run_at.get(i)
+        if r is not None:
+            # a kept line anywhere in the run is a kept line of its first copy
+            if any(j in keep for j in range(r.start, r.end)):
+                flush()
+                out.extend(lines[r.start : r.start + r.period])
+                shown.update(range(r.start, r.start + r.period))
+                out.append(fold_note(r))
+                folded += r.period * (r.copies - 1)
+            else:
+                gap.extend(range(r.start, r.end))
+            i = r.end
+            continue
+        if i in keep:
+            flush()
+            out.append(lines[i])
+            shown.add(i)
+        else:
+            gap.append(i)
+        i += 1
+    flush()
+    return Rendering(tuple(out), frozenset(shown), frozenset(gapped), folded)
+
+
 def compress_logs(
     text: str,
     query: str,
@@ -353,9 +466,10 @@ def compress_logs(
 ) -> CompressResult:
     """Compress the log tool output ``text`` for a request whose latest user text is ``query``.
 
-    Returns the kept lines (verbatim, in order) with one marker per dropped run and a template
-    summary (see the module docstring), with one offload holding ``text`` byte for byte; or the
-    unchanged text with the reason. Never raises on bad input.
+    Returns the kept lines (verbatim, in order) with a gap line per left-out run, repeated
+    blocks folded, one marker and a template summary (see the module docstring), with one
+    offload holding ``text`` byte for byte; or the unchanged text with the reason. Never raises
+    on bad input.
     """
     declined, original = precheck(text, KIND, counter, min_tokens)
     if declined is not None:
@@ -366,43 +480,23 @@ def compress_logs(
     sel = select_lines(lines, query or "")
     n = len(lines)
     key = offload_key(text)
-
-    out: list[str] = []
-    shown: set[int] = set()
-    run: list[int] = []
-
-    def flush() -> None:
-        if not run:
-            return
-        marker = make_marker(f"{len(run)} of {n} lines", key)
-        if sum(len(lines[j]) + 1 for j in run) > len(marker) + 1:
-            out.append(marker)
-        else:  # the marker would cost more than the lines it hides
-            out.extend(lines[j] for j in run)
-            shown.update(run)
-        run.clear()
-
-    for i in range(n):
-        if i in sel.reasons:
-            flush()
-            out.append(lines[i])
-            shown.add(i)
-        else:
-            run.append(i)
-    flush()
-    if len(shown) == n:
+    runs = find_runs(lines)
+    ren = render(lines, set(sel.reasons), runs)
+    if len(ren.shown) == n and not ren.folded:
         return CompressResult.unchanged(text, KIND, "nothing to drop")
-
+    hidden = n - len(ren.shown)
+    out = [make_marker(f"{hidden} of {n} lines, each gap below marked … N lines or … N more copies", key)]
+    out.extend(ren.out)
     dropped_per: dict[int, int] = {}
-    for i in range(n):
+    for i in ren.gapped:  # copies folded under a shown first copy are counted by their fold line
         c = sel.cluster_of[i]
-        if i not in shown and c >= 0:
+        if c >= 0:
             dropped_per[c] = dropped_per.get(c, 0) + 1
     summary = sorted(dropped_per, key=lambda c: (-sel.templates[c].count, c))
     if summary:
         out.append(
-            f"[headroom log templates (Drain3), {len(sel.templates)} in {n} lines; "
-            "lines per template that lost lines; <…> and <*> stand for varying values]"
+            f"[headroom log templates (Drain3): {len(sel.templates)} in {n} lines; lines per template "
+            "for those with lines left out; <*> and <NUM>, <TS>, <IP>, <HEX>, <ID> stand for varying values]"
         )
         for c in summary:
             t = sel.templates[c]
@@ -412,16 +506,17 @@ def compress_logs(
     if tokens > original * (1.0 - min_saving_ratio):
         return CompressResult.unchanged(text, KIND, "no gain")
     counts = {r: 0 for r in (*REASONS, "context")}
-    for i in shown:
-        # A line without a reason sat in a dropped run too short to be worth a marker.
+    for i in ren.shown:
+        # A line without a reason sat in a gap too short to be worth a gap line, or in the
+        # first copy of a folded block.
         counts[sel.reasons.get(i, "context")] += 1
     parts = ", ".join(f"{c} {r}" for r, c in counts.items() if c)
-    dropped = n - len(shown)
+    folded = f", {ren.folded} folded as repeats" if ren.folded else ""
     return CompressResult(
         text=result,
         changed=True,
         kind=KIND,
         strategy="templates",
-        reason=f"kept {len(shown)} of {n} lines, {len(sel.templates)} templates: {parts} ({original}->{tokens} tokens)",
-        offloads=(Offload(key=key, original=text, what=f"{dropped} of {n} lines"),),
+        reason=f"kept {len(ren.shown)} of {n} lines{folded}, {len(sel.templates)} templates: {parts} ({original}->{tokens} tokens)",
+        offloads=(Offload(key=key, original=text, what=f"{hidden} of {n} lines"),),
     )

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Protocol
 
-from headroom_core.cache.decisions import DecisionCache, content_hash
 from headroom_core.compress.result import CompressResult, Offload
 from headroom_core.compress.tokens import TokenCounter
 from headroom_core.compress.reads import command_of, verbatim_call_ids
@@ -20,7 +19,8 @@ from headroom_core.wire.blocks import ToolCall, ToolOutput
 
 @dataclass(frozen=True)
 class BlockOutcome:
-    """What happened to one tool output: token counts are estimates (whole tokens)."""
+    """What happened to one tool output: token counts are estimates (whole tokens);
+    ``offload_keys`` the retrieval keys its markers name."""
 
     path: tuple
     tool_name: str
@@ -31,6 +31,7 @@ class BlockOutcome:
     tokens_before: int
     tokens_after: int
     cached: bool
+    offload_keys: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,16 @@ class PipelineResult:
 
 
 Compressor = Callable[..., CompressResult]  # (text, query) or, given calls, (text, query, hint)
+
+
+class Decisions(Protocol):
+    """Where decisions are kept (:class:`headroom_core.cache.decisions.DecisionCache`)."""
+
+    def key(self, scope: str, kind_hint: str, text: str) -> str: ...
+
+    def get(self, h: str, original: str) -> tuple[CompressResult, int, int] | None: ...
+
+    def put(self, h: str, result: CompressResult, tokens_before: int, tokens_after: int) -> None: ...
 
 
 def hint_for_call(tool_name: str, call: ToolCall | None) -> Hint:
@@ -80,12 +91,14 @@ def compress_outputs(
     query: str,
     compressor: Compressor,
     counter: TokenCounter,
-    cache: DecisionCache,
+    cache: Decisions,
     *,
     min_tokens: int,
     exclude_tools: tuple[str, ...] = (),
     calls: Mapping[str, ToolCall] | None = None,
     cache_only: bool = False,
+    scope: str = "",
+    lossless: bool = False,
 ) -> PipelineResult:
     """Compress every eligible tool output, reusing earlier decisions for the same content.
 
@@ -101,6 +114,10 @@ def compress_outputs(
 
     ``cache_only`` (the fallback after a timeout or error) reuses earlier decisions and leaves
     every other output as it is, without counting or deciding anything new.
+
+    Decisions are kept per ``scope`` (a :class:`~headroom_core.scope.Scope` id). ``lossless``
+    (the model cannot call ``headroom_retrieve`` in this request): only results without
+    offloads (nothing dropped, no marker) are used; such decisions are kept apart.
     """
     verbatim = verbatim_call_ids(calls) if calls is not None else frozenset()
     replacements: list[tuple[tuple, str]] = []
@@ -120,7 +137,7 @@ def compress_outputs(
         if len(out.text) > MAX_OUTPUT_CHARS:
             blocks.append(BlockOutcome(out.path, out.tool_name, "", "unchanged", "too large to compress in time", False, 0, 0, False))
             continue
-        h = content_hash("tool_output", out.text)
+        h = cache.key(scope, "tool_output:lossless" if lossless else "tool_output", out.text)
         hit = cache.get(h, out.text)
         cached = hit is not None
         if hit is None and cache_only:
@@ -133,6 +150,8 @@ def compress_outputs(
                 res = compressor(out.text, query)
             else:
                 res = compressor(out.text, query, hint_for_call(out.tool_name, calls.get(out.call_id)))
+            if lossless and res.offloads:
+                res = CompressResult.unchanged(out.text, res.kind, "lossless only: the model cannot call headroom_retrieve")
             after = counter.count(res.text) if res.changed else before
             if res.changed and after >= before:
                 res = CompressResult.unchanged(out.text, res.kind, "no gain")
@@ -141,7 +160,8 @@ def compress_outputs(
                 cache.put(h, res, before, after)  # "model loading" is no decision: decide again later
         else:
             res, before, after = hit
-        blocks.append(BlockOutcome(out.path, out.tool_name, res.kind, res.strategy, res.reason, res.changed, before, after, cached))
+        keys = tuple(o.key for o in res.offloads) if res.changed else ()
+        blocks.append(BlockOutcome(out.path, out.tool_name, res.kind, res.strategy, res.reason, res.changed, before, after, cached, keys))
         if res.changed:
             replacements.append((out.path, res.text))
             offloads.extend(res.offloads)

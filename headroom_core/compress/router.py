@@ -31,7 +31,9 @@ from headroom_core.compress.code import compress_code, guess_language, language_
 from headroom_core.compress.diff import compress_diff, looks_like_diff
 from headroom_core.compress.gain import finish
 from headroom_core.compress.json_crush import compress_json
+from headroom_core.compress.logshape import log_share
 from headroom_core.compress.numbered import split_numbered
+from headroom_core.compress.repeats import fold_text
 from headroom_core.compress.result import CompressResult
 from headroom_core.compress.search import compress_search, looks_like_hits, looks_like_paths
 from headroom_core.compress.sections import Section, split_sections
@@ -79,18 +81,6 @@ _CMD_KINDS = (
 )  # fmt: skip
 _PATH_IN_TEXT = re.compile(r"(?:^\[File: |^The file )(\S+\.\w+)", re.M)
 
-_LOG_RX = re.compile(
-    r"^(\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}"  # ISO
-    r"|\d{6} \d{6} "  # HDFS
-    r"|\d{2}/\d{2}/\d{2,4} \d{2}:\d{2}:\d{2}"  # Spark
-    r"|[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} "  # syslog
-    r"|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}"  # Apache error log
-    r"|\S+ \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}"  # file name then ISO (OpenStack)
-    r"|\S+ \S+ \S+ \[\d{2}/[A-Z][a-z]{2}/\d{4}:"  # access log
-    r"|\d{2}:\d{2}:\d{2}[.,]\d+ "
-    r"|\d{10}(\.\d+)? "
-    r"|\[?(TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|FATAL|CRITICAL)\]?[ :])"
-)
 _TAG_RX = re.compile(r"</?[a-zA-Z][\w-]*(\s[^<>]*)?/?>")
 
 
@@ -128,8 +118,9 @@ def _is_json(text: str) -> bool:
 
 
 def _log_share(lines: list[str]) -> float:
-    sample = [ln for ln in lines if ln.strip()]
-    return sum(1 for ln in sample if _LOG_RX.match(ln)) / len(sample) if sample else 0.0
+    """The share of ``lines`` that are lines of one log, judged by their structure
+    (:func:`~headroom_core.compress.logshape.log_share`: a dominant header shape)."""
+    return log_share(lines)
 
 
 def _html_strict(text: str) -> bool:
@@ -226,7 +217,53 @@ def compressor_for(kind: str) -> Compressor | None:
         return None
 
 
+# Where repeated lines are folded (repeats.py): prose before its compressor (the extractive
+# ranker then sees each repeated passage once); the kinds whose compressor rewrites layout after
+# it (their output, or the text when they keep it); logs inside their compressor; never JSON
+# (folding lines would break the JSON the model reads; its compressor has tables).
+FOLD_BEFORE = frozenset({"text"})
+FOLD_AFTER = frozenset({"test", "search", "code", "diff", "html", "log"})
+
+
 def _route(text: str, kind: Kind, query: str, counter: TokenCounter, min_tokens: int, min_saving_ratio: float) -> CompressResult:
+    """Compress ``text`` as ``kind``, with runs of repeated lines folded where the kind allows
+    (:data:`FOLD_BEFORE`, :data:`FOLD_AFTER`): one offload holds ``text``, every marker names
+    its key."""
+    if kind.name in FOLD_BEFORE and not kind.numbered:
+        return _fold_then_route(text, kind, query, counter, min_tokens, min_saving_ratio)
+    res = _route_kind(text, kind, query, counter, min_tokens, min_saving_ratio)
+    if kind.name not in FOLD_AFTER or (kind.name == "log" and res.changed):
+        return res
+    key = offload_key(text)
+    folded = fold_text(res.text, key)
+    if folded is None:
+        return res
+    why = f"{folded.lines_folded} repeated lines folded" + (f"; {res.reason}" if res.changed else "")
+    strategy = f"{res.strategy}+fold" if res.changed else "fold"
+    out = finish(text, folded.text, counter, kind=res.kind, strategy=strategy, reason=why[:300],
+                 what=f"{folded.lines_folded} repeated lines", min_saving_ratio=min_saving_ratio)  # fmt: skip
+    return out if out.changed else res
+
+
+def _fold_then_route(text: str, kind: Kind, query: str, counter: TokenCounter, min_tokens: int, min_saving_ratio: float) -> CompressResult:
+    key = offload_key(text)
+    folded = fold_text(text, key)
+    if folded is None:
+        return _route_kind(text, kind, query, counter, min_tokens, min_saving_ratio)
+    res = _route_kind(folded.text, kind, query, counter, min_tokens, min_saving_ratio)
+    if not res.changed and res.reason == "model loading":
+        return CompressResult.unchanged(text, kind.name, res.reason)  # no decision yet: same answer later
+    why = f"{folded.lines_folded} repeated lines folded"
+    if res.changed:
+        body = res.text.replace(f"key={offload_key(folded.text)}]", f"key={key}]")
+        why, strategy = f"{why}; {res.reason}", f"fold+{res.strategy}"
+    else:
+        body, strategy = folded.text, "fold"
+    return finish(text, body, counter, kind=res.kind, strategy=strategy, reason=why[:300],
+                  what=f"{folded.lines_folded} repeated lines and more", min_saving_ratio=min_saving_ratio)  # fmt: skip
+
+
+def _route_kind(text: str, kind: Kind, query: str, counter: TokenCounter, min_tokens: int, min_saving_ratio: float) -> CompressResult:
     if kind.numbered and kind.name != "code":
         return CompressResult.unchanged(text, kind.name, "numbered file text that is not code: kept as read")
     fn = compressor_for(kind.name)
@@ -268,8 +305,12 @@ def compress_text(
     min_saving_ratio: float,
     tool_name: str = "",
     hint: Hint | str | None = None,
+    lossless: bool = False,
 ) -> CompressResult:
     """Route ``text`` to the compressor of its kind; ``query`` is the latest user message.
+
+    ``lossless``: only transforms that drop nothing (JSON re-encoding) apply; everything else is
+    left as it is (used when the model cannot call ``headroom_retrieve``).
 
     ``tool_name`` and ``hint`` (a :class:`Hint` or a kind name) help :func:`classify`. A mixed
     output is split into sections, each routed on its own (sections under
@@ -278,6 +319,11 @@ def compress_text(
     Never raises on bad input: an unexpected failure leaves the text unchanged with the reason.
     """
     h = with_text_path(text, hint_for(tool_name, hint))
+    if lossless:
+        kind = classify(text, h)
+        if kind.name != "json":
+            return CompressResult.unchanged(text, kind.name, "lossless only: the model cannot call headroom_retrieve")
+        return compress_json(text, query, counter, min_tokens=min_tokens, min_saving_ratio=min_saving_ratio, lossless=True)
     try:
         sections = split_sections(text) if not h.kind else []
         if len(sections) <= 1:

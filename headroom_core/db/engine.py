@@ -6,6 +6,7 @@ mode so several proxy processes and the CLI can share it. PostgreSQL is the scal
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -33,15 +34,34 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.close()
 
 
+def create_private_file(path: Path) -> None:
+    """Create ``path`` (and its missing folders, mode 0700) readable and writable by its owner
+    only (mode 0600) unless it exists. The database holds tool outputs and memories; SQLite
+    gives its ``-wal`` and ``-shm`` files the database file's mode. Raises :class:`OSError`."""
+    if path.exists():
+        return
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
+
+
 def make_engine(url: str) -> Engine:
-    """Create an engine for ``url``; for a SQLite file, create its folder and turn on WAL.
+    """Create an engine for ``url``; for a SQLite file, create it owner-only (0600) with its
+    folder, and turn on WAL. Raises :class:`DatabaseError` when the file cannot be created
+    (e.g. its folder is a file).
 
     Every engine writes any ``str`` (lone surrogates and NULs of JSON strings become U+FFFD in
     ordinary columns; :class:`~headroom_core.db.types.AnyText` columns keep them exactly)."""
     u = make_url(url)
     if u.get_backend_name() == "sqlite":
-        if u.database and u.database != ":memory:":
-            Path(u.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        if u.database and u.database != ":memory:" and not u.database.startswith("file:"):
+            f = Path(u.database).expanduser()
+            try:
+                create_private_file(f)
+            except OSError as e:
+                raise DatabaseError(f"cannot create the SQLite database {f}: {_blocker(f) or e.strerror or e}") from e
         eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": 10})
         event.listen(eng, "connect", _sqlite_pragmas)
     else:
@@ -65,8 +85,18 @@ def migrate(engine: Engine) -> None:
         with engine.begin() as conn:
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "heads")
-    except Exception as e:  # noqa: BLE001 - re-raised with the URL named
-        raise DatabaseError(f"cannot migrate {engine.url.render_as_string(hide_password=True)}: {e}") from e
+    except Exception as e:  # noqa: BLE001 - re-raised with the URL named, on one line
+        first = str(getattr(e, "orig", None) or e).strip().splitlines()
+        raise DatabaseError(f"cannot open {engine.url.render_as_string(hide_password=True)}: {type(getattr(e, 'orig', None) or e).__name__}: {first[0] if first else ''}") from e
+
+
+def _blocker(f: Path) -> str:
+    """What stands in the way of creating ``f`` when its nearest existing ancestor is a file
+    (``"/x is a file, not a folder"``); "" otherwise."""
+    for p in [f.parent, *f.parent.parents]:
+        if p.exists():
+            return "" if p.is_dir() else f"{p} is a file, not a folder"
+    return ""
 
 
 def open_database(url: str) -> sessionmaker[Session]:
@@ -74,7 +104,10 @@ def open_database(url: str) -> sessionmaker[Session]:
     with _lock:
         eng = _engines.get(url)
         if eng is None:
-            eng = make_engine(url)
+            try:
+                eng = make_engine(url)
+            except (ImportError, ValueError) as e:  # a driver that is not installed, a bad URL
+                raise DatabaseError(f"cannot open {make_url(url).render_as_string(hide_password=True)}: {type(e).__name__}: {e}") from e
             migrate(eng)
             _engines[url] = eng
     return sessionmaker(eng, expire_on_commit=False)

@@ -7,24 +7,25 @@ from datetime import datetime
 from sqlalchemy import Boolean, DateTime, Index, Integer, LargeBinary, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from headroom_core.db.types import AnyText
-
 
 class Base(DeclarativeBase):
     """Base of all Headroom tables."""
 
 
 class Original(Base):
-    """An offloaded original, byte-exact, under its retrieval key (24 hex digits of SHA-256).
+    """An offloaded original, byte-exact and sealed (:mod:`headroom_core.db.sealed`), under its
+    retrieval key (24 hex digits of SHA-256) within the scope that stored it (project and client
+    identity, :class:`headroom_core.scope.Scope`): a key is found only from that scope.
 
-    ``size_bytes`` is the UTF-8 size of ``text``; ``last_used_at`` drives LRU eviction and the
+    ``size_bytes`` is the UTF-8 size of the text; ``last_used_at`` drives LRU eviction and the
     time-to-live (both in the originals store).
     """
 
     __tablename__ = "originals"
 
+    scope: Mapped[str] = mapped_column(String(32), primary_key=True)
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
-    text: Mapped[str] = mapped_column(AnyText)  # any JSON string, lone surrogates included
+    data: Mapped[bytes] = mapped_column(LargeBinary)
     kind: Mapped[str] = mapped_column(String(32))
     size_bytes: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime)
@@ -32,18 +33,20 @@ class Original(Base):
 
 
 class CompressionDecision(Base):
-    """A compression decision cached by content hash, so a block compresses to the same bytes
-    on every later turn (and after restarts): the prompt-cache prefix stays byte-stable.
+    """A compression decision cached by content, so a block compresses to the same bytes on
+    every later turn (and after restarts): the prompt-cache prefix stays byte-stable.
 
-    ``content_hash`` is the SHA-256 hex of the compressor version, kind and input text;
-    ``changed`` False records "leave it as it is" (``result_text`` is then empty).
+    ``decision_hash`` is the keyed hash of the scope, compressor version, kind hint and input
+    text (decisions carry what the query of their scope chose, so scopes never share them);
+    ``changed`` False records "leave it as it is" (``result`` is then empty); ``result`` is the
+    sealed compressed text.
     """
 
     __tablename__ = "compression_decisions"
 
-    content_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    decision_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
     changed: Mapped[bool] = mapped_column(Boolean)
-    result_text: Mapped[str] = mapped_column(AnyText)  # any JSON string, lone surrogates included
+    result: Mapped[bytes] = mapped_column(LargeBinary)
     kind: Mapped[str] = mapped_column(String(32))
     strategy: Mapped[str] = mapped_column(String(32))
     reason: Mapped[str] = mapped_column(String(300))
@@ -54,19 +57,25 @@ class CompressionDecision(Base):
 
 
 class SessionState(Base):
-    """What the proxy has added to one client session (so it stays added, at the same place).
+    """What the proxy decided for one client session, so it stays the same for the session.
 
-    ``session_key`` is derived from the request (DESIGN.md: system prompt and first user message)
-    or given by the ``x-headroom-session`` header.
+    ``session_key`` (:func:`headroom_core.cache.session.session_key`) already holds the scope.
+    ``proxy_tools``: JSON list of the proxy's tool names, fixed at the session's first request;
+    ``tools_hash``/``tools_text``: the normal hash of the ordered tools and the sealed ``tools``
+    array text sent for them (without ``cache_control``); ``revision`` grows with every write, so
+    a proxy sharing the database sees that its copy in memory is stale.
     """
 
     __tablename__ = "session_state"
 
     session_key: Mapped[str] = mapped_column(String(64), primary_key=True)
     dialect: Mapped[str] = mapped_column(String(32))
-    retrieve_tool: Mapped[bool] = mapped_column(Boolean, default=False)
+    proxy_tools: Mapped[str] = mapped_column(Text, default="[]")
+    tools_hash: Mapped[str] = mapped_column(String(64), default="")
+    tools_text: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    revision: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(DateTime)
-    updated_at: Mapped[datetime] = mapped_column(DateTime)
+    updated_at: Mapped[datetime] = mapped_column(DateTime, index=True)
 
 
 class RequestOutcome(Base):
@@ -119,19 +128,40 @@ class ToolUsage(Base):
     last_seen_at: Mapped[datetime] = mapped_column(DateTime)
 
 
+class ToolOrder(Base):
+    """The order tools go upstream in, per scope: ``seq`` is the place of ``tool_id`` (a tool's
+    name) in the order the scope first sent its tools; tools first seen later come after.
+    Equal tool sets then go upstream in one order, however the client lists them, in every
+    session of the scope (:mod:`headroom_core.cache.tools_order`)."""
+
+    __tablename__ = "tool_order"
+
+    scope: Mapped[str] = mapped_column(String(32), primary_key=True)
+    tool_id: Mapped[str] = mapped_column(String(256), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
 class FrozenMessage(Base):
-    """One message of a session as the client sent it (``client_hash``, SHA-256 hex of its exact
-    JSON text) and, when the proxy changed it, the exact JSON text the proxy sent instead
-    (``forwarded_text``; None when it went unchanged), with the estimated tokens of the tool
-    outputs the proxy changed in it, before and after (so replays count in the ledger). Later turns re-send the same bytes for
-    the same client message, so the provider's cached prefix holds (DESIGN.md step 3)."""
+    """One message of a session: keyed hashes of the client's exact JSON text (``raw_hash``) and
+    of its content modulo ``cache_control`` (``norm_hash``), the sealed JSON text the proxy sent
+    (``forwarded``) and whether it differs from the client's (``modified``), with
+    the estimated tokens of the tool outputs the proxy changed in it, before and after (so
+    replays count in the ledger), ``offloads`` (JSON ``[[key, path], …]``: the originals its
+    markers name) and ``blocks`` (JSON ``[[kind, tool, before, after], …]``: its changed tool
+    outputs, so a replay counts under their kinds). Later turns re-send the same bytes for the same client message, so the
+    provider's cached prefix holds (DESIGN.md step 3)."""
 
     __tablename__ = "frozen_messages"
 
     session_key: Mapped[str] = mapped_column(String(64), primary_key=True)
     position: Mapped[int] = mapped_column(Integer, primary_key=True)
-    client_hash: Mapped[str] = mapped_column(String(64))
-    forwarded_text: Mapped[str | None] = mapped_column(Text, nullable=True)
+    raw_hash: Mapped[str] = mapped_column(String(64))
+    norm_hash: Mapped[str] = mapped_column(String(64))
+    forwarded: Mapped[bytes] = mapped_column(LargeBinary)
+    modified: Mapped[bool] = mapped_column(Boolean, default=False)
     tokens_before: Mapped[int] = mapped_column(Integer, default=0)
     tokens_after: Mapped[int] = mapped_column(Integer, default=0)
+    offloads: Mapped[str] = mapped_column(Text, default="[]")
+    blocks: Mapped[str] = mapped_column(Text, default="[]")
     updated_at: Mapped[datetime] = mapped_column(DateTime)

@@ -25,7 +25,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from headroom_core.extensions import RequestContext
-from headroom_core.learn.pairing import WINDOW, find_pairs
+from headroom_core.learn.pairing import SETUP_WINDOW, find_pairs
 from headroom_core.learn.rules import rule_for_pair
 from headroom_core.learn.steps import Step, is_rejection, make_step
 from headroom_core.learn.store import LearnStore, pair_hash
@@ -43,7 +43,7 @@ def steps_of(ctx: RequestContext, since: int = 0) -> list[Step]:
     """The request's tool calls with their results, in the order of the results; a call
     without a result yet, or one the user refused (:func:`~.steps.is_rejection`), is left out.
     Several text parts of one result are joined. With ``since`` (a message index), only the
-    calls whose results are at or after it, plus the :data:`~.pairing.WINDOW` calls before them
+    calls whose results are at or after it, plus the :data:`~.pairing.SETUP_WINDOW` calls before them
     (all a new correction can pair with), are built: the work per request stays bounded
     however long the history grows."""
     texts: dict[str, list[str]] = {}
@@ -55,7 +55,7 @@ def steps_of(ctx: RequestContext, since: int = 0) -> list[Step]:
     order = sorted(first.items(), key=lambda kv: kv[1][0])
     order = [(cid, v) for cid, v in order if not is_rejection("\n".join(texts[cid]))]
     start = next((i for i, (_, (mi, _, _)) in enumerate(order) if mi >= since), len(order))
-    order = order[max(0, start - WINDOW):]
+    order = order[max(0, start - SETUP_WINDOW):]
     if not order:
         return []
     calls = tool_calls_in_request(dict(ctx.body), ctx.dialect)
@@ -64,12 +64,17 @@ def steps_of(ctx: RequestContext, since: int = 0) -> list[Step]:
         call = calls.get(cid)
         tool = call.name if call else name
         args = call.arguments if call and call.arguments is not None else {}
-        steps.append(make_step(tool, args, "\n".join(texts[cid]), is_error=err, index=len(steps), message_index=mi, call_id=cid))
+        # is_error absent is no evidence of success (only Anthropic clients set it): None keeps the other evidence
+        steps.append(make_step(tool, args, "\n".join(texts[cid]), is_error=True if err else None, index=len(steps), message_index=mi, call_id=cid))
     return steps
 
 
 def _ignore(project: str) -> frozenset[str]:
     return frozenset() if project == GLOBAL else frozenset({project, project.rstrip("/")})
+
+
+def _root(project: str) -> str:
+    return "" if project == GLOBAL or not project.startswith("/") else project
 
 
 def observe(rt: "Runtime", ctx: RequestContext) -> None:
@@ -83,7 +88,7 @@ def observe(rt: "Runtime", ctx: RequestContext) -> None:
     if not new:
         return
     store = LearnStore(rt.sessions)
-    pairs = [p for p in find_pairs(steps, ignore=_ignore(ctx.project)) if p.fixed.message_index >= ctx.live_from]
+    pairs = [p for p in find_pairs(steps, ignore=_ignore(ctx.project), root=_root(ctx.project)) if p.fixed.message_index >= ctx.live_from]
     store.record_failures(ctx.project, ctx.session_key, [st for st in new if not st.ok])
     fixes = {p.fixed.call_id for p in pairs}
     first_try = [st for st in new if st.ok and st.call_id not in fixes]

@@ -1,4 +1,4 @@
-"""Rules from failure -> correction pairs and from the user's own corrections.
+"""Rules from failure -> fix pairs and from the user's own corrections.
 
 A :class:`Rule` is one short sentence for an agent's instruction file plus its evidence count.
 Identical rules share an id (SHA-256 of kind and key, the *content hash*) and add up their
@@ -6,41 +6,46 @@ evidence; a rule with the same failure side (``supersede_key``) but another fix 
 older one in the written file. Command rules that contradict each other (``A`` fixed by ``B``
 and ``B`` fixed by ``A``) are both dropped.
 
-Rule kinds and their sentences (``{err}`` is the one-line error summary):
+Rules name the project's own command, file or package and the fix (``{err}`` is the one-line
+error summary):
 
-- ``command``: "`pytest tests` fails (command not found); use `python -m pytest tests`"; when the
-  fix only changed folder first (``cd DIR && <same command>``), the rule says to run it from DIR.
-- ``prerequisite``: "Read a file before editing it: `Edit` and `Write` fail on a file that was
-  not read first ({err})" - one rule for every file: the file path is not part of the key, so
-  many Edit-before-Read failures make one abstract rule. When the error does not say the file
-  was unread (e.g. "String to replace not found"), the rule says to read it *again* before
-  retrying instead.
-- ``param``: "Always pass `prompt` to `Task`: calls without it fail ({err})"
-- ``edit-range`` (SWE-agent): the replaced line range must cover the whole block.
+- ``command``: "`pytest tests` fails (command not found); use `python -m pytest tests`"
+- ``cwd``: "`npm run build` fails when run from another folder (...); run it from `app`"
+- ``setup``: "`node express.js` fails until `npm install express` has run (...); run
+  `npm install express` first"
+- ``stdin``: "`./chall` waits for input on stdin (...); pipe the input in: `echo AAAA | ./chall`"
+- ``background``: "`python ingest.py` runs longer than the tool's time limit (...); start it in the
+  background and check its output later"
 - ``correction``: "User correction: “...”" (the user's own words, verbatim).
 
-Evidence offline (:func:`learn_from_logs`) is the number of distinct failed calls (per session,
-identical retries once) the rule accounts for: the paired failure, the attempts before the fix,
-and, for ``prerequisite``/``param``/``command`` rules, the same failure recurring elsewhere in
-the logs. Live (:mod:`.live`) evidence is the number of distinct pairs, each counted once per
-session.
+*Generic* rules teach how to use an agent's own tools, which the agent's harness already
+enforces by refusing the call and saying why (:data:`GENERIC_KINDS`); they are kept out of the
+written section unless asked for (``headroom learn --include-generic``):
+
+- ``prerequisite``: "Read a file before editing it: `Edit` and `Write` fail on a file that was not
+  read first ({err})" - one rule for every file. When the error does not say the file was unread
+  (e.g. "String to replace not found"), the rule says to read it *again* before retrying.
+- ``param``: "Always pass `prompt` to `Task`: calls without it fail ({err})"
+- ``edit-range`` (SWE-agent ``edit N:M``): the replaced line range must cover the whole block.
+- ``edit-indent``: a rejected edit whose retry only changed the indentation.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections import Counter, defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from headroom_core.learn.pairing import Pair, find_pairs
-from headroom_core.learn.readers import LogSession
-from headroom_core.learn.signals import find_signals
-from headroom_core.learn.steps import Step, error_signature, normalize_command
+from headroom_core.learn.outcome import TIMEOUT, error_signature
+from headroom_core.learn.pairing import Pair
+from headroom_core.learn.shell import normalize_command, without_timeout
+from headroom_core.learn.steps import Step
 
 SHOW_CHARS = 90  # a command is shown up to this many characters in a rule
+GENERIC_KINDS = frozenset({"prerequisite", "param", "edit-range", "edit-indent"})
 _CD_THEN = re.compile(r"^cd\s+(\S+)\s*&&\s*(.+)$")
+_CD_PREFIX = re.compile(r"^(?:(?:cd|pushd)\s+\S+\s*(?:&&|;)\s*)+")
 
 
 @dataclass(frozen=True)
@@ -51,7 +56,7 @@ class Rule:
     ``supersede_key`` identifies the failure it answers (a newer rule with the same one replaces
     it); ``failure_key`` matches :func:`failure_key` of the failed calls it answers (for the
     past-failures block); ``text`` the sentence (without the evidence count); ``evidence`` a
-    count (see module docstring); ``failed``/``fixed`` the latest example; ``sources`` the log
+    count (see :mod:`.offline`); ``failed``/``fixed`` the latest example; ``sources`` the log
     files (or sessions) it came from.
     """
 
@@ -69,6 +74,11 @@ class Rule:
     @property
     def id(self) -> str:
         return content_hash(self.kind, self.key)
+
+    @property
+    def generic(self) -> bool:
+        """Whether the rule teaches the use of an agent's own tools (:data:`GENERIC_KINDS`)."""
+        return self.kind in GENERIC_KINDS
 
     @property
     def reverse_key(self) -> str:
@@ -93,13 +103,21 @@ def failure_key(step: Step) -> str:
     return content_hash("tool", step.family, error_signature(step.error))
 
 
-def show(step: Step) -> str:
+def show(step: Step, fix: bool = False) -> str:
     """A command (or tool name) as shown in a rule: first line, at most :data:`SHOW_CHARS`
-    characters, ``…`` when cut or when more lines follow; backticks become quotes."""
+    characters, ``…`` when cut or when more lines follow; backticks become quotes. With
+    ``fix``, a ``timeout N`` bound the agent put on a server is left out."""
     if not step.is_shell:
         return step.tool
     line = step.first_line.replace("`", "'")
-    more = len(step.command.strip().splitlines()) > 1
+    if fix and step.outcome == TIMEOUT:
+        line = without_timeout(line)
+    return clip(line, len(step.command.strip().splitlines()) > 1)
+
+
+def clip(line: str, more: bool = False) -> str:
+    """``line`` cut to :data:`SHOW_CHARS` characters (``…`` when cut; `` …`` when ``more``)."""
+    line = line.replace("`", "'")
     if len(line) > SHOW_CHARS:
         return line[: SHOW_CHARS - 1] + "…"
     return line + (" …" if more else "")
@@ -122,18 +140,41 @@ def rule_for_pair(p: Pair, tools: Sequence[str] = ()) -> Rule | None:
     f, s = p.failed, p.fixed
     err = _err(f.error)
     fk = failure_key(f)
+    a = normalize_command(f.first_line)
     if p.kind == "command":
-        a, b = normalize_command(f.first_line), normalize_command(s.first_line)
+        b = normalize_command(s.first_line)
         m = _CD_THEN.match(b)
         if m and m.group(2).startswith(a):
-            # the fix was the working directory, not the command
-            text = f"`{show(f)}` fails when the shell is in another folder ({err}); run it from `{m.group(1)}` (`cd {m.group(1)} && {a}`)"
-            return Rule("command", f"{a}\0{b}", text, fk, fk, 1, show(f), show(s), f.error)
-        return Rule("command", f"{a}\0{b}", f"`{show(f)}` fails ({err}); use `{show(s)}`", fk, fk, 1, show(f), show(s), f.error)
+            d = m.group(1)
+            text = f"`{show(f)}` fails when run from another folder ({err}); run it from `{d}` (`cd {d} && {clip(a)}`)"
+            return Rule("cwd", f"{a}\0{d}", text, fk, fk, 1, show(f), show(s), f.error)
+        return Rule("command", f"{a}\0{b}", f"`{show(f)}` fails ({err}); use `{show(s, fix=True)}`", fk, fk, 1, show(f), show(s), f.error)
+    if p.kind == "cwd":
+        d = p.detail
+        a = _CD_PREFIX.sub("", a)
+        text = f"`{clip(a)}` fails when run from another folder ({err}); run it from `{d}` (`cd {d} && {clip(a)}`)"
+        return Rule("cwd", f"{a}\0{d}", text, fk, fk, 1, clip(a), f"cd {d} && {a}", f.error)
+    if p.kind == "setup":
+        b = clip(normalize_command(p.detail))
+        text = f"`{show(f)}` fails until `{b}` has run ({err}); run `{b}` first"
+        return Rule("setup", f"{a}\0{normalize_command(p.detail)}", text, fk, fk, 1, show(f), b, f.error)
+    if p.kind == "stdin":
+        feeder = clip(p.detail)
+        text = f"`{show(f)}` waits for input on stdin ({err}); pipe the input in, e.g. `{feeder}`"
+        return Rule("stdin", f"{a}\0stdin", text, fk, fk, 1, show(f), feeder, f.error)
+    if p.kind == "background":
+        text = f"`{show(f)}` runs longer than the tool's time limit ({err}); start it in the background and check its output later"
+        return Rule("background", f"{a}\0background", text, fk, fk, 1, show(f), f"{show(s)} (background)", f.error)
     if p.kind == "prerequisite":
         pre = p.between[-1]
-        names = _names(tools or [f.tool])
+        names = _names(tools or [f.program if f.is_shell else f.tool])
         verb = "fail" if (len(tools) > 1) else "fails"
+        if pre.is_read and f.is_shell:
+            # an agent shell's edit command (SWE-agent str_replace_editor, edit): the text it was given was not in the file
+            text = (f"When {names} {verb} because the text to replace is not in the file ({_err(_class_of(f.error))}), view the lines "
+                    "again and copy them exactly before retrying")
+            key = f"{f.program}\0{_class_of(f.error)}\0read"
+            return Rule("prerequisite", key, text, content_hash("prerequisite", key), fk, 1, show(f), f"{show(pre)} then {show(s)}", f.error)
         if pre.family == "read" and "read" not in error_signature(f.error):
             # the file had been read; its text had changed (e.g. "String to replace not found")
             text = f"When {names} {verb} on a file ({err}), read the file again before retrying: the edit that worked came after reading it"
@@ -152,18 +193,32 @@ def rule_for_pair(p: Pair, tools: Sequence[str] = ()) -> Rule | None:
         text = f"Always pass `{p.param}` to `{f.tool}`: calls without it fail ({err})"
         return Rule("param", key, text, content_hash("param", key), fk, 1, f.tool, f"{s.tool} with {p.param}", f.error)
     if p.kind == "edit-range":
-        a, b = (int(x) for x in f.first_line.split()[1].split(":"))
+        a0, b0 = (int(x) for x in f.first_line.split()[1].split(":"))
         c = int(s.first_line.split()[1].split(":")[1])
-        if c > b:
-            left = f"line {b + 1}" if c == b + 1 else f"lines {b + 1}-{c}"
-            what = f"`edit {a}:{b}` left {left} of the old code in place and was rejected ({err}); the same text as `edit {a}:{c}` worked"
+        if c > b0:
+            left = f"line {b0 + 1}" if c == b0 + 1 else f"lines {b0 + 1}-{c}"
+            what = f"`edit {a0}:{b0}` left {left} of the old code in place and was rejected ({err}); the same text as `edit {a0}:{c}` worked"
         else:
-            gone = f"line {b}" if b == c + 1 else f"lines {c + 1}-{b}"
-            what = f"`edit {a}:{b}` also replaced {gone}, which had to stay, and was rejected ({err}); the same text as `edit {a}:{c}` worked"
+            gone = f"line {b0}" if b0 == c + 1 else f"lines {c + 1}-{b0}"
+            what = f"`edit {a0}:{b0}` also replaced {gone}, which had to stay, and was rejected ({err}); the same text as `edit {a0}:{c}` worked"
         text = ("When `edit` is rejected with a syntax error, check the line range before the new text: "
                 f"it must span exactly the lines being replaced. Here {what}")
         return Rule("edit-range", "edit-range", text, content_hash("edit-range"), fk, 1, show(f), show(s), f.error)
+    if p.kind == "edit-indent":
+        tool = f.program if f.is_shell else f.tool
+        text = (f"When `{tool}` is rejected ({err}), check the indentation of the new text: give every line the full indentation "
+                "of the code it replaces (nothing is re-indented for you); here the same text with only its indentation corrected worked")
+        key = f"edit-indent\0{tool}"
+        return Rule("edit-indent", key, text, content_hash("edit-indent", tool), fk, 1, show(f), show(s), f.error)
     return None
+
+
+def _class_of(error: str) -> str:
+    """An error without the text it quotes (``old_str `…` did not appear verbatim`` ->
+    ``old_str did not appear verbatim``), for rules about a kind of failure."""
+    s = re.sub(r"`[^`]*`|'[^']*'|\"[^\"]*\"", "", error)
+    s = re.sub(r"\s+([,.:;])", r"\1", " ".join(s.split()))
+    return re.sub(r"(/[\w.@-]+)+/?", "<file>", s).rstrip(".")
 
 
 def correction_rule(sentence: str) -> Rule:
@@ -181,110 +236,6 @@ def drop_contradictions(rules: Iterable[Rule]) -> tuple[list[Rule], list[Rule]]:
     return [r for r in rules if r.id not in ids], dropped
 
 
-# --- offline: a set of session logs -----------------------------------------------------------
-
-
-@dataclass
-class FileStats:
-    """Per log file: records read, records skipped, failed calls, other signals by kind,
-    pairs made, rules written (rules at or over the threshold this file gave evidence to)."""
-
-    path: str
-    source: str
-    records: int = 0
-    skipped: int = 0
-    failures: int = 0
-    signals: Counter = field(default_factory=Counter)
-    pairs: int = 0
-    rules_written: int = 0
-
-
-@dataclass(frozen=True)
-class LearnResult:
-    """What :func:`learn_from_logs` found: ``rules`` at or over the threshold (ranked by
-    evidence), ``candidates`` under it, ``dropped`` contradictions, ``files`` per-file stats,
-    ``pairs`` every pair with its file path."""
-
-    rules: tuple[Rule, ...]
-    candidates: tuple[Rule, ...]
-    dropped: tuple[Rule, ...]
-    files: tuple[FileStats, ...]
-    pairs: tuple[tuple[str, Pair], ...]
-
-
 def rank(rules: Iterable[Rule]) -> list[Rule]:
     """Most evidence first; ties by text (deterministic)."""
     return sorted(rules, key=lambda r: (-r.evidence, r.text))
-
-
-def learn_from_logs(sessions: Sequence[LogSession], min_evidence: int = 2, ignore: frozenset[str] = frozenset()) -> LearnResult:
-    """Pair failures with corrections in every thread of ``sessions``, build and merge rules,
-    count evidence (module docstring), drop contradictions, split by ``min_evidence`` (the
-    user's own corrections are always kept: they are the user's word, not an inference).
-
-    ``ignore``: tokens that never make two commands related (the project's directories).
-    Deterministic: the same logs give the same rules in the same order.
-    """
-    files: list[FileStats] = []
-    all_pairs: list[tuple[str, Pair]] = []
-    failures: list[tuple[str, Step]] = []  # (evidence scope "path|thread", step)
-    corrections: dict[str, set[str]] = defaultdict(set)
-    sentences: dict[str, str] = {}
-    for sess in sessions:
-        fs = FileStats(sess.path, sess.source, sess.records, sess.skipped)
-        ign = ignore | ({sess.cwd, sess.cwd.rstrip("/")} if sess.cwd else set())
-        for th in sess.threads:
-            scope = f"{sess.path}|{th.key}"
-            for sig in find_signals(th):
-                if sig.kind == "tool_error":
-                    fs.failures += 1
-                else:
-                    fs.signals[sig.kind] += 1
-                if sig.kind == "correction":
-                    k = " ".join(sig.text.lower().split())
-                    corrections[k].add(sess.path)
-                    sentences.setdefault(k, sig.text)
-            failures += [(scope, s) for s in th.steps if not s.ok]
-            pairs = find_pairs(th.steps, ignore=frozenset(ign))
-            fs.pairs += len(pairs)
-            all_pairs += [(scope, p) for p in pairs]
-        files.append(fs)
-
-    # tool names per prerequisite failure family, for the rule's wording
-    by_rule: dict[str, list[tuple[str, Pair]]] = defaultdict(list)
-    proto: dict[str, Rule] = {}
-    for scope, p in all_pairs:
-        r = rule_for_pair(p)
-        if r is None:
-            continue
-        by_rule[r.id].append((scope, p))
-        proto[r.id] = r  # the latest example wins
-    rules: list[Rule] = []
-    for rid, items in by_rule.items():
-        r = proto[rid]
-        explained: set[tuple[str, str]] = set()
-        tools: Counter = Counter()
-        for scope, p in items:
-            for st in (p.failed, *p.retries):
-                explained.add((scope, st.signature))
-        if r.kind in ("prerequisite", "param", "command"):
-            for scope, st in failures:
-                if failure_key(st) == r.failure_key and (r.kind != "param" or r.key.split("\0")[0] == st.tool):
-                    explained.add((scope, st.signature))
-        for scope, st in failures:
-            if (scope, st.signature) in explained:
-                tools[st.tool] += 1
-        srcs = tuple(sorted({scope.split("|", 1)[0] for scope, _ in explained}))
-        if r.kind == "prerequisite":
-            last = items[-1][1]
-            ordered = [t for t, _ in sorted(tools.items(), key=lambda kv: (-kv[1], kv[0]))]
-            r = rule_for_pair(last, ordered) or r
-        rules.append(replace(r, evidence=len(explained), sources=srcs))
-    for k, paths in corrections.items():
-        rules.append(replace(correction_rule(sentences[k]), evidence=len(paths), sources=tuple(sorted(paths))))
-    kept, dropped = drop_contradictions(rules)
-    written = rank(r for r in kept if r.evidence >= min_evidence or r.kind == "correction")
-    below = rank(r for r in kept if not (r.evidence >= min_evidence or r.kind == "correction"))
-    for fs in files:
-        fs.rules_written = sum(1 for r in written if fs.path in r.sources)
-    return LearnResult(tuple(written), tuple(below), tuple(dropped), tuple(files), tuple(all_pairs))

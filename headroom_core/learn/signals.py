@@ -1,6 +1,7 @@
 """Failure signals in a session-log thread, besides the failure -> correction pairs.
 
 - ``tool_error``: a failed call (:attr:`Step.ok` False).
+- ``timeout``: a server or self-bounded command stopped by its timeout (not a failure).
 - ``repeat``: the same error three or more times in a row (a run of failed calls whose errors
   have the same :func:`~.steps.error_signature`; a success ends the run).
 - ``interrupt``: the user stopped the agent.
@@ -72,7 +73,9 @@ def find_signals(thread: Thread) -> list[Signal]:
     for s in thread.steps:
         if s.ok:
             close_run()
-            if s.family == "edit" or (s.is_shell and re.search(r"(^|\s)(>|>>|sed -i|tee)\s", s.first_line)):
+            if s.outcome == "timeout":
+                out.append(Signal("timeout", f"{s.first_line}: {s.error}", s.index))
+            if s.is_edit or (s.is_shell and re.search(r"(^|\s)(>|>>|sed -i|tee)\s", s.first_line)):
                 edited = True
             if s.is_shell and edited and _ROLLBACK.search(s.first_line):
                 out.append(Signal("rollback", s.first_line, s.index))

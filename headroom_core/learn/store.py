@@ -11,7 +11,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
@@ -21,6 +21,9 @@ from headroom_core.learn.models import LearnedRule, LearnEvidence, LearnFailure,
 from headroom_core.learn.pairing import corrects
 from headroom_core.learn.rules import Rule, failure_key, show
 from headroom_core.learn.steps import Step
+
+if TYPE_CHECKING:
+    from headroom_core.learn.offline import KnownProblem
 
 
 def utcnow() -> datetime:
@@ -164,6 +167,35 @@ class LearnStore:
             except IntegrityError:
                 s.rollback()
 
+    def record_known_problems(self, project: str, problems: Sequence["KnownProblem"], now: datetime | None = None) -> int:
+        """Keep failures ``headroom learn`` found no fix for (:class:`~.offline.KnownProblem`) as
+        failures of ``project`` for the past-failures block, dated by the log (``when``; now when
+        the log has no time). A failure already recorded at a later time is left as it is; running
+        twice over the same logs changes nothing. Returns how many rows were added or updated."""
+        now = now or utcnow()
+        n = 0
+        with self.sessions() as s:
+            for p in problems:
+                seen = _parse_time(p.when) or now
+                st = p.step
+                row = s.get(LearnFailure, (project, p.failure_key))
+                if row is None:
+                    s.add(LearnFailure(project=project, failure_key=p.failure_key, tool=st.tool[:256], command=st.command[:4000],
+                                       target=st.target, args=st.args[:4000], error=st.error, count=p.count, sessions=len(p.sources),
+                                       last_session_key=p.session[:64], first_seen_at=seen, last_seen_at=seen, cleared_at=None))
+                    n += 1
+                elif row.last_seen_at < seen:
+                    row.count, row.sessions = max(row.count, p.count), max(row.sessions, len(p.sources))
+                    row.error, row.last_seen_at, row.last_session_key = st.error, seen, p.session[:64]
+                    n += 1
+                s.flush()
+            try:
+                s.commit()
+            except IntegrityError:
+                s.rollback()
+                return 0
+        return n
+
     def clear_recovered(self, project: str, first_try: Sequence[Step], window: timedelta, now: datetime | None = None) -> int:
         """Mark failures of the last ``window`` as cleared when one of ``first_try`` (calls that
         worked without failing first) corrects them: the error stopped recurring. Returns how
@@ -219,6 +251,17 @@ class LearnStore:
                 s.rollback()
                 return []
             return lines
+
+
+def _parse_time(when: str) -> datetime | None:
+    """Naive UTC of an ISO 8601 time (``...Z`` or with an offset), or None."""
+    if not when:
+        return None
+    try:
+        t = datetime.fromisoformat(when.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t.astimezone(timezone.utc).replace(tzinfo=None) if t.tzinfo else t
 
 
 def _failed_step(row: LearnFailure) -> Step:

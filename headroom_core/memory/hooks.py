@@ -1,8 +1,7 @@
 """Memory's registration in the request walk (``headroom_core.extensions``):
 
-- the five memory tools (offered on every request once memory is on, placed BEFORE
-  ``headroom_retrieve`` so that the retrieve tool, which appears later in a session, is appended
-  at the end and the cached ``tools`` prefix only ever grows);
+- the five memory tools (offered to every session that starts while memory is on, for the
+  whole session: decided at its first request, so the cached ``tools`` prefix never changes);
 - an injector: the memories of the request's project most relevant to the latest user message,
   within the token and entry budgets and above the similarity floor, not already injected earlier
   in the session;
@@ -41,7 +40,7 @@ def inject_memories(rt, ctx: RequestContext) -> str | None:
         return None
     s = rt.settings
     try:
-        seen = capture.injected_ids(e.forwarded_text for e in rt.frozen.load(ctx.session_key)[: ctx.live_from])
+        seen = capture.injected_ids(e.sent_text for e in rt.session_store.load(ctx.session_key).messages[: ctx.live_from] if e.modified)
         svc.note_search_mode(store)
         floor = s.memory_min_similarity if store.vector_mode else TEXT_MIN_SIMILARITY
         res = store.search(ctx.project, query, limit=s.memory_inject_max_entries + len(seen), min_similarity=floor)

@@ -120,12 +120,14 @@ class MemoryService:
             self._opening.clear()
             self._opened.set()
 
-    # -- tools stay offered once memory was on in this process --------------------------------
+    # -- the memory tools are decided by the setting, once per session ------------------------
 
     def offered(self) -> bool:
-        """Whether the memory tools are offered: memory is on and the store opened (once opened,
-        they stay, so the cached ``tools`` prefix does not flip when the database hiccups)."""
-        return self.store() is not None
+        """Whether a session that starts now gets the memory tools: memory is on. Not whether
+        the store is open at this moment: the session keeps its tools for all its turns (the
+        cached ``tools`` prefix), and a call made while the store cannot be reached is answered
+        with an error that says so."""
+        return self.enabled
 
     # -- failures and modes ----------------------------------------------------------------
 

@@ -7,3 +7,7 @@ way its Onboarding addon serves ``mitm.it``; it can also be mounted in any WSGI 
 
 #: The reserved host the proxy answers itself (requests to it never leave the proxy).
 PAGE_HOST = "headroom.localhost"
+
+#: The paths of the stats page; on the proxy port itself only these are served (any other
+#: request sent to the port, not through it, gets a provider-shaped error: addons/headroom_direct.py).
+PAGE_ROUTES = ("/", "/stats", "/metrics", "/health", "/favicon.ico")

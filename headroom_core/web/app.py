@@ -15,6 +15,7 @@ from werkzeug.exceptions import HTTPException
 from sqlalchemy.orm import Session, sessionmaker
 
 from headroom_core import ledger
+from headroom_core.pricing import PriceTable
 from headroom_core.web.page import render_page
 
 log = logging.getLogger("headroom")
@@ -22,10 +23,11 @@ log = logging.getLogger("headroom")
 SessionsProvider = Callable[[], "sessionmaker[Session] | None"]
 
 
-def create_app(sessions: SessionsProvider, ready: Callable[[], bool] = lambda: True) -> Flask:
+def create_app(sessions: SessionsProvider, ready: Callable[[], bool] = lambda: True, prices: Callable[[], PriceTable] = PriceTable) -> Flask:
     """A Flask app reading the ledger through ``sessions()`` on every request (it may return
     None while the proxy is starting: the routes then answer 503). ``ready()`` tells ``/health``
-    whether the proxy has finished warming up (database open, vocabulary loaded)."""
+    whether the proxy has finished warming up (database open, vocabulary loaded); ``prices()``
+    is the price table the money figures use."""
     app = Flask("headroom_web")
 
     def _sessions() -> sessionmaker[Session]:
@@ -55,7 +57,7 @@ def create_app(sessions: SessionsProvider, ready: Callable[[], bool] = lambda: T
 
     @app.get("/stats")
     def stats():
-        return jsonify(ledger.snapshot(_sessions()))
+        return jsonify(ledger.snapshot(_sessions(), prices=prices()))
 
     @app.get("/metrics")
     def prometheus():
@@ -65,6 +67,6 @@ def create_app(sessions: SessionsProvider, ready: Callable[[], bool] = lambda: T
 
     @app.get("/")
     def page():
-        return Response(render_page(ledger.snapshot(_sessions())), content_type="text/html; charset=utf-8")
+        return Response(render_page(ledger.snapshot(_sessions(), prices=prices())), content_type="text/html; charset=utf-8")
 
     return app

@@ -35,6 +35,18 @@ def _pct(v: Any) -> str:
     return f"{100 * v:.1f}%" if isinstance(v, (int, float)) else "-"
 
 
+def _usd(v: Any) -> str:
+    if not isinstance(v, (int, float)):
+        return "-"
+    a = abs(v)
+    s = f"${a:,.0f}" if a >= 1000 else f"${a:,.2f}" if a >= 1 or a == 0 else f"${a:.4f}"
+    return f"-{s}" if v < 0 else s
+
+
+#: Seconds between the page's own reloads (``<meta http-equiv="refresh">``: no script needed).
+REFRESH_SECONDS = 30
+
+
 def _card(figure: str, label: str, value: Any, text: str) -> str:
     return f'<div class="card"><div class="v" data-figure="{figure}" data-value="{escape(str(value))}">{escape(text)}</div><div class="k">{escape(label)}</div></div>'
 
@@ -44,6 +56,8 @@ _GROUP_COLS = (
     ("compressed", "compressed", _n),
     ("tokens_saved", "saved (est.)", _n),
     ("saved_share", "saved % (est.)", _pct),
+    ("cost_saved_usd", "$ saved (est.)", _usd),
+    ("cost_usd", "$ paid", _usd),
     ("usage_prompt_tokens", "prompt tokens (provider)", _n),
     ("saved_share_of_prompt", "saved % of prompt", _pct),
     ("cache_hit_rate", "cache hit", _pct),
@@ -56,6 +70,7 @@ _KIND_COLS = (
     ("tokens_after", "after (est.)", _n),
     ("tokens_saved", "saved", _n),
     ("saved_share", "saved %", _pct),
+    ("cost_saved_usd", "$ saved (est.)", _usd),
 )
 
 
@@ -80,6 +95,10 @@ def render_page(snap: dict) -> str:
             _card("compressed", "compressed", t.get("compressed", 0), _n(t.get("compressed", 0))),
             _card("tokens_saved", "tokens saved (estimated)", t.get("tokens_saved", 0), _n(t.get("tokens_saved", 0))),
             _card("saved_share", "saved of what was considered", t.get("saved_share"), _pct(t.get("saved_share"))),
+            _card("cost_saved_usd", "money saved (estimate)", t.get("cost_saved_usd"), _usd(t.get("cost_saved_usd") if t.get("priced_requests") else None)),
+            _card("cost_usd", f"paid, {t.get('priced_requests', 0):,} priced requests", t.get("cost_usd"), _usd(t.get("cost_usd") if t.get("priced_requests") else None)),
+            _card("cost_saved_share", "money saved of the prompt cost", t.get("cost_saved_share"), _pct(t.get("cost_saved_share"))),
+            _card("usage_output_tokens", "output tokens (provider)", t.get("usage_output_tokens", 0), _n(t.get("usage_output_tokens", 0))),
             _card("usage_prompt_tokens", "prompt tokens (provider)", t.get("usage_prompt_tokens", 0), _n(t.get("usage_prompt_tokens", 0))),
             _card("saved_share_of_prompt", "saved of the whole prompt", t.get("saved_share_of_prompt"), _pct(t.get("saved_share_of_prompt"))),
             _card("cache_hit_rate", "prompt-cache hit rate", t.get("cache_hit_rate"), _pct(t.get("cache_hit_rate"))),
@@ -99,10 +118,10 @@ def render_page(snap: dict) -> str:
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Headroom savings</title>
-<meta name="viewport" content="width=device-width, initial-scale=1"><style>{_CSS}</style></head>
+<meta name="viewport" content="width=device-width, initial-scale=1"><meta http-equiv="refresh" content="{REFRESH_SECONDS}"><style>{_CSS}</style></head>
 <body>
 <h1>Headroom savings</h1>
-<p class="sub">What the proxy saved, from the savings ledger · {escape(now)} · <a href="/stats">JSON</a> · <a href="/metrics">metrics</a></p>
+<p class="sub">What the proxy saved, from the savings ledger · {escape(now)} (refreshes every {REFRESH_SECONDS} s) · <a href="/stats">JSON</a> · <a href="/metrics">metrics</a></p>
 <div class="cards">{cards}</div>
 <h2>Savings over time</h2>
 {day_chart}
@@ -117,6 +136,8 @@ def render_page(snap: dict) -> str:
 {_table("day", "day (UTC)", days, _GROUP_COLS)}
 <p class="note">Estimated: our token counts of the tool outputs and tool definitions the proxy considered.
 Provider: the <code>usage</code> figures in the responses (prompt = input + cache read + cache write).
-Cache hit rate = cache-read tokens / prompt tokens.</p>
+Cache hit rate = cache-read tokens / prompt tokens.
+Money: each request's usage priced for its model (Anthropic cache writes 1.25&times;, reads 0.1&times; of input; OpenAI cached input at its model's price; overridable with the <code>prices</code> setting);
+money saved is an estimate: the tokens the proxy removed, priced at that request's own average prompt rate.</p>
 </body></html>
 """

@@ -41,3 +41,27 @@ class Usage:
     output_tokens: int | None = None
     cache_read_tokens: int | None = None
     cache_write_tokens: int | None = None
+
+
+class ImageAnswer(str):
+    """A proxy tool's answer that is an image: the string itself is a text for places that
+    cannot carry an image, ``media_type`` and ``data`` (standard base64) the image.
+
+    Each dialect's ``followup`` (``wire/reply_*``) sends it as an image where the provider takes images in a
+    tool result (Anthropic ``tool_result`` content blocks, Responses ``function_call_output``
+    ``input_image``; Chat Completions: a user message with the image after the tool message).
+    """
+
+    media_type: str
+    data: str
+
+    def __new__(cls, text: str, media_type: str, data: str) -> "ImageAnswer":
+        obj = super().__new__(cls, text)
+        obj.media_type = media_type
+        obj.data = data
+        return obj
+
+    @property
+    def data_url(self) -> str:
+        """The image as a ``data:`` URL."""
+        return f"data:{self.media_type};base64,{self.data}"

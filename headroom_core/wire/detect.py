@@ -34,12 +34,27 @@ def _path_only(path: str) -> str:
     return path.split("?", 1)[0].split("#", 1)[0].rstrip("/")
 
 
-def dialect_for_path(method: str, path: str) -> Dialect | None:
-    """The dialect a method and path suggest, before the body is looked at (None: not LLM)."""
+def token_count_dialect(method: str, path: str) -> Dialect | None:
+    """The dialect of a token-counting request (Anthropic ``…/v1/messages/count_tokens``, OpenAI
+    ``…/v1/responses/input_tokens``): it measures the body of the request it names, so the proxy
+    plans it like that request without sending or storing anything. None for other requests."""
     if method.upper() != "POST":
         return None
     p = _path_only(path)
     if p.endswith("/messages/count_tokens"):
+        return Dialect.ANTHROPIC_MESSAGES
+    if p.endswith("/responses/input_tokens"):
+        return Dialect.OPENAI_RESPONSES
+    return None
+
+
+def dialect_for_path(method: str, path: str) -> Dialect | None:
+    """The dialect a method and path suggest, before the body is looked at (None: not LLM;
+    token-counting paths: :func:`token_count_dialect`)."""
+    if method.upper() != "POST":
+        return None
+    p = _path_only(path)
+    if p.endswith("/messages/count_tokens") or p.endswith("/responses/input_tokens"):
         return None
     if p.endswith("/v1/messages") or p == "/messages" or p.endswith("/messages") and "/v1" in p:
         return Dialect.ANTHROPIC_MESSAGES
@@ -55,7 +70,7 @@ def detect(method: str, path: str, body: bytes) -> Detection:
 
     ``body`` is the request body (decoded of any content-encoding). Never raises.
     """
-    d = dialect_for_path(method, path)
+    d = dialect_for_path(method, path) or token_count_dialect(method, path)
     if d is None:
         return Detection(None, "not an LLM API path")
     try:

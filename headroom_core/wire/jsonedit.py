@@ -151,7 +151,7 @@ class Append:
     value: Any
 
 
-def apply(s: str, edits: Iterable["Replace | Append | ReplaceRaw"]) -> str:
+def apply(s: str, edits: Iterable["Edit"]) -> str:
     """Apply edits to the JSON text ``s``; bytes outside the edited spans stay as they were.
 
     Edits must not overlap. Raises :class:`JSONPathError` for a path that is not there.
@@ -167,6 +167,12 @@ def apply(s: str, edits: Iterable["Replace | Append | ReplaceRaw"]) -> str:
         if isinstance(e, ReplaceRaw):
             a, b = span(e.path)
             splices.append((a, b, e.text))
+            continue
+        if isinstance(e, RemoveMember):
+            a, _ = span(e.path)
+            for name, ks, _vs, ve in member_ranges(s, a):
+                if name == e.name:
+                    splices.append(_removal(s, ks, ve))
             continue
         try:
             a, b = span(e.path)
@@ -203,6 +209,14 @@ def apply(s: str, edits: Iterable["Replace | Append | ReplaceRaw"]) -> str:
 
 
 @dataclass(frozen=True)
+class RemoveMember:
+    """Remove member ``name`` of the object at ``path`` (no-op when it has none)."""
+
+    path: PathT
+    name: str
+
+
+@dataclass(frozen=True)
 class ReplaceRaw:
     """Replace the value at ``path`` with ``text``, already JSON (spliced as it is, so bytes the
     proxy sent before can be sent again exactly)."""
@@ -222,6 +236,94 @@ def element_spans(s: str, path: PathT) -> list[tuple[int, int]]:
         raise JSONPathError(f"{path}: not an array")
     members = loc._members(path)
     return [members[i] for i in range(len(members))]
+
+
+Edit = Replace | Append | ReplaceRaw | RemoveMember
+
+
+def member_ranges(s: str, a: int) -> list[tuple[str, int, int, int]]:
+    """``(name, key_start, value_start, value_end)`` of every member of the object starting at
+    character ``a`` of ``s`` (duplicates included, in order); ``[]`` when it is not an object."""
+    if s[a] != "{":
+        return []
+    out: list[tuple[str, int, int, int]] = []
+    j = _ws(s, a + 1)
+    while s[j] != "}":
+        ks = j
+        name, j = json.decoder.scanstring(s, j + 1)
+        j = _ws(s, _ws(s, j) + 1)
+        end = _skip_value(s, j)
+        out.append((name, ks, j, end))
+        j = _ws(s, end)
+        if s[j] == ",":
+            j = _ws(s, j + 1)
+    return out
+
+
+def _removal(s: str, ks: int, ve: int) -> tuple[int, int, str]:
+    """The splice that removes the member spanning ``[ks, ve)`` with one adjoining comma."""
+    k = ks - 1
+    while s[k] in " \t\n\r":
+        k -= 1
+    if s[k] == ",":
+        return (k, ve, "")
+    j = _ws(s, ve)
+    if s[j] == ",":
+        return (ks, _ws(s, j + 1), "")
+    return (ks, ve, "")
+
+
+def strip_member(s: str, name: str) -> str:
+    """``s`` (a JSON text) without any member called ``name``, at any depth; every other byte
+    stays as it was. Containers whose text does not mention ``name`` are not walked."""
+    needle = json.dumps(name)
+    if needle not in s:
+        return s
+    splices: list[tuple[int, int, str]] = []
+
+    def walk(a: int, b: int) -> None:
+        if s.find(needle, a, b) < 0:
+            return
+        if s[a] == "{":
+            for n, ks, vs, ve in member_ranges(s, a):
+                if n == name:
+                    splices.append(_removal(s, ks, ve))
+                elif s[vs] in "[{":
+                    walk(vs, ve)
+        elif s[a] == "[":
+            j = _ws(s, a + 1)
+            while s[j] != "]":
+                end = _skip_value(s, j)
+                if s[j] in "[{":
+                    walk(j, end)
+                j = _ws(s, end)
+                if s[j] == ",":
+                    j = _ws(s, j + 1)
+
+    root = _ws(s, 0)
+    walk(root, _skip_value(s, root))
+    if not splices:
+        return s
+    splices.sort()
+    pieces: list[str] = []
+    pos = 0
+    for a, b, text in splices:
+        pieces.append(s[pos:a])
+        pieces.append(text)
+        pos = b
+    pieces.append(s[pos:])
+    return "".join(pieces)
+
+
+def insert_member(s: str, path: PathT, name: str, raw: str) -> str:
+    """``s`` with member ``name`` (value ``raw``, already JSON) added at the end of the object
+    at ``path``. Raises :class:`JSONPathError` when ``path`` is not an object."""
+    a, b = span(s, path)
+    if s[a] != "{":
+        raise JSONPathError(f"{path}: not an object")
+    close = b - 1
+    sep = "" if s[a + 1 : close].strip() == "" else ","
+    return f"{s[:close]}{sep}{dumps(name)}:{raw}{s[close:]}"
 
 
 # A JSON string literal (unrolled loop: fast on long strings) or a run of insignificant whitespace.

@@ -1,4 +1,5 @@
-"""OpenAI Chat Completions: ``role: "tool"`` outputs, function tools, responses and SSE chunks."""
+"""OpenAI Chat Completions: ``role: "tool"`` outputs, function tools, a response's calls and usage
+(streams and what the client gets: ``assemble_chat``, ``reply_chat``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import json
 from typing import Any
 
 from headroom_core.wire.blocks import ToolCall, ToolOutput, Usage
-from headroom_core.wire.sse import SSEEvent
 
 NAME = "openai-chat"
 
@@ -85,17 +85,6 @@ def response_tool_calls(resp: dict[str, Any]) -> list[ToolCall]:
     return calls
 
 
-def followup_body(req: dict[str, Any], resp: dict[str, Any], results: list[tuple[ToolCall, str]]) -> dict[str, Any]:
-    """The next request: the same body plus the assistant message and one tool message per call."""
-    msg = dict(((resp.get("choices") or [{}])[0] or {}).get("message") or {})
-    msg.setdefault("role", "assistant")
-    body = dict(req)
-    body["messages"] = list(req.get("messages") or []) + [msg] + [
-        {"role": "tool", "tool_call_id": c.call_id, "content": text} for c, text in results
-    ]
-    return body
-
-
 def usage(resp: dict[str, Any]) -> Usage:
     """Usage of a response; ``prompt_tokens_details.cached_tokens`` is the cache read."""
     u = resp.get("usage") or {}
@@ -103,134 +92,23 @@ def usage(resp: dict[str, Any]) -> Usage:
     return Usage(u.get("prompt_tokens"), u.get("completion_tokens"), details.get("cached_tokens"), None)
 
 
-def merge_responses(first: dict[str, Any], final: dict[str, Any], hidden: set[str]) -> dict[str, Any]:
-    """One response for the client: ``first``'s text before the hidden call, then ``final``."""
-    merged = json.loads(json.dumps(final))
-    fmsg = ((first.get("choices") or [{}])[0] or {}).get("message") or {}
-    prefix = fmsg.get("content") or ""
-    if merged.get("choices") and prefix:
-        m = merged["choices"][0].setdefault("message", {})
-        m["content"] = prefix + (m.get("content") or "")
-    fu, lu = first.get("usage") or {}, final.get("usage") or {}
-    if fu or lu:
-        u = dict(lu)
-        for k in ("prompt_tokens", "completion_tokens", "total_tokens"):
-            u[k] = (fu.get(k) or 0) + (lu.get(k) or 0)
-        merged["usage"] = u
-    return merged
-
-
 def error_body(message: str, too_large: bool = False) -> dict[str, Any]:
     """An error body in OpenAI's shape."""
     return {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": "request_too_large" if too_large else None}}
 
 
-class StreamAssembler:
-    """Follows a Chat Completions SSE stream (``chat.completion.chunk`` objects, ``[DONE]``).
-
-    ``accept(event)`` is False from the first delta that starts a call to a hidden tool, and for
-    ``[DONE]`` and the finish chunk while holding. ``message()`` gives the assembled response in
-    the non-streamed shape.
-    """
-
-    def __init__(self, hidden: set[str]) -> None:
-        self.hidden = hidden
-        self.holding = False
-        self.content = ""
-        self.calls: dict[int, dict[str, Any]] = {}
-        self.usage: dict[str, Any] = {}
-        self.base: dict[str, Any] = {}
-
-    def accept(self, ev: SSEEvent) -> bool:
-        data = ev.json()
-        if not isinstance(data, dict):
-            return not self.holding
-        if not self.base:
-            self.base = {k: data.get(k) for k in ("id", "model", "created")}
-        if data.get("usage"):
-            self.usage = data["usage"]
-        for ch in data.get("choices") or []:
-            delta = ch.get("delta") or {}
-            if isinstance(delta.get("content"), str):
-                self.content += delta["content"]
-            for tc in delta.get("tool_calls") or []:
-                idx = tc.get("index", 0)
-                c = self.calls.setdefault(idx, {"id": "", "name": "", "arguments": ""})
-                if tc.get("id"):
-                    c["id"] = tc["id"]
-                fn = tc.get("function") or {}
-                if fn.get("name"):
-                    c["name"] = fn["name"]
-                    if fn["name"] in self.hidden:
-                        self.holding = True
-                c["arguments"] += fn.get("arguments") or ""
-        return not self.holding
-
-    def message(self) -> dict[str, Any]:
-        tcs = [
-            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
-            for _, c in sorted(self.calls.items())
-        ]
-        msg: dict[str, Any] = {"role": "assistant", "content": self.content or None}
-        if tcs:
-            msg["tool_calls"] = tcs
-        return {**self.base, "object": "chat.completion", "choices": [{"index": 0, "message": msg}], "usage": self.usage}
-
-
-def continuation_events(ev: SSEEvent, index_shift: int) -> bytes | None:
-    """Chunks of a follow-up stream go to the client as they are."""
-    return ev.raw
-
-
-def strip_calls(resp: dict[str, Any], hidden: set[str]) -> dict[str, Any]:
-    """``resp`` without tool calls to ``hidden`` tools (``finish_reason`` becomes ``stop`` when
-    no call is left)."""
-    out = json.loads(json.dumps(resp))
-    for ch in out.get("choices") or []:
-        msg = ch.get("message") or {}
-        kept = [tc for tc in msg.get("tool_calls") or [] if (tc.get("function") or {}).get("name") not in hidden]
-        if kept:
-            msg["tool_calls"] = kept
-        else:
-            msg.pop("tool_calls", None)
-            if ch.get("finish_reason") == "tool_calls":
-                ch["finish_reason"] = "stop"
-    return out
-
-
-def drop_hidden(events: list[SSEEvent], hidden: set[str], shift: int = 0) -> list[bytes]:
-    """Held-back chunks for the client without tool calls to ``hidden`` tools (remaining calls
-    renumbered; ``finish_reason`` ``tool_calls`` becomes ``stop`` when none is left)."""
-    from headroom_core.wire.sse import encode_event
-
-    gone: set[int] = set()
-    client_calls = False
-    for ev in events:
-        d = ev.json()
-        for ch in (d.get("choices") or []) if isinstance(d, dict) else []:
-            for tc in (ch.get("delta") or {}).get("tool_calls") or []:
-                name = (tc.get("function") or {}).get("name")
-                if name:
-                    if name in hidden:
-                        gone.add(tc.get("index", 0))
-                    else:
-                        client_calls = True
-    out: list[bytes] = []
-    for ev in events:
-        d = ev.json()
-        if not isinstance(d, dict) or not d.get("choices"):
-            out.append(ev.raw)
-            continue
-        d = json.loads(ev.data)
-        for ch in d["choices"]:
-            delta = ch.get("delta") or {}
-            if "tool_calls" in delta:
-                kept = [dict(tc, index=tc.get("index", 0) - sum(1 for g in gone if g < tc.get("index", 0))) for tc in delta["tool_calls"] if tc.get("index", 0) not in gone]
-                if kept:
-                    delta["tool_calls"] = kept
-                else:
-                    del delta["tool_calls"]
-            if ch.get("finish_reason") == "tool_calls" and not client_calls:
-                ch["finish_reason"] = "stop"
-        out.append(encode_event(d))
-    return out
+def tool_choice_allows(body: dict[str, Any], name: str) -> bool:
+    """Whether ``tool_choice`` (or the legacy ``function_call``) lets the model call the
+    function ``name``: not with ``"none"`` nor when it names another function."""
+    for key in ("tool_choice", "function_call"):
+        tc = body.get(key)
+        if tc == "none":
+            return False
+        if isinstance(tc, dict):
+            fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
+            if tc.get("type") == "allowed_tools":
+                allowed = (tc.get("allowed_tools") or {}).get("tools") or tc.get("tools") or []
+                return any(isinstance(t, dict) and (t.get("function") or {}).get("name", t.get("name")) == name for t in allowed)
+            if isinstance(fn, dict) and "name" in fn:
+                return fn.get("name") == name
+    return True

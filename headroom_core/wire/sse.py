@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
-from headroom_core.surrogates import escape_in_json
+from headroom_core.wire import rawjson
 
 _BOUNDARY = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 
@@ -26,12 +27,27 @@ class SSEEvent:
     event: str | None
     data: str
 
-    def json(self) -> Any:
-        """``data`` parsed as JSON, or None when it is not JSON (e.g. ``[DONE]``)."""
+    @cached_property
+    def parsed(self) -> Any:
+        """``data`` parsed as JSON (once), or None when it is not JSON (e.g. ``[DONE]``)."""
         try:
             return json.loads(self.data)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
+
+    def json(self) -> Any:
+        """``data`` parsed as JSON, or None when it is not JSON (e.g. ``[DONE]``)."""
+        return self.parsed
+
+    def with_data(self, data: str) -> "SSEEvent":
+        """This event with ``data`` (JSON text, written as is) instead: same event type,
+        ``raw`` re-encoded (``\\n\\n``-terminated)."""
+        return SSEEvent(encode_event(data, self.event), self.event, data)
+
+    @staticmethod
+    def make(data: str, event: str | None = None) -> "SSEEvent":
+        """A new event carrying the JSON text ``data`` (and ``event:`` type, if given)."""
+        return SSEEvent(encode_event(data, event), event, data)
 
 
 def _parse_event(raw: bytes) -> SSEEvent:
@@ -75,7 +91,8 @@ class SSEParser:
 
 
 def encode_event(data: Any, event: str | None = None) -> bytes:
-    """One SSE event with ``data`` as compact JSON (or as-is if it is a str), ``\\n\\n``-terminated."""
-    payload = data if isinstance(data, str) else escape_in_json(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+    """One SSE event with ``data`` as compact JSON (:func:`rawjson.dumps`; a str is written as
+    it is), ``\\n\\n``-terminated; multi-line data becomes several ``data:`` lines."""
+    payload = data if isinstance(data, str) else rawjson.dumps(data)
     head = f"event: {event}\n" if event else ""
     return (head + "".join(f"data: {line}\n" for line in payload.split("\n")) + "\n").encode("utf-8")

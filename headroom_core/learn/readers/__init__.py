@@ -1,12 +1,16 @@
 """Session-log readers: Claude Code, Codex and SWE-agent, each turning one log file into a
 :class:`LogSession` (threads of :class:`~headroom_core.learn.steps.Step` plus :class:`Note`).
 
-Readers never raise on content: a malformed line or an unknown record is skipped and counted in
-``LogSession.skipped``; a file that cannot be read at all raises :class:`LogError` naming it.
+The format is told by content, never by the file name (:func:`detect`). Readers never raise on
+content: a line that is not a JSON object, or a record of a known type with the wrong shape, is
+*malformed* (``LogSession.skipped``); a well-formed record of a type the reader does not know is
+counted apart (``LogSession.unknown``), never as malformed. A file that cannot be read at all,
+or is no agent's session log, raises :class:`LogError` naming it.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,7 +18,7 @@ from headroom_core.learn.steps import Step
 
 
 class LogError(ValueError):
-    """A log file could not be read at all (missing, unreadable, not the expected format)."""
+    """A log file could not be read at all (missing, unreadable, not a known agent's log)."""
 
 
 @dataclass(frozen=True)
@@ -33,7 +37,8 @@ class Note:
 
 @dataclass(frozen=True)
 class Thread:
-    """One line of work: the main conversation or one sub-agent (Claude Code sidechain)."""
+    """One line of work: the main conversation, one sub-agent (Claude Code sidechain or
+    ``agent_progress``), or one attempt (SWE-agent retry loop)."""
 
     key: str
     steps: tuple[Step, ...]
@@ -46,7 +51,9 @@ class LogSession:
 
     ``source``: ``"claude-code"``, ``"codex"`` or ``"swe-agent"``; ``cwd`` the working directory it
     states (``""`` if none); ``started`` its first timestamp (ISO 8601, ``""`` if none);
-    ``records`` the records read; ``skipped`` malformed or unknown records left out.
+    ``records`` the records read; ``skipped`` malformed records left out; ``unknown``
+    well-formed records of types the reader does not know (left out, not malformed); ``parts``
+    the files read (a Claude Code session with its sub-agent files).
     """
 
     source: str
@@ -57,24 +64,82 @@ class LogSession:
     threads: tuple[Thread, ...]
     records: int = 0
     skipped: int = 0
+    unknown: int = 0
+    parts: tuple[str, ...] = ()
+
+
+def _head_records(text: str, n: int = 40) -> list[dict]:
+    out = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(r, dict):
+            out.append(r)
+        if len(out) >= n:
+            break
+    return out
+
+
+_CODEX_ITEMS = {"message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output",
+                "local_shell_call", "reasoning", "web_search_call"}
+_CODEX_TOP = {"session_meta", "response_item", "event_msg", "turn_context", "compacted", "world_state"}
+_CLAUDE_TYPES = {"user", "assistant", "summary", "system", "progress", "file-history-snapshot", "queue-operation", "last-prompt",
+                 "custom-title", "ai-title", "agent-name", "attachment"}
+
+
+def detect(path: Path, head: str) -> str:
+    """``"swe-agent"``, ``"codex"``, ``"claude-code"`` or ``""`` (unknown) for a file whose
+    first bytes are ``head``: a JSON object with a ``trajectory`` (or ``attempts``) is
+    SWE-agent; JSON lines are Codex when they carry ``payload`` envelopes, a first record with
+    ``instructions``, ``{"record_type": "state"}`` or bare Responses API items, and Claude Code
+    when they carry ``message`` records with ``uuid``/``sessionId`` or Claude Code's own
+    record types."""
+    s = head.lstrip()
+    if s.startswith("{") and ('"trajectory"' in head or '"attempts"' in head) and not _head_records(head, 2)[1:]:
+        return "swe-agent"
+    recs = _head_records(head)
+    codex = claude = 0
+    for i, r in enumerate(recs):
+        t = r.get("type")
+        if "payload" in r and t in _CODEX_TOP:
+            codex += 2
+        elif r.get("record_type") == "state" or (i == 0 and "instructions" in r and "id" in r and "type" not in r):
+            codex += 2
+        elif t in _CODEX_ITEMS and "message" not in r and "uuid" not in r:
+            codex += 1
+        elif t in _CLAUDE_TYPES and ("uuid" in r or "sessionId" in r or "message" in r or "leafUuid" in r or "snapshot" in r):
+            claude += 1
+    if codex > claude:
+        return "codex"
+    if claude:
+        return "claude-code"
+    if path.suffix == ".traj":
+        return "swe-agent"
+    return ""
 
 
 def read_log(path: Path) -> LogSession:
-    """Read any supported log, choosing the reader by name and content: ``*.traj`` is SWE-agent;
-    a ``.jsonl`` whose records carry ``payload`` / ``session_meta`` is Codex; other ``.jsonl``
-    files are Claude Code. Raises :class:`LogError` when the file cannot be read."""
+    """Read any supported log, choosing the reader by content (:func:`detect`). Raises
+    :class:`LogError` when the file cannot be read or is no known agent's log."""
     from headroom_core.learn.readers import claude_code, codex, swe_agent
 
-    if path.suffix == ".traj":
-        return swe_agent.read(path)
     try:
         with path.open("r", encoding="utf-8", errors="replace") as fh:
-            head = fh.read(4096)
+            head = fh.read(65536)
     except OSError as e:
         raise LogError(f"{path}: cannot read ({e})") from e
-    if path.name.startswith("rollout-") or '"session_meta"' in head or '"payload"' in head[:600]:
+    kind = detect(path, head)
+    if kind == "swe-agent":
+        return swe_agent.read(path)
+    if kind == "codex":
         return codex.read(path)
-    return claude_code.read(path)
+    if kind == "claude-code":
+        return claude_code.read(path)
+    raise LogError(f"{path}: not a Claude Code, Codex or SWE-agent session log")
 
 
 def read_jsonl(path: Path) -> tuple[list[dict], int, int]:
@@ -83,8 +148,6 @@ def read_jsonl(path: Path) -> tuple[list[dict], int, int]:
 
     Raises :class:`LogError` naming ``path`` when it cannot be read.
     """
-    import json
-
     try:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError as e:

@@ -6,11 +6,17 @@ path with every character other than a letter or digit replaced by ``-`` (``/pat
 Anthropic message with ``tool_use`` / ``tool_result`` content blocks), ``uuid``, ``parentUuid``,
 ``isSidechain`` (a sub-agent's turn), ``isMeta``, ``cwd``, ``sessionId``, ``timestamp``.
 
-Threads follow ``parentUuid`` chains: the main conversation and each sub-agent (``Task``) chain
-are kept apart, so a sub-agent's failure is never paired with the main agent's next call.
-Records of types ``summary``, ``system``, ``file-history-snapshot`` and ``queue-operation`` are
-known and carry nothing to learn; any other type, or a line that is not a JSON object of the
-expected shape, is skipped and counted.
+Threads follow ``parentUuid`` chains: the main conversation and each sub-agent chain are kept
+apart, so a sub-agent's failure is never paired with the main agent's next call. Claude Code 1.x
+writes sub-agents into the session file (``isSidechain``); 2.x writes them to
+``<session>/subagents/agent-<id>.jsonl`` (read with the session, one thread each) and mirrors
+their messages into ``progress`` records (``data.type`` ``agent_progress``, ``data.agentId``,
+``data.message`` = ``{type, message, uuid, timestamp}``), which are read as the sub-agent's
+thread when its file is absent. Other ``progress`` records (hooks, bash output) and the records
+``summary``, ``system``, ``file-history-snapshot``, ``queue-operation``, ``last-prompt``,
+``custom-title``, ``ai-title``, ``agent-name``, ``attachment`` carry nothing to learn; a record
+of another type is counted as unknown; a line that is not a JSON object, a record without a
+``type``, or a ``user``/``assistant`` record without a ``message`` object is malformed.
 """
 
 from __future__ import annotations
@@ -24,10 +30,11 @@ from headroom_core.learn.readers import LogSession, Note, Thread, read_jsonl
 from headroom_core.learn.steps import Step, is_rejection, make_step
 
 SOURCE = "claude-code"
-_IGNORED_TYPES = {"summary", "system", "file-history-snapshot", "queue-operation"}
+_IGNORED_TYPES = {"summary", "system", "file-history-snapshot", "queue-operation", "progress", "last-prompt", "custom-title",
+                  "ai-title", "agent-name", "attachment", "mode", "permission-mode", "tag", "pr-link", "result"}
 INTERRUPT_PREFIX = "[Request interrupted by user"
 _CONTEXT = re.compile(r"ran out of context|Prompt is too long|context window|context_length_exceeded", re.I)
-_WRAPPERS = ("<command-", "<local-command", "Caveat:", "<system-reminder>", "<bash-")
+_WRAPPERS = ("<command-", "<local-command", "Caveat:", "<system-reminder>", "<bash-", "<user-prompt-submit-hook>", "<task-notification>")
 
 
 def config_dir() -> Path:
@@ -41,11 +48,29 @@ def project_dir_name(project: str | Path) -> str:
 
 
 def find_logs(project: str | Path, config: Path | None = None) -> list[Path]:
-    """The session logs of ``project`` (an absolute path), oldest first by modification time."""
+    """The session logs of ``project`` (an absolute path), oldest first by modification time
+    (sub-agent files are read with their session, see :func:`read`)."""
     d = (config or config_dir()) / "projects" / project_dir_name(project)
     if not d.is_dir():
         return []
     return sorted(d.glob("*.jsonl"), key=lambda p: (p.stat().st_mtime, p.name))
+
+
+def subagent_files(path: Path) -> list[Path]:
+    """Claude Code 2.x sub-agent logs of the session ``path``: ``<dir>/<stem>/subagents/agent-*.jsonl``
+    (also one level deeper, for workflow-spawned agents)."""
+    d = path.with_suffix("") / "subagents"
+    return sorted(d.rglob("agent-*.jsonl")) if d.is_dir() else []
+
+
+def is_subagent_file(path: Path) -> bool:
+    """Whether ``path`` is a sub-agent log whose session file exists (it is read with it)."""
+    parts = path.parts
+    if "subagents" not in parts:
+        return False
+    i = len(parts) - 1 - parts[::-1].index("subagents")
+    session_dir = Path(*parts[:i])
+    return session_dir.with_name(session_dir.name + ".jsonl").exists()
 
 
 def _text_of(content: Any) -> str:
@@ -56,90 +81,149 @@ def _text_of(content: Any) -> str:
     return ""
 
 
-def read(path: Path) -> LogSession:
-    """Read one Claude Code session log (see module docstring). Raises :class:`LogError` only
-    when the file cannot be opened."""
-    rows, records, skipped = read_jsonl(path)
-    parent: dict[str, str | None] = {}
-    recs: list[dict[str, Any]] = []
-    session_id = cwd = started = ""
-    for r in rows:
-        if not isinstance(r.get("type"), str):
-            skipped += 1
-            continue
-        if r["type"] in _IGNORED_TYPES:
-            continue
-        if r["type"] not in ("user", "assistant") or not isinstance(r.get("message"), dict):
-            skipped += 1
-            continue
-        uid = r.get("uuid")
-        if isinstance(uid, str):
-            parent[uid] = r.get("parentUuid") if isinstance(r.get("parentUuid"), str) else None
-        session_id = session_id or str(r.get("sessionId") or "")
-        cwd = cwd or str(r.get("cwd") or "")
-        started = started or str(r.get("timestamp") or "")
-        recs.append(r)
+class _Reader:
+    """Accumulates the threads of one session from its records (main file, sub-agent files,
+    ``agent_progress`` mirrors)."""
 
-    def root(uid: Any) -> str:
+    def __init__(self) -> None:
+        self.parent: dict[str, str | None] = {}
+        self.calls: dict[str, tuple[str, str, Any, int, str]] = {}  # tool_use id -> (thread, tool, input, index, when)
+        self.steps: dict[str, list[Step]] = {}
+        self.notes: dict[str, list[Note]] = {}
+        self.order: list[str] = []
+        self.counter = 0
+        self.seen: set[str] = set()  # uuids of messages already read (a progress mirror repeats a message)
+        self.session_id = self.cwd = self.started = ""
+        self.records = self.skipped = self.unknown = 0
+
+    def thread(self, key: str) -> str:
+        if key not in self.steps:
+            self.steps[key], self.notes[key] = [], []
+            self.order.append(key)
+        return key
+
+    def root(self, uid: Any) -> str:
         seen = 0
         cur = uid if isinstance(uid, str) else ""
-        while cur in parent and parent[cur] is not None and seen < 100000:
-            cur = parent[cur]  # type: ignore[assignment]
+        while cur in self.parent and self.parent[cur] is not None and seen < 100000:
+            cur = self.parent[cur]  # type: ignore[assignment]
             seen += 1
         return cur
 
-    calls: dict[str, tuple[str, str, Any, int]] = {}  # tool_use id -> (thread, tool, input, call index)
-    steps: dict[str, list[Step]] = {}
-    notes: dict[str, list[Note]] = {}
-    order: list[str] = []
-    counter = 0
-    for r in recs:
-        thread = root(r.get("uuid"))
-        if thread not in steps:
-            steps[thread], notes[thread] = [], []
-            order.append(thread)
+    def read_file(self, path: Path, agent: str = "") -> list[tuple[str, dict]]:
+        """Parse one file's records; returns ``(thread key, record)`` for message records in
+        order, and the ``agent_progress`` mirrors as ``("progress:<agent>", message)``."""
+        rows, records, skipped = read_jsonl(path)
+        self.records += records
+        self.skipped += skipped
+        out: list[tuple[str, dict]] = []
+        for r in rows:
+            t = r.get("type")
+            if not isinstance(t, str):
+                self.skipped += 1
+                continue
+            if t == "progress":
+                data = r.get("data")
+                if isinstance(data, dict) and data.get("type") == "agent_progress":
+                    msg = data.get("message")
+                    aid = str(data.get("agentId") or r.get("parentToolUseID") or "")
+                    if isinstance(msg, dict) and isinstance(msg.get("message"), dict) and msg.get("type") in ("user", "assistant"):
+                        out.append((f"progress:{aid}", {**msg, "isSidechain": True, "agentId": aid}))
+                continue
+            if t in _IGNORED_TYPES:
+                continue
+            if t not in ("user", "assistant"):
+                self.unknown += 1
+                continue
+            if not isinstance(r.get("message"), dict):
+                self.skipped += 1
+                continue
+            uid = r.get("uuid")
+            if isinstance(uid, str):
+                self.parent[uid] = r.get("parentUuid") if isinstance(r.get("parentUuid"), str) else None
+            self.session_id = self.session_id or str(r.get("sessionId") or "")
+            self.cwd = self.cwd or str(r.get("cwd") or "")
+            self.started = self.started or str(r.get("timestamp") or "")
+            out.append((f"agent:{agent}" if agent else "", r))
+        return out
+
+    def add(self, key: str, r: dict) -> None:
+        """Read one message record into thread ``key`` (``""``: by its ``parentUuid`` root)."""
+        uid = r.get("uuid")
+        if isinstance(uid, str) and uid:
+            if uid in self.seen:
+                return
+            self.seen.add(uid)
+        thread = self.thread(key or self.root(uid))
         msg = r["message"]
         content = msg.get("content")
+        when = str(r.get("timestamp") or "")
         if r["type"] == "assistant":
             for b in content if isinstance(content, list) else []:
-                if isinstance(b, dict) and b.get("type") == "tool_use" and isinstance(b.get("id"), str):
-                    counter += 1
-                    calls[b["id"]] = (thread, str(b.get("name") or ""), b.get("input"), counter)
+                if isinstance(b, dict) and b.get("type") == "tool_use" and isinstance(b.get("id"), str) and b["id"] not in self.calls:
+                    self.counter += 1
+                    self.calls[b["id"]] = (thread, str(b.get("name") or ""), b.get("input"), self.counter, when)
             text = _text_of(content)
             if r.get("isApiErrorMessage") and _CONTEXT.search(text):
-                counter += 1
-                notes[thread].append(Note("context", text[:300], counter))
-            continue
-        # user records: tool results, or the user's own words
+                self.counter += 1
+                self.notes[thread].append(Note("context", text[:300], self.counter))
+            return
         results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"] if isinstance(content, list) else []
         for b in results:
-            call = calls.pop(str(b.get("tool_use_id", "")), None)
+            call = self.calls.pop(str(b.get("tool_use_id", "")), None)
             if call is None:
                 continue
-            th, tool, args, idx = call
+            th, tool, args, idx, called = call
             text = _text_of(b.get("content"))
             if is_rejection(text):
-                notes.setdefault(th, []).append(Note("interrupt", text[:300], idx))
+                self.notes.setdefault(th, []).append(Note("interrupt", text[:300], idx))
                 continue
-            steps.setdefault(th, []).append(make_step(tool, args, text, is_error=bool(b.get("is_error")), index=idx, call_id=str(b.get("tool_use_id"))))
+            flag = b.get("is_error")
+            self.steps.setdefault(th, []).append(make_step(tool, args, text, is_error=flag if isinstance(flag, bool) else None,
+                                                           index=idx, call_id=str(b.get("tool_use_id")), when=called or when))
             if "Prompt is too long" in text[:300]:
-                counter += 1
-                notes[th].append(Note("context", text[:300], counter))
+                self.counter += 1
+                self.notes[th].append(Note("context", text[:300], self.counter))
         if results or r.get("isMeta"):
-            continue
+            return
         text = _text_of(content).strip()
         if not text:
-            continue
-        counter += 1
+            return
+        self.counter += 1
         if text.startswith(INTERRUPT_PREFIX):
-            notes[thread].append(Note("interrupt", text[:300], counter))
+            self.notes[thread].append(Note("interrupt", text[:300], self.counter))
         elif r.get("isCompactSummary") or text.startswith("This session is being continued from a previous conversation"):
-            notes[thread].append(Note("context", text[:300], counter))
+            self.notes[thread].append(Note("context", text[:300], self.counter))
         elif not r.get("isSidechain") and not text.startswith(_WRAPPERS):
-            notes[thread].append(Note("user", text[:2000], counter))
+            self.notes[thread].append(Note("user", text[:2000], self.counter))
+
+
+def read(path: Path) -> LogSession:
+    """Read one Claude Code session log with its sub-agent files (see module docstring).
+    Raises :class:`LogError` only when the file cannot be opened."""
+    rd = _Reader()
+    main = rd.read_file(path)
+    subs = subagent_files(path)
+    agents: dict[str, list[tuple[str, dict]]] = {}
+    for sub in subs:
+        aid = sub.stem[len("agent-"):] if sub.stem.startswith("agent-") else sub.stem
+        agents[aid] = rd.read_file(sub, agent=aid)
+    for key, r in main:
+        if key.startswith("progress:"):
+            aid = key[len("progress:"):]
+            if aid not in agents:
+                rd.add(f"agent:{aid}", r)
+            continue
+        rd.add(key, r)
+    for aid, recs in agents.items():
+        for key, r in recs:
+            if not key.startswith("progress:"):
+                rd.add(key, r)
+    sid = rd.session_id or path.stem
     threads = tuple(
-        Thread(f"{session_id or path.stem}:{t[:8]}", tuple(sorted(steps[t], key=lambda s: s.index)), tuple(notes[t]))
-        for t in order
-        if steps[t] or notes[t]
+        Thread(f"{sid}:{t[:8] if not t.startswith('agent:') else t}", tuple(sorted(rd.steps[t], key=lambda s: s.index)), tuple(rd.notes[t]))
+        for t in rd.order
+        if rd.steps[t] or rd.notes[t]
     )
-    return LogSession(SOURCE, session_id or path.stem, str(path), cwd, started, threads, records, skipped)
+    return LogSession(SOURCE, sid, str(path), rd.cwd, rd.started, threads, rd.records, rd.skipped, rd.unknown,
+                      (str(path), *map(str, subs)))

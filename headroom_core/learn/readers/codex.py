@@ -5,12 +5,16 @@ Each line is ``{"timestamp", "type", "payload"}`` with ``type`` one of ``session
 (``payload.id``, ``payload.cwd``), ``response_item`` (a Responses API item: ``message``,
 ``function_call`` / ``function_call_output``, ``custom_tool_call`` / ``custom_tool_call_output``,
 ``local_shell_call``, ``reasoning``), ``event_msg`` (``turn_aborted`` = the user interrupted;
-``error`` / ``stream_error``), ``turn_context`` and ``compacted``. Older rollouts have no wrapper:
-the first line is the session (``id``, ``timestamp``) and the rest are bare items; both are read.
+``error`` / ``stream_error``), ``turn_context``, ``compacted`` and, in newer versions,
+``world_state`` and ``inter_agent_*``. Older rollouts (up to September 2025) have no wrapper: the
+first line is the session (``id``, ``timestamp``, ``instructions``), the rest are bare items and
+``{"record_type": "state"}`` markers; both are read, whatever the file is named. Well-formed
+records of other types are counted as unknown, never as malformed; a forked session that
+replays its parent's calls is read once per call id.
 
 A shell call's output is JSON ``{"output": ..., "metadata": {"exit_code": N}}`` in older versions
 and text with an ``Exit code: N`` / ``Process exited with code N`` header in newer ones; the exit
-code decides failure.
+code decides failure (:mod:`~headroom_core.learn.outcome`). The call's ``workdir`` is kept.
 """
 
 from __future__ import annotations
@@ -25,11 +29,14 @@ from headroom_core.learn.readers import LogSession, Note, Thread, read_jsonl
 from headroom_core.learn.steps import Step, make_step
 
 SOURCE = "codex"
-_KNOWN = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
+_KNOWN = {"session_meta", "response_item", "event_msg", "turn_context", "compacted", "world_state",
+          "inter_agent_communication", "inter_agent_communication_metadata"}
 _ITEM_TYPES = {"message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output",
-               "local_shell_call", "reasoning", "web_search_call"}
+               "local_shell_call", "reasoning", "web_search_call", "tool_search_call", "tool_search_call_output",
+               "image_generation_call", "compaction", "context_compaction"}
 _CONTEXT = re.compile(r"context window|context_length_exceeded|ran out of room|exceeds the context", re.I)
-_ENV_PREFIXES = ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<turn_aborted>")
+_ENV_PREFIXES = ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<turn_aborted>", "<permissions instructions>",
+                 "<collaboration_mode>", "<multi_agent_mode>", "<apps_instructions>", "<user_shell_command>", "You are `/root`")
 
 
 def codex_home() -> Path:
@@ -81,29 +88,46 @@ def _output(raw: Any) -> str:
     if isinstance(raw, list):
         return "\n".join(p.get("text", "") for p in raw if isinstance(p, dict) and isinstance(p.get("text"), str))
     if isinstance(raw, dict):
+        if isinstance(raw.get("content"), (str, list)):
+            return _output(raw["content"])
         return json.dumps(raw)
     return ""
+
+
+def _flag(raw: Any) -> bool | None:
+    """A structured output's own verdict (``{"content": ..., "success": false}``), else None."""
+    if isinstance(raw, dict) and isinstance(raw.get("success"), bool):
+        return not raw["success"]
+    return None
 
 
 def read(path: Path) -> LogSession:
     """Read one Codex rollout (see module docstring). Raises :class:`LogError` only when the
     file cannot be opened."""
     rows, records, skipped = read_jsonl(path)
+    unknown = 0
     counter = 0
     session_id = cwd = started = ""
-    calls: dict[str, tuple[str, Any, int]] = {}
+    calls: dict[str, tuple[str, Any, int, str]] = {}
+    done: set[str] = set()
     steps: list[Step] = []
     notes: list[Note] = []
-    for r in rows:
-        started = started or str(r.get("timestamp") or "")
-        if "payload" in r or r.get("type") in _KNOWN:
+    for n, r in enumerate(rows):
+        when = str(r.get("timestamp") or "")
+        started = started or when
+        if r.get("record_type") is not None and "type" not in r:
+            continue  # the older format's state marker
+        if "payload" in r:
             kind, p = r.get("type"), r.get("payload")
-            if kind not in _KNOWN or not isinstance(p, dict):
+            if not isinstance(kind, str) or not isinstance(p, dict):
                 skipped += 1
                 continue
-        elif r.get("type") in _ITEM_TYPES:
+            if kind not in _KNOWN:
+                unknown += 1
+                continue
+        elif isinstance(r.get("type"), str):
             kind, p = "response_item", r
-        elif "id" in r and ("instructions" in r or "timestamp" in r) and "type" not in r:
+        elif "id" in r and ("instructions" in r or "timestamp" in r):
             kind, p = "session_meta", r
         else:
             skipped += 1
@@ -128,28 +152,36 @@ def read(path: Path) -> LogSession:
             continue
         t = p.get("type")
         if t in ("function_call", "custom_tool_call", "local_shell_call"):
-            counter += 1
             cid = str(p.get("call_id") or p.get("id") or "")
+            if cid in done or cid in calls:
+                continue  # a forked session replays its parent's calls
+            counter += 1
             if t == "local_shell_call":
                 name, args = "local_shell", (p.get("action") or {})
             else:
                 name, args = str(p.get("name") or ""), _args(p.get("arguments") if t == "function_call" else p.get("input"))
-            calls[cid] = (name, args, counter)
+            calls[cid] = (name, args, counter, when)
         elif t in ("function_call_output", "custom_tool_call_output"):
-            call = calls.pop(str(p.get("call_id") or ""), None)
+            cid = str(p.get("call_id") or "")
+            call = calls.pop(cid, None)
             if call is None:
                 continue
-            name, args, idx = call
-            steps.append(make_step(name, args, _output(p.get("output")), index=idx, call_id=str(p.get("call_id"))))
+            done.add(cid)
+            name, args, idx, called = call
+            raw = p.get("output")
+            steps.append(make_step(name, args, _output(raw), is_error=_flag(raw), index=idx, call_id=cid, when=called or when))
         elif t == "message" and p.get("role") == "user":
             text = _output(p.get("content")).strip()
             if text and not text.startswith(_ENV_PREFIXES):
                 counter += 1
                 notes.append(Note("user", text[:2000], counter))
+            elif not cwd:
+                m = re.search(r"<cwd>([^<]+)</cwd>", text)
+                cwd = m.group(1).strip() if m else ""
         elif t not in _ITEM_TYPES:
-            skipped += 1
+            unknown += 1
     if not cwd:
         cwd = _cwd_of(path)
     sid = session_id or path.stem
     thread = Thread(sid, tuple(sorted(steps, key=lambda s: s.index)), tuple(notes))
-    return LogSession(SOURCE, sid, str(path), cwd, started, (thread,) if steps or notes else (), records, skipped)
+    return LogSession(SOURCE, sid, str(path), cwd, started, (thread,) if steps or notes else (), records, skipped, unknown, (str(path),))

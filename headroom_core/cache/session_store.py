@@ -1,0 +1,158 @@
+"""Persistence of what the proxy decided and sent per session: its tools and its frozen
+messages (tables ``session_state`` and ``frozen_messages``), sealed at rest.
+
+A copy of recent sessions is kept in memory; every load asks the database for the session's
+``revision`` (one primary-key read) and reloads when another process (a proxy sharing the
+database) wrote since. Writes touch only the rows that changed.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from headroom_core.cache.frozen import FrozenEntry
+from headroom_core.db.models import FrozenMessage, SessionState
+from headroom_core.db.sealed import Sealer
+from headroom_core.db.upsert import insert_ignore, upsert
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+@dataclass(frozen=True)
+class SessionTools:
+    """A session's tools as the proxy sends them: ``proxy_tools`` (names, fixed at the first
+    request), and the ``tools`` array text sent for the ordered tools whose hash is
+    ``tools_hash`` (``text``: without ``cache_control``; None before any was sent)."""
+
+    proxy_tools: tuple[str, ...] = ()
+    tools_hash: str = ""
+    text: str | None = None
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """One session as stored: ``known`` False before its first request went upstream."""
+
+    key: str
+    known: bool = False
+    revision: int = 0
+    tools: SessionTools = field(default_factory=SessionTools)
+    messages: tuple[FrozenEntry, ...] = ()
+
+
+def _row_name(key: str, what: str) -> str:
+    return f"session:{key}:{what}"
+
+
+class SessionStore:
+    """Load and save :class:`SessionRecord` s (database, with an in-memory copy of the
+    ``memory_sessions`` most recent ones). Thread-safe."""
+
+    def __init__(self, sessions: sessionmaker[Session], sealer: Sealer, memory_sessions: int = 64) -> None:
+        self._sessions = sessions
+        self._sealer = sealer
+        self._mem: OrderedDict[str, SessionRecord] = OrderedDict()
+        self._max = memory_sessions
+        self._lock = threading.Lock()
+
+    def load(self, key: str) -> SessionRecord:
+        """The stored record of session ``key`` (``known=False`` for a new session)."""
+        with self._sessions() as s:
+            revision = s.scalar(select(SessionState.revision).where(SessionState.session_key == key))
+            if revision is None:
+                return SessionRecord(key)
+            with self._lock:
+                hit = self._mem.get(key)
+                if hit is not None and hit.revision == revision:
+                    self._mem.move_to_end(key)
+                    return hit
+            row = s.get(SessionState, key)
+            if row is None:
+                return SessionRecord(key)
+            tools = SessionTools(
+                tuple(json.loads(row.proxy_tools or "[]")),
+                row.tools_hash or "",
+                self._sealer.open(row.tools_text, _row_name(key, "tools")),
+            )
+            rows = s.scalars(select(FrozenMessage).where(FrozenMessage.session_key == key).order_by(FrozenMessage.position)).all()
+        entries: list[FrozenEntry] = []
+        for r in rows:
+            if r.position != len(entries):
+                break  # only a gap-free prefix is usable
+            fwd = self._sealer.open(r.forwarded, _row_name(key, str(r.position)))
+            if fwd is None:
+                break  # sealed under another key: what follows cannot be replayed
+            offloads = tuple((k, tuple(p)) for k, p in json.loads(r.offloads or "[]"))
+            blocks = tuple((str(k), str(t), int(b), int(a)) for k, t, b, a in json.loads(r.blocks or "[]"))
+            entries.append(FrozenEntry(r.position, r.raw_hash, r.norm_hash, fwd, r.modified, r.tokens_before, r.tokens_after, offloads, blocks))
+        rec = SessionRecord(key, True, row.revision, tools, tuple(entries))
+        self._remember(rec)
+        return rec
+
+    def save(self, old: SessionRecord, dialect: str, tools: SessionTools, messages: tuple[FrozenEntry, ...]) -> SessionRecord:
+        """Store the session's state after a request (``old`` is what :meth:`load` gave for it):
+        the tools when they changed, the message entries that changed, and a new revision.
+        Returns the new record. Raises SQLAlchemy errors."""
+        key = old.key
+        now = _now()
+        changed_tools = tools != old.tools
+        prev = {e.position: e for e in old.messages}
+        changed = [e for e in messages if prev.get(e.position) != e]
+        if old.known and not changed_tools and not changed and len(messages) == len(old.messages):
+            return old
+        with self._sessions.begin() as s:
+            insert_ignore(
+                s,
+                SessionState,
+                dict(session_key=key, dialect=dialect, proxy_tools="[]", tools_hash="", revision=0, created_at=now, updated_at=now),
+                ["session_key"],
+            )
+            row = s.get(SessionState, key, with_for_update=True)
+            assert row is not None
+            if changed_tools or not old.known:
+                row.proxy_tools = json.dumps(list(tools.proxy_tools))
+                row.tools_hash = tools.tools_hash
+                row.tools_text = None if tools.text is None else self._sealer.seal(tools.text, _row_name(key, "tools"))
+            row.revision = (row.revision or 0) + 1
+            row.updated_at = now
+            n = len(messages)
+            s.execute(delete(FrozenMessage).where(FrozenMessage.session_key == key, FrozenMessage.position >= n))
+            for e in changed:
+                upsert(
+                    s,
+                    FrozenMessage,
+                    dict(
+                        session_key=key,
+                        position=e.position,
+                        raw_hash=e.raw_hash,
+                        norm_hash=e.norm_hash,
+                        forwarded=self._sealer.seal(e.sent_text, _row_name(key, str(e.position))),
+                        modified=e.modified,
+                        tokens_before=e.tokens_before,
+                        tokens_after=e.tokens_after,
+                        offloads=json.dumps([[k, list(p)] for k, p in e.offloads], ensure_ascii=False),
+                        blocks=json.dumps([list(b) for b in e.blocks], ensure_ascii=False),
+                        updated_at=now,
+                    ),
+                    ["session_key", "position"],
+                )
+            revision = row.revision
+        rec = SessionRecord(key, True, revision, tools, tuple(messages))
+        self._remember(rec)
+        return rec
+
+    def _remember(self, rec: SessionRecord) -> None:
+        with self._lock:
+            self._mem[rec.key] = rec
+            self._mem.move_to_end(rec.key)
+            while len(self._mem) > self._max:
+                self._mem.popitem(last=False)

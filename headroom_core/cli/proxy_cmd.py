@@ -1,0 +1,166 @@
+"""``headroom proxy``: run the proxy (``mitmdump -s addons/headroom.py``) in the foreground or
+the background, and stop background proxies.
+
+Beside the regular proxy port (``HTTPS_PROXY``) it listens as a base URL for agents configured
+with ``ANTHROPIC_BASE_URL`` / ``OPENAI_BASE_URL`` (mitmproxy reverse modes: plain HTTP in, the
+provider's HTTPS API out; no CA to trust). Ports are checked before anything starts.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from headroom_core.cli import proxy_process as pp
+from headroom_core.cli import ui
+from headroom_core.cli.ca import BUNDLE, CA_CERT, default_confdir
+from headroom_core.cli.dbopen import sqlite_path_problem
+from headroom_core.cli.upstream_trust import UPSTREAM_BUNDLE, from_environment, user_sets_trust, write_upstream_bundle
+from headroom_core.settings import SettingsError, headroom_home, load_settings
+
+
+def upstream_ca(command: str, home: Path, conf: Path, sets: list[str], env: dict[str, str] | os._Environ) -> Path | None:
+    """The bundle the proxy verifies upstream servers with when the environment's CA variables
+    name extra CAs (a corporate TLS-intercepting proxy's): system roots + those files, written to
+    ``<home>/upstream-ca-bundle.pem``. None when there are none or ``sets`` choose already. A
+    variable naming a missing file is warned about on standard error."""
+    trust = from_environment(env, ignore=(conf / CA_CERT, home / BUNDLE, home / UPSTREAM_BUNDLE))
+    for var, path in trust.missing:
+        ui.note(command, f"{var}={path} names no file: neither the agent nor the proxy can trust that CA (behind a TLS-intercepting proxy, requests then fail certificate verification); fix or unset {var}")
+    if not trust.files or user_sets_trust(sets):
+        return None
+    try:
+        return write_upstream_bundle(trust.files, home / UPSTREAM_BUNDLE)
+    except OSError as e:
+        ui.note(command, f"cannot write {home / UPSTREAM_BUNDLE} ({e}); the proxy verifies upstream servers with its default roots only")
+        return None
+
+
+def check_ports(command: str, host: str, ports: list[int]) -> None:
+    """Exit 1 with a one-line message when one of ``ports`` cannot be listened on."""
+    for port in ports:
+        why = pp.port_problem(host, port)
+        if why:
+            ui.fail(command, why)
+            raise typer.Exit(1)
+
+
+def validate_settings(command: str, db_url: str | None, sets: list[str]) -> None:
+    """Exit 2 with a one-line message when the settings (``--db-url``, ``--set headroom_*``,
+    environment, config file) are not valid: the proxy would refuse to start after the banner."""
+    overrides = {"db_url": db_url} if db_url else {}
+    for kv in sets:
+        k, sep, v = kv.partition("=")
+        if not sep:
+            ui.fail(command, f"--set {kv!r}: expected key=value")
+            raise typer.Exit(2)
+        if k.startswith("headroom_"):
+            overrides[k.removeprefix("headroom_")] = v
+    try:
+        settings = load_settings(overrides)
+    except SettingsError as e:
+        ui.fail(command, str(e))
+        raise typer.Exit(2) from e
+    for url in {settings.database_url, settings.memory_db_url or settings.database_url}:
+        if why := sqlite_path_problem(url):
+            ui.fail(command, why)
+            raise typer.Exit(2)
+
+
+def banner(addr: pp.ProxyAddress, ca: Path, base_urls: list[pp.BaseUrlListener]) -> None:
+    """What the proxy serves and how to use it; every command on one line (never wrapped)."""
+    ui.copyable(f"[bold]headroom[/] proxy on {addr.url}  CA: {ca} (created on first start)", ui.err)
+    ui.copyable(f"  use it: `headroom wrap <agent>`, or HTTPS_PROXY={addr.url} and trust the CA (`headroom certs`)", ui.err)
+    if base_urls:
+        urls = "  ".join(f"{b.env}={b.base_url(addr.host)}" for b in base_urls)
+        ui.copyable(f"  base URLs (no CA needed): {urls}", ui.err)
+    ui.copyable(f"  stats: http://{addr.client_host}:{addr.port}/ (or http://headroom.localhost/ through the proxy)", ui.err)
+
+
+def _stop(home: Path, port: int | None) -> None:
+    if port is not None:
+        pid = pp.stop(home, port)
+        if pid is None:
+            ui.fail("proxy", f"no background proxy on port {port} (no live pid file {pp.pid_file(home, port)})")
+            raise typer.Exit(1)
+        ui.err.print(f"headroom: stopped the proxy on port {port} (pid {pid})", soft_wrap=True)
+        return
+    found = pp.background_proxies(home)
+    stopped = [(b.port, pp.stop(home, b.port)) for b in found]
+    live = [(p, pid) for p, pid in stopped if pid is not None]
+    for p, pid in live:
+        ui.err.print(f"headroom: stopped the proxy on port {p} (pid {pid})", soft_wrap=True)
+    stale = len(stopped) - len(live)
+    if stale:
+        ui.err.print(f"headroom: removed {stale} stale pid file(s) of proxies no longer running", soft_wrap=True)
+    if not live:
+        ui.fail("proxy", f"no background proxy running (no live pid file under {home / 'run'})")
+        raise typer.Exit(1)
+
+
+def proxy(
+    listen_host: str = typer.Option("127.0.0.1", help="Address to listen on (0.0.0.0 for a container or a LAN)."),
+    port: Optional[int] = typer.Option(None, min=1, max=65535, show_default=False, help="The proxy port (HTTPS_PROXY); default 8080."),
+    anthropic_port: Optional[int] = typer.Option(None, min=0, max=65535, show_default=False, help="Port serving as ANTHROPIC_BASE_URL (to --anthropic-upstream); default: --port + 1; 0: none."),
+    openai_port: Optional[int] = typer.Option(None, min=0, max=65535, show_default=False, help="Port serving as OPENAI_BASE_URL (…/v1, to --openai-upstream); default: --port + 2; 0: none."),
+    anthropic_upstream: str = typer.Option(pp.ANTHROPIC_API, help="Where the Anthropic base-URL port forwards to."),
+    openai_upstream: str = typer.Option(pp.OPENAI_API, help="Where the OpenAI base-URL port forwards to."),
+    confdir: Optional[Path] = typer.Option(None, help="mitmproxy confdir: where the proxy's CA lives (default: $HEADROOM_HOME/mitmproxy)."),
+    db_url: Optional[str] = typer.Option(None, help="SQLAlchemy URL (default: SQLite under $HEADROOM_HOME)."),
+    set_: list[str] = typer.Option([], "--set", help="Any mitmproxy or headroom_* option, as key=value (repeatable)."),
+    mode: Optional[str] = typer.Option(None, help="mitmproxy --mode for the proxy port, e.g. upstream:http://corp-proxy:3128."),
+    detach: bool = typer.Option(False, "--detach", help="Run in the background (log and pid file under $HEADROOM_HOME)."),
+    stop: bool = typer.Option(False, "--stop", help="Stop the background proxy on --port, or every background proxy without --port."),
+    timeout: float = typer.Option(60.0, min=1, help="With --detach: seconds to wait until it answers."),
+) -> None:
+    """Run the proxy: mitmdump -s addons/headroom.py with these options.
+
+    It listens as a proxy (HTTPS_PROXY) on --port and as the Anthropic and OpenAI base URLs on the next two ports. In the foreground it replaces this process; --detach runs it in the background.
+    """
+    home = headroom_home()
+    if stop:
+        _stop(home, port)
+        return
+    port = port or 8080
+    validate_settings("proxy", db_url, set_)
+    addr = pp.ProxyAddress(listen_host, port)
+    base_urls = pp.base_url_listeners(port, anthropic_port, openai_port, anthropic_upstream, openai_upstream)
+    check_ports("proxy", listen_host, [port, *(b.port for b in base_urls)])
+    conf = (confdir or default_confdir(home)).expanduser()
+    conf.mkdir(parents=True, exist_ok=True)
+    trust = upstream_ca("proxy", home, conf, set_, os.environ)
+    try:
+        args = pp.proxy_command(addr, conf, db_url=db_url, sets=set_, mode=mode, base_urls=base_urls, upstream_ca=trust)
+    except pp.ProxyError as e:
+        ui.fail("proxy", str(e))
+        raise typer.Exit(2) from e
+    ca = conf / CA_CERT
+    env = pp.proxy_environ(os.environ, keep_proxy_vars=bool(mode))
+    if detach:
+        try:
+            with ui.status(f"starting the Headroom proxy on {addr.url} …"):
+                pid = pp.start_detached(args, env, addr, home, ca, timeout)
+        except pp.ProxyError as e:
+            ui.fail("proxy", str(e).splitlines()[0])
+            ui.err.print(str(e).split("\n", 1)[1] if "\n" in str(e) else "", markup=False, soft_wrap=True)
+            raise typer.Exit(1) from e
+        except KeyboardInterrupt:
+            ui.fail("proxy", "interrupted; the proxy that was starting is stopped")
+            raise typer.Exit(130) from None
+        ui.copyable(f"headroom: proxy on {addr.url} (pid {pid}, log {pp.log_file(home, port)}); stop it with `headroom proxy --stop --port {port}`", ui.err, markup=False)
+        if base_urls:
+            ui.copyable("  base URLs: " + "  ".join(f"{b.env}={b.base_url(listen_host)}" for b in base_urls), ui.err, markup=False)
+        return
+    banner(addr, ca, base_urls)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(args[0], args, env)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``headroom proxy`` to the CLI."""
+    app.command("proxy")(proxy)

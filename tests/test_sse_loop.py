@@ -1,0 +1,217 @@
+"""The retrieval loop's decisions, without I/O (:mod:`headroom_core.ccr.loop`), per dialect:
+
+- a turn without calls to the proxy's tools reaches the client byte for byte, even when the
+  proxy offered them (events are only held until the turn's end);
+- over rounds, the client's stream assembles to the same message as the non-streamed merge of
+  the same rounds: every visible block once, proxy calls gone, usage summed, one ending;
+- failures and exhausted rounds end the stream with the notice and an ending clients accept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from headroom_core.ccr.loop import StreamLoop, StreamTap, complete_json, notice_failed, notice_rounds
+from headroom_core.wire import reply_anthropic, reply_chat, reply_responses
+from headroom_core.wire.assemble_anthropic import MessageAssembler
+from headroom_core.wire.assemble_chat import CompletionAssembler
+from headroom_core.wire.assemble_responses import ResponseAssembler
+from headroom_core.wire.decode import decoder_for
+from headroom_core.wire.sse import SSEParser
+from tests.support.sse_forms import (
+    anthropic_events,
+    anthropic_message,
+    chat_completion,
+    chat_events,
+    responses_events,
+    responses_response,
+    sse,
+)
+
+R = "headroom_retrieve"
+HIDDEN = frozenset({R})
+
+ANTHROPIC_REQUEST = json.dumps({"model": "m", "max_tokens": 9, "stream": True, "messages": [{"role": "user", "content": "hi \\ud83d"}], "tools": []})
+CHAT_REQUEST = json.dumps({"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]})
+RESPONSES_REQUEST = json.dumps({"model": "m", "stream": True, "input": "hi"})
+
+
+def call(name: str = R, cid: str = "toolu_r") -> dict:
+    return {"type": "tool_use", "id": cid, "name": name, "input": {"key": "ab" * 12}}
+
+
+# (reply module, request, assembler, [round streams as (sse bytes, non-streamed text)])
+def anthropic_rounds() -> list[tuple[bytes, str]]:
+    r0 = anthropic_message([{"type": "thinking", "thinking": "t", "signature": "s"}, {"type": "text", "text": "Looking \ud83d"}, call(), {"type": "text", "text": "after the call"}], "tool_use", input_tokens=10, output_tokens=5)
+    r1 = anthropic_message([{"type": "text", "text": "Found it."}], input_tokens=20, output_tokens=6)
+    return [(sse(anthropic_events(m)), json.dumps(m)) for m in (r0, r1)]
+
+
+def chat_rounds() -> list[tuple[bytes, str]]:
+    tc = {"id": "call_r", "type": "function", "function": {"name": R, "arguments": '{"key": "x"}'}}
+    r0 = chat_completion({"content": "Looking.", "refusal": None, "tool_calls": [tc]}, "tool_calls")
+    r1 = chat_completion({"content": " Found it.", "refusal": None}, "stop")
+    return [(sse(chat_events(m), named=False), json.dumps(m)) for m in (r0, r1)]
+
+
+def responses_rounds() -> list[tuple[bytes, str]]:
+    fc = {"type": "function_call", "id": "fc_1", "call_id": "call_r", "name": R, "arguments": '{"key": "x"}', "status": "completed"}
+    msg = {"type": "message", "id": "msg_1", "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": "Looking.", "annotations": []}]}
+    r0 = responses_response([{"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA"}, msg, fc])
+    r1 = responses_response([{**msg, "id": "msg_2", "content": [{"type": "output_text", "text": "Found it.", "annotations": []}]}])
+    return [(sse(responses_events(m)), json.dumps(m)) for m in (r0, r1)]
+
+
+DIALECTS = {
+    "anthropic": (reply_anthropic, ANTHROPIC_REQUEST, MessageAssembler, anthropic_rounds),
+    "chat": (reply_chat, CHAT_REQUEST, CompletionAssembler, chat_rounds),
+    "responses": (reply_responses, RESPONSES_REQUEST, ResponseAssembler, responses_rounds),
+}
+
+
+def feed_in_pieces(loop: StreamLoop, data: bytes, n: int = 29) -> bytes:
+    return b"".join(loop.feed(data[i : i + n]) for i in range(0, len(data), n))
+
+
+def client_message(asm_cls, data: bytes) -> dict:
+    asm = asm_cls()
+    p = SSEParser()
+    for ev in p.feed(data) + p.feed(b""):
+        asm.accept(ev.parsed, ev.data)
+    return asm.message()
+
+
+def run(loop: StreamLoop, rounds: list[tuple[bytes, str]], answer: str = "the original") -> bytes:
+    out = feed_in_pieces(loop, rounds[0][0]) + loop.end_round()
+    for data, _ in rounds[1:]:
+        assert loop.pending is not None and loop.pending.follow_up
+        body = json.loads(loop.next_request([(c, answer) for c in loop.pending.calls]))
+        assert body  # a JSON request
+        out += feed_in_pieces(loop, data) + loop.end_round()
+    return out
+
+
+@pytest.mark.parametrize("dialect", list(DIALECTS))
+def test_a_turn_without_proxy_calls_reaches_the_client_byte_for_byte(dialect):
+    reply, request, _, rounds = DIALECTS[dialect]
+    data = rounds()[-1][0]
+    loop = StreamLoop(reply, request, HIDDEN, 3)
+    got = feed_in_pieces(loop, data) + loop.end_round()
+    assert got == data and loop.done and loop.pending is None and loop.rounds == 0
+
+
+@pytest.mark.parametrize("dialect", list(DIALECTS))
+def test_the_streamed_answer_equals_the_json_merge_of_the_same_rounds(dialect):
+    reply, request, asm_cls, rounds_of = DIALECTS[dialect]
+    rounds = rounds_of()
+    loop = StreamLoop(reply, request, HIDDEN, 3)
+    streamed = client_message(asm_cls, run(loop, rounds))
+    merged = json.loads(reply.merge([t for _, t in rounds], HIDDEN, None))
+    assert loop.done and loop.rounds == 1 and loop.called == [R]
+    assert R not in json.dumps(streamed)
+    if dialect == "anthropic":
+        assert streamed["content"] == merged["content"] and streamed["stop_reason"] == merged["stop_reason"] == "end_turn"
+        assert [b["type"] for b in streamed["content"]] == ["thinking", "text", "text", "text"]
+        assert streamed["usage"]["input_tokens"] == merged["usage"]["input_tokens"] == 30
+        assert streamed["usage"]["output_tokens"] == merged["usage"]["output_tokens"] == 11
+    elif dialect == "chat":
+        m = streamed["choices"][0]
+        assert m["message"]["content"] == merged["choices"][0]["message"]["content"] == "Looking. Found it."
+        assert "tool_calls" not in m["message"] and m["finish_reason"] == merged["choices"][0]["finish_reason"] == "stop"
+    else:
+        assert streamed["output"] == merged["output"] and [o["type"] for o in merged["output"]] == ["reasoning", "message", "message"]
+        assert streamed["usage"]["input_tokens"] == 72
+
+
+def test_anthropic_follow_up_request_states_the_turn_as_sent():
+    rounds = anthropic_rounds()
+    loop = StreamLoop(reply_anthropic, ANTHROPIC_REQUEST, HIDDEN, 3)
+    feed_in_pieces(loop, rounds[0][0])
+    loop.end_round()
+    body = loop.next_request([(loop.pending.calls[0], "orig \ud83d")])
+    text = body.decode("utf-8")
+    assert text.startswith(ANTHROPIC_REQUEST[:-len(']}],"tools":[]}')])  # the request's bytes first
+    req = json.loads(text)
+    assert req["messages"][1] == {"role": "assistant", "content": json.loads(rounds[0][1])["content"]}
+    assert req["messages"][2]["content"][0] == {"type": "tool_result", "tool_use_id": "toolu_r", "content": "orig \ud83d"}
+
+
+@pytest.mark.parametrize("dialect", list(DIALECTS))
+def test_rounds_run_out_the_stream_ends_with_the_notice(dialect):
+    reply, request, asm_cls, rounds_of = DIALECTS[dialect]
+    first = rounds_of()[0][0]
+    loop = StreamLoop(reply, request, HIDDEN, 1)
+    out = feed_in_pieces(loop, first) + loop.end_round()
+    loop.next_request([(c, "x") for c in loop.pending.calls])
+    out += feed_in_pieces(loop, first) + loop.end_round()  # the model asks again
+    assert loop.pending is not None and not loop.pending.follow_up and loop.pending.exhausted
+    out += loop.finish()
+    msg = client_message(asm_cls, out)
+    assert R not in json.dumps(msg) and loop.done
+    text = json.dumps(msg)
+    assert json.dumps(notice_rounds(1))[1:-1] in text
+    if dialect == "anthropic":
+        assert msg["content"][-1] == {"type": "text", "text": notice_rounds(1)} and msg["stop_reason"] == "end_turn"
+    elif dialect == "chat":
+        assert msg["choices"][0]["finish_reason"] == "stop" and msg["choices"][0]["message"]["content"].endswith(notice_rounds(1))
+    else:
+        assert msg["output"][-1]["content"][0]["text"] == notice_rounds(1) and msg["status"] == "completed"
+
+
+@pytest.mark.parametrize("dialect", list(DIALECTS))
+def test_a_follow_up_cut_short_ends_the_stream_with_the_notice(dialect):
+    reply, request, asm_cls, rounds_of = DIALECTS[dialect]
+    rounds = rounds_of()
+    loop = StreamLoop(reply, request, HIDDEN, 3)
+    out = feed_in_pieces(loop, rounds[0][0]) + loop.end_round()
+    loop.next_request([(c, "x") for c in loop.pending.calls])
+    half = rounds[1][0][: len(rounds[1][0]) // 2]
+    out += feed_in_pieces(loop, half) + loop.end_round()
+    msg = client_message(asm_cls, out)
+    notice = notice_failed("the follow-up response ended early")
+    assert json.dumps(notice)[1:-1] in json.dumps(msg) and R not in json.dumps(msg) and loop.done
+    if dialect == "anthropic":
+        assert msg["stop_reason"] == "end_turn" and msg["content"][-1]["text"] == notice
+        assert out.endswith(b'data: {"type":"message_stop"}\n\n')
+    elif dialect == "chat":
+        assert out.endswith(b"data: [DONE]\n\n")
+    else:
+        assert b"response.completed" in out.rsplit(b"\n\n", 2)[-2]
+
+
+def test_stream_tap_decodes_a_gzipped_stream():
+    import gzip
+
+    data = anthropic_rounds()[-1][0]
+    tap = StreamTap(StreamLoop(reply_anthropic, ANTHROPIC_REQUEST, HIDDEN, 3), decoder_for("gzip"))
+    z = gzip.compress(data)
+    chunks = [tap(z[i : i + 50]) for i in range(0, len(z), 50)] + [tap(b"")]
+    out = b"".join(b"".join(c) if isinstance(c, list) else c for c in chunks)
+    assert out == data and tap.loop.done  # decoded for the client (the proxy drops content-encoding)
+
+
+@pytest.mark.parametrize("dialect", list(DIALECTS))
+def test_json_loop_merges_and_survives_a_failing_follow_up(dialect):
+    reply, request, _, rounds_of = DIALECTS[dialect]
+    rounds = rounds_of()
+
+    async def answer(c):
+        return "orig"
+
+    async def send_ok(body: bytes):
+        json.loads(body)
+        return 200, rounds[1][1].encode()
+
+    async def send_fail(body: bytes):
+        return 500, b'{"error": "boom"}'
+
+    ok = asyncio.run(complete_json(reply, request, rounds[0][1], HIDDEN, answer, send_ok, 3))
+    assert ok.rounds == 1 and json.loads(ok.body) == json.loads(reply.merge([t for _, t in rounds], HIDDEN, None))
+    bad = asyncio.run(complete_json(reply, request, rounds[0][1], HIDDEN, answer, send_fail, 3))
+    text = bad.body.decode()
+    assert bad.rounds == 0 and R not in text and json.dumps(notice_failed("the follow-up request got HTTP 500"))[1:-1] in text
+    none = asyncio.run(complete_json(reply, request, rounds[1][1], HIDDEN, answer, send_fail, 3))
+    assert none.body is None  # nothing to change: the provider's bytes go to the client
