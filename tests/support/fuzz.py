@@ -13,7 +13,9 @@ object, and, as whole bodies, non-JSON bytes, truncated JSON and JSON of the wro
 
 :func:`check` is the oracle: the upstream body is byte-identical to what was sent, or it parses
 and keeps every value (numbers compared as exact decimals) except (1) tool-output texts, which
-compression may replace, (2) ``tools`` entries, which minification may change only by
+compression may replace, (2) ``tools`` entries, which the proxy may put in its deterministic
+order (the scope's, :mod:`headroom_core.cache.tools_order`; ``cache_control`` stays at its
+position) and minification may change only by
 normalising description whitespace, dropping ``$schema`` and ``title`` keywords and replacing
 repeated passages by references that expand back to the same words, (3) the proxy's own tools
 appended at the end of ``tools``, (4) one ``<headroom-context>`` block appended to the latest
@@ -423,6 +425,30 @@ def _compare(sent: Any, up: Any, path: tuple, outputs: set[tuple], problems: lis
         problems.append(f"{path}: {_short(sent)} became {_short(up)}")
 
 
+def _marks(tools: list) -> list:
+    """``(index, value)`` of each tool's ``cache_control``: a breakpoint stays at its position
+    when the proxy orders the tools (``request_plan``: "carried by position")."""
+    return [(k, t["cache_control"]) for k, t in enumerate(tools) if isinstance(t, dict) and "cache_control" in t]
+
+
+def _unmarked(tools: list) -> list:
+    return [{k: v for k, v in t.items() if k != "cache_control"} if isinstance(t, dict) else t for t in tools]
+
+
+def _in_client_order(sent: list, up: list, problems: list[str]) -> list:
+    """``up`` (the client's tools as they went upstream) in the order of ``sent``: the proxy
+    sends a scope's tools in one deterministic order (:mod:`headroom_core.cache.tools_order`),
+    so the same tools may come in another order. A tool missing or added is a problem."""
+    from headroom_core.cache.tools_order import unique_ids
+
+    by_id = dict(zip(unique_ids(up), up))
+    ids = unique_ids(sent)
+    if sorted(ids) != sorted(by_id):
+        problems.append(f"tools {sorted(set(ids) ^ set(by_id))[:5]} differ")
+        return up
+    return [by_id[i] for i in ids]
+
+
 def check(case: Case, upstream_body: bytes) -> list[str]:
     """What is wrong with ``upstream_body`` for ``case`` (module docstring); [] when right."""
     if upstream_body == case.body:
@@ -455,7 +481,11 @@ def check(case: Case, upstream_body: bytes) -> list[str]:
                 name = t.get("name") or (t.get("function") or {}).get("name", "") if isinstance(t, dict) else ""
                 if not str(name).startswith(PROXY_TOOL_PREFIXES):
                     problems.append(f"tool {name!r} added")
-            _same_minified(st_, expand_references(ut[: len(st_)]), ("tools",), problems)
+            client = ut[: len(st_)]
+            if _marks(st_) != _marks(client):
+                problems.append(f"tools: cache_control {_marks(st_)} became {_marks(client)}")
+            st_, client = _unmarked(st_), _unmarked(client)
+            _same_minified(st_, expand_references(_in_client_order(st_, client, problems)), ("tools",), problems)
     # (4): the latest user message may carry one context block more
     key = CONV[case.dialect]
     seq_s, seq_u = sent.get(key), up.get(key)
