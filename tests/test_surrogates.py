@@ -5,9 +5,11 @@ writes, the request plan over a whole session, and a real mitmdump end to end.""
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy import text as sql_text
 
 from headroom_core import ledger
 from headroom_core.cache.hooks import prefix_log
@@ -16,7 +18,7 @@ from headroom_core.cache.volatile import prefix_of
 from headroom_core.ccr import markers, retrieve
 from headroom_core.compress.router import compress_text
 from headroom_core.compress.tool_defs import minify_tools
-from headroom_core.db.models import Original, RequestOutcome, ToolUsage
+from headroom_core.db.models import RequestOutcome, ToolUsage
 from headroom_core.db.types import MARK, escape_text, unescape_text
 from headroom_core.request_plan import plan_request
 from headroom_core.wire import jsonedit
@@ -105,12 +107,18 @@ def test_any_text_column_round_trips_every_string(runtime):
     for v in values:
         assert unescape_text(escape_text(v)) == v
     assert escape_text("plain é 😀") == "plain é 😀"  # ordinary text is stored as it is
-    for i, v in enumerate(values):
+    for i, v in enumerate(values):  # originals are sealed bytes (UTF-8 with surrogatepass)
         runtime.store.put(f"{i:024x}", v, "tool_output")
     for i, v in enumerate(values):
         assert runtime.store.get(f"{i:024x}").text == v
+    now = datetime(2026, 1, 1)
+    with runtime.sessions.begin() as s:  # an AnyText column: the system text of a prefix
+        for i, v in enumerate(values):
+            s.add(CachePrefix(fingerprint=f"{i:064x}", project="p", dialect="d", system_text=v, tools_json="[]", created_at=now, last_seen_at=now))
     with runtime.sessions() as s:
-        assert s.get(Original, f"{5:024x}").text == "plain é 😀"
+        assert [s.get(CachePrefix, f"{i:064x}").system_text for i in range(len(values))] == values
+        raw = s.execute(sql_text("SELECT system_text FROM cache_prefixes WHERE fingerprint = :f"), {"f": f"{5:064x}"}).scalar_one()
+        assert raw == "plain é 😀"  # ordinary text is stored as it is
 
 
 def test_tool_definitions_with_lone_surrogates_are_minified():
@@ -172,7 +180,7 @@ def test_a_session_with_a_lone_surrogate_stays_compressed(runtime):
     assert sent2["messages"][:3] == sent1["messages"][:3]
     assert p2.body.startswith(p1.body[: p1.body.index(b'"tools"')])  # the same bytes as before
     key = markers.offload_key(tool_text)
-    assert runtime.store.get(key).text == tool_text
+    assert runtime.store.get(key, p1.context.scope).text == tool_text
 
 
 def test_lone_surrogates_end_to_end_through_mitmdump(upstream, proxy_factory):

@@ -84,7 +84,7 @@ def test_plan_sends_numbers_as_written(runtime):
         + ', "messages": [{"role": "user", "content": "measure it"}]}'
     )
     p = plan_request(runtime, "POST", "/v1/messages", {}, body.encode())
-    assert p.action == "rewrite" and "tool definitions minified" in p.reason
+    assert p.action == "rewrite" and "tools sent as the session sends them" in p.reason, p.reason
     sent = p.body.decode()
     assert '"maximum":1e400' in sent and '"default":0.1000000000000000000000001' in sent and "Infinity" not in sent
     # everything outside the changed tool is the client's bytes
