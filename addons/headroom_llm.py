@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,8 @@ logging.getLogger("httpx").setLevel(logging.WARNING)
 # Hop-by-hop and length headers are not copied into the proxy's own follow-up requests.
 _SKIP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "proxy-connection", "keep-alive", "accept-encoding", "content-encoding"}
 _FOLLOWUP_TIMEOUT = httpx.Timeout(600.0, connect=30.0)
+#: Longest a response waits for its ledger row to be committed (seconds).
+_LEDGER_WAIT = 2.0
 
 
 @dataclass
@@ -195,13 +198,19 @@ class LLMTraffic:
             st.usage, st.rounds, st.called = st.stream.usage, st.stream.rounds, st.stream.called
         elif st.plan.dialect is not None and st.plan.action != "reject":
             await self._complete_json(flow, st)
-        # queued for the ledger's own writer thread: the client does not wait for the database,
-        # and the row is committed within moments (not behind the compression work)
-        self._record(flow, st)
+        # queued for the ledger's own writer thread (not behind the compression work); the answer
+        # goes to the client once its row is committed (group commits: milliseconds), so a proxy
+        # killed at any moment has every answered request on disk. A slow database holds an
+        # answer up by at most _LEDGER_WAIT seconds.
+        committed = self._record(flow, st)
         # the plan holds the parsed request (megabytes of objects for a large body) and the stream
         # loop's callback refers back to it: free it with the flow, not at a later cyclic collection
         del flow.metadata["headroom"]
         st.stream = None
+        if committed is not None:
+            done, _ = await asyncio.wait({asyncio.wrap_future(committed)}, timeout=_LEDGER_WAIT)  # never cancels the commit
+            if not done:
+                log.warning("headroom: %s: the ledger row is not committed after %.0f s; answering anyway", where(flow), _LEDGER_WAIT)
 
     async def _answer(self, st: FlowState, call: ToolCall) -> str:
         rt = self.state.runtime
@@ -291,14 +300,15 @@ class LLMTraffic:
         st.called = [c.name for m in msgs for c in reply.tool_calls(m)]
         st.usage = sum_usage([reply.usage(m) for m in msgs])
 
-    def _record(self, flow: http.HTTPFlow, st: FlowState) -> None:
+    def _record(self, flow: http.HTTPFlow, st: FlowState) -> Future | None:
+        """Queue the flow's ledger row; the future of its commit (None: not queued)."""
         rt = self.state.runtime
         assert rt is not None
         fwd = st.plan.forwarded or {}
         model = str(fwd.get("model", ""))
         offered = [n for n in module_for(st.plan.dialect).tool_names(fwd) if n not in st.plan.hidden_tools] if st.plan.dialect else []
         try:
-            ledger.record(
+            return ledger.record(
                 rt.sessions,
                 st.plan,
                 user_agent=flow.request.headers.get("user-agent", ""),
@@ -312,6 +322,7 @@ class LLMTraffic:
             )
         except Exception:  # noqa: BLE001 - the ledger never breaks traffic
             log.exception("headroom: could not record the request outcome")
+            return None
 
     def done(self) -> None:
         """On shutdown: commit the ledger rows still queued (up to 10 s)."""

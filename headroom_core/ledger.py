@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from contextlib import contextmanager
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from sqlalchemy import String, case, cast, func, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -33,14 +33,15 @@ def record(
     offered: list[str] = (),  # type: ignore[assignment]
     called: list[str] = (),  # type: ignore[assignment]
     writer: LedgerWriter | None = None,
-) -> None:
+) -> Future | None:
     """Write one :class:`RequestOutcome` row for ``plan`` and what the response said, and count
     the ``offered`` tool names and the ``called`` ones (the model's tool calls) per client and
     project (atomically: concurrent requests all count).
 
-    With a ``writer`` the row is queued for its background thread (on disk within one commit,
-    see :class:`~headroom_core.ledger_writer.LedgerWriter`) and this returns at once; without
-    one it is written before returning. Raises SQLAlchemy's errors only in the second case."""
+    With a ``writer`` the row is queued for its background thread and this returns at once with
+    the future of its commit (:meth:`~headroom_core.ledger_writer.LedgerWriter.submit`); without
+    one it is written before returning (None). Raises SQLAlchemy's errors only in the second
+    case."""
     p = plan.pipeline
     action = {"rewrite": "compressed", "reject": "rejected"}.get(plan.action, "unchanged")
     if plan.reason == "bypass header":
@@ -58,45 +59,38 @@ def record(
         for kind, tool, before, after in (plan.live.blocks if plan.live else ())
     ]
     detail += replayed
-    with _writing(sessions, writer) as s:
-        _count_tools(s, client, plan.project, offered, called, now)
-        s.add(
-            RequestOutcome(
-                created_at=now,
-                dialect=plan.dialect.value if plan.dialect else "",
-                client=client,
-                project=plan.project[:512],
-                model=(model or "")[:128],
-                session_key=plan.session_key,
-                action=action,
-                reason=plan.reason[:300],
-                body_bytes_before=plan.bytes_before,
-                body_bytes_after=plan.bytes_after,
-                tokens_before=(p.tokens_before if p else 0) + sum(b["tokens_before"] for b in replayed),
-                tokens_after=(p.tokens_after if p else 0) + sum(b["tokens_after"] for b in replayed),
-                blocks_compressed=sum(1 for b in p.blocks if b.changed) if p else 0,
-                tools_tokens_before=t.tokens_before if t else 0,
-                tools_tokens_after=t.tokens_after if t else 0,
-                retrieve_rounds=rounds,
-                status_code=status_code,
-                usage_input_tokens=usage.input_tokens,
-                usage_output_tokens=usage.output_tokens,
-                usage_cache_read_tokens=usage.cache_read_tokens,
-                usage_cache_write_tokens=usage.cache_write_tokens,
-                detail=json.dumps(detail, default=str),
-            )
+    entry = Entry()  # one request's rows and counts
+    _count_tools(entry, client, plan.project, offered, called, now)
+    entry.add(
+        RequestOutcome(
+            created_at=now,
+            dialect=plan.dialect.value if plan.dialect else "",
+            client=client,
+            project=plan.project[:512],
+            model=(model or "")[:128],
+            session_key=plan.session_key,
+            action=action,
+            reason=plan.reason[:300],
+            body_bytes_before=plan.bytes_before,
+            body_bytes_after=plan.bytes_after,
+            tokens_before=(p.tokens_before if p else 0) + sum(b["tokens_before"] for b in replayed),
+            tokens_after=(p.tokens_after if p else 0) + sum(b["tokens_after"] for b in replayed),
+            blocks_compressed=sum(1 for b in p.blocks if b.changed) if p else 0,
+            tools_tokens_before=t.tokens_before if t else 0,
+            tools_tokens_after=t.tokens_after if t else 0,
+            retrieve_rounds=rounds,
+            status_code=status_code,
+            usage_input_tokens=usage.input_tokens,
+            usage_output_tokens=usage.output_tokens,
+            usage_cache_read_tokens=usage.cache_read_tokens,
+            usage_cache_write_tokens=usage.cache_write_tokens,
+            detail=json.dumps(detail, default=str),
         )
-
-
-@contextmanager
-def _writing(sessions: sessionmaker[Session], writer: LedgerWriter | None) -> Iterator[Entry]:
-    """Collect one request's rows and counts; on exit queue them with ``writer``, or write them."""
-    entry = Entry()
-    yield entry
+    )
     if writer is not None:
-        writer.submit(entry)
-    else:
-        write_entries(sessions, [entry])
+        return writer.submit(entry)
+    write_entries(sessions, [entry])
+    return None
 
 
 def _count_tools(e: Entry, client: str, project: str, offered: list[str], called: list[str], now: datetime) -> None:

@@ -10,15 +10,18 @@ Two faults this module exists for:
 * under load the rows were written from mitmproxy's default thread pool, queued behind the
   compression work, and a ``kill -9`` lost nearly all of them. :class:`LedgerWriter` has its
   own thread that takes what was submitted and commits it at once (everything queued meanwhile
-  goes in the same transaction), so an answered request is on disk within one commit's time
+  goes in the same transaction), so a request's row is on disk within one commit's time
   (milliseconds; bounded by ``flush_seconds`` plus the database's own latency), and a restart
-  finds it (SQLite in WAL mode keeps committed transactions across a killed process).
+  finds it (SQLite in WAL mode keeps committed transactions across a killed process). The HTTP
+  addon awaits the future :meth:`LedgerWriter.submit` returns before the answer goes out, so
+  every answered request is on disk.
 """
 
 from __future__ import annotations
 
 import logging
 import queue
+from concurrent.futures import Future
 import threading
 import time
 from dataclasses import dataclass, field
@@ -124,8 +127,10 @@ def _chunks(xs: list, n: int) -> Iterable[list]:
 class LedgerWriter:
     """Writes :class:`Entry` objects from its own daemon thread, in batches.
 
-    :meth:`submit` never blocks and never raises. The thread takes the first waiting entry, waits
-    at most ``flush_seconds`` for more (0: none), and commits everything waiting (at most
+    :meth:`submit` never blocks and never raises; it returns a future resolved once the entry's
+    commit has ended (True: on disk; False: dropped), which an async caller can await
+    (``asyncio.wrap_future``) so an answer is not sent before its row is committed. The thread
+    takes the first waiting entry, waits at most ``flush_seconds`` for more (0: none), and commits everything waiting (at most
     ``max_batch`` entries) in one transaction. A failed commit is retried (``retries`` times,
     backing off from 0.1 s) and then logged and dropped: the ledger never holds up traffic.
     :meth:`flush` waits until everything submitted so far is committed; :meth:`close` flushes
@@ -137,7 +142,7 @@ class LedgerWriter:
         self._flush_s = flush_seconds
         self._max = max_batch
         self._retries = retries
-        self._q: queue.SimpleQueue[Entry | None] = queue.SimpleQueue()
+        self._q: queue.SimpleQueue[tuple[Entry, Future] | None] = queue.SimpleQueue()
         self._cv = threading.Condition()
         self._submitted = 0
         self._done = 0
@@ -151,13 +156,17 @@ class LedgerWriter:
         with self._cv:
             return self._submitted - self._done
 
-    def submit(self, entry: Entry) -> None:
-        """Queue ``entry`` for the next commit (ignored after :meth:`close`)."""
+    def submit(self, entry: Entry) -> Future:
+        """Queue ``entry`` for the next commit; the future resolves to True once it is committed,
+        False when it was dropped (a failed commit, or submitted after :meth:`close`)."""
+        done: Future = Future()
         with self._cv:
             if self._closed:
-                return
+                done.set_result(False)
+                return done
             self._submitted += 1
-        self._q.put(entry)
+        self._q.put((entry, done))
+        return done
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait up to ``timeout`` seconds until everything submitted is committed; True if so."""
@@ -198,25 +207,29 @@ class LedgerWriter:
                     stop = True
                     break
                 batch.append(item)
-            self._write(batch)
+            ok = self._write([e for e, _ in batch])
+            for _, done in batch:
+                if done.set_running_or_notify_cancel():  # False: the waiter cancelled it
+                    done.set_result(ok)
             with self._cv:
                 self._done += len(batch)
                 self._cv.notify_all()
             if stop:
                 return
 
-    def _write(self, batch: list[Entry]) -> None:
+    def _write(self, batch: list[Entry]) -> bool:
         delay = 0.1
         for attempt in range(self._retries + 1):
             try:
                 write_entries(self._sessions, batch)
-                return
+                return True
             except (OperationalError, IntegrityError) as e:
                 if attempt == self._retries:
                     log.error("headroom: %d ledger rows could not be written (%s)", len(batch), e)
-                    return
+                    return False
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
             except Exception:  # noqa: BLE001 - the ledger never breaks traffic
                 log.exception("headroom: %d ledger rows could not be written", len(batch))
-                return
+                return False
+        return False

@@ -8,7 +8,7 @@ import json
 import signal
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 from sqlalchemy import func, select
@@ -44,8 +44,8 @@ def _plan(i: int) -> RequestPlan:
     return RequestPlan("passthrough", "nothing to compress", Dialect.ANTHROPIC_MESSAGES, session_key=f"s{i}", project="/src/app")
 
 
-def _record(sessions, i: int, writer: LedgerWriter | None = None) -> None:
-    ledger.record(sessions, _plan(i), user_agent="claude-cli/1.0.62", model="claude-sonnet-4", status_code=200, usage=Usage(input_tokens=10),
+def _record(sessions, i: int, writer: LedgerWriter | None = None) -> Future | None:
+    return ledger.record(sessions, _plan(i), user_agent="claude-cli/1.0.62", model="claude-sonnet-4", status_code=200, usage=Usage(input_tokens=10),
                   rounds=0, offered=["Read", "Write", "Read"], called=["Read"], writer=writer)
 
 
@@ -96,16 +96,14 @@ def test_writer_batches_and_flushes(tmp_path):
         _record(sessions, i, w)
     assert w.flush(60) and w.pending == 0
     assert _counts(sessions)[0] == 500
+    committed = _record(sessions, 500, w)
+    assert committed.result(60) is True and _counts(sessions)[0] == 501  # resolved once on disk
     assert w.close(10)
-    _record(sessions, 999, w)  # after close: ignored, never raises
-    assert _counts(sessions)[0] == 500
+    late = _record(sessions, 999, w)  # after close: ignored, never raises
+    assert late.result(1) is False and _counts(sessions)[0] == 501
 
 
 # --- kill -9 of a real mitmdump ---------------------------------------------------------------
-
-#: How long after the last answer the proxy is killed: the ledger promises what was answered is
-#: on disk within about a second (the writer commits at once; this leaves ample room).
-KILL_AFTER_S = 1.0
 
 
 def _tool_output(i: int) -> str:
@@ -140,9 +138,9 @@ def _body(i: int, dialect: str) -> tuple[str, dict]:
 
 def test_answered_requests_survive_kill_9(upstream, proxy_factory):
     """A burst of 96 requests at concurrency 32 (three dialects, JSON and SSE, each with a new
-    tool output to compress); ``kill -9`` mid-burst. Every request answered at least
-    :data:`KILL_AFTER_S` before the kill is in ``request_outcomes`` afterwards, and a restarted
-    proxy finds them and goes on counting."""
+    tool output to compress); ``kill -9`` mid-burst. Every answered request is in
+    ``request_outcomes`` afterwards (an answer goes out once its row is committed), and a
+    restarted proxy finds them and goes on counting."""
     from tests.support.proxy import ADDON_SCRIPT
 
     px = proxy_factory(ADDON_SCRIPT, options={"headroom_compress_timeout_seconds": "600"})
@@ -171,17 +169,15 @@ def test_answered_requests_survive_kill_9(upstream, proxy_factory):
     deadline = time.monotonic() + 600
     while len(answered) < 48 and time.monotonic() < deadline:
         time.sleep(0.02)
-    killed_at = time.monotonic()
     px.process.send_signal(signal.SIGKILL)
     px.process.wait(30)
     for f in futures:
         f.result()
     pool.shutdown()
     assert len(answered) >= 48
-    settled = [t for t in answered if t <= killed_at - KILL_AFTER_S]
     sessions = open_database(f"sqlite:///{px.home / 'headroom.db'}")
     on_disk = _counts(sessions)[0]  # a fresh reader after the kill
-    assert len(settled) <= on_disk <= 96, f"answered {len(answered)} ({len(settled)} at least {KILL_AFTER_S} s before the kill), {on_disk} rows"
+    assert len(answered) <= on_disk <= 96, f"answered {len(answered)}, {on_disk} rows"
     px.restart()
     assert _counts(sessions)[0] == on_disk
     with http_client(px, timeout=120) as c:
