@@ -9,6 +9,7 @@ streamed follow-up reaches the client through :mod:`headroom_stream_relay` from 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import time
@@ -22,6 +23,7 @@ from mitmproxy import ctx, http
 from headroom_core import ledger
 from headroom_core.ccr.loop import StreamLoop, StreamTap, complete_json, sum_usage
 from headroom_core.extensions import answer_call
+from headroom_core.scope import credential
 from headroom_core.request_plan import Action, Code, RequestPlan, plan_request_async, run_observers
 from headroom_core.wire.blocks import ToolCall, Usage
 from headroom_core.wire.decode import TooLarge, decode_limited, decoder_for
@@ -90,6 +92,26 @@ def _too_large(flow: http.HTTPFlow, size: int, limit: int) -> RequestPlan:
     return RequestPlan(Action.REJECT, "body over max_body_bytes", d, status=413, error_body=body, bytes_before=size, code=Code.TOO_LARGE)
 
 
+#: Longest a request waits for its client's previous request to finish storing (seconds).
+AFTER_WAIT_SECONDS = 30.0
+
+
+def _client_key(headers: dict[str, str], path: str) -> str:
+    """Who sent a request, for ordering one client's turns (a hash of its credential and
+    project header; kept in memory only)."""
+    return hashlib.sha256(f"{credential(headers, path)}\0{headers.get('x-headroom-project', '')}".encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _after_forwarding(rt, plan: RequestPlan) -> None:
+    """Store the plan's session state, then run the observers (errors are logged)."""
+    if plan.persist is not None:
+        try:
+            plan.persist()
+        except Exception:  # noqa: BLE001 - the request went on; the next turn starts anew
+            log.exception("headroom: could not store the session's state for the next turn")
+    run_observers(rt, plan)
+
+
 class LLMTraffic:
     """Compresses LLM API requests and answers the proxy's own tool calls.
 
@@ -100,6 +122,7 @@ class LLMTraffic:
 
     def __init__(self, state: State) -> None:
         self.state = state
+        self._after: dict[str, asyncio.Future] = {}
 
     async def request(self, flow: http.HTTPFlow) -> None:
         rt = self.state.runtime
@@ -136,7 +159,13 @@ class LLMTraffic:
             except ValueError as e:
                 log.info("headroom: %s: body not decodable (content-encoding %r: %s); forwarded unchanged", where(flow), encoding, e)
                 return
-        plan = await plan_request_async(rt, req.method, req.path, headers, body, rt.settings.compress_timeout_seconds)
+        client = _client_key(headers, req.path)
+        before = self._after.get(client)
+        if before is not None and not before.done():
+            # the same client's previous request is still storing its session state: this turn
+            # must see it (bounded: a stuck store never stops traffic)
+            await asyncio.wait([before], timeout=AFTER_WAIT_SECONDS)
+        plan = await plan_request_async(rt, req.method, req.path, headers, body, rt.settings.compress_timeout_seconds, defer=True)
         st = FlowState(plan, time.monotonic(), sent=body)
         flow.metadata["headroom"] = st
         if plan.action == "reject":
@@ -152,9 +181,12 @@ class LLMTraffic:
             return
         if plan.hidden_tools:
             req.headers["accept-encoding"] = "identity"
-        # learning and memory capture see the request after it was forwarded, off the event loop;
-        # the response hook waits for them, so the client's next turn sees what they recorded
-        st.observed = asyncio.get_running_loop().run_in_executor(None, run_observers, rt, plan)
+        # what the session must remember (originals, the bytes sent), then learning and memory
+        # capture, run once the request is on its way, off the event loop; answering a proxy
+        # tool, and the same client's next request, wait for them
+        st.observed = asyncio.get_running_loop().run_in_executor(None, _after_forwarding, rt, plan)
+        self._after[client] = st.observed
+        st.observed.add_done_callback(lambda f, c=client: self._after.pop(c, None) if self._after.get(c) is f else None)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         st: FlowState | None = flow.metadata.get("headroom")
@@ -190,8 +222,6 @@ class LLMTraffic:
         rt = self.state.runtime
         if st is None or rt is None or flow.response is None:
             return
-        if st.observed is not None:
-            await st.observed
         if st.stream is not None:
             if st.stream.pending is not None:
                 await self._continue_stream(flow, st, st.stream)
@@ -213,6 +243,8 @@ class LLMTraffic:
                 log.warning("headroom: %s: the ledger row is not committed after %.0f s; answering anyway", where(flow), _LEDGER_WAIT)
 
     async def _answer(self, st: FlowState, call: ToolCall) -> str:
+        if st.observed is not None:
+            await st.observed  # the originals this request offloaded are stored
         rt = self.state.runtime
         return await asyncio.to_thread(answer_call, rt, st.plan.context, call)
 

@@ -1,100 +1,238 @@
-"""Benchmark: what the proxy saves and what it costs, through real mitmdump processes.
+"""Benchmark: the latency and throughput the addon costs, against plain mitmdump, in one run.
 
-Replays every request of ``../shared/corpus/anthropic-flows`` (in session order) and the
-``../shared/corpus/github-api`` payloads (as tool outputs of an Anthropic request) through
-``mitmdump -s addons/headroom.py`` and through the same mitmdump with no addon, against a local
-HTTPS upstream. Prints, per request and in total: tokens of the request body before and after
-(cl100k_base estimates of the whole JSON body), and the latency the addon adds (median, p95).
+Run ``.venv/bin/python bench/bench_proxy.py [--passes N] [--throughput-requests N]`` from the
+project root. Not a test: it asserts nothing, it prints tables.
 
-Run: ``.venv/bin/python bench/bench_proxy.py``. Not a test: it asserts nothing.
+1. **Added latency, real sessions.** Every session of ``../shared/corpus/anthropic-flows``
+   (``session-<name>-NN.json``, in order) is replayed through three paths, interleaved request by
+   request (the order of the three rotates): direct to a local HTTPS upstream that answers with
+   the recorded response, through a plain ``mitmdump``, and through ``mitmdump -s
+   addons/headroom.py``. Each pass starts both proxies afresh (a new Headroom home), so every
+   pass sees the session as the proxy first does. Reported: the addon's added latency (addon
+   minus plain mitmdump, per request, whole exchange as the client sees it) as median / p95 /
+   max, for the first request of each session and for the requests after it separately, and for
+   passthrough requests (not LLM calls: ``GET /v1/models``).
+2. **Where the time goes.** The same requests planned in-process
+   (:func:`headroom_core.request_plan.plan_request` as the addon calls it, storing deferred as
+   in the proxy) under ``cProfile`` with the thread's CPU time as its clock (steady on a busy
+   machine; the plan runs in one thread): median milliseconds per request of each step.
+3. **Throughput.** Small Messages requests (a 1 KB body) at concurrency 32 through plain
+   mitmdump and through the addon: requests per second and the ratio.
 """
 
 from __future__ import annotations
 
+import argparse
+import cProfile
 import json
+import pstats
 import statistics
 import sys
+import tempfile
+import threading
 import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import httpx  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from headroom_core.compress.tokens import TokenCounter  # noqa: E402
-from tests.support.clients import http_client  # noqa: E402
+from tests.support.clients import direct_http_client, http_client  # noqa: E402
 from tests.support.proxy import ADDON_SCRIPT, MitmProxy  # noqa: E402
 from tests.support.upstream import Upstream  # noqa: E402
 
 CORPUS = REPO.parent / "shared" / "corpus"
+#: The walk's steps, as functions of headroom_core.request_plan (and what they call).
+STEPS = ("_classify", "load", "_replay_messages", "_decide_proxy_tools", "_tools_step", "_compress_step", "plan_images",
+         "past_failures", "inject_memories", "apply_spliced", "_check_messages", "_check_markers")  # fmt: skip
 
 
-def p95(xs: list[float]) -> float:
+def pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
-    return xs[min(len(xs) - 1, round(0.95 * (len(xs) - 1)))]
+    return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))] if xs else float("nan")
 
 
-def requests() -> list[tuple[str, str, bytes]]:
-    """``(label, path, body bytes)`` for every benchmark request."""
-    out = []
-    for f in sorted((CORPUS / "anthropic-flows").glob("session-a-*.json")):
-        body = json.loads(f.read_text())["request"]["body"]
+def sessions() -> dict[str, list[tuple[str, str, bytes, dict]]]:
+    """``name -> [(request name, path, body, flow)]`` in session order."""
+    out: dict[str, list] = defaultdict(list)
+    for f in sorted((CORPUS / "anthropic-flows").glob("session-*.json")):
+        flow = json.loads(f.read_text())
+        body = flow["request"]["body"]
         path = "/v1/messages" if "max_tokens" in body else "/v1/messages/count_tokens"
-        out.append((f.stem, path, json.dumps(dict(body, stream=False) if "stream" in body else body).encode()))
-    for f in sorted((CORPUS / "github-api").glob("*.json")):
-        data = json.loads(f.read_text())
-        pages = [x["response"] for x in data if isinstance(x.get("response"), list)]
-        for label, payload in ((f"{f.stem} (page)", max(pages, key=lambda p: len(json.dumps(p))) if pages else None), (f"{f.stem} (scenario)", data)):
-            if payload is None:
-                continue
-            body = {
-                "model": "claude-sonnet-4-5",
-                "max_tokens": 1024,
-                "messages": [
-                    {"role": "user", "content": "Which of these need attention?"},
-                    {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_b1", "name": "github_api", "input": {}}]},
-                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_b1", "content": json.dumps(payload, indent=2)}]},
-                ],
-            }
-            out.append((label, "/v1/messages", json.dumps(body).encode()))
+        out[f.stem.rsplit("-", 1)[0]].append((f.stem, path, json.dumps(body).encode(), flow))
     return out
 
 
-def main() -> None:
-    console = Console()
-    counter = TokenCounter(Path.home() / ".headroom")
-    reqs = requests()
-    with Upstream() as up, MitmProxy(None, options={"stream_large_bodies": "1"}) as plain, MitmProxy(ADDON_SCRIPT) as hr:
-        time.sleep(3)  # let the addon's warm-up (database, vocabulary) finish
-        rows = []
-        with http_client(plain, timeout=120) as cp, http_client(hr, timeout=120) as ch:
-            for label, path, body in reqs:
-                t0 = time.perf_counter()
-                cp.post(up.url + path, content=body, headers={"content-type": "application/json"})
-                t_plain = time.perf_counter() - t0
-                t0 = time.perf_counter()
-                ch.post(up.url + path, content=body, headers={"content-type": "application/json", "user-agent": "bench/1"})
-                t_hr = time.perf_counter() - t0
-                sent = up.requests[-1].body
-                rows.append((label, counter.count(body.decode()), counter.count(sent.decode()), t_plain * 1000, t_hr * 1000))
-    t = Table(title="Headroom proxy: tokens per request (cl100k_base estimate of the whole body) and added latency")
-    for c in ("request", "tokens before", "tokens after", "saved %", "no addon ms", "addon ms", "added ms"):
-        t.add_column(c, justify="left" if c == "request" else "right")
-    for label, b, a, tp, th in rows:
-        t.add_row(label, f"{b:,}", f"{a:,}", f"{100 * (b - a) / b:.1f}", f"{tp:.1f}", f"{th:.1f}", f"{th - tp:.1f}")
-    for group, pred in (("flows total", lambda r: r[0].startswith("session")), ("github-api total", lambda r: not r[0].startswith("session"))):
-        sel = [r for r in rows if pred(r)]
-        b, a = sum(r[1] for r in sel), sum(r[2] for r in sel)
-        t.add_row(f"[bold]{group}[/]", f"{b:,}", f"{a:,}", f"{100 * (b - a) / b:.1f}", "", "", "")
+def recorded(flow: dict) -> tuple[bytes, dict[str, str]]:
+    body = flow["response"]["body"]
+    if isinstance(body, str):
+        return body.encode(), {"content-type": "text/event-stream"}
+    return json.dumps(body).encode(), {"content-type": "application/json"}
+
+
+def exchange(client: httpx.Client, up: Upstream, url: str, path: str, body: bytes, reply: tuple[bytes, dict[str, str]], ua: str) -> float:
+    """Milliseconds for one whole exchange (the response read to its end)."""
+    up.raw(200, reply[0], reply[1])
+    t0 = time.perf_counter()
+    with client.stream("POST", url + path, content=body, headers={"content-type": "application/json", "user-agent": ua}) as r:
+        for _ in r.iter_raw():
+            pass
+    return (time.perf_counter() - t0) * 1000
+
+
+def passthrough(client: httpx.Client, up: Upstream, url: str) -> float:
+    up.raw(200, b'{"data": []}', {"content-type": "application/json"})
+    t0 = time.perf_counter()
+    client.get(url + "/v1/models")
+    return (time.perf_counter() - t0) * 1000
+
+
+def latency(passes: int, console: Console) -> None:
+    all_sessions = sessions()
+    first: list[float] = []
+    later: list[float] = []
+    through: list[float] = []
+    direct_ms: list[float] = []
+    plain_ms: list[float] = []
+    with Upstream() as up:
+        for p in range(passes):
+            with MitmProxy(None, options={"stream_large_bodies": "1"}) as plain, MitmProxy(ADDON_SCRIPT) as hr:
+                hr.wait_for_log(r"headroom: database", timeout=120)
+                _wait_warm(hr)
+                time.sleep(5)  # the addon's warm-up (database, vocabulary, model) settles
+                with direct_http_client(up, timeout=300) as cd, http_client(plain, timeout=300) as cp, http_client(hr, timeout=300) as ch:
+                    paths = {"direct": cd, "plain": cp, "addon": ch}
+                    for _name, reqs in all_sessions.items():
+                        for n, (_req, path, body, flow) in enumerate(reqs):
+                            reply = recorded(flow)
+                            ua = flow["request"]["headers"].get("user-agent", "bench")
+                            order = ["direct", "plain", "addon"]
+                            order = order[(n + p) % 3 :] + order[: (n + p) % 3]
+                            t = {k: exchange(paths[k], up, up.url, path, body, reply, ua) for k in order}
+                            direct_ms.append(t["direct"])
+                            plain_ms.append(t["plain"])
+                            (first if n == 0 else later).append(t["addon"] - t["plain"])
+                            tp = {k: passthrough(paths[k], up, up.url) for k in ("plain", "addon")}
+                            through.append(tp["addon"] - tp["plain"])
+    t = Table(title=f"Latency the addon adds over plain mitmdump (ms; whole exchange; {passes} passes, interleaved)")
+    for c in ("requests", "n", "median", "p95", "max"):
+        t.add_column(c, justify="left" if c == "requests" else "right")
+    for label, xs in (("LLM calls after the first of a session", later), ("first request of a session", first), ("passthrough (GET /v1/models)", through)):
+        t.add_row(label, str(len(xs)), f"{statistics.median(xs):.1f}", f"{pct(xs, 0.95):.1f}", f"{max(xs):.1f}")
     console.print(t)
-    added = [r[4] - r[3] for r in rows]
-    lat = Table(title="Latency the addon adds per request (ms), first pass in session order")
-    for c in ("requests", "median no addon", "median addon", "median added", "p95 added", "max added"):
-        lat.add_column(c, justify="right")
-    lat.add_row(str(len(rows)), f"{statistics.median(r[3] for r in rows):.1f}", f"{statistics.median(r[4] for r in rows):.1f}", f"{statistics.median(added):.1f}", f"{p95(added):.1f}", f"{max(added):.1f}")
-    console.print(lat)
+    console.print(f"for scale: median exchange direct {statistics.median(direct_ms):.1f} ms, through plain mitmdump {statistics.median(plain_ms):.1f} ms")
+
+
+def profile(console: Console) -> None:
+    from headroom_core.compress.tokens import TokenCounter
+    from headroom_core.request_plan import plan_request
+    from headroom_core.runtime import Runtime
+    from headroom_core.settings import load_settings
+
+    per_step: dict[str, list[float]] = defaultdict(list)
+    totals: list[float] = []
+    for _name, reqs in sessions().items():
+        with tempfile.TemporaryDirectory(prefix="headroom-bench-proxy-") as home:
+            rt = Runtime(load_settings({"home": home}, env={}))
+            rt.__dict__["counter"] = TokenCounter(Path.home() / ".headroom")
+            for n, (_req, path, body, flow) in enumerate(reqs):
+                headers = {"user-agent": flow["request"]["headers"].get("user-agent", "")}
+                pr = cProfile.Profile(time.thread_time)  # CPU time of this thread: steady on a busy machine
+                t0 = time.thread_time()
+                pr.enable()
+                plan = plan_request(rt, "POST", path, headers, body, defer=True)
+                pr.disable()
+                totals_ms = (time.thread_time() - t0) * 1000
+                if plan.persist is not None:
+                    plan.persist()  # after forwarding, as the proxy does
+                if n == 0:
+                    continue
+                totals.append(totals_ms)
+                st = pstats.Stats(pr).stats  # type: ignore[attr-defined]
+                seen: dict[str, float] = defaultdict(float)
+                for (fn, _line, name), (_cc, _nc, _tt, ct, _callers) in st.items():
+                    if "headroom_core" in fn and name in STEPS:
+                        seen[name] += ct * 1000
+                for s in STEPS:
+                    per_step[s].append(seen.get(s, 0.0))
+    t = Table(title="Where the time goes: the request walk in-process (CPU ms per request, requests after the first of a session, profiled)")
+    for c in ("step", "median", "p95", "max"):
+        t.add_column(c, justify="left" if c == "step" else "right")
+    for s in STEPS:
+        xs = per_step[s]
+        if any(xs):
+            t.add_row(s, f"{statistics.median(xs):.2f}", f"{pct(xs, 0.95):.2f}", f"{max(xs):.2f}")
+    t.add_row("[bold]whole plan[/]", f"{statistics.median(totals):.2f}", f"{pct(totals, 0.95):.2f}", f"{max(totals):.2f}")
+    console.print(t)
+
+
+def _wait_warm(px: MitmProxy) -> None:
+    """Wait until the proxy's background loading is over (the embedding model, seconds of CPU
+    that would otherwise be measured as the addon's cost), then a little more."""
+    try:
+        px.wait_for_log(r"headroom: embedding model|embedding model .*(unavailable|failed|not)", timeout=300)
+    except Exception:  # noqa: BLE001 - an older proxy or a missing model: measured as it is
+        pass
+    time.sleep(2)
+
+
+def throughput(n: int, console: Console) -> None:
+    body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": [{"role": "user", "content": "Summarise this. " + "word " * 150}]}).encode()
+    rows = []
+    with Upstream() as up:
+        for label, script in (("plain mitmdump", None), ("mitmdump -s headroom", ADDON_SCRIPT), ("plain mitmdump (again)", None), ("mitmdump -s headroom (again)", ADDON_SCRIPT)):
+            with MitmProxy(script, options={"stream_large_bodies": "1"} if script is None else None) as px:
+                if script is not None:
+                    px.wait_for_log(r"headroom: database", timeout=120)
+                    _wait_warm(px)
+                errors = 0
+                lock = threading.Lock()
+                local = threading.local()
+
+                def one(_i: int) -> None:
+                    nonlocal errors
+                    c = getattr(local, "c", None)
+                    if c is None:
+                        c = local.c = http_client(px, timeout=120)
+                    r = c.post(up.url + "/v1/messages", content=body, headers={"content-type": "application/json"})
+                    if r.status_code != 200:
+                        with lock:
+                            errors += 1
+
+                with ThreadPoolExecutor(32) as pool:
+                    list(pool.map(one, range(32)))  # connections up
+                    t0 = time.perf_counter()
+                    list(pool.map(one, range(n)))
+                    dt = time.perf_counter() - t0
+                rows.append((label, n / dt, errors))
+    t = Table(title=f"Throughput at concurrency 32 ({n} small Messages requests each)")
+    for c in ("proxy", "requests/s", "errors", "vs plain"):
+        t.add_column(c, justify="left" if c == "proxy" else "right")
+    base = {False: [r[1] for r in rows if "headroom" not in r[0]]}
+    plain_rate = statistics.mean(base[False])
+    for label, rate, errors in rows:
+        t.add_row(label, f"{rate:.0f}", str(errors), f"{rate / plain_rate:.2f}")
+    console.print(t)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--passes", type=int, default=3)
+    ap.add_argument("--throughput-requests", type=int, default=2000)
+    ap.add_argument("--skip", choices=("latency", "profile", "throughput"), action="append", default=[])
+    args = ap.parse_args()
+    console = Console(width=160)
+    if "profile" not in args.skip:
+        profile(console)
+    if "latency" not in args.skip:
+        latency(args.passes, console)
+    if "throughput" not in args.skip:
+        throughput(args.throughput_requests, console)
 
 
 if __name__ == "__main__":

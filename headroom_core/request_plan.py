@@ -25,18 +25,21 @@ Observers (live learning, memory capture) run after forwarding: :func:`run_obser
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 import threading
+import time
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cached_property
 from typing import Any, Callable, Mapping
 
 from headroom_core.cache import tools_order
-from headroom_core.cache.breakpoints import verify as verify_breakpoints
+from headroom_core.cache.breakpoints import BreakpointError, marker_count
 from headroom_core.cache.carry import carry, norm_hash
 from headroom_core.cache.frozen import FrozenEntry, LiveZone, live_zone
+from headroom_core.cache.recent import RecentRequest
 from headroom_core.cache.session import session_key
 from headroom_core.cache.session_store import SessionRecord, SessionTools
 from headroom_core.ccr.markers import offload_key
@@ -45,16 +48,19 @@ from headroom_core.clients import client_name
 from headroom_core.compress.images_step import IMAGE_KIND, ImagesOutcome, plan_images
 from headroom_core.compress.pipeline import PipelineResult, compress_outputs
 from headroom_core.compress.result import CompressResult
-from headroom_core.compress.router import compress_text
+from headroom_core.compress.router import classify, compress_text, hint_for, with_text_path
+from headroom_core.compress.worker import WORKER_MIN_CHARS, Job
 from headroom_core.compress.tokens import TokenCounter
 from headroom_core.extensions import RequestContext
 from headroom_core.inject import tail_text_edits
 from headroom_core.project import GLOBAL
 from headroom_core.runtime import Runtime
-from headroom_core.scope import Scope, request_scope
+from headroom_core.scope import Scope, credential, request_scope
+from headroom_core.project import PROJECT_HEADER
 from headroom_core.wire import jsonedit
 from headroom_core.wire.calls import tool_calls_in_request
-from headroom_core.wire.detect import Dialect, detect, dialect_for_path, token_count_dialect
+from headroom_core.wire.detect import Dialect, dialect_for_path, token_count_dialect
+from headroom_core.wire.view import BodyView, ViewError, parse_view
 from headroom_core.wire.dialects import module_for
 
 log = logging.getLogger("headroom")
@@ -114,10 +120,12 @@ class RequestPlan:
     ``action`` (:class:`Action`) and ``code`` (:class:`Code`) with ``reason`` in words;
     ``REWRITE`` sends ``body``, ``REJECT`` answers ``status`` with ``error_body``.
     ``hidden_tools`` are the proxy's own tools offered in the forwarded body (their calls are
-    answered by the proxy). ``forwarded`` is the parsed JSON of what goes upstream (for
-    follow-up requests); ``context`` what extensions saw (for answering proxy tools and for the
+    answered by the proxy). ``client_body`` is the client's parsed JSON; :attr:`forwarded` the
+    parsed JSON of what goes upstream; ``context`` what extensions saw (for answering proxy tools and for the
     observers). ``dry_run``: a token-counting request (planned like the request it measures;
-    nothing stored, learned or recorded).
+    nothing stored, learned or recorded). ``persist``: with ``defer``, what must be stored for
+    the session (originals, the bytes sent), to run once the request is on its way and before
+    its response is answered; None when it was stored already or there is nothing to store.
     """
 
     action: Action
@@ -128,7 +136,7 @@ class RequestPlan:
     error_body: bytes | None = None
     session_key: str = ""
     hidden_tools: frozenset[str] = frozenset()
-    forwarded: dict[str, Any] | None = None
+    client_body: dict[str, Any] | None = None
     pipeline: PipelineResult | None = None
     tools: ToolsFigures | None = None
     project: str = GLOBAL
@@ -140,6 +148,15 @@ class RequestPlan:
     notes: tuple[str, ...] = field(default=())
     code: Code = Code.PLANNED
     dry_run: bool = False
+    persist: Callable[[], None] | None = field(default=None, compare=False, repr=False)
+
+    @cached_property
+    def forwarded(self) -> dict[str, Any] | None:
+        """The parsed JSON of what goes upstream (parsed when first asked, off the request's
+        path: the ledger, follow-ups); None for a request that is not an LLM call."""
+        if self.body is not None and self.action is Action.REWRITE:
+            return json.loads(self.body)
+        return self.client_body
 
 
 def _too_large(d: Dialect, size: int, limit: int) -> bytes:
@@ -186,30 +203,33 @@ def _not_compressed(rt: Runtime, method: str, path: str, body: bytes, why: str) 
     )  # fmt: skip
 
 
-def plan_request(rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes, commit: Callable[[], bool] | None = None) -> RequestPlan:
+def plan_request(
+    rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes, commit: Callable[[], bool] | None = None, defer: bool = False
+) -> RequestPlan:
     """Decide the fate of one request (see module docstring). ``headers`` keys are lowercase.
 
     ``commit``, when given, is called once right before the plan stores anything for the
     session; if it returns False the plan is abandoned and the request passes unchanged (used by
-    :func:`plan_request_async` on timeout).
+    :func:`plan_request_async` on timeout). ``defer``: store nothing now; the plan's
+    ``persist`` does it (the caller runs it after forwarding, off the request's path).
     """
     try:
-        return _plan(rt, method, path, headers, body, commit)
+        return _plan(rt, method, path, headers, body, commit, defer=defer)
     except PlanAbandoned:
         return RequestPlan(Action.PASSTHROUGH, "abandoned: compression timed out", bytes_before=len(body), bytes_after=len(body), code=Code.ABANDONED)
     except Exception as e:  # noqa: BLE001 - fail open (small bodies), loudly
         log.exception("headroom: compression failed; sending what was sent before, nothing new compressed")
-        return replay_only(rt, method, path, headers, body, f"internal error: {type(e).__name__}: {e}")
+        return replay_only(rt, method, path, headers, body, f"internal error: {type(e).__name__}: {e}", defer)
 
 
-def replay_only(rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes, why: str) -> RequestPlan:
+def replay_only(rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes, why: str, defer: bool = False) -> RequestPlan:
     """The fallback when compressing failed or timed out (``why``): the session's earlier
     messages are still replayed byte for byte and ``tools`` still sent as before (so the
     provider's cached prefix does not flip), reusing earlier decisions only; nothing new is
     compressed, counted or injected. A body over ``fail_open_max_bytes`` is refused (413) as the
     fallback cannot shrink it. If even the fallback fails: :func:`_not_compressed`."""
     try:
-        plan = _plan(rt, method, path, headers, body, None, fast=True)
+        plan = _plan(rt, method, path, headers, body, None, fast=True, defer=defer)
         if plan.action != Action.REJECT and plan.dialect is not None and not plan.dry_run and plan.bytes_after > rt.settings.fail_open_max_bytes:
             return _not_compressed(rt, method, path, body, why)  # too large to send uncompressed
         return replace(plan, reason=f"{why[:150]}; fallback: {plan.reason}"[:300], code=Code.FALLBACK)
@@ -240,17 +260,22 @@ class _CommitGate:
             return True
 
 
-async def plan_request_async(rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes, timeout_s: float) -> RequestPlan:
+async def plan_request_async(
+    rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes, timeout_s: float, defer: bool = False
+) -> RequestPlan:
     """:func:`plan_request` in a worker thread, bounded by ``timeout_s`` seconds (0: unbounded).
 
     On timeout the plan is abandoned before it stores anything for the session, and the request
     is treated like a failed compression: earlier messages replayed, nothing new compressed
     (:func:`replay_only`); unchanged when even that fails and the body is at most
     ``fail_open_max_bytes``, else refused with 413. A plan that already committed when the
-    timeout fires is awaited instead (its session memory must match what is sent). Never raises.
+    timeout fires is awaited instead (its session memory must match what is sent). ``defer``: as
+    for :func:`plan_request`. Never raises.
     """
     gate = _CommitGate()
-    task = asyncio.ensure_future(asyncio.to_thread(plan_request, rt, method, path, headers, body, gate.commit))
+    if timeout_s > 0:
+        _DEADLINE.set(time.monotonic() + timeout_s)  # the worker thread sees it (to_thread copies the context)
+    task = asyncio.ensure_future(asyncio.to_thread(plan_request, rt, method, path, headers, body, gate.commit, defer))
     if timeout_s <= 0:
         return await task
     try:
@@ -260,7 +285,7 @@ async def plan_request_async(rt: Runtime, method: str, path: str, headers: Mappi
             return await task
         log.warning("headroom: compressing a %d-byte request took over %s s; sending what was sent before, nothing new compressed", len(body), timeout_s)
         why = f"compression timed out after {timeout_s} s"
-        fallback = asyncio.ensure_future(asyncio.to_thread(replay_only, rt, method, path, headers, body, why))
+        fallback = asyncio.ensure_future(asyncio.to_thread(replay_only, rt, method, path, headers, body, why, defer))
         try:
             # the fallback only replays and looks up, and it is what keeps the provider's cached
             # prefix: it gets at least FALLBACK_MIN_SECONDS whatever the timeout
@@ -280,19 +305,50 @@ def conversation_key(d: Dialect) -> str:
 
 @dataclass(frozen=True)
 class _Request:
-    """A request the walk works on: dialect, parsed body, its exact text, and who sent it."""
+    """A request the walk works on: dialect, its parsed ``view`` (text and spans), who sent it,
+    and ``prev``, the same client's previous request of this conversation (for reuse), if any."""
 
     dialect: Dialect
-    parsed: dict[str, Any]
-    text: str
+    view: BodyView
     headers: Mapping[str, str]
     dry_run: bool
     scope: Scope
     session_key: str
+    credential: str
+    prev: RecentRequest | None = None
+
+    @property
+    def parsed(self) -> dict[str, Any]:
+        return self.view.parsed
+
+    @property
+    def text(self) -> str:
+        return self.view.text
 
     @property
     def ckey(self) -> str:
         return conversation_key(self.dialect)
+
+
+def _shape_error(d: Dialect, parsed: dict[str, Any]) -> str:
+    """Why a parsed body is not a request of dialect ``d`` (``""`` when it is)."""
+    if d in (Dialect.ANTHROPIC_MESSAGES, Dialect.OPENAI_CHAT):
+        return "" if isinstance(parsed.get("messages"), list) else "no messages list"
+    return "" if "input" in parsed else "no input"
+
+
+def _same_start(view: BodyView, prev: RecentRequest, ckey: str) -> bool:
+    """Whether ``view`` shows the same system prompt and first messages as ``prev`` (so the same
+    project and session): every member but the conversation reused or absent in both, and the
+    conversation's first three elements reused."""
+    seq = view.parsed.get(ckey)
+    n = min(3, len(seq)) if isinstance(seq, list) else 0
+    if not isinstance(seq, list) or view.reused_elements < n or n == 0:
+        return False
+    for key in ("system", "instructions"):
+        if (key in view.members or key in prev.view.members) and key not in view.reused_members:
+            return False
+    return True
 
 
 def _classify(rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes) -> RequestPlan | _Request:
@@ -308,15 +364,32 @@ def _classify(rt: Runtime, method: str, path: str, headers: Mapping[str, str], b
         if counting:  # nothing is sent to a model: the provider answers what it answers
             return RequestPlan(Action.PASSTHROUGH, "token count over max_body_bytes", d, bytes_before=n, bytes_after=n, code=Code.TOO_LARGE, dry_run=True)
         return RequestPlan(Action.REJECT, "body over max_body_bytes", d, status=413, error_body=_too_large(d, n, s.max_body_bytes), bytes_before=n, code=Code.TOO_LARGE)
-    det = detect(method, path, body)
-    if det.dialect is None or det.body is None:
-        return RequestPlan(Action.PASSTHROUGH, det.reason, bytes_before=n, bytes_after=n, code=Code.NOT_PARSED, dry_run=counting)
+    try:
+        text = body.decode("utf-8")  # JSON on the wire is UTF-8 (RFC 8259 §8.1)
+    except UnicodeDecodeError:
+        return RequestPlan(Action.PASSTHROUGH, "body is not UTF-8", bytes_before=n, bytes_after=n, code=Code.NOT_PARSED, dry_run=counting)
+    cred = credential(headers, path)
+    project_header = headers.get(PROJECT_HEADER, "")
+    prev = rt.recent.find(cred, project_header, text)
+    try:
+        view = parse_view(text, prev.view if prev is not None else None)
+    except (ViewError, RecursionError):
+        return RequestPlan(Action.PASSTHROUGH, "body is not a JSON object (or nested too deeply)", bytes_before=n, bytes_after=n, code=Code.NOT_PARSED, dry_run=counting)
+    why = _shape_error(d, view.parsed)
+    if why:
+        return RequestPlan(Action.PASSTHROUGH, why, bytes_before=n, bytes_after=n, code=Code.NOT_PARSED, dry_run=counting)
     if not s.compress:
         return RequestPlan(Action.PASSTHROUGH, "compression off", d, bytes_before=n, bytes_after=n, code=Code.COMPRESS_OFF, dry_run=counting)
-    parsed = det.body
-    scope = request_scope(headers, parsed, path, rt.sealer)
-    skey = session_key(d.value, parsed, headers.get(SESSION_HEADER), scope.id)
-    return _Request(d, parsed, body.decode("utf-8"), headers, counting, scope, skey)
+    ckey = conversation_key(d)
+    if prev is not None and not headers.get(SESSION_HEADER) and _same_start(view, prev, ckey):
+        scope, skey = prev.scope, prev.session_key
+    else:
+        prev = prev if prev is not None and view.reused_elements else None
+        scope = request_scope(headers, view.parsed, path, rt.sealer)
+        skey = session_key(d.value, view.parsed, headers.get(SESSION_HEADER), scope.id)
+    if prev is not None and prev.session_key != skey:
+        prev = None  # another conversation that starts alike: nothing of its own to reuse
+    return _Request(d, view, headers, counting, scope, skey, cred, prev)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -325,13 +398,15 @@ def _classify(rt: Runtime, method: str, path: str, headers: Mapping[str, str], b
 
 def _replay_messages(rt: Runtime, req: _Request, rec: SessionRecord) -> tuple[LiveZone, list[tuple[int, int]], list[str]]:
     """The live zone (earlier messages frozen, their replay texts with the client's current
-    breakpoints carried), the client's message spans and their keyed hashes."""
+    breakpoints carried), the client's message spans and their keyed hashes (a message the
+    previous request of this conversation had in the same bytes keeps its hash)."""
     seq = req.parsed.get(req.ckey)
     if not isinstance(seq, list):
         return LiveZone(0, ()), [], []
-    spans = jsonedit.element_spans(req.text, (req.ckey,))
+    spans = list(req.view.elements.get(req.ckey, ()))
     digest = rt.sealer.digest
-    hashes = [digest("m", req.text[a:b]) for a, b in spans]
+    known = req.prev.hashes[: req.view.reused_elements] if req.prev is not None else ()
+    hashes = list(known) + [digest("m", req.text[a:b]) for a, b in spans[len(known) :]]
 
     def norm_of(i: int) -> str:
         a, b = spans[i]
@@ -381,12 +456,15 @@ def _tools_step(rt: Runtime, req: _Request, rec: SessionRecord, proxy_tools: tup
     client = tools or []
     if not client and not proxy_tools:
         return _ToolsStep((), replace(state, proxy_tools=proxy_tools), None)
+    prev = req.prev.tools if req.prev is not None else None
+    if prev is not None and "tools" in req.view.reused_members and prev[0] == (state, proxy_tools, fast):
+        return prev[1]  # the same tools text, the same session state: the same step
     raw = ""
     spans: list[tuple[int, int]] = []
     if tools is not None:
-        a, b = jsonedit.span(req.text, ("tools",))
+        a, b = req.view.members["tools"]
         raw = req.text[a:b]
-        spans = [(x - a, y - a) for x, y in jsonedit.element_spans(req.text, ("tools",))]
+        spans = [(x - a, y - a) for x, y in req.view.elements["tools"]]
     ids = tools_order.unique_ids(client)
     order = rt.tool_order.order(req.scope.id, ids, learn=not req.dry_run)
     bare = [jsonedit.strip_member(raw[x:y], "cache_control") for x, y in (spans[n] for n in order)]
@@ -394,8 +472,9 @@ def _tools_step(rt: Runtime, req: _Request, rec: SessionRecord, proxy_tools: tup
     marks = [(k, t["cache_control"]) for k, t in enumerate(client) if isinstance(t, dict) and "cache_control" in t]
     proxy_defs = [] if tools is None and req.dry_run else _proxy_tool_defs(rt, req.dialect, proxy_tools)
     reason = "replayed"
-    if state.tools_hash == thash and state.text is not None:
-        forwarded = state.text
+    known = state.text if state.tools_hash == thash else rt.session_store.tools_text(thash)
+    if known is not None:
+        forwarded = known
         for k, value in marks:  # the client's breakpoints by position
             forwarded = jsonedit.insert_member(forwarded, (k,), "cache_control", jsonedit.dumps(value))
     else:
@@ -476,7 +555,7 @@ def _compress_step(rt: Runtime, req: _Request, live_from: int, lossless: bool, f
     result = compress_outputs(
         [o for o in outputs if o.message_index >= live_from],
         query,
-        lambda t, q, h=None: compress_text(t, q, rt.counter, min_tokens=s.min_tokens, min_saving_ratio=s.min_saving_ratio, hint=h, lossless=lossless),
+        lambda t, q, h=None: _compress_one(rt, t, q, h, lossless),
         rt.counter,
         decisions,
         min_tokens=s.min_tokens,
@@ -487,6 +566,23 @@ def _compress_step(rt: Runtime, req: _Request, live_from: int, lossless: bool, f
         lossless=lossless,
     )
     return result, outputs, query
+
+
+#: When the plan must be done (``time.monotonic()``), for work in the compression worker; set by
+#: :func:`plan_request_async` (threads it starts see it), unset for a plain :func:`plan_request`.
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("headroom_plan_deadline", default=None)
+
+
+def _compress_one(rt: Runtime, text: str, query: str, hint: Any, lossless: bool) -> CompressResult:
+    """One tool output through the content router: a large one that is not prose in the
+    compression worker (:mod:`headroom_core.compress.worker`: a timeout stops it), the rest
+    here. Raises :class:`~headroom_core.compress.worker.CompressTimeout` past the deadline."""
+    s = rt.settings
+    if len(text) >= WORKER_MIN_CHARS and classify(text, with_text_path(text, hint_for("", hint))).name not in ("text", "html"):
+        deadline = _DEADLINE.get()
+        budget = deadline - time.monotonic() if deadline is not None else (s.compress_timeout_seconds or 600.0)
+        return rt.compress_worker.run(Job(text, query, s.min_tokens, s.min_saving_ratio, hint, lossless), max(0.0, budget))
+    return compress_text(text, query, rt.counter, min_tokens=s.min_tokens, min_saving_ratio=s.min_saving_ratio, hint=hint, lossless=lossless)
 
 
 def _lossless(req: _Request, proxy_tools: tuple[str, ...]) -> bool:
@@ -503,7 +599,14 @@ def _lossless(req: _Request, proxy_tools: tuple[str, ...]) -> bool:
 
 
 def _plan(
-    rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes, commit: Callable[[], bool] | None = None, fast: bool = False
+    rt: Runtime,
+    method: str,
+    path: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    commit: Callable[[], bool] | None = None,
+    fast: bool = False,
+    defer: bool = False,
 ) -> RequestPlan:
     got = _classify(rt, method, path, headers, body)
     if isinstance(got, RequestPlan):
@@ -553,23 +656,34 @@ def _plan(
         edits += tail_text_edits(d, parsed, "\n\n".join(injected))
 
     # 7. splice, verify, remember
-    new_text = jsonedit.apply(text, edits) if edits else text
-    forwarded = json.loads(new_text) if edits else parsed
+    spliced = jsonedit.apply_spliced(text, edits, _locator(req)) if edits else jsonedit.Spliced(text, ())
+    new_text = spliced.text
+    new_spans = [(spliced.map(a), spliced.map(b)) for a, b in spans]
     if edits:
-        _check_same_conversation(req.ckey, parsed, forwarded)
-        verify_breakpoints(parsed, forwarded)
+        _check_messages(req, zone, spans, new_spans, new_text)
+        _check_markers(text, spliced)
+    job: Callable[[], None] | None = None
     if not req.dry_run:
         if commit is not None and not commit():
             raise PlanAbandoned()
-        _remember(rt, req, rec, zone, spans, hashes, new_text, edits, result, images, tools.state)
-    hidden = frozenset(proxy_tools) if isinstance(forwarded.get("tools"), list) else frozenset()
+        recent = RecentRequest(req.view, req.scope, req.session_key, tuple(hashes), ((rec.tools, proxy_tools, fast), tools))
+
+        def store() -> None:
+            _remember(rt, req, rec, zone, spans, hashes, new_text, new_spans, result, images, tools.state)
+            rt.recent.remember(req.credential, headers.get(PROJECT_HEADER, ""), recent)
+
+        if defer:
+            job = store
+        else:
+            store()
+    hidden = frozenset(proxy_tools) if isinstance(parsed.get("tools"), list) or tools.edits else frozenset()
     plan = RequestPlan(
         Action.PASSTHROUGH,
         "nothing to compress",
         d,
         session_key=req.session_key,
         hidden_tools=hidden,
-        forwarded=forwarded,
+        client_body=parsed,
         pipeline=result,
         tools=tools.figures,
         project=req.scope.project,
@@ -579,6 +693,7 @@ def _plan(
         bytes_before=n,
         bytes_after=n,
         dry_run=req.dry_run,
+        persist=job,
     )
     if not edits:
         return plan
@@ -605,7 +720,7 @@ def _remember(
     spans: list[tuple[int, int]],
     hashes: list[str],
     new_text: str,
-    edits: list,
+    new_spans: list[tuple[int, int]],
     result: PipelineResult,
     images: ImagesOutcome,
     tools: SessionTools,
@@ -619,7 +734,6 @@ def _remember(
     _keep_originals(rt, req, zone)
     entries = list(zone.entries)
     if spans:
-        new_spans = jsonedit.element_spans(new_text, (req.ckey,)) if edits else spans
         weight: dict[int, list[int]] = {}
         keys: dict[int, list[tuple[str, tuple]]] = {}
         kinds: dict[int, list[tuple[str, str, int, int]]] = {}
@@ -638,6 +752,55 @@ def _remember(
                 FrozenEntry(i, hashes[i], rt.sealer.digest("n", norm_hash(own)), fwd, fwd != own, *weight.get(i, (0, 0)), tuple(keys.get(i, ())), tuple(kinds.get(i, ())))
             )
     rt.session_store.save(rec, req.dialect.value, tools, tuple(entries))
+
+
+def _locator(req: _Request) -> jsonedit.Locator:
+    """A :class:`~headroom_core.wire.jsonedit.Locator` of the request text that already knows
+    the spans its parse found (top-level members, conversation and tools elements)."""
+    v = req.view
+    known: dict[tuple, dict[Any, tuple[int, int]]] = {(): dict(v.members)}
+    for key, els in v.elements.items():
+        known[(key,)] = dict(enumerate(els))
+    return jsonedit.Locator(v.text, known)
+
+
+def _check_messages(req: _Request, zone: LiveZone, spans: list[tuple[int, int]], new_spans: list[tuple[int, int]], new_text: str) -> None:
+    """Raise ``AssertionError`` when an edit changed the conversation's shape: its length, or
+    the role, type or tool call ids of a message the proxy changed in this request (replayed
+    messages were checked when they were first sent)."""
+    seq = req.parsed.get(req.ckey)
+    if not isinstance(seq, list):
+        return
+    if len(new_spans) != len(spans):
+        raise AssertionError("an edit changed the number of messages")
+    replayed = {i for i, _ in zone.replay}
+    for i in range(zone.start, len(spans)):
+        if i in replayed:
+            continue
+        (a, b), (na, nb) = spans[i], new_spans[i]
+        if nb - na == b - a and new_text[na:nb] == req.text[a:b]:
+            continue
+        if _shape(json.loads(new_text[na:nb])) != _shape(seq[i]):
+            raise AssertionError(f"an edit changed message {i}'s role, type or call ids")
+
+
+def _check_markers(text: str, spliced: jsonedit.Spliced) -> None:
+    """Raise :class:`~headroom_core.cache.breakpoints.BreakpointError` when the edits added or
+    dropped a ``cache_control`` breakpoint (counted in each edited span, old against new)."""
+    old = new = 0
+    for a, b, n in spliced.splices:
+        na = spliced.map(a)
+        old += marker_count(text[a:b])
+        new += marker_count(spliced.text[na : na + n])
+    if old != new:
+        raise BreakpointError(f"cache_control breakpoints changed in the edited parts: {old} -> {new}")
+
+
+def _shape(m: Any) -> Any:
+    if not isinstance(m, dict):
+        return m
+    ids = [(b.get("type"), b.get("id"), b.get("tool_use_id")) for b in m.get("content") or [] if isinstance(b, dict) and b.get("type") not in ("text", "input_text", "output_text")] if isinstance(m.get("content"), list) else []
+    return (m.get("role"), m.get("type"), m.get("tool_call_id"), m.get("call_id"), ids)
 
 
 def _at(value: Any, path: tuple) -> Any:
@@ -682,16 +845,3 @@ def _safe(fn, rt: Runtime, ctx: RequestContext):
     except Exception:  # noqa: BLE001
         log.exception("headroom: extension %s failed", getattr(fn, "__qualname__", fn))
         return None
-
-
-def _check_same_conversation(key: str, before: dict[str, Any], after: dict[str, Any]) -> None:
-    """Raise ``AssertionError`` if an edit changed roles, message count or tool call ids."""
-
-    def shape(body: dict[str, Any]) -> list[Any]:
-        seq = body.get(key)
-        if not isinstance(seq, list):
-            return [seq]
-        return [(m.get("role"), m.get("type"), m.get("tool_call_id"), m.get("call_id")) if isinstance(m, dict) else None for m in seq]
-
-    if shape(before) != shape(after):
-        raise AssertionError("an edit changed the conversation's shape")

@@ -9,11 +9,13 @@ from functools import cached_property
 from sqlalchemy.orm import Session, sessionmaker
 
 from headroom_core.cache.decisions import DecisionCache
+from headroom_core.cache.recent import RecentRequests
 from headroom_core.cache.session_store import SessionStore
 from headroom_core.cache.tools_order import ToolOrder
 from headroom_core.ccr.store import OriginalsStore
 from headroom_core.compress.tokens import TokenCounter
 from headroom_core.compress.tools_step import ToolsMinifier
+from headroom_core.compress.worker import CompressWorker
 from headroom_core.ledger_writer import LedgerWriter
 from headroom_core.db.engine import open_database
 from headroom_core.db.sealed import Sealer, load_secret, secret_path
@@ -63,6 +65,14 @@ class Runtime:
     @cached_property
     def tools_minifier(self) -> ToolsMinifier:
         return ToolsMinifier(self.counter, self.settings.tools_minify_exclude)
+
+    @cached_property
+    def compress_worker(self) -> CompressWorker:
+        return CompressWorker(self.settings.home, self.settings.tokenizer_path)
+
+    @cached_property
+    def recent(self) -> RecentRequests:
+        return RecentRequests()
 
     @cached_property
     def tool_order(self) -> ToolOrder:

@@ -7,6 +7,7 @@ Another project never sees it; a bypassed request is neither learned from nor ch
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -62,10 +63,24 @@ def injected(rec) -> str:
     return "\n".join(t for t in texts if t.startswith(BLOCK_HEADER))
 
 
+def settled(read, want, timeout: float = 60.0):
+    """``read()`` once it returns ``want`` (learning runs after the response is forwarded, so a
+    test reading the database polls), else its last value after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = read()
+        if got == want or time.monotonic() > deadline:
+            return got
+        time.sleep(0.05)
+
+
 def test_rule_persisted_at_threshold_then_fed_back_and_projects_stay_apart(upstream, proxy, store):
     client = anthropic_client(upstream, proxy)
     for i in range(1, 6):
         send(client, PROJECT_A, failing_then_fixed(f"task {i}: run the test suite"))
+        # one pair per session, however often sent (the longer resend of session 1 is learned
+        # from before session 2's request goes on: same client)
+        assert settled(lambda: store.evidence(PROJECT_A, RULE_ID), i) == i
         rules = store.rules(PROJECT_A)
         if i < 5:
             assert rules == [], f"persisted after {i} sessions, before the threshold of 5"
@@ -76,7 +91,6 @@ def test_rule_persisted_at_threshold_then_fed_back_and_projects_stay_apart(upstr
                 {"role": "user", "content": "thanks"},
             ]
             send(client, PROJECT_A, longer)
-        assert store.evidence(PROJECT_A, RULE_ID) == i  # one pair per session, however often sent
     rules = store.rules(PROJECT_A)
     assert [(r.text, r.evidence, r.source, r.kind) for r in rules] == [(RULE, 5, "live", "command")]
     assert rules[0].rule_id == RULE_ID and store.evidence(PROJECT_A, RULE_ID) == 5
@@ -140,7 +154,7 @@ def test_openai_chat_and_responses_tool_outputs_are_learned_from(upstream, proxy
         {"role": "tool", "tool_call_id": "c2", "content": "Exit code: 0\nOutput:\n3 passed"},
     ]
     client.chat.completions.create(model="gpt-4.1", messages=chat, extra_headers={"x-headroom-project": project})
-    assert store.evidence(project, RULE_ID) == 1
+    assert settled(lambda: store.evidence(project, RULE_ID), 1) == 1
     items = [
         {"role": "user", "content": [{"type": "input_text", "text": "run the tests again"}]},
         {"type": "function_call", "call_id": "r1", "name": "shell", "arguments": shell("pytest tests")},
@@ -149,4 +163,4 @@ def test_openai_chat_and_responses_tool_outputs_are_learned_from(upstream, proxy
         {"type": "function_call_output", "call_id": "r2", "output": json.dumps({"output": "3 passed\n", "metadata": {"exit_code": 0}})},
     ]
     client.responses.create(model="gpt-4.1", input=items, extra_headers={"x-headroom-project": project})
-    assert store.evidence(project, RULE_ID) == 2
+    assert settled(lambda: store.evidence(project, RULE_ID), 2) == 2

@@ -4,13 +4,12 @@ break the provider's cache, can be reported (``headroom cache report``)."""
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import weakref
 from typing import TYPE_CHECKING
 
 from headroom_core.cache.prefix_log import PrefixLog
-from headroom_core.cache.volatile import prefix_of, system_text
+from headroom_core.cache.volatile import prefix_of
 from headroom_core.extensions import Extensions, RequestContext
 
 if TYPE_CHECKING:
@@ -31,19 +30,8 @@ def prefix_log(rt: "Runtime") -> PrefixLog:
 
 def observe_prefix(rt: "Runtime", ctx: RequestContext) -> None:
     """Observer: record the request's prefix for its session (a database write only when the
-    prefix is new for the session). When the tools step saw this request's ``tools`` text, the
-    system text and that text's digest tell an unchanged prefix at once; the canonical
-    :class:`~headroom_core.cache.volatile.Prefix` (every tool serialised with sorted keys) is
-    built only for a session's first request or a change."""
-    log = prefix_log(rt)
-    tools = ctx.body.get("tools")
-    digest = rt.tools_minifier.text_digest(tools) if isinstance(tools, list) and tools else b"-"
-    quick = None
-    if digest is not None:
-        quick = hashlib.blake2b(system_text(ctx.body).encode("utf-8", "surrogatepass") + b"\0" + digest, digest_size=20).digest()
-        if log.seen_quick(ctx.session_key, quick):
-            return
-    log.observe(ctx.session_key, ctx.project, ctx.dialect.value, ctx.client, prefix_of(ctx.body), quick=quick)
+    prefix is new for the session)."""
+    prefix_log(rt).observe(ctx.session_key, ctx.project, ctx.dialect.value, ctx.client, prefix_of(ctx.body))
 
 
 def register(ext: Extensions) -> None:

@@ -43,31 +43,17 @@ class PrefixLog:
     def __init__(self, sessions: sessionmaker[Session], memory_sessions: int = 1024) -> None:
         self._sessions = sessions
         self._seen: OrderedDict[str, str] = OrderedDict()
-        self._quick: dict[str, bytes] = {}
         self._max = memory_sessions
         self._lock = threading.Lock()
 
-    def seen_quick(self, session_key: str, quick: bytes) -> bool:
-        """True when the session's last observed prefix had the cheap key ``quick`` (a digest of
-        the exact system and tools text, see :func:`headroom_core.cache.hooks.observe_prefix`)."""
-        with self._lock:
-            if session_key in self._seen and self._quick.get(session_key) == quick:
-                self._seen.move_to_end(session_key)
-                return True
-            return False
-
-    def observe(self, session_key: str, project: str, dialect: str, client: str, prefix: Prefix, quick: bytes | None = None) -> PrefixDiff | None:
+    def observe(self, session_key: str, project: str, dialect: str, client: str, prefix: Prefix) -> PrefixDiff | None:
         """Record that ``session_key`` sent ``prefix``; return the diff recorded when the prefix
         is new for the session (None when it was seen before, or there was nothing to compare
-        with). ``quick``: the cheap key of the same prefix, remembered for :meth:`seen_quick`."""
+        with)."""
         fp = prefix.fingerprint
         with self._lock:
             if self._seen.get(session_key) == fp:
                 self._seen.move_to_end(session_key)
-                if quick is not None:
-                    self._quick[session_key] = quick
-                else:
-                    self._quick.pop(session_key, None)
                 return None
         project = project[:512]
         now = _now()
@@ -79,13 +65,8 @@ class PrefixLog:
         with self._lock:
             self._seen[session_key] = fp
             self._seen.move_to_end(session_key)
-            if quick is not None:
-                self._quick[session_key] = quick
-            else:
-                self._quick.pop(session_key, None)
             while len(self._seen) > self._max:
-                old, _ = self._seen.popitem(last=False)
-                self._quick.pop(old, None)
+                self._seen.popitem(last=False)
         return diff
 
     def _record(self, session_key: str, project: str, dialect: str, client: str, fp: str, prefix: Prefix, now: datetime) -> PrefixDiff | None:

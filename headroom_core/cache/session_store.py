@@ -14,13 +14,13 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from sqlalchemy import delete, select
+from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from headroom_core.cache.frozen import FrozenEntry
 from headroom_core.db.models import FrozenMessage, SessionState
 from headroom_core.db.sealed import Sealer
-from headroom_core.db.upsert import insert_ignore, upsert
+from headroom_core.db.upsert import insert_ignore, upsert_many
 
 
 def _now() -> datetime:
@@ -49,6 +49,9 @@ class SessionRecord:
     messages: tuple[FrozenEntry, ...] = ()
 
 
+_REVISION = select(SessionState.revision).where(SessionState.session_key == bindparam("key"))
+
+
 def _row_name(key: str, what: str) -> str:
     return f"session:{key}:{what}"
 
@@ -61,13 +64,16 @@ class SessionStore:
         self._sessions = sessions
         self._sealer = sealer
         self._mem: OrderedDict[str, SessionRecord] = OrderedDict()
+        self._tools: OrderedDict[str, str] = OrderedDict()
         self._max = memory_sessions
         self._lock = threading.Lock()
 
     def load(self, key: str) -> SessionRecord:
         """The stored record of session ``key`` (``known=False`` for a new session)."""
-        with self._sessions() as s:
-            revision = s.scalar(select(SessionState.revision).where(SessionState.session_key == key))
+        engine = self._sessions.kw.get("bind")
+        if engine is not None:  # the one query of a known session: lighter than an ORM session
+            with engine.connect() as c:
+                revision = c.execute(_REVISION, {"key": key}).scalar()
             if revision is None:
                 return SessionRecord(key)
             with self._lock:
@@ -75,6 +81,7 @@ class SessionStore:
                 if hit is not None and hit.revision == revision:
                     self._mem.move_to_end(key)
                     return hit
+        with self._sessions() as s:
             row = s.get(SessionState, key)
             if row is None:
                 return SessionRecord(key)
@@ -98,6 +105,32 @@ class SessionStore:
         self._remember(rec)
         return rec
 
+    def tools_text(self, tools_hash: str) -> str | None:
+        """The ``tools`` text some session sent for ``tools_hash`` (the same ordered tools and
+        proxy tools, minified once), or None: a new session with a known tool list, or any
+        session after a restart, does not minify it again."""
+        if not tools_hash:
+            return None
+        with self._lock:
+            hit = self._tools.get(tools_hash)
+            if hit is not None:
+                return hit
+        with self._sessions() as s:
+            row = s.execute(select(SessionState.session_key, SessionState.tools_text).where(SessionState.tools_hash == tools_hash).limit(1)).first()
+        if row is None or row[1] is None:
+            return None
+        text = self._sealer.open(row[1], _row_name(row[0], "tools"))
+        if text is not None:
+            self._remember_tools(tools_hash, text)
+        return text
+
+    def _remember_tools(self, tools_hash: str, text: str) -> None:
+        with self._lock:
+            self._tools[tools_hash] = text
+            self._tools.move_to_end(tools_hash)
+            while len(self._tools) > 16:
+                self._tools.popitem(last=False)
+
     def save(self, old: SessionRecord, dialect: str, tools: SessionTools, messages: tuple[FrozenEntry, ...]) -> SessionRecord:
         """Store the session's state after a request (``old`` is what :meth:`load` gave for it):
         the tools when they changed, the message entries that changed, and a new revision.
@@ -109,6 +142,29 @@ class SessionStore:
         changed = [e for e in messages if prev.get(e.position) != e]
         if old.known and not changed_tools and not changed and len(messages) == len(old.messages):
             return old
+        rows = [
+            dict(
+                session_key=key,
+                position=e.position,
+                raw_hash=e.raw_hash,
+                norm_hash=e.norm_hash,
+                forwarded=self._sealer.seal(e.sent_text, _row_name(key, str(e.position))),
+                modified=e.modified,
+                tokens_before=e.tokens_before,
+                tokens_after=e.tokens_after,
+                offloads=json.dumps([[k, list(p)] for k, p in e.offloads], ensure_ascii=False),
+                blocks=json.dumps([list(b) for b in e.blocks], ensure_ascii=False),
+                updated_at=now,
+            )
+            for e in changed
+        ]
+        values: dict = {"revision": SessionState.revision + 1, "updated_at": now}
+        if changed_tools or not old.known:
+            values.update(
+                proxy_tools=json.dumps(list(tools.proxy_tools)),
+                tools_hash=tools.tools_hash,
+                tools_text=None if tools.text is None else self._sealer.seal(tools.text, _row_name(key, "tools")),
+            )
         with self._sessions.begin() as s:
             insert_ignore(
                 s,
@@ -116,38 +172,14 @@ class SessionStore:
                 dict(session_key=key, dialect=dialect, proxy_tools="[]", tools_hash="", revision=0, created_at=now, updated_at=now),
                 ["session_key"],
             )
-            row = s.get(SessionState, key, with_for_update=True)
-            assert row is not None
-            if changed_tools or not old.known:
-                row.proxy_tools = json.dumps(list(tools.proxy_tools))
-                row.tools_hash = tools.tools_hash
-                row.tools_text = None if tools.text is None else self._sealer.seal(tools.text, _row_name(key, "tools"))
-            row.revision = (row.revision or 0) + 1
-            row.updated_at = now
-            n = len(messages)
-            s.execute(delete(FrozenMessage).where(FrozenMessage.session_key == key, FrozenMessage.position >= n))
-            for e in changed:
-                upsert(
-                    s,
-                    FrozenMessage,
-                    dict(
-                        session_key=key,
-                        position=e.position,
-                        raw_hash=e.raw_hash,
-                        norm_hash=e.norm_hash,
-                        forwarded=self._sealer.seal(e.sent_text, _row_name(key, str(e.position))),
-                        modified=e.modified,
-                        tokens_before=e.tokens_before,
-                        tokens_after=e.tokens_after,
-                        offloads=json.dumps([[k, list(p)] for k, p in e.offloads], ensure_ascii=False),
-                        blocks=json.dumps([list(b) for b in e.blocks], ensure_ascii=False),
-                        updated_at=now,
-                    ),
-                    ["session_key", "position"],
-                )
-            revision = row.revision
+            revision = s.execute(update(SessionState).where(SessionState.session_key == key).values(**values).returning(SessionState.revision)).scalar_one()
+            if len(messages) < len(old.messages) or not old.known:
+                s.execute(delete(FrozenMessage).where(FrozenMessage.session_key == key, FrozenMessage.position >= len(messages)))
+            upsert_many(s, FrozenMessage, rows, ["session_key", "position"])
         rec = SessionRecord(key, True, revision, tools, tuple(messages))
         self._remember(rec)
+        if tools.text is not None:
+            self._remember_tools(tools.tools_hash, tools.text)
         return rec
 
     def _remember(self, rec: SessionRecord) -> None:

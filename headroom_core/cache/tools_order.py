@@ -30,7 +30,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from headroom_core.db.models import ToolOrder as ToolOrderRow
-from headroom_core.db.upsert import insert_ignore
+from headroom_core.db.upsert import upsert_many
 
 
 def tool_id(tool: Any) -> str:
@@ -96,7 +96,7 @@ class ToolOrder:
                 now = datetime.now(timezone.utc).replace(tzinfo=None)
                 start = max(seq.values(), default=-1) + 1
                 with self._sessions.begin() as s:
-                    for n, i in enumerate(missing):
-                        insert_ignore(s, ToolOrderRow, dict(scope=scope, tool_id=i, seq=start + n, created_at=now), ["scope", "tool_id"])
+                    rows = [dict(scope=scope, tool_id=i, seq=start + n, created_at=now) for n, i in enumerate(missing)]
+                    upsert_many(s, ToolOrderRow, rows, ["scope", "tool_id"], update=())
                 seq = self._load(scope)
         return ordered(ids, seq)

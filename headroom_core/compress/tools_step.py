@@ -45,7 +45,6 @@ class ToolsMinifier:
         self._cache: OrderedDict[bytes, ToolsOutcome] = OrderedDict()
         self._entries = entries
         self._lock = threading.Lock()
-        self._last = threading.local()
 
     def run(self, tools_text: str, tools: list, count: bool = True) -> ToolsOutcome:
         """``tools_text`` is the exact JSON text of ``tools`` in the request (the cache key, and
@@ -56,7 +55,6 @@ class ToolsMinifier:
         ``tools_text`` is not the JSON text of ``tools``.
         """
         key = hashlib.blake2b(tools_text.encode("utf-8", "surrogatepass"), digest_size=20).digest()
-        self._last.seen = (tools, key)
         with self._lock:
             hit = self._cache.get(key)
             if hit is not None:
@@ -91,13 +89,6 @@ class ToolsMinifier:
             while len(self._cache) > self._entries:
                 self._cache.popitem(last=False)
         return out
-
-    def text_digest(self, tools: object) -> bytes | None:
-        """The digest of the exact JSON text of ``tools`` when this very list was the last one
-        :meth:`run` saw in this thread (the request being planned), else None. Lets a later
-        step of the same request tell an unchanged ``tools`` without serialising it again."""
-        seen = getattr(self._last, "seen", None)
-        return seen[1] if seen is not None and seen[0] is tools else None
 
 
 def _splice(tools_text: str, repl: list[tuple[int, jsonedit.RawJSON]]) -> str:

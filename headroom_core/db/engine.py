@@ -47,6 +47,12 @@ def create_private_file(path: Path) -> None:
         pass
 
 
+#: SQLite connections kept open / opened beyond those at most (SQLAlchemy ``QueuePool``; its
+#: defaults are 5 / 10).
+SQLITE_POOL_SIZE = 16
+SQLITE_MAX_OVERFLOW = 16
+
+
 def make_engine(url: str) -> Engine:
     """Create an engine for ``url``; for a SQLite file, create it owner-only (0600) with its
     folder, and turn on WAL. Raises :class:`DatabaseError` when the file cannot be created
@@ -62,7 +68,10 @@ def make_engine(url: str) -> Engine:
                 create_private_file(f)
             except OSError as e:
                 raise DatabaseError(f"cannot create the SQLite database {f}: {_blocker(f) or e.strerror or e}") from e
-        eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": 10})
+        # Connections kept open for every thread that may write at once (asyncio's default pool,
+        # the ledger writer, observers): past ``pool_size`` SQLAlchemy opens and closes a connection
+        # (and runs the pragmas) per checkout, which under load costs more than the query.
+        eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": 10}, pool_size=SQLITE_POOL_SIZE, max_overflow=SQLITE_MAX_OVERFLOW)
         event.listen(eng, "connect", _sqlite_pragmas)
     else:
         eng = create_engine(url, pool_pre_ping=True)

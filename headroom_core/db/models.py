@@ -71,7 +71,7 @@ class SessionState(Base):
     session_key: Mapped[str] = mapped_column(String(64), primary_key=True)
     dialect: Mapped[str] = mapped_column(String(32))
     proxy_tools: Mapped[str] = mapped_column(Text, default="[]")
-    tools_hash: Mapped[str] = mapped_column(String(64), default="")
+    tools_hash: Mapped[str] = mapped_column(String(64), default="", index=True)
     tools_text: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     revision: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(DateTime)

@@ -13,22 +13,29 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 
-def _insert(s: Session, model: type):
-    name = s.get_bind().dialect.name
-    if name == "sqlite":
-        return sqlite.insert(model)
-    if name == "postgresql":
-        return postgresql.insert(model)
-    return None
+_STATEMENTS: dict[tuple, Any] = {}
+
+
+def _statement(dialect: str, model: type, keys: tuple[str, ...], cols: tuple[str, ...]) -> Any:
+    """The ``INSERT … ON CONFLICT`` statement for these columns, built once: values go as bound
+    parameters, so SQLAlchemy's compiled cache serves it (values written into the statement
+    would be hashed into its cache key on every call, slow for large ones)."""
+    k = (dialect, model, keys, cols)
+    stmt = _STATEMENTS.get(k)
+    if stmt is None:
+        ins = sqlite.insert(model) if dialect == "sqlite" else postgresql.insert(model)
+        stmt = ins.on_conflict_do_update(index_elements=list(keys), set_={c: ins.excluded[c] for c in cols}) if cols else ins.on_conflict_do_nothing(index_elements=list(keys))
+        _STATEMENTS[k] = stmt
+    return stmt
 
 
 def upsert(s: Session, model: type, values: Mapping[str, Any], keys: Sequence[str], update: Sequence[str] | None = None) -> None:
     """Insert ``values`` into ``model``'s table, or, when a row with the same ``keys`` exists,
     set its ``update`` columns (default: every non-key column given) to ``values``.
     Raises SQLAlchemy errors."""
-    cols = [c for c in values if c not in keys] if update is None else list(update)
-    ins = _insert(s, model)
-    if ins is None:
+    cols = tuple(c for c in values if c not in keys) if update is None else tuple(update)
+    dialect = s.get_bind().dialect.name
+    if dialect not in ("sqlite", "postgresql"):
         row = s.get(model, tuple(values[k] for k in keys))
         if row is None:
             s.add(model(**values))
@@ -36,9 +43,20 @@ def upsert(s: Session, model: type, values: Mapping[str, Any], keys: Sequence[st
             for c in cols:
                 setattr(row, c, values[c])
         return
-    stmt = ins.values(**values)
-    stmt = stmt.on_conflict_do_update(index_elements=list(keys), set_={c: stmt.excluded[c] for c in cols}) if cols else stmt.on_conflict_do_nothing(index_elements=list(keys))
-    s.execute(stmt)
+    s.execute(_statement(dialect, model, tuple(keys), cols), dict(values))
+
+
+def upsert_many(s: Session, model: type, rows: Sequence[Mapping[str, Any]], keys: Sequence[str], update: Sequence[str] | None = None) -> None:
+    """:func:`upsert` of several rows with the same columns, in one statement execution."""
+    if not rows:
+        return
+    dialect = s.get_bind().dialect.name
+    if dialect not in ("sqlite", "postgresql"):
+        for r in rows:
+            upsert(s, model, r, keys, update)
+        return
+    cols = tuple(c for c in rows[0] if c not in keys) if update is None else tuple(update)
+    s.execute(_statement(dialect, model, tuple(keys), cols), [dict(r) for r in rows])
 
 
 def insert_ignore(s: Session, model: type, values: Mapping[str, Any], keys: Sequence[str]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+import time
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Iterable, Sequence
 
@@ -54,11 +55,20 @@ def pair_hash(failed: Step, fixed: Step) -> str:
     return _hash(failed.signature, fixed.signature)
 
 
+#: Seconds a project seen with no recent failure is taken to have none (by this process; its
+#: own writes end that at once): the past-failures block is asked for on every request.
+QUIET_SECONDS = 5.0
+_quiet: dict[tuple[int, str], float] = {}
+
+
 class LearnStore:
     """Evidence, rules and failures in the database behind ``sessions``."""
 
     def __init__(self, sessions: sessionmaker[Session]) -> None:
         self.sessions = sessions
+
+    def _noisy(self, project: str) -> None:
+        _quiet.pop((id(self.sessions.kw.get("bind")), project), None)
 
     # -- evidence and rules -------------------------------------------------------------------
 
@@ -146,6 +156,7 @@ class LearnStore:
         """Note failed calls seen in ``session_key`` (the latest occurrence's details are kept)."""
         if not failed:
             return
+        self._noisy(project)
         now = now or utcnow()
         with self.sessions() as s:
             for st in failed:
@@ -172,6 +183,7 @@ class LearnStore:
         failures of ``project`` for the past-failures block, dated by the log (``when``; now when
         the log has no time). A failure already recorded at a later time is left as it is; running
         twice over the same logs changes nothing. Returns how many rows were added or updated."""
+        self._noisy(project)
         now = now or utcnow()
         n = 0
         with self.sessions() as s:
@@ -223,9 +235,15 @@ class LearnStore:
         this very session and lines this session was already given are left out. The lines
         returned are recorded as given."""
         now = now or utcnow()
+        quiet_key = (id(self.sessions.kw.get("bind")), project)
+        if _quiet.get(quiet_key, 0.0) > time.monotonic():
+            return []
         with self.sessions() as s:
             rows = s.scalars(select(LearnFailure).where(LearnFailure.project == project, LearnFailure.last_seen_at >= now - window)
                              .order_by(LearnFailure.last_seen_at.desc()).limit(50)).all()
+            if not rows:
+                _quiet[quiet_key] = time.monotonic() + QUIET_SECONDS
+                return []
             rules = {r.failure_key: r.text for r in s.scalars(select(LearnedRule).where(LearnedRule.project == project)).all()}
             given = set(s.scalars(select(LearnFedBack.line_hash).where(LearnFedBack.session_key == session_key)).all())
             lines: list[str] = []

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -50,28 +49,49 @@ def _skip_value(s: str, i: int) -> int:
     return end
 
 
+def _child(s: str, i: int, key: Any, path: PathT) -> int:
+    """Start index of member ``key`` (str) or element ``key`` (int) of the container at ``i``."""
+    c = s[i]
+    if isinstance(key, str):
+        if c != "{":
+            raise JSONPathError(f"{path}: not an object")
+        j = _ws(s, i + 1)
+        found = -1
+        while s[j] != "}":
+            name, j = json.decoder.scanstring(s, j + 1)
+            j = _ws(s, j)
+            j = _ws(s, j + 1)  # past ':'
+            if name == key:
+                found = j  # last duplicate wins, as json.loads does
+            j = _ws(s, _skip_value(s, j))
+            if s[j] == ",":
+                j = _ws(s, j + 1)
+        if found < 0:
+            raise JSONPathError(f"{path}: no key {key!r}")
+        return found
+    if c != "[":
+        raise JSONPathError(f"{path}: not an array")
+    j = _ws(s, i + 1)
+    n = 0
+    while s[j] != "]":
+        if n == key:
+            return j
+        j = _ws(s, _skip_value(s, j))
+        if s[j] == ",":
+            j = _ws(s, j + 1)
+        n += 1
+    raise JSONPathError(f"{path}: no index {key}")
+
+
 def span(s: str, path: PathT) -> tuple[int, int]:
     """``(start, end)`` character offsets of the value at ``path`` (keys and indexes) in ``s``.
 
     Raises :class:`JSONPathError` if the path does not exist.
     """
-    return locator(s).span(path)
-
-
-_recent = threading.local()
-
-
-def locator(s: str) -> "Locator":
-    """The :class:`Locator` of ``s``, shared by the calls of one thread on the very same string
-    (a request's plan locates values of one body text several times: the conversation's
-    elements, ``tools``, then every edit); the two most recent texts are kept."""
-    got: list = getattr(_recent, "locators", None) or []
-    for loc in got:
-        if loc.s is s:
-            return loc
-    loc = Locator(s)
-    _recent.locators = [loc, *got[:1]]
-    return loc
+    i = _ws(s, 0)
+    for depth, key in enumerate(path):
+        i = _child(s, i, key, path[: depth + 1])
+    return i, _skip_value(s, i)
 
 
 class Locator:
@@ -82,9 +102,11 @@ class Locator:
     walk from the root per path.
     """
 
-    def __init__(self, s: str) -> None:
+    def __init__(self, s: str, known: dict[PathT, dict[Any, tuple[int, int]]] | None = None) -> None:
+        """``known``: spans already found by a parse (container path -> member or element ->
+        span), e.g. from :class:`headroom_core.wire.view.BodyView`; they are not scanned again."""
         self.s = s
-        self._children: dict[PathT, dict[Any, tuple[int, int]]] = {}
+        self._children: dict[PathT, dict[Any, tuple[int, int]]] = dict(known or {})
         # a valid document's root value ends at its last non-blank character
         self._root = (_ws(s, 0), len(s.rstrip(" \t\n\r")))
 
@@ -151,13 +173,39 @@ class Append:
     value: Any
 
 
-def apply(s: str, edits: Iterable["Edit"]) -> str:
+def apply(s: str, edits: Iterable["Edit"], locator: "Locator | None" = None) -> str:
     """Apply edits to the JSON text ``s``; bytes outside the edited spans stay as they were.
 
     Edits must not overlap. Raises :class:`JSONPathError` for a path that is not there.
+    ``locator``: a :class:`Locator` of ``s`` that already knows some spans.
     """
+    return apply_spliced(s, edits, locator).text
+
+
+@dataclass(frozen=True)
+class Spliced:
+    """The text after edits, and where things moved: ``splices`` are ``(start, end, new
+    length)`` of each replaced span of the old text, in order."""
+
+    text: str
+    splices: tuple[tuple[int, int, int], ...]
+
+    def map(self, x: int) -> int:
+        """Where offset ``x`` of the old text is in the new one (``x`` outside every splice, or at
+        a splice's start or end)."""
+        shift = 0
+        for a, b, n in self.splices:
+            if b > x or (a == b == x):
+                break
+            shift += n - (b - a)
+        return x + shift
+
+
+def apply_spliced(s: str, edits: Iterable["Edit"], locator: "Locator | None" = None) -> Spliced:
+    """:func:`apply`, also saying where every unedited offset went (:class:`Spliced`)."""
     splices: list[tuple[int, int, str]] = []
-    span = locator(s).span  # noqa: F811 - one locator for all edits of this document
+    loc = locator or Locator(s)
+    span = loc.span  # noqa: F811 - one locator for all edits of this document
     created: dict[Any, tuple[int, list[str]]] = {}
     for e in edits:
         if isinstance(e, Replace):
@@ -205,7 +253,7 @@ def apply(s: str, edits: Iterable["Edit"]) -> str:
         pieces.append(text)
         pos = b
     pieces.append(s[pos:])
-    return "".join(pieces)
+    return Spliced("".join(pieces), tuple((a, b, len(t)) for a, b, t in splices))
 
 
 @dataclass(frozen=True)
@@ -230,7 +278,7 @@ def element_spans(s: str, path: PathT) -> list[tuple[int, int]]:
 
     Raises :class:`JSONPathError` if ``path`` is not an array.
     """
-    loc = locator(s)
+    loc = Locator(s)
     a, _ = loc.span(path)
     if s[a] != "[":
         raise JSONPathError(f"{path}: not an array")

@@ -62,6 +62,7 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("session_key"),
     )
     op.create_index("ix_session_state_updated_at", "session_state", ["updated_at"])
+    op.create_index("ix_session_state_tools_hash", "session_state", ["tools_hash"])
     op.create_table(
         "tool_order",
         sa.Column("scope", sa.String(length=32), nullable=False),

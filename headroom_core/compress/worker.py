@@ -1,0 +1,122 @@
+"""A worker process for compressing large tool outputs, so a timeout really stops the work.
+
+Compressors run regular expressions, tree-sitter and Drain3: work a thread cannot be stopped in.
+Inside the proxy a compression that runs over ``compress_timeout_seconds`` is given up (the
+request goes on with earlier decisions only), but a thread would go on burning the CPU the other
+flows need. Large outputs (at least :data:`WORKER_MIN_CHARS` characters) are therefore
+compressed in one child process (``multiprocessing``, spawn start method) that is killed when
+its job runs out of time and started again for the next one. Small outputs, and prose (which
+needs the embedding model the proxy process holds), are compressed in the calling thread.
+
+The child loads the token counter once; jobs go over a pipe one at a time (a lock serialises
+callers). A killed or crashed child costs the job in flight only.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from headroom_core.compress.result import CompressResult
+
+#: Outputs at least this long (characters) are compressed in the worker process.
+WORKER_MIN_CHARS = 256 * 1024
+
+
+class CompressTimeout(TimeoutError):
+    """The worker did not finish a job in time; it was stopped (the message says how long)."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One compression: :func:`headroom_core.compress.router.compress_text`'s arguments."""
+
+    text: str
+    query: str
+    min_tokens: int
+    min_saving_ratio: float
+    hint: Any
+    lossless: bool
+
+
+def _serve(conn: Connection, home: str, tokenizer_path: str) -> None:
+    """The child's loop: load the counter, then answer jobs until the pipe closes."""
+    from headroom_core.compress.router import compress_text
+    from headroom_core.compress.tokens import TokenCounter
+
+    counter = TokenCounter(home, tokenizer_path)
+    while True:
+        try:
+            job: Job = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            res: Any = compress_text(
+                job.text, job.query, counter, min_tokens=job.min_tokens, min_saving_ratio=job.min_saving_ratio, hint=job.hint, lossless=job.lossless
+            )
+        except Exception as e:  # noqa: BLE001 - reported to the caller, the worker goes on
+            res = CompressResult.unchanged(job.text, "text", f"worker failed: {type(e).__name__}")
+        conn.send(res)
+
+
+class CompressWorker:
+    """The worker process for one runtime (``home`` and ``tokenizer_path`` as the runtime's
+    counter). Thread-safe; started on first use."""
+
+    def __init__(self, home: str, tokenizer_path: str = "") -> None:
+        self._home = home
+        self._tokenizer_path = tokenizer_path
+        self._lock = threading.Lock()
+        self._proc: Any = None
+        self._conn: Connection | None = None
+
+    def _start(self) -> Connection:
+        ctx = multiprocessing.get_context("spawn")
+        parent, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_serve, args=(child, self._home, self._tokenizer_path), name="headroom-compress", daemon=True)
+        self._proc.start()
+        child.close()
+        self._conn = parent
+        return parent
+
+    def _stop(self) -> None:
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.join(5)
+        if self._conn is not None:
+            self._conn.close()
+        self._proc = self._conn = None
+
+    def run(self, job: Job, timeout_s: float) -> CompressResult:
+        """Compress ``job`` in the worker within ``timeout_s`` seconds (the wait for a busy worker
+        included). Raises :class:`CompressTimeout` (the worker is stopped) when it takes longer,
+        ``RuntimeError`` when the worker died."""
+        deadline = time.monotonic() + timeout_s
+        if not self._lock.acquire(timeout=max(0.0, timeout_s)):
+            raise CompressTimeout(f"the compression worker stayed busy for {timeout_s:.1f} s")
+        try:
+            conn = self._conn if self._proc is not None and self._proc.is_alive() else None
+            if conn is None:
+                self._stop()
+                conn = self._start()
+            conn.send(job)
+            left = deadline - time.monotonic()
+            if not conn.poll(max(0.0, left)):
+                self._stop()
+                raise CompressTimeout(f"compressing {len(job.text)} characters took over {timeout_s:.1f} s; the worker was stopped")
+            try:
+                return conn.recv()
+            except (EOFError, OSError) as e:
+                self._stop()
+                raise RuntimeError(f"the compression worker died: {e}") from e
+        finally:
+            self._lock.release()
+
+    def close(self) -> None:
+        """Stop the worker (if it runs)."""
+        with self._lock:
+            self._stop()
