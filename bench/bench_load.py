@@ -377,11 +377,30 @@ def client_main(proxy_port: int, up_port: int, ca: str, templates: dict[str, lis
 # running it
 
 
+def _descendants(pid: int) -> list[int]:
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            kids = [int(x) for x in (task / "children").read_text().split()]
+        except OSError:
+            continue
+        for k in kids:
+            out += [k, *_descendants(k)]
+    return out
+
+
 def rss_mib(pid: int) -> tuple[float, float]:
-    """``(VmRSS, VmHWM)`` of process ``pid`` in MiB."""
-    text = Path(f"/proc/{pid}/status").read_text()
-    get = lambda k: int(re.search(rf"^{k}:\s+(\d+) kB", text, re.M).group(1)) / 1024  # noqa: E731
-    return get("VmRSS"), get("VmHWM")
+    """``(VmRSS, VmHWM)`` in MiB of process ``pid`` plus its child processes (the proxy's
+    compression worker, when it runs): resident memory summed, peaks summed per process."""
+    rss = hwm = 0.0
+    for p in [pid, *_descendants(pid)]:
+        try:
+            text = Path(f"/proc/{p}/status").read_text()
+        except OSError:
+            continue
+        get = lambda k: int(re.search(rf"^{k}:\s+(\d+) kB", text, re.M).group(1)) / 1024  # noqa: E731
+        rss, hwm = rss + get("VmRSS"), hwm + get("VmHWM")
+    return rss, hwm
 
 
 def upstream_stats(up_port: int) -> dict:
