@@ -7,8 +7,10 @@ driver refuses the first (no UTF-8 form), PostgreSQL refuses both. Two layers ha
   compression results, system prompts compared later): such values are stored escaped and
   unescaped on load, so the round trip is exact on every database;
 * :func:`scrub_parameters`, a ``before_cursor_execute`` hook on every engine
-  (``db/engine.py``), for every other text (labels, summaries, names): lone surrogates and NULs
-  become U+FFFD, so a write never fails. Values :class:`AnyText` escaped pass it unchanged.
+  (``db/engine.py``), for every other text (labels, summaries, names): what the database
+  refuses becomes U+FFFD (lone surrogates everywhere, NULs on PostgreSQL only: SQLite stores a
+  NUL as it is, and keys such as learned rules' ``"tool\0signature"`` must come back exactly),
+  so a write never fails. Values :class:`AnyText` escaped pass it unchanged.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ MARK = "\ufdd0"
 _NEEDS = re.compile(r"[\ud800-\udfff\x00]")
 _ESCAPE = re.compile(r"[\\\ud800-\udfff\x00]")
 _UNESCAPE = re.compile(r"\\(\\|u([0-9a-f]{4}))")
-_BAD = re.compile(r"[\ud800-\udfff\x00]")
+_BAD = re.compile(r"[\ud800-\udfff\x00]")  # what PostgreSQL refuses
+_BAD_SQLITE = re.compile(r"[\ud800-\udfff]")  # what SQLite's driver refuses
 
 
 def escape_text(value: str) -> str:
@@ -57,27 +60,28 @@ class AnyText(TypeDecorator):
         return unescape_text(value) if isinstance(value, str) else value
 
 
-def _scrub(value: Any) -> Any:
-    if isinstance(value, str) and _BAD.search(value) is not None:
-        return _BAD.sub("\ufffd", value)
+def _scrub(value: Any, bad: re.Pattern) -> Any:
+    if isinstance(value, str) and bad.search(value) is not None:
+        return bad.sub("\ufffd", value)
     return value
 
 
-def _scrub_one(params: Any) -> Any:
+def _scrub_one(params: Any, bad: re.Pattern) -> Any:
     if isinstance(params, dict):
-        if any(isinstance(v, str) and _BAD.search(v) is not None for v in params.values()):
-            return {k: _scrub(v) for k, v in params.items()}
+        if any(isinstance(v, str) and bad.search(v) is not None for v in params.values()):
+            return {k: _scrub(v, bad) for k, v in params.items()}
         return params
     if isinstance(params, (tuple, list)):
-        if any(isinstance(v, str) and _BAD.search(v) is not None for v in params):
-            return type(params)(_scrub(v) for v in params)
+        if any(isinstance(v, str) and bad.search(v) is not None for v in params):
+            return type(params)(_scrub(v, bad) for v in params)
         return params
     return params
 
 
 def scrub_parameters(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001 - SQLAlchemy's hook signature
-    """``before_cursor_execute`` hook (``retval=True``): every ``str`` parameter holding a lone
-    surrogate or a NUL gets U+FFFD in their place. Returns ``(statement, parameters)``."""
+    """``before_cursor_execute`` hook (``retval=True``): in every ``str`` parameter, each lone
+    surrogate (and on PostgreSQL each NUL) becomes U+FFFD. Returns ``(statement, parameters)``."""
+    bad = _BAD_SQLITE if conn.dialect.name == "sqlite" else _BAD
     if executemany and isinstance(parameters, (list, tuple)):
-        return statement, type(parameters)(_scrub_one(p) for p in parameters)
-    return statement, _scrub_one(parameters)
+        return statement, type(parameters)(_scrub_one(p, bad) for p in parameters)
+    return statement, _scrub_one(parameters, bad)
