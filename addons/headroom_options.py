@@ -49,7 +49,7 @@ _HELP = {
     "prices": "Token prices for the money in the stats: comma-separated '<model glob>=<input>/<output>[/<cache read>[/<cache write>]]' in USD per million tokens.",
     "images": "Resize base64 images larger than the provider's documented effective size to it (true/false).",
     "image_max_tokens": "Opt-in: reduce images estimated over this many tokens to it, original retrievable (0 = off).",
-    "fail_open_max_bytes": "When compression fails or times out, requests up to this many bytes go on unchanged; larger ones are refused (413 / 1009).",
+    "fail_open_max_bytes": "0 (default): a request that cannot be compressed goes on unchanged, whatever its size up to max_body_bytes. Set: larger ones are refused instead (413 / 1009).",
 }
 OPTION_NAMES = [f.name for f in dataclasses.fields(Settings)]
 

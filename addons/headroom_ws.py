@@ -22,7 +22,7 @@ never planned or compressed a second time.
 
 Refusals close the connection, because a WebSocket has no per-message error status: a client
 frame over ``ws_max_frame_bytes`` (or a body over ``max_body_bytes``), or a large frame whose
-compression failed or timed out (over ``fail_open_max_bytes``), is dropped and both the client
+compression failed or timed out (over ``fail_open_max_bytes``, when set), is dropped and both the client
 and the upstream connection are closed with code 1009 and a reason that tells the agent to
 compact its context. Frames that are not JSON, not ``response.create``, or binary pass unchanged.
 """

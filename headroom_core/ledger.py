@@ -72,7 +72,8 @@ def record(
             action=action,
             reason=plan.reason[:300],
             body_bytes_before=plan.bytes_before,
-            body_bytes_after=plan.bytes_after,
+            # a refused request (413) went nowhere: it saved nothing
+            body_bytes_after=plan.bytes_before if plan.action == "reject" else plan.bytes_after,
             tokens_before=(p.tokens_before if p else 0) + sum(b["tokens_before"] for b in replayed),
             tokens_after=(p.tokens_after if p else 0) + sum(b["tokens_after"] for b in replayed),
             blocks_compressed=sum(1 for b in p.blocks if b.changed) if p else 0,

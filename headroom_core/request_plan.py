@@ -49,7 +49,7 @@ from headroom_core.compress.images_step import IMAGE_KIND, ImagesOutcome, plan_i
 from headroom_core.compress.pipeline import PipelineResult, compress_outputs
 from headroom_core.compress.result import CompressResult
 from headroom_core.compress.router import classify, compress_text, hint_for, with_text_path
-from headroom_core.compress.worker import WORKER_MIN_CHARS, Job
+from headroom_core.compress.worker import WORKER_MIN_CHARS, CompressTimeout, Job
 from headroom_core.compress.tokens import TokenCounter
 from headroom_core.extensions import RequestContext
 from headroom_core.inject import tail_text_edits
@@ -185,12 +185,13 @@ def _dialect_of(method: str, path: str) -> tuple[Dialect | None, bool]:
 
 def _not_compressed(rt: Runtime, method: str, path: str, body: bytes, why: str) -> RequestPlan:
     """The plan when compressing failed or timed out (``why``): small bodies go on unchanged
-    (fail open); bodies over ``fail_open_max_bytes`` are refused with 413 (fail closed: an
-    uncompressed huge request would cost the agent its context or budget without warning)."""
+    (fail open, as without the proxy); only when ``fail_open_max_bytes`` is set (not 0, the
+    default), bodies over it are refused with 413 instead (for teams that would rather stop an
+    uncompressed huge request than pay for it)."""
     n = len(body)
     d, counting = _dialect_of(method, path)
     limit = rt.settings.fail_open_max_bytes
-    if d is None or n <= limit or counting:
+    if d is None or not limit or n <= limit or counting:
         return RequestPlan(Action.PASSTHROUGH, why[:300], bytes_before=n, bytes_after=n, code=Code.NOT_COMPRESSED, dry_run=counting)
     msg = (
         f"headroom proxy: this {n}-byte request could not be compressed ({why[:120]}), and requests over "
@@ -217,7 +218,13 @@ def plan_request(
         return _plan(rt, method, path, headers, body, commit, defer=defer)
     except PlanAbandoned:
         return RequestPlan(Action.PASSTHROUGH, "abandoned: compression timed out", bytes_before=len(body), bytes_after=len(body), code=Code.ABANDONED)
-    except Exception as e:  # noqa: BLE001 - fail open (small bodies), loudly
+    except CompressTimeout as e:
+        deadline = _DEADLINE.get()
+        if deadline is not None and time.monotonic() >= deadline:  # plan_request_async already sends its fallback
+            return RequestPlan(Action.PASSTHROUGH, "abandoned: compression timed out", bytes_before=len(body), bytes_after=len(body), code=Code.ABANDONED)
+        log.warning("headroom: %s; sending what was sent before, nothing new compressed", e)
+        return replay_only(rt, method, path, headers, body, str(e)[:200], defer)
+    except Exception as e:  # noqa: BLE001 - fail open, loudly
         log.exception("headroom: compression failed; sending what was sent before, nothing new compressed")
         return replay_only(rt, method, path, headers, body, f"internal error: {type(e).__name__}: {e}", defer)
 
@@ -226,11 +233,11 @@ def replay_only(rt: Runtime, method: str, path: str, headers: Mapping[str, str],
     """The fallback when compressing failed or timed out (``why``): the session's earlier
     messages are still replayed byte for byte and ``tools`` still sent as before (so the
     provider's cached prefix does not flip), reusing earlier decisions only; nothing new is
-    compressed, counted or injected. A body over ``fail_open_max_bytes`` is refused (413) as the
+    compressed, counted or injected. A body over ``fail_open_max_bytes`` (when set) is refused (413) as the
     fallback cannot shrink it. If even the fallback fails: :func:`_not_compressed`."""
     try:
         plan = _plan(rt, method, path, headers, body, None, fast=True, defer=defer)
-        if plan.action != Action.REJECT and plan.dialect is not None and not plan.dry_run and plan.bytes_after > rt.settings.fail_open_max_bytes:
+        if plan.action != Action.REJECT and plan.dialect is not None and not plan.dry_run and 0 < rt.settings.fail_open_max_bytes < plan.bytes_after:
             return _not_compressed(rt, method, path, body, why)  # too large to send uncompressed
         return replace(plan, reason=f"{why[:150]}; fallback: {plan.reason}"[:300], code=Code.FALLBACK)
     except Exception as e:  # noqa: BLE001

@@ -49,7 +49,7 @@ class Settings:
     home: str = field(default_factory=lambda: str(headroom_home()))
     ws_max_frame_bytes: int = 32 * 1024 * 1024  # a WebSocket client frame over this closes with 1009
     compress_timeout_seconds: float = 10.0  # compressing one request or frame longer than this gives up
-    fail_open_max_bytes: int = 4 * 1024 * 1024  # when compression fails or times out, larger bodies are refused
+    fail_open_max_bytes: int = 0  # when set: bodies larger than this that could not be compressed are refused (0: none, all fail open)
     # images (headroom_core/compress/images.py): base64 images of the live zone
     images: bool = True  # resize images larger than the provider's documented effective size to it
     image_max_tokens: int = 0  # opt-in: reduce images estimated over this many tokens to it (original retrievable); 0 = off

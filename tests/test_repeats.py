@@ -153,7 +153,7 @@ def test_request_plan_folds_the_tool_output(runtime):
 def proxy(module_proxy_factory):
     from tests.support.proxy import ADDON_SCRIPT
 
-    return module_proxy_factory(ADDON_SCRIPT, options={"headroom_max_body_bytes": 4_000_000})
+    return module_proxy_factory(ADDON_SCRIPT, options={"headroom_max_body_bytes": 4_000_000, "headroom_compress_timeout_seconds": 300})
 
 
 def test_identical_lines_through_mitmdump_fold_and_come_back(upstream, proxy):

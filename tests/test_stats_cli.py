@@ -190,3 +190,20 @@ def test_days_must_be_positive_and_reading_creates_no_database(tmp_path):
     assert not (tmp_path / "headroom.db").exists() and list(tmp_path.iterdir()) == []
     assert json.loads(_stats(tmp_path, "--json").stdout)["totals"] is None
     assert not (tmp_path / "headroom.db").exists()
+
+
+def test_a_refused_request_saves_nothing(runtime):
+    """A body over ``max_body_bytes`` gets 413 and goes nowhere: its bytes count before and after
+    alike (no saving), and it is counted as rejected."""
+    from headroom_core.runtime import Runtime
+
+    rt = Runtime(load_settings({"home": runtime.settings.home, "max_body_bytes": 1000}, env={}))
+    body = json.dumps({"model": SONNET, "max_tokens": 10, "messages": [{"role": "user", "content": "x" * 5000}]}).encode()
+    p = plan_request(rt, "POST", "/v1/messages", {"content-type": "application/json"}, body)
+    assert p.action == "reject" and p.status == 413
+    ledger.record(rt.sessions, p, user_agent="curl/8", model=SONNET, status_code=413, usage=Usage(None, None, None, None), rounds=0)
+    with rt.sessions() as s:
+        row = s.query(RequestOutcome).one()
+    assert (row.action, row.body_bytes_before, row.body_bytes_after) == ("rejected", len(body), len(body))
+    (_, whole), = ledger.totals(rt.sessions)
+    assert whole.tokens_saved == 0

@@ -206,6 +206,20 @@ def test_compression_timeout_large_http_body_gets_413(upstream, slow_proxy, big_
     assert upstream.requests == []
 
 
+def test_compression_timeout_by_default_large_bodies_go_on(upstream, proxy_factory, big_output):
+    """Without ``fail_open_max_bytes`` (the default) a request that could not be compressed in
+    time goes upstream whatever its size (fail open; only ``max_body_bytes`` fails closed)."""
+    px = proxy_factory(ADDON_SCRIPT, options={"headroom_compress_timeout_seconds": "0.000001"})
+    fresh = big_output.replace('"scope"', '"scope (default limits)"', 1)
+    body = json.dumps({"model": MODEL, "input": items(fresh)}).encode()
+    assert len(body) > 100_000
+    with http_client(px) as c:
+        r = c.post(upstream.url + "/v1/responses", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 200
+    (got,) = upstream.requests_to("/v1/responses")
+    assert got.json["input"] == json.loads(body)["input"]  # nothing new compressed, nothing lost
+
+
 def test_close_reasons_fit_a_close_frame():
     """RFC 6455 §5.5: 125-byte control payloads, 2 of them the code; cut on whole characters."""
     for reason in (rws.too_large_reason(10**15, 10**15), rws.not_compressed_reason(10**15, 10**15)):

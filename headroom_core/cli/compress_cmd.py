@@ -72,6 +72,8 @@ def compress(
         sys.stdout.write("\n")
     sys.stdout.flush()
     typer.echo(summary_line(shown, before, after, res.strategy, res.reason), err=True)
+    if res.offloads:
+        typer.echo("(a preview: nothing is stored, so the headroom_retrieve keys above answer only when the proxy compresses this output)", err=True)
 
 
 def register(app: typer.Typer) -> None:
