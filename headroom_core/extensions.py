@@ -86,10 +86,11 @@ class Extensions:
 
 
 def load_extensions() -> Extensions:
-    """The built-in retrieve tool, then every feature module's registrations."""
+    """The built-in retrieve and tool-docs tools, then every feature module's registrations."""
     from headroom_core.ccr.retrieve import RetrieveTool
+    from headroom_core.ccr.tool_docs import ToolDocsTool
 
-    ext = Extensions(tools=[RetrieveTool()])
+    ext = Extensions(tools=[RetrieveTool(), ToolDocsTool()])
     for name in FEATURE_MODULES:
         try:
             mod = importlib.import_module(name)

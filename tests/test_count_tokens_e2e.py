@@ -44,7 +44,7 @@ def counts(proxy) -> list[int]:
 
 
 def test_count_tokens_measures_the_body_the_proxy_sends(upstream, proxy_factory):
-    proxy = proxy_factory(ADDON_SCRIPT)
+    proxy = proxy_factory(ADDON_SCRIPT, options={"headroom_compress_timeout_seconds": 300})
     client = anthropic_client(upstream, proxy)
     msgs = conversation(github_scenario("paginate-issues.json"))
     upstream.raw(200, b'{"input_tokens": 1234}', {"content-type": "application/json"})
@@ -63,7 +63,7 @@ def test_count_tokens_measures_the_body_the_proxy_sends(upstream, proxy_factory)
 
 
 def test_responses_input_tokens_is_planned_too(upstream, proxy_factory):
-    proxy = proxy_factory(ADDON_SCRIPT)
+    proxy = proxy_factory(ADDON_SCRIPT, options={"headroom_compress_timeout_seconds": 300})
     payload = github_scenario("paginate-issues.json")
     body = {
         "model": "gpt-5",
@@ -85,7 +85,7 @@ def test_responses_input_tokens_is_planned_too(upstream, proxy_factory):
 
 
 def test_tool_choice_none_gets_lossless_compression_only(upstream, proxy_factory):
-    proxy = proxy_factory(ADDON_SCRIPT)
+    proxy = proxy_factory(ADDON_SCRIPT, options={"headroom_compress_timeout_seconds": 300})
     client = anthropic_client(upstream, proxy)
     payload = github_scenario("paginate-issues.json")
     for n, choice in enumerate(({"type": "none"}, {"type": "tool", "name": "gh"})):

@@ -31,11 +31,16 @@ def _now() -> datetime:
 class SessionTools:
     """A session's tools as the proxy sends them: ``proxy_tools`` (names, fixed at the first
     request), and the ``tools`` array text sent for the ordered tools whose hash is
-    ``tools_hash`` (``text``: without ``cache_control``; None before any was sent)."""
+    ``tools_hash`` (``text``: without ``cache_control``; None before any was sent);
+    ``skeletons``: ids of the client's tools sent as skeletons among the ``seen`` ones decided
+    so far (tools on demand, :mod:`headroom_core.ccr.tool_docs`: a tool keeps its status for the
+    whole session)."""
 
     proxy_tools: tuple[str, ...] = ()
     tools_hash: str = ""
     text: str | None = None
+    skeletons: tuple[str, ...] = ()
+    seen: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,12 @@ class SessionRecord:
     revision: int = 0
     tools: SessionTools = field(default_factory=SessionTools)
     messages: tuple[FrozenEntry, ...] = ()
+
+
+def _skeletons(text: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(skeletons, seen)`` from a ``session_state.tool_skeletons`` value."""
+    d = json.loads(text) if text else {}
+    return tuple(d.get("skeletons") or ()), tuple(d.get("seen") or ())
 
 
 _REVISION = select(SessionState.revision).where(SessionState.session_key == bindparam("key"))
@@ -89,6 +100,7 @@ class SessionStore:
                 tuple(json.loads(row.proxy_tools or "[]")),
                 row.tools_hash or "",
                 self._sealer.open(row.tools_text, _row_name(key, "tools")),
+                *_skeletons(row.tool_skeletons),
             )
             rows = s.scalars(select(FrozenMessage).where(FrozenMessage.session_key == key).order_by(FrozenMessage.position)).all()
         entries: list[FrozenEntry] = []
@@ -164,6 +176,7 @@ class SessionStore:
                 proxy_tools=json.dumps(list(tools.proxy_tools)),
                 tools_hash=tools.tools_hash,
                 tools_text=None if tools.text is None else self._sealer.seal(tools.text, _row_name(key, "tools")),
+                tool_skeletons=json.dumps({"skeletons": list(tools.skeletons), "seen": list(tools.seen)}) if tools.seen else None,
             )
         with self._sessions.begin() as s:
             insert_ignore(

@@ -16,7 +16,7 @@ from headroom_core.cli.ca import BUNDLE, ca_info, default_confdir, in_bundle, in
 from headroom_core.cli.ui import copyable
 from headroom_core.settings import headroom_home
 
-console = Console()
+console = Console(emoji=False)  # a fingerprint holds ":CD:"-like pairs that are no emoji
 
 
 def certs(

@@ -23,7 +23,7 @@ from headroom_core.cli.ca import ca_info, default_confdir, in_bundle, system_bun
 from headroom_core.cli.ui import copyable
 from headroom_core.settings import Settings, SettingsError, headroom_home, load_settings
 
-console = Console()
+console = Console(emoji=False)
 
 MITMPROXY_VERSION = "11.0.2"  # DESIGN.md: pinned (the WebSocket close mechanism depends on it)
 GRAMMARS = ("tree_sitter_python", "tree_sitter_javascript", "tree_sitter_typescript", "tree_sitter_go", "tree_sitter_rust", "tree_sitter_java")

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from rich.console import Console
 from rich.markup import escape
 
-err = Console(stderr=True)
-out = Console()
+err = Console(stderr=True, emoji=False)
+out = Console(emoji=False)  # hex such as a fingerprint holds ":CD:"-like pairs
 
 
 def fail(command: str, message: str) -> None:

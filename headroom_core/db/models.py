@@ -62,8 +62,10 @@ class SessionState(Base):
     ``session_key`` (:func:`headroom_core.cache.session.session_key`) already holds the scope.
     ``proxy_tools``: JSON list of the proxy's tool names, fixed at the session's first request;
     ``tools_hash``/``tools_text``: the normal hash of the ordered tools and the sealed ``tools``
-    array text sent for them (without ``cache_control``); ``revision`` grows with every write, so
-    a proxy sharing the database sees that its copy in memory is stale.
+    array text sent for them (without ``cache_control``); ``tool_skeletons``: JSON object
+    ``{"skeletons": [...], "seen": [...]}``: the client's tools sent as skeletons among those
+    decided (tools on demand; NULL: none); ``revision`` grows with every
+    write, so a proxy sharing the database sees that its copy in memory is stale.
     """
 
     __tablename__ = "session_state"
@@ -73,6 +75,7 @@ class SessionState(Base):
     proxy_tools: Mapped[str] = mapped_column(Text, default="[]")
     tools_hash: Mapped[str] = mapped_column(String(64), default="", index=True)
     tools_text: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    tool_skeletons: Mapped[str | None] = mapped_column(Text, nullable=True)
     revision: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(DateTime)
     updated_at: Mapped[datetime] = mapped_column(DateTime, index=True)
@@ -116,7 +119,9 @@ class RequestOutcome(Base):
 
 class ToolUsage(Base):
     """Per tool name, client and project: how often the tool was offered in a request and how
-    often the model called it. The evidence for offering rarely used tools on demand only."""
+    often the model called it; ``offered_since_called``: the requests that offered it since the
+    model last called it (all of them if it never did). The evidence for offering rarely used
+    tools on demand only (:mod:`headroom_core.ccr.tool_docs`)."""
 
     __tablename__ = "tool_usage"
 
@@ -125,6 +130,7 @@ class ToolUsage(Base):
     tool_name: Mapped[str] = mapped_column(String(256), primary_key=True)
     offered: Mapped[int] = mapped_column(Integer, default=0)
     called: Mapped[int] = mapped_column(Integer, default=0)
+    offered_since_called: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     last_seen_at: Mapped[datetime] = mapped_column(DateTime)
 
 
@@ -140,6 +146,20 @@ class ToolOrder(Base):
     tool_id: Mapped[str] = mapped_column(String(256), primary_key=True)
     seq: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class ToolSkeletonSet(Base):
+    """Tools on demand, per scope: which tools the scope's sessions send as skeletons
+    (``skeletons``) among the tools decided so far (``seen``), both JSON lists of tool ids. A new
+    session inherits it while the scope's prompt cache may be warm, so sessions of one working
+    stretch send the same ``tools`` (:mod:`headroom_core.ccr.tool_docs`)."""
+
+    __tablename__ = "tool_skeleton_sets"
+
+    scope: Mapped[str] = mapped_column(String(32), primary_key=True)
+    skeletons: Mapped[str] = mapped_column(Text, default="[]")
+    seen: Mapped[str] = mapped_column(Text, default="[]")
+    updated_at: Mapped[datetime] = mapped_column(DateTime)
 
 
 class FrozenMessage(Base):
