@@ -14,6 +14,7 @@ import hashlib
 import json
 import logging
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,8 @@ logging.getLogger("httpx").setLevel(logging.WARNING)
 # Hop-by-hop and length headers are not copied into the proxy's own follow-up requests.
 _SKIP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "proxy-connection", "keep-alive", "accept-encoding", "content-encoding"}
 _FOLLOWUP_TIMEOUT = httpx.Timeout(600.0, connect=30.0)
+#: Longest a response waits for its ledger row to be committed (seconds).
+_LEDGER_WAIT = 2.0
 
 
 @dataclass
@@ -125,7 +128,6 @@ class LLMTraffic:
 
     def __init__(self, state: State) -> None:
         self.state = state
-        self._pending: set = set()
         self._after: dict[str, asyncio.Future] = {}
 
     async def request(self, flow: http.HTTPFlow) -> None:
@@ -238,10 +240,19 @@ class LLMTraffic:
             st.usage, st.rounds, st.called = st.stream.usage, st.stream.rounds, st.stream.called
         elif st.plan.dialect is not None and st.plan.action != "reject":
             await self._complete_json(flow, st)
-        # the ledger is written off the response path: the client does not wait for it
-        task = asyncio.get_running_loop().run_in_executor(None, self._record, flow, st)
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        # queued for the ledger's own writer thread (not behind the compression work); the answer
+        # goes to the client once its row is committed (group commits: milliseconds), so a proxy
+        # killed at any moment has every answered request on disk. A slow database holds an
+        # answer up by at most _LEDGER_WAIT seconds.
+        committed = self._record(flow, st)
+        # the plan holds the parsed request (megabytes of objects for a large body) and the stream
+        # loop's callback refers back to it: free it with the flow, not at a later cyclic collection
+        del flow.metadata["headroom"]
+        st.stream = None
+        if committed is not None:
+            done, _ = await asyncio.wait({asyncio.wrap_future(committed)}, timeout=_LEDGER_WAIT)  # never cancels the commit
+            if not done:
+                log.warning("headroom: %s: the ledger row is not committed after %.0f s; answering anyway", where(flow), _LEDGER_WAIT)
 
     async def _answer(self, st: FlowState, call: ToolCall) -> str:
         if st.observed is not None:
@@ -333,14 +344,15 @@ class LLMTraffic:
         st.called = [c.name for m in msgs for c in reply.tool_calls(m)]
         st.usage = sum_usage([reply.usage(m) for m in msgs])
 
-    def _record(self, flow: http.HTTPFlow, st: FlowState) -> None:
+    def _record(self, flow: http.HTTPFlow, st: FlowState) -> Future | None:
+        """Queue the flow's ledger row; the future of its commit (None: not queued)."""
         rt = self.state.runtime
         assert rt is not None
         fwd = st.plan.forwarded or {}
         model = str(fwd.get("model", ""))
         offered = [n for n in module_for(st.plan.dialect).tool_names(fwd) if n not in st.plan.hidden_tools] if st.plan.dialect else []
         try:
-            ledger.record(
+            return ledger.record(
                 rt.sessions,
                 st.plan,
                 user_agent=flow.request.headers.get("user-agent", ""),
@@ -350,9 +362,17 @@ class LLMTraffic:
                 rounds=st.rounds,
                 offered=offered,
                 called=st.called,
+                writer=rt.ledger,
             )
         except Exception:  # noqa: BLE001 - the ledger never breaks traffic
             log.exception("headroom: could not record the request outcome")
+            return None
+
+    def done(self) -> None:
+        """On shutdown: commit the ledger rows still queued (up to 10 s)."""
+        rt = self.state.runtime
+        if rt is not None and "ledger" in rt.__dict__:
+            rt.ledger.close(10.0)
 
 
 def _why(e: BaseException) -> str:

@@ -9,6 +9,7 @@ from typing import Optional
 
 from mitmproxy import ctx, exceptions
 
+from headroom_core import heap
 from headroom_core.runtime import Runtime
 from headroom_core.settings import Settings, SettingsError, load_settings
 
@@ -71,6 +72,7 @@ class HeadroomOptions:
         self.state = state
 
     def load(self, loader) -> None:
+        heap.limit_arenas()  # threads made from now on share two malloc arenas, not 8 per core
         for name in OPTION_NAMES:
             loader.add_option(f"headroom_{name}", Optional[str], None, _HELP.get(name, name))
 
@@ -97,13 +99,13 @@ class HeadroomOptions:
 
 
 def _warm_up(rt: Runtime) -> None:
+    # The embedding model (torch included, about 490 MiB resident) is not loaded here:
+    # prose/HTML compression and memory search start loading it the first time they need it.
+    heap.start_trimmer()
     try:
         rt.sessions
         rt.sealer
         rt.extensions
         rt.counter.count("warm up")
-        from headroom_core.compress import embeddings
-
-        embeddings.start_loading()  # prose/HTML compression and memory search need the model
     except Exception:  # noqa: BLE001 - requests will fail open and log it again
         logging.exception("headroom: warm-up failed (database or tokenizer); traffic passes unchanged until it works")

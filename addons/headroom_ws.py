@@ -86,7 +86,6 @@ class ResponsesWebSocket:
 
     def __init__(self, state: State) -> None:
         self.state = state
-        self._tasks: set[asyncio.Future[Any]] = set()
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if flow.request.headers.get("upgrade", "").lower() != "websocket":
@@ -231,11 +230,8 @@ class ResponsesWebSocket:
     def _record_later(
         self, flow: http.HTTPFlow, plan: RequestPlan, resp: dict[str, Any] | None, status: int | None, loop: ws_loop.WsRetrieveLoop | None = None
     ) -> None:
-        """Write the ledger row in a worker thread; the event stream never waits for it."""
-        ua = flow.request.headers.get("user-agent", "")
-        fut = asyncio.ensure_future(asyncio.to_thread(self._record, plan, resp, status, ua, loop))
-        self._tasks.add(fut)
-        fut.add_done_callback(self._tasks.discard)
+        """Queue the ledger row for the ledger's writer thread; the event stream never waits."""
+        self._record(plan, resp, status, flow.request.headers.get("user-agent", ""), loop)
 
     def _record(
         self, plan: RequestPlan, resp: dict[str, Any] | None, status: int | None, user_agent: str, loop: ws_loop.WsRetrieveLoop | None = None
@@ -256,6 +252,7 @@ class ResponsesWebSocket:
                 rounds=loop.rounds if loop is not None else 0,
                 offered=[n for n in mod.tool_names(fwd) if n not in plan.hidden_tools],
                 called=list(loop.called) if loop is not None and loop.done else ([c.name for c in mod.response_tool_calls(resp)] if resp else []),
+                writer=rt.ledger,
             )
         except Exception:  # noqa: BLE001 - the ledger never breaks traffic
             log.exception("headroom: could not record the WebSocket turn")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
@@ -12,7 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from headroom_core.clients import client_name
 from headroom_core.db.models import RequestOutcome, ToolUsage
-from headroom_core.db.upsert import upsert
+from headroom_core.ledger_writer import Entry, LedgerWriter, write_entries
 from headroom_core.pricing import PriceTable, RequestCost, request_cost
 from headroom_core.wire.blocks import Usage
 
@@ -31,10 +32,16 @@ def record(
     rounds: int,
     offered: list[str] = (),  # type: ignore[assignment]
     called: list[str] = (),  # type: ignore[assignment]
-) -> None:
+    writer: LedgerWriter | None = None,
+) -> Future | None:
     """Write one :class:`RequestOutcome` row for ``plan`` and what the response said, and count
     the ``offered`` tool names and the ``called`` ones (the model's tool calls) per client and
-    project."""
+    project (atomically: concurrent requests all count).
+
+    With a ``writer`` the row is queued for its background thread and this returns at once with
+    the future of its commit (:meth:`~headroom_core.ledger_writer.LedgerWriter.submit`); without
+    one it is written before returning (None). Raises SQLAlchemy's errors only in the second
+    case."""
     p = plan.pipeline
     action = {"rewrite": "compressed", "reject": "rejected"}.get(plan.action, "unchanged")
     if plan.reason == "bypass header":
@@ -52,50 +59,48 @@ def record(
         for kind, tool, before, after in (plan.live.blocks if plan.live else ())
     ]
     detail += replayed
-    with sessions.begin() as s:
-        _count_tools(s, client, plan.project, offered, called, now)
-        s.add(
-            RequestOutcome(
-                created_at=now,
-                dialect=plan.dialect.value if plan.dialect else "",
-                client=client,
-                project=plan.project[:512],
-                model=(model or "")[:128],
-                session_key=plan.session_key,
-                action=action,
-                reason=plan.reason[:300],
-                body_bytes_before=plan.bytes_before,
-                # a refused request (413) went nowhere: it saved nothing
-                body_bytes_after=plan.bytes_before if plan.action == "reject" else plan.bytes_after,
-                tokens_before=(p.tokens_before if p else 0) + sum(b["tokens_before"] for b in replayed),
-                tokens_after=(p.tokens_after if p else 0) + sum(b["tokens_after"] for b in replayed),
-                blocks_compressed=sum(1 for b in p.blocks if b.changed) if p else 0,
-                tools_tokens_before=t.tokens_before if t else 0,
-                tools_tokens_after=t.tokens_after if t else 0,
-                retrieve_rounds=rounds,
-                status_code=status_code,
-                usage_input_tokens=usage.input_tokens,
-                usage_output_tokens=usage.output_tokens,
-                usage_cache_read_tokens=usage.cache_read_tokens,
-                usage_cache_write_tokens=usage.cache_write_tokens,
-                detail=json.dumps(detail, default=str),
-            )
+    entry = Entry()  # one request's rows and counts
+    _count_tools(entry, client, plan.project, offered, called, now)
+    entry.add(
+        RequestOutcome(
+            created_at=now,
+            dialect=plan.dialect.value if plan.dialect else "",
+            client=client,
+            project=plan.project[:512],
+            model=(model or "")[:128],
+            session_key=plan.session_key,
+            action=action,
+            reason=plan.reason[:300],
+            body_bytes_before=plan.bytes_before,
+            # a refused request (413) went nowhere: it saved nothing
+            body_bytes_after=plan.bytes_before if plan.action == "reject" else plan.bytes_after,
+            tokens_before=(p.tokens_before if p else 0) + sum(b["tokens_before"] for b in replayed),
+            tokens_after=(p.tokens_after if p else 0) + sum(b["tokens_after"] for b in replayed),
+            blocks_compressed=sum(1 for b in p.blocks if b.changed) if p else 0,
+            tools_tokens_before=t.tokens_before if t else 0,
+            tools_tokens_after=t.tokens_after if t else 0,
+            retrieve_rounds=rounds,
+            status_code=status_code,
+            usage_input_tokens=usage.input_tokens,
+            usage_output_tokens=usage.output_tokens,
+            usage_cache_read_tokens=usage.cache_read_tokens,
+            usage_cache_write_tokens=usage.cache_write_tokens,
+            detail=json.dumps(detail, default=str),
         )
+    )
+    if writer is not None:
+        return writer.submit(entry)
+    write_entries(sessions, [entry])
+    return None
 
 
-def _count_tools(s: Session, client: str, project: str, offered: list[str], called: list[str], now: datetime) -> None:
+def _count_tools(e: Entry, client: str, project: str, offered: list[str], called: list[str], now: datetime) -> None:
     counts: dict[str, list[int]] = {}
     for name in offered:
         counts.setdefault(str(name)[:256], [0, 0])[0] += 1
     for name in called:
         counts.setdefault(str(name)[:256], [0, 0])[1] += 1
-    # one atomic upsert per tool, in one order: proxies sharing the database count the same rows
-    # at once without losing an increment, failing on the primary key or deadlocking.
-    # offered_since_called (evidence for tools on demand): 0 once called, else it grows.
-    for name in sorted(counts):
-        o, c = counts[name]
-        row = dict(client=client, project=project[:512], tool_name=name, offered=o, called=c, offered_since_called=0 if c else o, last_seen_at=now)
-        upsert(s, ToolUsage, row, ["client", "project", "tool_name"], add=["offered", "called"] if c else ["offered", "called", "offered_since_called"])
+    e.client, e.project, e.tools, e.seen_at = client, project[:512], counts, now
 
 
 def tool_usage(sessions: sessionmaker[Session], project: str | None = None) -> list[ToolUsage]:

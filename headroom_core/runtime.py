@@ -16,6 +16,7 @@ from headroom_core.ccr.store import OriginalsStore
 from headroom_core.compress.tokens import TokenCounter
 from headroom_core.compress.tools_step import ToolsMinifier
 from headroom_core.compress.worker import CompressWorker
+from headroom_core.ledger_writer import LedgerWriter
 from headroom_core.db.engine import open_database
 from headroom_core.db.sealed import Sealer, load_secret, secret_path
 from headroom_core.extensions import Extensions, load_extensions
@@ -38,6 +39,11 @@ class Runtime:
     def sessions(self) -> sessionmaker[Session]:
         with self._lock:
             return open_database(self.settings.database_url)
+
+    @cached_property
+    def ledger(self) -> LedgerWriter:
+        """The background writer of ledger rows (its thread starts on first use)."""
+        return LedgerWriter(self.sessions)
 
     @cached_property
     def sealer(self) -> Sealer:

@@ -323,15 +323,15 @@ def test_schema_keywords_dropped_and_kept():
     assert out == {
         "type": "object",
         "properties": {
-            "repo_path": {"type": "string"},
+            "repo_path": {"type": "string", "description": ""},  # no words: left as written
             "maxCount": {"type": "integer", "default": 10, "minimum": 1},
             "mode": {"title": "How to run", "type": "string", "enum": ["a", "b"], "description": "The mode."},
             "title": {"type": "string"},
-            "description": {"type": "string"},
+            "description": {"type": "string", "description": "   "},
             "$schema": {"type": "string", "format": "uri"},
             "nested": {
                 "type": "object",
-                "properties": {"deep_one": {"type": "array", "items": {"type": "string", "title": "Item"}}},
+                "properties": {"deep_one": {"type": "array", "items": {"type": "string", "title": "Item", "description": ""}}},
                 "additionalProperties": False,
             },
             "choice": {"anyOf": [{"type": "string", "description": "a b"}, {"type": "null"}]},
@@ -354,9 +354,10 @@ def test_root_title(title, dropped):
     assert ("title" not in out) == dropped
 
 
-def test_empty_tool_description_dropped():
-    tools = [{"name": "X", "description": " \n\n ", "input_schema": {"type": "object"}}]
-    assert minify_tools(tools).tools == [{"name": "X", "input_schema": {"type": "object"}}]
+def test_description_without_words_left_as_written():
+    tools = [{"name": "X", "description": " \n\n ", "input_schema": {"type": "object", "properties": {"a": {"description": "\t"}}}}]
+    res = minify_tools(tools)
+    assert res.tools is tools and not res.changed
 
 
 # --- whitespace -------------------------------------------------------------------------------

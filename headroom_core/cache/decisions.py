@@ -12,6 +12,7 @@ from __future__ import annotations
 import secrets
 import threading
 from collections import OrderedDict
+from dataclasses import replace
 from datetime import datetime, timezone
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -30,8 +31,10 @@ class DecisionCache:
 
     ``get`` returns the cached result (with its offload rebuilt from the text the caller still
     has, so the original can be stored again) or None. Memory holds ``memory_entries`` recent
-    decisions; the database holds them all (``compression_decisions``). ``sessions`` None: memory
-    only (tests, benchmarks); ``sealer`` None: a key of this process only.
+    decisions without a copy of their originals (the caller has the text: an unchanged result
+    and an offload are rebuilt from it), so its size is that of the compressed texts; the
+    database holds them all (``compression_decisions``). ``sessions`` None: memory only (tests,
+    benchmarks); ``sealer`` None: a key of this process only.
     """
 
     def __init__(self, sessions: sessionmaker[Session] | None, sealer: Sealer | None = None, memory_entries: int = 4096) -> None:
@@ -52,7 +55,7 @@ class DecisionCache:
             hit = self._mem.get(h)
             if hit is not None:
                 self._mem.move_to_end(h)
-                return hit
+                return _with_original(hit[0], original), hit[1], hit[2]
         if self._sessions is None:
             return None
         with self._sessions() as s:
@@ -97,8 +100,28 @@ class DecisionCache:
             )
 
     def _remember(self, h: str, entry: tuple[CompressResult, int, int]) -> None:
+        entry = (_without_original(entry[0]), entry[1], entry[2])
         with self._lock:
             self._mem[h] = entry
             self._mem.move_to_end(h)
             while len(self._mem) > self._max:
                 self._mem.popitem(last=False)
+
+
+def _without_original(res: CompressResult) -> CompressResult:
+    """``res`` as memory keeps it: no copy of the original (unchanged text, whole-text offload)."""
+    original = res.text if not res.changed else (res.offloads[0].original if res.offloads else None)
+    return replace(
+        res,
+        text=res.text if res.changed else "",
+        offloads=tuple(replace(o, original="") if o.original is original else o for o in res.offloads),
+    )
+
+
+def _with_original(res: CompressResult, original: str) -> CompressResult:
+    """The inverse of :func:`_without_original`, given the original text."""
+    return replace(
+        res,
+        text=res.text if res.changed else original,
+        offloads=tuple(replace(o, original=original) if o.original == "" else o for o in res.offloads),
+    )

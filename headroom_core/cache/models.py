@@ -12,6 +12,7 @@ from sqlalchemy import DateTime, Float, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from headroom_core.db.models import Base
+from headroom_core.db.types import AnyText
 
 
 class CachePrefix(Base):
@@ -30,7 +31,7 @@ class CachePrefix(Base):
     fingerprint: Mapped[str] = mapped_column(String(64), primary_key=True)
     project: Mapped[str] = mapped_column(String(512))
     dialect: Mapped[str] = mapped_column(String(32))
-    system_text: Mapped[str] = mapped_column(Text)
+    system_text: Mapped[str] = mapped_column(AnyText)  # compared later: kept exactly
     tools_json: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime)
     last_seen_at: Mapped[datetime] = mapped_column(DateTime)

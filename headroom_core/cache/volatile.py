@@ -260,7 +260,8 @@ def diff_tools(old: Iterable[tuple[str, str]], new: Iterable[tuple[str, str]]) -
     common_old = [n for n in on if n in set(nn)]
     common_new = [n for n in nn if n in set(on)]
     if common_old != common_new:
-        k = next(i for i, (x, y) in enumerate(zip(common_old, common_new)) if x != y)
+        # a tool name may repeat (two tools of one name): the lists may then differ only in length
+        k = next((i for i, (x, y) in enumerate(zip(common_old, common_new)) if x != y), min(len(common_old), len(common_new)))
         out.append(Change("tools", "tool-order", 0, 0, _excerpt(f"#{k}: {', '.join(common_old[k:k + 3])}"), _excerpt(f"#{k}: {', '.join(common_new[k:k + 3])}")))
     od, nd = dict(old), dict(new)
     redefined = [n for n in common_new if od[n] != nd[n]]

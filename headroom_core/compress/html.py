@@ -16,7 +16,7 @@ headroom_retrieve key=…]`` and every marker in it carries one key,
 :func:`~headroom_core.ccr.markers.offload_key` of the whole HTML; the result holds one
 :class:`~headroom_core.compress.result.Offload` with the HTML byte for byte.
 
-Unchanged results: ``"not html"`` (no element, or no readable text), ``"not utf-8"``,
+Unchanged results: ``"not html"`` (no element, or no readable text),
 ``"small"`` (under ``min_tokens`` tokens), ``"model loading"`` (the text step needs the
 embedding model, see :mod:`headroom_core.compress.text`), ``"no gain"``. Deterministic.
 """
@@ -156,10 +156,7 @@ def compress_html(
     """
     if not isinstance(text, str) or not _LOOKS_HTML.search(text):
         return CompressResult.unchanged(text, KIND, "not html")
-    try:
-        size = len(text.encode("utf-8"))
-    except UnicodeEncodeError:
-        return CompressResult.unchanged(text, KIND, "not utf-8")
+    size = len(text.encode("utf-8", "surrogatepass"))
     original = counter.count(text)
     if original < min_tokens:
         return CompressResult.unchanged(text, KIND, "small")

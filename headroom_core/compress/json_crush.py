@@ -53,6 +53,7 @@ from headroom_core.ccr.markers import make_marker, offload_key
 from headroom_core.compress.json_select import MIN_ITEMS, REASONS, Selection, query_words, select_items
 from headroom_core.compress.result import CompressResult, Offload
 from headroom_core.compress.tokens import TokenCounter
+from headroom_core.surrogates import escape_in_json
 
 TABLE_KEY = "headroom_table"
 # Above this many tokens a lossless re-encoding is not enough: crush if there is anything to
@@ -67,13 +68,9 @@ def _dumps(value: object) -> str:
 
 
 def _output(value: object) -> str:
-    """Compact text to send; ``\\u`` escapes only if a lone surrogate (``"\\ud800"``) needs them."""
-    out = _dumps(value)
-    try:
-        out.encode("utf-8")
-    except UnicodeEncodeError:
-        out = json.dumps(value, separators=(",", ":"))
-    return out
+    """Compact text to send; a lone surrogate (no UTF-8 form) written as its ``\\u`` escape, as
+    a client's JSON writer does (the same value, and text every provider reads)."""
+    return escape_in_json(_dumps(value))
 
 
 class _Unfaithful(ValueError):
@@ -301,12 +298,9 @@ def compress_json(
         return _compress(text, query or "", counter, min_tokens, min_saving_ratio, lossless)
     except RecursionError:
         return CompressResult.unchanged(text, KIND, "too deeply nested")
-    except UnicodeEncodeError:  # a lone surrogate in the text itself: it has no UTF-8 form
-        return CompressResult.unchanged(text, KIND, "not utf-8")
 
 
 def _compress(text: str, query: str, counter: TokenCounter, min_tokens: int, min_saving_ratio: float, lossless: bool = False) -> CompressResult:
-    text.encode("utf-8")  # a lone surrogate character has no UTF-8 form: leave such text alone
     doc, why = _parse(text)
     if doc is None:
         return CompressResult.unchanged(text, KIND, why)

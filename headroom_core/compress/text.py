@@ -429,7 +429,7 @@ def compress_prose(
 
     Returns kept passages verbatim with markers (strategy ``"extract"``, one offload holding
     ``text`` byte for byte), or the unchanged text with the reason: ``"not text"``,
-    ``"not utf-8"``, ``"small"`` (under ``min_tokens`` tokens), ``"model loading"`` (see the
+    ``"small"`` (under ``min_tokens`` tokens), ``"model loading"`` (see the
     module docstring), ``"nothing to drop"``, ``"no gain"`` (not ``min_saving_ratio`` fewer
     tokens). Never raises on bad input.
     """

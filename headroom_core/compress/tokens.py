@@ -15,6 +15,9 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
+from headroom_core import heap
+from headroom_core.surrogates import scrub
+
 CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
 # The pre-tokenisation pattern of cl100k_base, as published in tiktoken's openai_public.py.
 CL100K_PATTERN = (
@@ -108,10 +111,12 @@ class TokenCounter:
                     self._tok = Tokenizer.from_file(str(p))
                 else:
                     self._tok = build_cl100k(shared_cache_dir(self._home))
+                heap.trim()  # parsing a vocabulary leaves tens of MiB of freed heap behind
             return self._tok
 
     def count(self, text: str) -> int:
-        """Number of tokens in ``text`` (0 for the empty string)."""
+        """Number of tokens in ``text`` (0 for the empty string). Any ``str`` is counted, lone
+        surrogates included (each counts as U+FFFD would)."""
         if not text:
             return 0
         data = text.encode("utf-8", "surrogatepass")
@@ -121,7 +126,8 @@ class TokenCounter:
             if hit is not None:
                 self._cache.move_to_end(key)
                 return hit
-        n = len(self._tokenizer().encode(text, add_special_tokens=False).ids)
+        # a lone surrogate (valid JSON, no UTF-8 form) counts as U+FFFD: tokenizers refuses it
+        n = len(self._tokenizer().encode(scrub(text), add_special_tokens=False).ids)
         with self._lock:
             self._cache[key] = n
             if len(self._cache) > self._cache_size:

@@ -23,8 +23,9 @@ defaults, formats, ``additionalProperties`` or any other JSON-Schema keyword, an
 the words of a description (``original.split() == minified.split()``). It only:
 
 1. normalises whitespace in the tool's description and in every ``description`` keyword of its
-   JSON Schema (:func:`normalize_description`);
-2. drops ``$schema`` keywords, empty descriptions, and ``title`` keywords that merely repeat the
+   JSON Schema (:func:`normalize_description`); a description with no words at all (``""``,
+   ``"  \n"``) is left exactly as written;
+2. drops ``$schema`` keywords and ``title`` keywords that merely repeat the
    property name (compared ignoring case, ``_``, ``-`` and spaces) or, at the schema root, the
    tool name (or its last ``__`` segment) optionally followed by a generated suffix such as
    ``Arguments`` or ``Request`` (pydantic model names like ``GitStatus`` or
@@ -33,6 +34,12 @@ the words of a description (``original.split() == minified.split()``). It only:
 Deduplication (``dedupe=True``, the one step that removes words) replaces a long passage that
 an earlier tool already carries by a reference to it. See :func:`minify_tools` for the rule and
 :func:`expand_references` for the exact way back.
+
+:func:`minify_tools` works on parsed JSON; what goes upstream is written from the client's own
+text by :func:`headroom_core.wire.jsonedit.reserialize` (``compress/tools_step.py``), so every
+value the minifier does not change (numbers such as ``1e400`` or 25-digit decimals, escapes,
+data keywords) keeps the client's exact characters. Any ``str`` is handled, lone surrogates
+included.
 """
 
 from __future__ import annotations
@@ -195,9 +202,7 @@ def _minify_schema(node: Any, prop_name: str | None, tool_name: str | None) -> A
         if key == "$schema" and isinstance(value, str):
             continue
         if key == "description" and isinstance(value, str):
-            value = normalize_description(value)
-            if not value:
-                continue
+            value = normalize_description(value) or value  # no words: left as written
         elif key == "title" and isinstance(value, str):
             if prop_name is not None and _norm_name(value) == _norm_name(prop_name):
                 continue
@@ -256,9 +261,7 @@ def _minify_container(c: dict, schema_key: str) -> dict:
     out: dict = {}
     for key, value in c.items():
         if key == "description" and isinstance(value, str):
-            value = normalize_description(value)
-            if not value:
-                continue
+            value = normalize_description(value) or value  # no words: left as written
         elif key == schema_key and isinstance(value, dict):
             value = _minify_schema(value, None, name)
         out[key] = value

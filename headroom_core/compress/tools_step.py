@@ -1,5 +1,11 @@
 """The request pipeline's step for the ``tools`` array: minify (cached by content hash) and
-count what it saved."""
+count what it saved.
+
+What goes upstream for a changed tool is written from the client's own JSON text
+(:func:`~headroom_core.wire.jsonedit.reserialize`): numbers, escapes and every value the
+minifier did not mean to change keep their exact characters (``1e400`` is not turned into
+``Infinity``, a 25-digit decimal is not rounded).
+"""
 
 from __future__ import annotations
 
@@ -15,10 +21,12 @@ from headroom_core.wire import jsonedit
 
 @dataclass(frozen=True)
 class ToolsOutcome:
-    """Replacements for changed ``tools`` entries (index → new entry) and token estimates of the
-    whole ``tools`` array before and after (compact JSON, whole tokens)."""
+    """Replacements for changed ``tools`` entries (index → the entry's new JSON text, a
+    :class:`~headroom_core.wire.jsonedit.RawJSON` that ``jsonedit.Replace`` splices as it is)
+    and token estimates of the whole ``tools`` array before and after (its JSON text as sent,
+    whole tokens)."""
 
-    replacements: tuple[tuple[int, object], ...]
+    replacements: tuple[tuple[int, jsonedit.RawJSON], ...]
     tokens_before: int
     tokens_after: int
     reason: str
@@ -39,10 +47,12 @@ class ToolsMinifier:
         self._lock = threading.Lock()
 
     def run(self, tools_text: str, tools: list, count: bool = True) -> ToolsOutcome:
-        """``tools_text`` is the exact JSON text of ``tools`` in the request (the cache key).
+        """``tools_text`` is the exact JSON text of ``tools`` in the request (the cache key, and
+        the source of every byte that is not changed); ``tools`` its parsed value.
 
         ``count=False`` (the fallback after a timeout or error) skips the token counts on a cache
-        miss: the same replacements, token figures 0, nothing cached.
+        miss: the same replacements, token figures 0, nothing cached. Raises ``ValueError`` if
+        ``tools_text`` is not the JSON text of ``tools``.
         """
         key = hashlib.blake2b(tools_text.encode("utf-8", "surrogatepass"), digest_size=20).digest()
         with self._lock:
@@ -51,16 +61,36 @@ class ToolsMinifier:
                 self._cache.move_to_end(key)
                 return hit
         res = minify_tools(tools, exclude=self._exclude)
-        # decided on bytes, not tokens, so the fallback (no counting) decides the same way
-        smaller = res.changed and len(jsonedit.dumps(res.tools)) < len(jsonedit.dumps(tools))
-        repl = tuple((i, new) for i, (old, new) in enumerate(zip(tools, res.tools)) if new is not old) if smaller else ()
+        repl: list[tuple[int, jsonedit.RawJSON]] = []
+        saved = 0
+        if res.changed:
+            spans = jsonedit.element_spans(tools_text, ())
+            for i, (old, new) in enumerate(zip(tools, res.tools)):
+                if new is old:
+                    continue
+                a, b = spans[i]
+                text = jsonedit.reserialize(tools_text[a:b], old, new)
+                if text != tools_text[a:b]:
+                    repl.append((i, jsonedit.RawJSON(text)))
+                    saved += (b - a) - len(text)
+        # decided on characters, not tokens, so the fallback (no counting) decides the same way
+        if saved <= 0:
+            repl = []
+        reason = res.reason if repl else "no gain"
         if not count:
-            return ToolsOutcome(repl, 0, 0, res.reason if smaller else "no gain")
-        before = self._counter.count(jsonedit.dumps(tools))
-        after = self._counter.count(jsonedit.dumps(res.tools)) if repl else before
-        out = ToolsOutcome(repl, before, after, res.reason if smaller else "no gain")
+            return ToolsOutcome(tuple(repl), 0, 0, reason)
+        before = self._counter.count(tools_text)
+        after = before
+        if repl:
+            after = self._counter.count(_splice(tools_text, repl))
+        out = ToolsOutcome(tuple(repl), before, after, reason)
         with self._lock:
             self._cache[key] = out
             while len(self._cache) > self._entries:
                 self._cache.popitem(last=False)
         return out
+
+
+def _splice(tools_text: str, repl: list[tuple[int, jsonedit.RawJSON]]) -> str:
+    """``tools_text`` with the entries at the replaced indexes swapped for their new text."""
+    return jsonedit.apply(tools_text, [jsonedit.ReplaceRaw((i,), str(t)) for i, t in repl])

@@ -15,6 +15,8 @@ from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+from headroom_core.db.types import scrub_parameters
+
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 #: The PostgreSQL advisory lock (a number fixed for Headroom: "HeadRoom" in ASCII) that
 #: migrations run under, so proxies of a team starting at the same moment migrate one at a time.
@@ -66,7 +68,10 @@ PG_MAX_OVERFLOW = 10
 def make_engine(url: str) -> Engine:
     """Create an engine for ``url``; for a SQLite file, create it owner-only (0600) with its
     folder, and turn on WAL. Raises :class:`DatabaseError` when the file cannot be created
-    (e.g. its folder is a file)."""
+    (e.g. its folder is a file).
+
+    Every engine writes any ``str`` (lone surrogates and NULs of JSON strings become U+FFFD in
+    ordinary columns; :class:`~headroom_core.db.types.AnyText` columns keep them exactly)."""
     u = make_url(url)
     if u.get_backend_name() == "sqlite":
         if u.database and u.database != ":memory:" and not u.database.startswith("file:"):
@@ -80,8 +85,10 @@ def make_engine(url: str) -> Engine:
         # (and runs the pragmas) per checkout, which under load costs more than the query.
         eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": 10}, pool_size=SQLITE_POOL_SIZE, max_overflow=SQLITE_MAX_OVERFLOW)
         event.listen(eng, "connect", _sqlite_pragmas)
-        return eng
-    return create_engine(url, pool_pre_ping=True, pool_size=PG_POOL_SIZE, max_overflow=PG_MAX_OVERFLOW, pool_timeout=30)
+    else:
+        eng = create_engine(url, pool_pre_ping=True, pool_size=PG_POOL_SIZE, max_overflow=PG_MAX_OVERFLOW, pool_timeout=30)
+    event.listen(eng, "before_cursor_execute", scrub_parameters, retval=True)
+    return eng
 
 
 def migrate(engine: Engine) -> None:

@@ -62,8 +62,9 @@ def latest_user_text(body: dict[str, Any]) -> str:
 
 
 def tool_names(body: dict[str, Any]) -> list[str]:
-    """Names of the tools the request offers, in order."""
-    return [t.get("name", "") for t in body.get("tools") or [] if isinstance(t, dict)]
+    """Names of the tools the request offers, in order (none when ``tools`` is not an array)."""
+    tools = body.get("tools")
+    return [t.get("name", "") for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
 
 
 def function_tool(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from headroom_core.surrogates import escape_in_json
+
 _WS = re.compile(r"[ \t\n\r]*")
 _decoder = json.JSONDecoder()
 PathT = tuple[Any, ...]
@@ -22,9 +24,20 @@ class JSONPathError(LookupError):
     """The path does not lead to a value in the document; the message names the path."""
 
 
+class RawJSON(str):
+    """JSON text that :func:`dumps` (and so :class:`Replace`) writes exactly as it is: a value the
+    proxy has already serialised byte-faithfully (e.g. a minified tool definition whose numbers
+    keep the client's text). The text must be one valid JSON value."""
+
+    __slots__ = ()
+
+
 def dumps(value: Any) -> str:
-    """Compact JSON for a value the proxy writes (UTF-8 kept, no spaces)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """Compact JSON for a value the proxy writes (UTF-8 kept, no spaces; lone surrogates, which
+    have no UTF-8 form, as ``\\uXXXX`` escapes). A :class:`RawJSON` value is written as it is."""
+    if isinstance(value, RawJSON):
+        return str(value)
+    return escape_in_json(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
 
 def _ws(s: str, i: int) -> int:
@@ -359,3 +372,92 @@ def insert_member(s: str, path: PathT, name: str, raw: str) -> str:
     close = b - 1
     sep = "" if s[a + 1 : close].strip() == "" else ","
     return f"{s[:close]}{sep}{dumps(name)}:{raw}{s[close:]}"
+
+
+# A JSON string literal (unrolled loop: fast on long strings) or a run of insignificant whitespace.
+_STRING_OR_WS = re.compile(r'("[^"\\]*(?:\\.[^"\\]*)*")|[ \t\n\r]+')
+
+
+def compact(text: str) -> str:
+    """``text`` (one JSON value) without whitespace between tokens; every string and number
+    keeps its exact characters (escapes, exponent, digits)."""
+    if not any(c in text for c in " \t\n\r"):
+        return text
+    return _STRING_OR_WS.sub(lambda m: m.group(1) or "", text)
+
+
+def reserialize(text: str, old: Any, new: Any) -> str:
+    """Compact JSON text of ``new``, an edited copy of ``old`` whose exact JSON text is ``text``.
+
+    Every value of ``new`` that is ``old``'s own (the same object, or an equal scalar) is copied
+    from ``text`` character for character (so ``1e400``, a 25-digit decimal or an escaped
+    ``"\\u00e9"`` stays as the client wrote it; only whitespace between tokens goes); objects
+    and arrays are walked member by member, members absent from ``new`` are left out (every
+    duplicate of the key), and only values that differ are written by :func:`dumps`. Object
+    members keep the order of ``text``; keys new in ``new`` follow, in ``new``'s order.
+
+    Raises ``ValueError`` if ``text`` is not JSON.
+    """
+    start = _ws(text, 0)
+    out: list[str] = []
+    _reserialize(text, start, old, new, out)
+    return "".join(out)
+
+
+def _reserialize(s: str, i: int, old: Any, new: Any, out: list[str]) -> int:
+    """Append the text for ``new`` to ``out``; ``s[i:]`` starts with ``old``'s text. Returns the
+    end of ``old``'s text."""
+    if new is old:
+        end = _skip_value(s, i)
+        out.append(compact(s[i:end]))
+        return end
+    c = s[i]
+    if isinstance(new, dict) and isinstance(old, dict) and c == "{":
+        members: list[tuple[int, int, str, int, int]] = []  # key start/end, key, value start/end
+        j = _ws(s, i + 1)
+        while s[j] != "}":
+            k0 = j
+            name, j = json.decoder.scanstring(s, j + 1)
+            k1 = j
+            j = _ws(s, _ws(s, j) + 1)
+            v1 = _skip_value(s, j)
+            members.append((k0, k1, name, j, v1))
+            j = _ws(s, v1)
+            if s[j] == ",":
+                j = _ws(s, j + 1)
+        last = {name: n for n, (_a, _b, name, _c, _d) in enumerate(members)}
+        out.append("{")
+        first = True
+        for n, (k0, k1, name, v0, v1) in enumerate(members):
+            if name not in new:
+                continue
+            out.append("" if first else ",")
+            first = False
+            out.append(s[k0:k1] + ":")
+            if last[name] == n and name in old:
+                _reserialize(s, v0, old[name], new[name], out)
+            else:
+                out.append(compact(s[v0:v1]))
+        for name, value in new.items():
+            if name not in last:
+                out.append(("" if first else ",") + dumps(name) + ":" + dumps(value))
+                first = False
+        out.append("}")
+        return j + 1
+    if isinstance(new, list) and isinstance(old, list) and c == "[" and len(new) == len(old):
+        out.append("[")
+        j = _ws(s, i + 1)
+        n = 0
+        while s[j] != "]":
+            if n:
+                out.append(",")
+            j = _ws(s, _reserialize(s, j, old[n], new[n], out))
+            if s[j] == ",":
+                j = _ws(s, j + 1)
+            n += 1
+        out.append("]")
+        return j + 1
+    end = _skip_value(s, i)
+    same = new is old or (type(new) is type(old) and not isinstance(new, (dict, list)) and new == old)
+    out.append(compact(s[i:end]) if same else dumps(new))
+    return end

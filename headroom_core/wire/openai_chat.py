@@ -54,8 +54,11 @@ def latest_user_text(body: dict[str, Any]) -> str:
 
 
 def tool_names(body: dict[str, Any]) -> list[str]:
-    """Names of the function tools offered, in order."""
-    return [str((t.get("function") or {}).get("name", "")) for t in body.get("tools") or [] if isinstance(t, dict)]
+    """Names of the function tools offered, in order (none when ``tools`` is not an array)."""
+    tools = body.get("tools")
+    if not isinstance(tools, list):
+        return []
+    return [str(t["function"].get("name", "")) if isinstance(t.get("function"), dict) else "" for t in tools if isinstance(t, dict)]
 
 
 def function_tool(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:

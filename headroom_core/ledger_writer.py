@@ -1,0 +1,244 @@
+"""How ledger rows reach the database: idempotent counters and a background writer.
+
+Two faults this module exists for:
+
+* concurrent first requests of one client and project both inserted the same ``tool_usage``
+  row (``UNIQUE constraint failed``) and one request's row was lost. Counters are now one
+  ``INSERT … ON CONFLICT DO UPDATE SET offered = offered + excluded.offered`` (SQLite ≥ 3.24 and
+  PostgreSQL; SQLAlchemy's ``sqlite.insert`` / ``postgresql.insert``), atomic in the database,
+  so any number of threads and proxy processes sharing a database count every request;
+* under load the rows were written from mitmproxy's default thread pool, queued behind the
+  compression work, and a ``kill -9`` lost nearly all of them. :class:`LedgerWriter` has its
+  own thread that takes what was submitted and commits it at once (everything queued meanwhile
+  goes in the same transaction), so a request's row is on disk within one commit's time
+  (milliseconds; bounded by ``flush_seconds`` plus the database's own latency), and a restart
+  finds it (SQLite in WAL mode keeps committed transactions across a killed process). The HTTP
+  addon awaits the future :meth:`LedgerWriter.submit` returns before the answer goes out, so
+  every answered request is on disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+from concurrent.futures import Future
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Iterable
+
+from sqlalchemy import case, func, select
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from headroom_core.db.models import RequestOutcome, ToolUsage
+
+log = logging.getLogger("headroom")
+
+
+@dataclass
+class Entry:
+    """One request's ledger write: its :class:`RequestOutcome` row (not yet attached to a
+    session) and ``(tool name, offered, called)`` counts for ``client`` and ``project``."""
+
+    rows: list[RequestOutcome] = field(default_factory=list)
+    client: str = ""
+    project: str = ""
+    tools: dict[str, list[int]] = field(default_factory=dict)
+    seen_at: datetime | None = None
+
+    def add(self, row: RequestOutcome) -> None:
+        """Queue ``row`` with this entry (the ``Session.add`` of the ledger's write path)."""
+        self.rows.append(row)
+
+
+def write_entries(sessions: sessionmaker[Session], entries: Iterable[Entry]) -> None:
+    """Write ``entries`` in one transaction: their rows, and their tool counts added to
+    ``tool_usage`` atomically (see the module docstring). Raises SQLAlchemy's errors."""
+    entries = list(entries)
+    counts: dict[tuple[str, str, str], list] = {}
+    for e in entries:
+        for name, (o, c) in e.tools.items():
+            k = (e.client[:64], e.project[:512], name[:256])
+            acc = counts.setdefault(k, [0, 0, e.seen_at, 0])
+            acc[0] += o
+            acc[1] += c
+            # offered since last called (evidence for tools on demand): a request that called the
+            # tool resets it, in submission order
+            acc[3] = 0 if c else acc[3] + o
+            if e.seen_at is not None and (acc[2] is None or e.seen_at > acc[2]):
+                acc[2] = e.seen_at
+    with sessions.begin() as s:
+        s.add_all([r for e in entries for r in e.rows])
+        if counts:
+            _add_counts(s, counts)
+
+
+def _add_counts(s: Session, counts: dict[tuple[str, str, str], list]) -> None:
+    values = [
+        {"client": k[0], "project": k[1], "tool_name": k[2], "offered": o, "called": c, "offered_since_called": since, "last_seen_at": seen}
+        for k, (o, c, seen, since) in sorted(counts.items())  # one order: no deadlock between writers
+    ]
+    name = s.get_bind().dialect.name
+    if name in ("sqlite", "postgresql"):
+        if name == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert
+        else:
+            from sqlalchemy.dialects.postgresql import insert
+        T = ToolUsage.__table__
+        for chunk in _chunks(values, 100):  # SQLite allows 999 (older builds) bound parameters
+            stmt = insert(T).values(chunk)
+            s.execute(
+                stmt.on_conflict_do_update(
+                    index_elements=[T.c.client, T.c.project, T.c.tool_name],
+                    set_={
+                        "offered": T.c.offered + stmt.excluded.offered,
+                        "called": T.c.called + stmt.excluded.called,
+                        # called in this batch: the count since the last call; else it grows
+                        "offered_since_called": case(
+                            (stmt.excluded.called > 0, stmt.excluded.offered_since_called),
+                            else_=func.coalesce(T.c.offered_since_called, 0) + stmt.excluded.offered_since_called,
+                        ),
+                        "last_seen_at": stmt.excluded.last_seen_at,
+                    },
+                )
+            )
+        return
+    # Other databases: read, then update or insert; a concurrent insert is retried as an update.
+    for v in values:
+        for _attempt in range(3):
+            try:
+                with s.begin_nested():
+                    row = s.scalars(
+                        select(ToolUsage).where(
+                            ToolUsage.client == v["client"], ToolUsage.project == v["project"], ToolUsage.tool_name == v["tool_name"]
+                        ).with_for_update()
+                    ).one_or_none()
+                    if row is None:
+                        s.add(ToolUsage(**v))
+                    else:
+                        row.offered += v["offered"]
+                        row.called += v["called"]
+                        row.offered_since_called = v["offered_since_called"] if v["called"] else (row.offered_since_called or 0) + v["offered_since_called"]
+                        row.last_seen_at = v["last_seen_at"]
+                    s.flush()
+                break
+            except IntegrityError:
+                continue
+
+
+def _chunks(xs: list, n: int) -> Iterable[list]:
+    for i in range(0, len(xs), n):
+        yield xs[i : i + n]
+
+
+class LedgerWriter:
+    """Writes :class:`Entry` objects from its own daemon thread, in batches.
+
+    :meth:`submit` never blocks and never raises; it returns a future resolved once the entry's
+    commit has ended (True: on disk; False: dropped), which an async caller can await
+    (``asyncio.wrap_future``) so an answer is not sent before its row is committed. The thread
+    takes the first waiting entry, waits at most ``flush_seconds`` for more (0: none), and commits everything waiting (at most
+    ``max_batch`` entries) in one transaction. A failed commit is retried (``retries`` times,
+    backing off from 0.1 s) and then logged and dropped: the ledger never holds up traffic.
+    :meth:`flush` waits until everything submitted so far is committed; :meth:`close` flushes
+    and stops the thread (mitmproxy's ``done`` hook).
+    """
+
+    def __init__(self, sessions: sessionmaker[Session], *, flush_seconds: float = 0.0, max_batch: int = 500, retries: int = 5) -> None:
+        self._sessions = sessions
+        self._flush_s = flush_seconds
+        self._max = max_batch
+        self._retries = retries
+        self._q: queue.SimpleQueue[tuple[Entry, Future] | None] = queue.SimpleQueue()
+        self._cv = threading.Condition()
+        self._submitted = 0
+        self._done = 0
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="headroom-ledger", daemon=True)
+        self._thread.start()
+
+    @property
+    def pending(self) -> int:
+        """Entries submitted but not yet committed (or dropped)."""
+        with self._cv:
+            return self._submitted - self._done
+
+    def submit(self, entry: Entry) -> Future:
+        """Queue ``entry`` for the next commit; the future resolves to True once it is committed,
+        False when it was dropped (a failed commit, or submitted after :meth:`close`)."""
+        done: Future = Future()
+        with self._cv:
+            if self._closed:
+                done.set_result(False)
+                return done
+            self._submitted += 1
+        self._q.put((entry, done))
+        return done
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait up to ``timeout`` seconds until everything submitted is committed; True if so."""
+        deadline = time.monotonic() + timeout
+        with self._cv:
+            target = self._submitted
+            while self._done < target:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cv.wait(left)
+        return True
+
+    def close(self, timeout: float = 10.0) -> bool:
+        """Flush (up to ``timeout`` seconds) and stop the thread; True if nothing was left."""
+        ok = self.flush(timeout)
+        with self._cv:
+            self._closed = True
+        self._q.put(None)
+        self._thread.join(timeout=1.0)
+        return ok
+
+    def _run(self) -> None:
+        while True:
+            first = self._q.get()
+            if first is None:
+                return
+            batch = [first]
+            stop = False
+            deadline = time.monotonic() + self._flush_s
+            while len(batch) < self._max:
+                try:
+                    left = deadline - time.monotonic()
+                    item = self._q.get(timeout=left) if left > 0 else self._q.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    stop = True
+                    break
+                batch.append(item)
+            ok = self._write([e for e, _ in batch])
+            for _, done in batch:
+                if done.set_running_or_notify_cancel():  # False: the waiter cancelled it
+                    done.set_result(ok)
+            with self._cv:
+                self._done += len(batch)
+                self._cv.notify_all()
+            if stop:
+                return
+
+    def _write(self, batch: list[Entry]) -> bool:
+        delay = 0.1
+        for attempt in range(self._retries + 1):
+            try:
+                write_entries(self._sessions, batch)
+                return True
+            except (OperationalError, IntegrityError) as e:
+                if attempt == self._retries:
+                    log.error("headroom: %d ledger rows could not be written (%s)", len(batch), e)
+                    return False
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+            except Exception:  # noqa: BLE001 - the ledger never breaks traffic
+                log.exception("headroom: %d ledger rows could not be written", len(batch))
+                return False
+        return False
