@@ -23,6 +23,7 @@ from headroom_core.learn.rules import Rule
 from headroom_core.learn.steps import Step
 from headroom_core.learn.store import LearnStore
 from headroom_core.ledger import _count_tools
+from headroom_core.ledger_writer import Entry, write_entries
 from tests.test_memory_store import fresh_pg_database, pg_server_url
 
 THREADS = 8
@@ -54,9 +55,12 @@ def _hammer(sessions) -> None:
 
     def work(n: int) -> None:
         for _ in range(ROUNDS):
-            with sessions.begin() as s:  # offered: Bash, Read (in either order); called: Bash
-                offered = ["Bash", "Read"] if n % 2 else ["Read", "Bash"]
-                _count_tools(s, "claude-code", "/team/p", offered, ["Bash"], datetime(2026, 1, 1))
+            # each its own transaction, as ledger writers of several proxies make them;
+            # offered: Bash, Read (in either order); called: Bash
+            e = Entry()
+            offered = ["Bash", "Read"] if n % 2 else ["Read", "Bash"]
+            _count_tools(e, "claude-code", "/team/p", offered, ["Bash"], datetime(2026, 1, 1))
+            write_entries(sessions, [e])
 
     _at_once(work)
     with sessions() as s:
