@@ -138,7 +138,8 @@ def test_busy_or_invalid_port_is_reported_before_the_banner(base_proxy, tmp_path
     port = base_proxy["port"]
     busy = subprocess.run([HEADROOM, "proxy", "--port", str(port)], env=env, capture_output=True, text=True, timeout=60)
     assert busy.returncode == 1
-    assert busy.stderr.strip() == f"headroom proxy: port {port} is busy: a Headroom proxy already runs there (stop it with `headroom proxy --stop --port {port}`)"
+    assert busy.stderr.strip() == (f"headroom proxy: port {port} is busy: a Headroom proxy already runs there (started with --detach, it stops "
+                                   f"with `headroom proxy --stop --port {port}`; started in a terminal, with Ctrl-C there)")
     other = free_port()
     import socket
 

@@ -186,7 +186,8 @@ def port_problem(host: str, port: int) -> str | None:
             return None
     state = probe(ProxyAddress(host, port))
     if state in ("headroom", "warming"):
-        return f"port {port} is busy: a Headroom proxy already runs there (stop it with `headroom proxy --stop --port {port}`)"
+        return (f"port {port} is busy: a Headroom proxy already runs there (started with --detach, it stops with "
+                f"`headroom proxy --stop --port {port}`; started in a terminal, with Ctrl-C there)")
     if isinstance(bind_error, PermissionError):
         return f"port {port} on {host or 'all addresses'} needs privileges this user lacks ({bind_error.strerror}); choose a port above 1023"
     if bind_error.errno in (99, 49):  # EADDRNOTAVAIL (Linux, macOS)
