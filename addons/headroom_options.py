@@ -107,5 +107,6 @@ def _warm_up(rt: Runtime) -> None:
         rt.sealer
         rt.extensions
         rt.counter.count("warm up")
+        logging.info("headroom: ready (database, secret key and vocabulary loaded)")
     except Exception:  # noqa: BLE001 - requests will fail open and log it again
         logging.exception("headroom: warm-up failed (database or tokenizer); traffic passes unchanged until it works")

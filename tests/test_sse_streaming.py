@@ -22,7 +22,10 @@ WORDS = " ".join(f"w{i}" for i in range(12))  # 12 text deltas, so 15+ events pe
 
 @pytest.fixture(scope="module")
 def proxy(module_proxy_factory):
-    return module_proxy_factory(ADDON_SCRIPT)
+    px = module_proxy_factory(ADDON_SCRIPT)
+    # timing is measured once the warm-up (database, vocabulary) no longer competes for the CPU
+    px.wait_for_log(r"headroom: ready", timeout=120)
+    return px
 
 
 def request(dialect: str, model: str) -> tuple[str, dict]:
