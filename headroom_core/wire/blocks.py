@@ -65,3 +65,16 @@ class ImageAnswer(str):
     def data_url(self) -> str:
         """The image as a ``data:`` URL."""
         return f"data:{self.media_type};base64,{self.data}"
+
+
+def sum_usage(messages: list[dict[str, Any]], keys: tuple[str, ...]) -> dict[str, int]:
+    """The integer ``usage`` fields named by ``keys`` summed over response objects ``messages``
+    (token counts; keys no message reported are left out, booleans and non-integers ignored)."""
+    out: dict[str, int] = {}
+    for m in messages:
+        u = m.get("usage") if isinstance(m.get("usage"), dict) else {}
+        for k in keys:
+            v = u.get(k)
+            if isinstance(v, int) and not isinstance(v, bool):
+                out[k] = out.get(k, 0) + v
+    return out

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from headroom_core.wire.assemble_chat import CompletionAssembler
-from headroom_core.wire.blocks import ImageAnswer, ToolCall
+from headroom_core.wire.blocks import ImageAnswer, ToolCall, sum_usage
 from headroom_core.wire import openai_chat as _dialect
 from headroom_core.wire.rawjson import Raw, RawObject, append_to_array, dumps, elements, with_member
 from headroom_core.wire.sse import SSEEvent
@@ -204,14 +204,7 @@ def tool_calls(resp: dict[str, Any]) -> list[ToolCall]:
 
 def usage_totals(messages: list[dict[str, Any]]) -> dict[str, int]:
     """:data:`USAGE_KEYS` summed over the responses (keys none reported are left out)."""
-    out: dict[str, int] = {}
-    for m in messages:
-        u = m.get("usage") if isinstance(m.get("usage"), dict) else {}
-        for k in USAGE_KEYS:
-            v = u.get(k)
-            if isinstance(v, int) and not isinstance(v, bool):
-                out[k] = out.get(k, 0) + v
-    return out
+    return sum_usage(messages, USAGE_KEYS)
 
 
 def completed(resp: dict[str, Any]) -> bool:
