@@ -15,10 +15,12 @@ from __future__ import annotations
 import importlib
 import logging
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 from headroom_core.wire.blocks import ToolCall, ToolOutput
 from headroom_core.wire.detect import Dialect
+from headroom_core.wire.request_view import RequestView, view_of
 
 if TYPE_CHECKING:
     from headroom_core.runtime import Runtime
@@ -54,6 +56,11 @@ class RequestContext:
     scope: str = ""
     dry_run: bool = False
     size: int = 0
+
+    @cached_property
+    def view(self) -> RequestView:
+        """The request's neutral view (:class:`~headroom_core.wire.request_view.RequestView`)."""
+        return view_of(self.dialect, self.body)
 
 
 class ProxyTool(Protocol):

@@ -11,6 +11,7 @@ from typing import Any
 
 from headroom_core.wire import jsonedit
 from headroom_core.wire.detect import Dialect
+from headroom_core.wire.request_view import RequestView, view_of
 
 BLOCK_HEADER = "<headroom-context>"
 BLOCK_FOOTER = "</headroom-context>"
@@ -22,32 +23,31 @@ def wrap(text: str) -> str:
     return f"{BLOCK_HEADER}\n{text.strip()}\n{BLOCK_FOOTER}"
 
 
-def tail_text_edits(d: Dialect, body: dict[str, Any], text: str) -> list[jsonedit.Edit]:
+def tail_text_edits(d: Dialect | RequestView, body: dict[str, Any], text: str) -> list[jsonedit.Edit]:
     """The edits that append ``wrap(text)`` to the latest message, or ``[]`` when the latest
     message is not the user's (the block is then not injected this turn).
 
     When the client marked the message's last block with ``cache_control``, the marker moves to
     the appended block, so the breakpoint still ends the message (the provider caches the
-    context block with it) and the breakpoint count stays the client's.
+    context block with it) and the breakpoint count stays the client's. ``d``: the dialect, or
+    the request's :class:`~headroom_core.wire.request_view.RequestView` (then ``body`` is its body).
     """
-    key = "input" if d is Dialect.OPENAI_RESPONSES else "messages"
-    seq = body.get(key)
-    if not isinstance(seq, list) or not seq or not isinstance(seq[-1], dict):
+    v = d if isinstance(d, RequestView) else view_of(d, body)
+    seq = v.conversation
+    if not seq or not isinstance(seq[-1], dict) or not v.latest_is_user:
         return []
     last = seq[-1]
     i = len(seq) - 1
-    if last.get("role") != "user":
-        return []
     block = wrap(text)
-    part_type = "input_text" if d is Dialect.OPENAI_RESPONSES else "text"
     content = last.get("content")
+    at = v.path_of(i, "content")
     if isinstance(content, str):
-        return [jsonedit.Replace((key, i, "content"), [{"type": part_type, "text": content}, {"type": part_type, "text": block}])]
+        return [jsonedit.Replace(at, [v.text_part(content), v.text_part(block)])]
     if isinstance(content, list):
-        added: dict[str, Any] = {"type": part_type, "text": block}
+        added: dict[str, Any] = v.text_part(block)
         tail = content[-1] if content else None
         if isinstance(tail, dict) and "cache_control" in tail:
             added["cache_control"] = tail["cache_control"]
-            return [jsonedit.RemoveMember((key, i, "content", len(content) - 1), "cache_control"), jsonedit.Append((key, i, "content"), added)]
-        return [jsonedit.Append((key, i, "content"), added)]
+            return [jsonedit.RemoveMember(at + (len(content) - 1,), "cache_control"), jsonedit.Append(at, added)]
+        return [jsonedit.Append(at, added)]
     return []

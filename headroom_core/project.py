@@ -7,6 +7,8 @@ import json
 import re
 from typing import Any, Mapping
 
+from headroom_core.wire.request_view import opening
+
 PROJECT_HEADER = "x-headroom-project"
 GLOBAL = "global"
 
@@ -23,15 +25,9 @@ def _texts(body: Mapping[str, Any]) -> list[str]:
     """The texts a client states its environment in: system prompt, instructions, and the
     first messages (Codex sends its environment context as an early user message), each cut to
     its first ``MAX_SCAN`` characters."""
-    out: list[str] = []
-    for key in ("system", "instructions"):
-        v = body.get(key)
-        if v is not None:
-            out.append(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))
-    for key in ("messages", "input"):
-        seq = body.get(key)
-        if isinstance(seq, list):
-            out.extend(json.dumps(m, ensure_ascii=False) for m in seq[:3])
+    systems, firsts = opening(body, 3)
+    out = [v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in systems]
+    out.extend(json.dumps(m, ensure_ascii=False) for m in firsts)
     return [t[:MAX_SCAN] for t in out]
 
 

@@ -59,10 +59,10 @@ from headroom_core.runtime import Runtime
 from headroom_core.scope import Scope, credential, request_scope
 from headroom_core.project import PROJECT_HEADER
 from headroom_core.wire import jsonedit
-from headroom_core.wire.calls import tool_calls_in_request
-from headroom_core.wire.detect import Dialect, dialect_for_path, token_count_dialect
+from headroom_core.wire.detect import Dialect
+from headroom_core.wire.dialects import NOT_LLM, Route, WireDialect, route
+from headroom_core.wire.request_view import SYSTEM_KEYS, RequestView, element_shape, view_of
 from headroom_core.wire.view import BodyView, ViewError, parse_view
-from headroom_core.wire.dialects import module_for
 
 log = logging.getLogger("headroom")
 
@@ -160,14 +160,14 @@ class RequestPlan:
         return self.client_body
 
 
-def _too_large(d: Dialect, size: int, limit: int) -> bytes:
+def _too_large(d: WireDialect, size: int, limit: int) -> bytes:
     msg = (
         f"headroom proxy: the request body is {size} bytes, over the limit of {limit} bytes "
         "(headroom max_body_bytes), so it was not sent to the model. Compact the conversation "
         "(for example /compact) or drop large tool outputs, then retry; resending the same request "
         "will be refused again."
     )
-    return json.dumps(module_for(d).error_body(msg, too_large=True)).encode()
+    return json.dumps(d.error_body(msg, too_large=True)).encode()
 
 
 class PlanAbandoned(Exception):
@@ -175,22 +175,13 @@ class PlanAbandoned(Exception):
     waiting (a compression timeout): the plan then remembers nothing for the session."""
 
 
-def _dialect_of(method: str, path: str) -> tuple[Dialect | None, bool]:
-    """The dialect a request's method and path name, and whether it only counts tokens."""
-    d = dialect_for_path(method, path)
-    if d is not None:
-        return d, False
-    c = token_count_dialect(method, path)
-    return c, c is not None
-
-
-def _not_compressed(rt: Runtime, method: str, path: str, body: bytes, why: str) -> RequestPlan:
+def _not_compressed(rt: Runtime, r: Route, body: bytes, why: str) -> RequestPlan:
     """The plan when compressing failed or timed out (``why``): small bodies go on unchanged
     (fail open, as without the proxy); only when ``fail_open_max_bytes`` is set (not 0, the
     default), bodies over it are refused with 413 instead (for teams that would rather stop an
     uncompressed huge request than pay for it)."""
     n = len(body)
-    d, counting = _dialect_of(method, path)
+    d, counting = r.dialect, r.counting
     limit = rt.settings.fail_open_max_bytes
     if d is None or not limit or n <= limit or counting:
         return RequestPlan(Action.PASSTHROUGH, why[:300], bytes_before=n, bytes_after=n, code=Code.NOT_COMPRESSED, dry_run=counting)
@@ -200,13 +191,20 @@ def _not_compressed(rt: Runtime, method: str, path: str, body: bytes, why: str) 
         "(for example /compact) or drop large tool outputs, then retry."
     )
     return RequestPlan(
-        Action.REJECT, why[:300], d, status=413, error_body=json.dumps(module_for(d).error_body(msg, too_large=True)).encode(),
+        Action.REJECT, why[:300], d, status=413, error_body=json.dumps(r.wire.error_body(msg, too_large=True)).encode(),
         bytes_before=n, code=Code.NOT_COMPRESSED_TOO_LARGE,
     )  # fmt: skip
 
 
 def plan_request(
-    rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes, commit: Callable[[], bool] | None = None, defer: bool = False
+    rt: Runtime,
+    method: str,
+    path: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    commit: Callable[[], bool] | None = None,
+    defer: bool = False,
+    route_: Route | None = None,
 ) -> RequestPlan:
     """Decide the fate of one request (see module docstring). ``headers`` keys are lowercase.
 
@@ -214,9 +212,12 @@ def plan_request(
     session; if it returns False the plan is abandoned and the request passes unchanged (used by
     :func:`plan_request_async` on timeout). ``defer``: store nothing now; the plan's
     ``persist`` does it (the caller runs it after forwarding, off the request's path).
+    ``route_``: the request's :class:`~headroom_core.wire.dialects.Route` when the caller
+    detected it already (detected here from ``method`` and ``path`` otherwise).
     """
+    r = route_ if route_ is not None else route(method, path)
     try:
-        return _plan(rt, method, path, headers, body, commit, defer=defer)
+        return _plan(rt, r, path, headers, body, commit, defer=defer)
     except PlanAbandoned:
         return RequestPlan(Action.PASSTHROUGH, "abandoned: compression timed out", bytes_before=len(body), bytes_after=len(body), code=Code.ABANDONED)
     except CompressTimeout as e:
@@ -224,26 +225,29 @@ def plan_request(
         if deadline is not None and time.monotonic() >= deadline:  # plan_request_async already sends its fallback
             return RequestPlan(Action.PASSTHROUGH, "abandoned: compression timed out", bytes_before=len(body), bytes_after=len(body), code=Code.ABANDONED)
         log.warning("headroom: %s; sending what was sent before, nothing new compressed", e)
-        return replay_only(rt, method, path, headers, body, str(e)[:200], defer)
+        return replay_only(rt, method, path, headers, body, str(e)[:200], defer, r)
     except Exception as e:  # noqa: BLE001 - fail open, loudly
         log.exception("headroom: compression failed; sending what was sent before, nothing new compressed")
-        return replay_only(rt, method, path, headers, body, f"internal error: {type(e).__name__}: {e}", defer)
+        return replay_only(rt, method, path, headers, body, f"internal error: {type(e).__name__}: {e}", defer, r)
 
 
-def replay_only(rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes, why: str, defer: bool = False) -> RequestPlan:
+def replay_only(
+    rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes, why: str, defer: bool = False, route_: Route | None = None
+) -> RequestPlan:
     """The fallback when compressing failed or timed out (``why``): the session's earlier
     messages are still replayed byte for byte and ``tools`` still sent as before (so the
     provider's cached prefix does not flip), reusing earlier decisions only; nothing new is
     compressed, counted or injected. A body over ``fail_open_max_bytes`` (when set) is refused (413) as the
     fallback cannot shrink it. If even the fallback fails: :func:`_not_compressed`."""
+    r = route_ if route_ is not None else route(method, path)
     try:
-        plan = _plan(rt, method, path, headers, body, None, fast=True, defer=defer)
+        plan = _plan(rt, r, path, headers, body, None, fast=True, defer=defer)
         if plan.action != Action.REJECT and plan.dialect is not None and not plan.dry_run and 0 < rt.settings.fail_open_max_bytes < plan.bytes_after:
-            return _not_compressed(rt, method, path, body, why)  # too large to send uncompressed
+            return _not_compressed(rt, r, body, why)  # too large to send uncompressed
         return replace(plan, reason=f"{why[:150]}; fallback: {plan.reason}"[:300], code=Code.FALLBACK)
     except Exception as e:  # noqa: BLE001
         log.exception("headroom: the fallback failed too")
-        return _not_compressed(rt, method, path, body, f"{why[:150]}; fallback failed: {type(e).__name__}: {e}")
+        return _not_compressed(rt, r, body, f"{why[:150]}; fallback failed: {type(e).__name__}: {e}")
 
 
 class _CommitGate:
@@ -269,7 +273,7 @@ class _CommitGate:
 
 
 async def plan_request_async(
-    rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes, timeout_s: float, defer: bool = False
+    rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes, timeout_s: float, defer: bool = False, route_: Route | None = None
 ) -> RequestPlan:
     """:func:`plan_request` in a worker thread, bounded by ``timeout_s`` seconds (0: unbounded).
 
@@ -277,13 +281,14 @@ async def plan_request_async(
     is treated like a failed compression: earlier messages replayed, nothing new compressed
     (:func:`replay_only`); unchanged when even that fails and the body is at most
     ``fail_open_max_bytes``, else refused with 413. A plan that already committed when the
-    timeout fires is awaited instead (its session memory must match what is sent). ``defer``: as
-    for :func:`plan_request`. Never raises.
+    timeout fires is awaited instead (its session memory must match what is sent). ``defer`` and
+    ``route_``: as for :func:`plan_request`. Never raises.
     """
+    r = route_ if route_ is not None else route(method, path)
     gate = _CommitGate()
     if timeout_s > 0:
         _DEADLINE.set(time.monotonic() + timeout_s)  # the worker thread sees it (to_thread copies the context)
-    task = asyncio.ensure_future(asyncio.to_thread(plan_request, rt, method, path, headers, body, gate.commit, defer))
+    task = asyncio.ensure_future(asyncio.to_thread(plan_request, rt, method, path, headers, body, gate.commit, defer, r))
     if timeout_s <= 0:
         return await task
     try:
@@ -293,18 +298,13 @@ async def plan_request_async(
             return await task
         log.warning("headroom: compressing a %d-byte request took over %s s; sending what was sent before, nothing new compressed", len(body), timeout_s)
         why = f"compression timed out after {timeout_s} s"
-        fallback = asyncio.ensure_future(asyncio.to_thread(replay_only, rt, method, path, headers, body, why, defer))
+        fallback = asyncio.ensure_future(asyncio.to_thread(replay_only, rt, method, path, headers, body, why, defer, r))
         try:
             # the fallback only replays and looks up, and it is what keeps the provider's cached
             # prefix: it gets at least FALLBACK_MIN_SECONDS whatever the timeout
             return await asyncio.wait_for(asyncio.shield(fallback), max(timeout_s, FALLBACK_MIN_SECONDS))
         except asyncio.TimeoutError:
-            return _not_compressed(rt, method, path, body, why + "; fallback timed out too")
-
-
-def conversation_key(d: Dialect) -> str:
-    """The key of the conversation list in a body of dialect ``d``."""
-    return "input" if d is Dialect.OPENAI_RESPONSES else "messages"
+            return _not_compressed(rt, r, body, why + "; fallback timed out too")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -313,17 +313,30 @@ def conversation_key(d: Dialect) -> str:
 
 @dataclass(frozen=True)
 class _Request:
-    """A request the walk works on: dialect, its parsed ``view`` (text and spans), who sent it,
-    and ``prev``, the same client's previous request of this conversation (for reuse), if any."""
+    """A request the walk works on: its neutral ``request`` view (dialect, conversation, tool
+    outputs, …, over the one parse with its spans), who sent it, and ``prev``, the same client's
+    previous request of this conversation (for reuse), if any."""
 
-    dialect: Dialect
-    view: BodyView
+    request: RequestView
     headers: Mapping[str, str]
     dry_run: bool
     scope: Scope
     session_key: str
     credential: str
     prev: RecentRequest | None = None
+
+    @property
+    def dialect(self) -> Dialect:
+        return self.request.id
+
+    @property
+    def wire(self) -> WireDialect:
+        return self.request.dialect
+
+    @property
+    def view(self) -> BodyView:
+        assert self.request.source is not None
+        return self.request.source
 
     @property
     def parsed(self) -> dict[str, Any]:
@@ -335,14 +348,7 @@ class _Request:
 
     @property
     def ckey(self) -> str:
-        return conversation_key(self.dialect)
-
-
-def _shape_error(d: Dialect, parsed: dict[str, Any]) -> str:
-    """Why a parsed body is not a request of dialect ``d`` (``""`` when it is)."""
-    if d in (Dialect.ANTHROPIC_MESSAGES, Dialect.OPENAI_CHAT):
-        return "" if isinstance(parsed.get("messages"), list) else "no messages list"
-    return "" if "input" in parsed else "no input"
+        return self.request.conversation_key
 
 
 def _same_start(view: BodyView, prev: RecentRequest, ckey: str) -> bool:
@@ -353,17 +359,17 @@ def _same_start(view: BodyView, prev: RecentRequest, ckey: str) -> bool:
     n = min(3, len(seq)) if isinstance(seq, list) else 0
     if not isinstance(seq, list) or view.reused_elements < n or n == 0:
         return False
-    for key in ("system", "instructions"):
+    for key in SYSTEM_KEYS:
         if (key in view.members or key in prev.view.members) and key not in view.reused_members:
             return False
     return True
 
 
-def _classify(rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes) -> RequestPlan | _Request:
+def _classify(rt: Runtime, r: Route, path: str, headers: Mapping[str, str], body: bytes) -> RequestPlan | _Request:
     """The early exits (a finished :class:`RequestPlan`), or the request to plan."""
     s = rt.settings
     n = len(body)
-    d, counting = _dialect_of(method, path)
+    d, counting = r.dialect, r.counting
     if d is None:
         return RequestPlan(Action.PASSTHROUGH, "not an LLM API call", bytes_before=n, bytes_after=n, code=Code.NOT_LLM)
     if headers.get(BYPASS_HEADER, "").strip().lower() in ("1", "true", "yes"):
@@ -371,7 +377,7 @@ def _classify(rt: Runtime, method: str, path: str, headers: Mapping[str, str], b
     if n > s.max_body_bytes:
         if counting:  # nothing is sent to a model: the provider answers what it answers
             return RequestPlan(Action.PASSTHROUGH, "token count over max_body_bytes", d, bytes_before=n, bytes_after=n, code=Code.TOO_LARGE, dry_run=True)
-        return RequestPlan(Action.REJECT, "body over max_body_bytes", d, status=413, error_body=_too_large(d, n, s.max_body_bytes), bytes_before=n, code=Code.TOO_LARGE)
+        return RequestPlan(Action.REJECT, "body over max_body_bytes", d, status=413, error_body=_too_large(r.wire, n, s.max_body_bytes), bytes_before=n, code=Code.TOO_LARGE)
     try:
         text = body.decode("utf-8")  # JSON on the wire is UTF-8 (RFC 8259 §8.1)
     except UnicodeDecodeError:
@@ -383,12 +389,13 @@ def _classify(rt: Runtime, method: str, path: str, headers: Mapping[str, str], b
         view = parse_view(text, prev.view if prev is not None else None)
     except (ViewError, RecursionError):
         return RequestPlan(Action.PASSTHROUGH, "body is not a JSON object (or nested too deeply)", bytes_before=n, bytes_after=n, code=Code.NOT_PARSED, dry_run=counting)
-    why = _shape_error(d, view.parsed)
+    why = r.wire.shape_error(view.parsed)
     if why:
         return RequestPlan(Action.PASSTHROUGH, why, bytes_before=n, bytes_after=n, code=Code.NOT_PARSED, dry_run=counting)
     if not s.compress:
         return RequestPlan(Action.PASSTHROUGH, "compression off", d, bytes_before=n, bytes_after=n, code=Code.COMPRESS_OFF, dry_run=counting)
-    ckey = conversation_key(d)
+    req_view = view_of(r.wire, view.parsed, view)
+    ckey = req_view.conversation_key
     if prev is not None and not headers.get(SESSION_HEADER) and _same_start(view, prev, ckey):
         scope, skey = prev.scope, prev.session_key
     else:
@@ -397,7 +404,7 @@ def _classify(rt: Runtime, method: str, path: str, headers: Mapping[str, str], b
         skey = session_key(d.value, view.parsed, headers.get(SESSION_HEADER), scope.id)
     if prev is not None and prev.session_key != skey:
         prev = None  # another conversation that starts alike: nothing of its own to reuse
-    return _Request(d, view, headers, counting, scope, skey, cred, prev)
+    return _Request(req_view, headers, counting, scope, skey, cred, prev)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -444,10 +451,9 @@ class _ToolsStep:
     figures: ToolsFigures | None
 
 
-def _proxy_tool_defs(rt: Runtime, d: Dialect, names: tuple[str, ...]) -> list[dict[str, Any]]:
+def _proxy_tool_defs(rt: Runtime, d: WireDialect, names: tuple[str, ...]) -> list[dict[str, Any]]:
     by_name = {t.name: t for t in rt.extensions.tools}
-    mod = module_for(d)
-    return [mod.function_tool(n, by_name[n].description, by_name[n].schema) for n in names if n in by_name]
+    return [d.function_tool(n, by_name[n].description, by_name[n].schema) for n in names if n in by_name]
 
 
 def _tools_step(rt: Runtime, req: _Request, rec: SessionRecord, proxy_tools: tuple[str, ...], fast: bool) -> _ToolsStep:
@@ -485,7 +491,7 @@ def _tools_step(rt: Runtime, req: _Request, rec: SessionRecord, proxy_tools: tup
     shelled = sorted(set(docs.skeletons) & set(ids)) if docs.skeletons else []
     thash = rt.sealer.digest("tools", json.dumps(list(proxy_tools)), *(["skeletons:" + json.dumps(shelled)] if shelled else []), *bare)
     marks = [(k, t["cache_control"]) for k, t in enumerate(client) if isinstance(t, dict) and "cache_control" in t]
-    proxy_defs = [] if tools is None and req.dry_run else _proxy_tool_defs(rt, req.dialect, proxy_tools)
+    proxy_defs = [] if tools is None and req.dry_run else _proxy_tool_defs(rt, req.wire, proxy_tools)
     reason = "replayed"
     known = state.text if state.tools_hash == thash else rt.session_store.tools_text(thash)
     if known is not None:
@@ -567,9 +573,8 @@ class _ReadOnlyDecisions:
 def _compress_step(rt: Runtime, req: _Request, live_from: int, lossless: bool, fast: bool) -> tuple[PipelineResult, list, str]:
     """Compress every tool output of the live zone; returns the result, the outputs and the query."""
     s = rt.settings
-    mod = module_for(req.dialect)
-    outputs = mod.tool_outputs(req.parsed)
-    query = mod.latest_user_text(req.parsed)
+    outputs = req.request.tool_outputs
+    query = req.request.latest_user_text
     decisions = _ReadOnlyDecisions(rt.decisions) if req.dry_run else rt.decisions
     result = compress_outputs(
         [o for o in outputs if o.message_index >= live_from],
@@ -579,7 +584,7 @@ def _compress_step(rt: Runtime, req: _Request, live_from: int, lossless: bool, f
         decisions,
         min_tokens=s.min_tokens,
         exclude_tools=s.exclude_tools,
-        calls=tool_calls_in_request(req.parsed, req.dialect),
+        calls=req.request.tool_calls,
         cache_only=fast,
         scope=req.scope.id,
         lossless=lossless,
@@ -610,16 +615,147 @@ def _lossless(req: _Request, proxy_tools: tuple[str, ...]) -> bool:
     measures the request it names, which carries the session's tools.)"""
     if RETRIEVE not in proxy_tools and not req.dry_run:
         return True
-    return not module_for(req.dialect).tool_choice_allows(req.parsed, RETRIEVE)
+    return not req.request.tool_choice_allows(RETRIEVE)
 
 
 # ---------------------------------------------------------------------------------------------
 # the walk
 
 
+@dataclass(frozen=True)
+class _Replayed:
+    """Step 3's result: the live ``zone``, the client's conversation element ``spans`` and their
+    keyed ``hashes``, and the edits that replay the frozen messages."""
+
+    zone: LiveZone
+    spans: list[tuple[int, int]]
+    hashes: list[str]
+    edits: tuple[jsonedit.Edit, ...]
+
+
+def _replay_step(rt: Runtime, req: _Request, rec: SessionRecord) -> _Replayed:
+    """Step 3: messages sent before are replayed (:func:`_replay_messages`)."""
+    zone, spans, hashes = _replay_messages(rt, req, rec)
+    return _Replayed(zone, spans, hashes, tuple(jsonedit.ReplaceRaw((req.ckey, i), t) for i, t in zone.replay))
+
+
+def _context(req: _Request, live_from: int, size: int) -> RequestContext:
+    """What extensions see of the request before compression (query and outputs come later)."""
+    return RequestContext(
+        dialect=req.dialect,
+        body=req.parsed,
+        headers=req.headers,
+        project=req.scope.project,
+        session_key=req.session_key,
+        query="",
+        client=client_name(req.headers.get("user-agent", "")),
+        tool_outputs=(),
+        live_from=live_from,
+        scope=req.scope.id,
+        dry_run=req.dry_run,
+        size=size,
+    )
+
+
+@dataclass(frozen=True)
+class _Compressed:
+    """Step 5's result: the pipeline's ``result`` over the live zone's tool outputs, every
+    ``outputs`` of the request, the ``query`` (latest user text), the ``images`` step's outcome,
+    and whether only lossless transforms were allowed."""
+
+    result: PipelineResult
+    outputs: list
+    query: str
+    images: ImagesOutcome
+    lossless: bool
+
+    @property
+    def edits(self) -> list[jsonedit.Edit]:
+        return [jsonedit.Replace(p, t) for p, t in self.result.replacements] + list(self.images.edits)
+
+
+def _content_step(rt: Runtime, req: _Request, live_from: int, proxy_tools: tuple[str, ...], fast: bool) -> _Compressed:
+    """Step 5: tool outputs of the live zone compressed; 5b: images of the live zone resized to
+    what the provider uses anyway, reduced further (opt-in, original retrievable) only when the
+    model can call ``headroom_retrieve``."""
+    lossless = _lossless(req, proxy_tools)
+    result, outputs, query = _compress_step(rt, req, live_from, lossless, fast)
+    s = rt.settings
+    images = plan_images(req.dialect, req.parsed, live_from, 0 if lossless else s.image_max_tokens, s.exclude_tools) if s.images and not fast else ImagesOutcome()
+    return _Compressed(result, outputs, query, images, lossless)
+
+
+def _inject_step(rt: Runtime, req: _Request, ctx: RequestContext, replayed: _Replayed, fast: bool) -> tuple[list[str], list[jsonedit.Edit]]:
+    """Step 6: what the injectors contribute, and the edits appending it to the latest user
+    message (none for a fallback, a token count, or when the latest message is frozen)."""
+    injected = [] if fast or req.dry_run else [t for t in (_safe(inj, rt, ctx) for inj in rt.extensions.injectors) if t]
+    if injected and replayed.spans and replayed.zone.start < len(replayed.spans):
+        return injected, tail_text_edits(req.request, req.parsed, "\n\n".join(injected))
+    return injected, []
+
+
+@dataclass(frozen=True)
+class _Splice:
+    """Step 7's text: the forwarded ``text`` and the conversation's element spans in it."""
+
+    text: str
+    spans: list[tuple[int, int]]
+
+
+def _splice_step(req: _Request, replayed: _Replayed, edits: list[jsonedit.Edit]) -> _Splice:
+    """Step 7: every edit spliced into the client's text (untouched bytes stay the client's),
+    then verified (:func:`_check_messages`, :func:`_check_markers`; they raise)."""
+    spliced = jsonedit.apply_spliced(req.text, edits, _locator(req)) if edits else jsonedit.Spliced(req.text, ())
+    new_spans = [(spliced.map(a), spliced.map(b)) for a, b in replayed.spans]
+    if edits:
+        _check_messages(req, replayed.zone, replayed.spans, new_spans, spliced.text)
+        _check_markers(req.text, spliced)
+    return _Splice(spliced.text, new_spans)
+
+
+def _remember_step(
+    rt: Runtime, req: _Request, rec: SessionRecord, replayed: _Replayed, out: _Splice, content: _Compressed, tools: _ToolsStep,
+    proxy_tools: tuple[str, ...], fast: bool, commit: Callable[[], bool] | None, defer: bool,
+) -> Callable[[], None] | None:  # fmt: skip
+    """Step 7: remember the session's state for the next turn (now, or as the returned job when
+    ``defer``). Nothing for a token count. Raises :class:`PlanAbandoned` when ``commit`` says the
+    caller stopped waiting."""
+    if req.dry_run:
+        return None
+    if commit is not None and not commit():
+        raise PlanAbandoned()
+    recent = RecentRequest(req.view, req.scope, req.session_key, tuple(replayed.hashes), ((rec.tools, proxy_tools, fast), tools))
+
+    def store() -> None:
+        _remember(rt, req, rec, replayed.zone, replayed.spans, replayed.hashes, out.text, out.spans, content.result, content.images, tools.state)
+        rt.recent.remember(req.credential, req.headers.get(PROJECT_HEADER, ""), recent)
+
+    if defer:
+        return store
+    store()
+    return None
+
+
+def _what(replayed: _Replayed, tools: _ToolsStep, content: _Compressed, injected: list[str]) -> str:
+    """The plan's reason in words for a rewritten request."""
+    result, images = content.result, content.images
+    what = [f"{len(result.replacements)} tool outputs compressed"] if result.replacements else []
+    if tools.edits:
+        what.append("tools sent as the session sends them")
+    if images.changed:
+        what.append(f"{images.changed} images resized")
+    if replayed.zone.replay:
+        what.append(f"{len(replayed.zone.replay)} earlier messages replayed")
+    if injected:
+        what.append("context injected")
+    if content.lossless and result.replacements:
+        what.append("lossless only")
+    return ", ".join(what)
+
+
 def _plan(
     rt: Runtime,
-    method: str,
+    r: Route,
     path: str,
     headers: Mapping[str, str],
     body: bytes,
@@ -627,89 +763,38 @@ def _plan(
     fast: bool = False,
     defer: bool = False,
 ) -> RequestPlan:
-    got = _classify(rt, method, path, headers, body)
+    """The walk (module docstring): each step a function with a typed result."""
+    got = _classify(rt, r, path, headers, body)  # 1-2
     if isinstance(got, RequestPlan):
         return got
     req = got
-    d, parsed, text, n = req.dialect, req.parsed, req.text, len(body)
     rec = rt.session_store.load(req.session_key)
-
-    # 3. messages sent before: replayed
-    zone, spans, hashes = _replay_messages(rt, req, rec)
-    edits: list[jsonedit.Edit] = [jsonedit.ReplaceRaw((req.ckey, i), t) for i, t in zone.replay]
-
-    ctx = RequestContext(
-        dialect=d,
-        body=parsed,
-        headers=headers,
-        project=req.scope.project,
-        session_key=req.session_key,
-        query="",
-        client=client_name(headers.get("user-agent", "")),
-        tool_outputs=(),
-        live_from=zone.start,
-        scope=req.scope.id,
-        dry_run=req.dry_run,
-        size=n,
-    )
+    replayed = _replay_step(rt, req, rec)  # 3
+    ctx = _context(req, replayed.zone.start, len(body))
     proxy_tools = rec.tools.proxy_tools if rec.known else _decide_proxy_tools(rt, req, ctx)
-
-    # 4. tools
-    tools = _tools_step(rt, req, rec, proxy_tools, fast)
-    edits += tools.edits
+    tools = _tools_step(rt, req, rec, proxy_tools, fast)  # 4
     proxy_tools = tools.state.proxy_tools  # the tools step may add headroom_tool_docs
-
-    # 5. tool outputs of the live zone
-    lossless = _lossless(req, proxy_tools)
-    result, outputs, query = _compress_step(rt, req, zone.start, lossless, fast)
-    edits += [jsonedit.Replace(p, t) for p, t in result.replacements]
-    # 5b. images of the live zone: resized to what the provider uses anyway; reduced further
-    # (opt-in, original retrievable) only when the model can call headroom_retrieve
-    s = rt.settings
-    images = plan_images(d, parsed, zone.start, 0 if lossless else s.image_max_tokens, s.exclude_tools) if s.images and not fast else ImagesOutcome()
-    edits += images.edits
-    ctx = replace(ctx, query=query, tool_outputs=tuple(outputs), offloaded=bool(result.offloads or images.offloads))
-
-    # 6. context for the latest user message
-    injected = [] if fast or req.dry_run else [t for t in (_safe(inj, rt, ctx) for inj in rt.extensions.injectors) if t]
-    if injected and spans and zone.start < len(spans):
-        edits += tail_text_edits(d, parsed, "\n\n".join(injected))
-
-    # 7. splice, verify, remember
-    spliced = jsonedit.apply_spliced(text, edits, _locator(req)) if edits else jsonedit.Spliced(text, ())
-    new_text = spliced.text
-    new_spans = [(spliced.map(a), spliced.map(b)) for a, b in spans]
-    if edits:
-        _check_messages(req, zone, spans, new_spans, new_text)
-        _check_markers(text, spliced)
-    job: Callable[[], None] | None = None
-    if not req.dry_run:
-        if commit is not None and not commit():
-            raise PlanAbandoned()
-        recent = RecentRequest(req.view, req.scope, req.session_key, tuple(hashes), ((rec.tools, proxy_tools, fast), tools))
-
-        def store() -> None:
-            _remember(rt, req, rec, zone, spans, hashes, new_text, new_spans, result, images, tools.state)
-            rt.recent.remember(req.credential, headers.get(PROJECT_HEADER, ""), recent)
-
-        if defer:
-            job = store
-        else:
-            store()
-    hidden = frozenset(proxy_tools) if isinstance(parsed.get("tools"), list) or tools.edits else frozenset()
+    content = _content_step(rt, req, replayed.zone.start, proxy_tools, fast)  # 5
+    ctx = replace(ctx, query=content.query, tool_outputs=tuple(content.outputs), offloaded=bool(content.result.offloads or content.images.offloads))
+    injected, inject_edits = _inject_step(rt, req, ctx, replayed, fast)  # 6
+    edits = [*replayed.edits, *tools.edits, *content.edits, *inject_edits]
+    out = _splice_step(req, replayed, edits)  # 7
+    job = _remember_step(rt, req, rec, replayed, out, content, tools, proxy_tools, fast, commit, defer)
+    hidden = frozenset(proxy_tools) if isinstance(req.parsed.get("tools"), list) or tools.edits else frozenset()
+    n = len(body)
     plan = RequestPlan(
         Action.PASSTHROUGH,
         "nothing to compress",
-        d,
+        req.dialect,
         session_key=req.session_key,
         hidden_tools=hidden,
-        client_body=parsed,
-        pipeline=result,
+        client_body=req.parsed,
+        pipeline=content.result,
         tools=tools.figures,
         project=req.scope.project,
         context=ctx,
-        live=zone,
-        images=images,
+        live=replayed.zone,
+        images=content.images,
         bytes_before=n,
         bytes_after=n,
         dry_run=req.dry_run,
@@ -717,19 +802,8 @@ def _plan(
     )
     if not edits:
         return plan
-    new_body = new_text.encode("utf-8", "surrogatepass")
-    what = [f"{len(result.replacements)} tool outputs compressed"] if result.replacements else []
-    if tools.edits:
-        what.append("tools sent as the session sends them")
-    if images.changed:
-        what.append(f"{images.changed} images resized")
-    if zone.replay:
-        what.append(f"{len(zone.replay)} earlier messages replayed")
-    if injected:
-        what.append("context injected")
-    if lossless and result.replacements:
-        what.append("lossless only")
-    return replace(plan, action=Action.REWRITE, reason=", ".join(what), body=new_body, bytes_after=len(new_body))
+    new_body = out.text.encode("utf-8", "surrogatepass")
+    return replace(plan, action=Action.REWRITE, reason=_what(replayed, tools, content, injected), body=new_body, bytes_after=len(new_body))
 
 
 def _remember(
@@ -800,7 +874,7 @@ def _check_messages(req: _Request, zone: LiveZone, spans: list[tuple[int, int]],
         (a, b), (na, nb) = spans[i], new_spans[i]
         if nb - na == b - a and new_text[na:nb] == req.text[a:b]:
             continue
-        if _shape(json.loads(new_text[na:nb])) != _shape(seq[i]):
+        if element_shape(json.loads(new_text[na:nb])) != element_shape(seq[i]):
             raise AssertionError(f"an edit changed message {i}'s role, type or call ids")
 
 
@@ -814,13 +888,6 @@ def _check_markers(text: str, spliced: jsonedit.Spliced) -> None:
         new += marker_count(spliced.text[na : na + n])
     if old != new:
         raise BreakpointError(f"cache_control breakpoints changed in the edited parts: {old} -> {new}")
-
-
-def _shape(m: Any) -> Any:
-    if not isinstance(m, dict):
-        return m
-    ids = [(b.get("type"), b.get("id"), b.get("tool_use_id")) for b in m.get("content") or [] if isinstance(b, dict) and b.get("type") not in ("text", "input_text", "output_text")] if isinstance(m.get("content"), list) else []
-    return (m.get("role"), m.get("type"), m.get("tool_call_id"), m.get("call_id"), ids)
 
 
 def _at(value: Any, path: tuple) -> Any:

@@ -16,10 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from headroom_core.wire.request_view import CACHED_PARTS, is_conversation_path
+
 #: Anthropic's limit of ``cache_control`` breakpoints per request.
 MAX_BREAKPOINTS = 4
 #: The parts of a request body that hold breakpoints, in the provider's cache order.
-PARTS = ("tools", "system", "messages", "input")
+PARTS = CACHED_PARTS
 
 PathT = tuple[Any, ...]
 
@@ -74,7 +76,7 @@ class BreakpointCheck:
 
 def _where(path: PathT) -> PathT:
     """The place a breakpoint must stay: its own path, or for messages the message."""
-    return path[:2] if path and path[0] in ("messages", "input") else path
+    return path[:2] if is_conversation_path(path) else path
 
 
 def check(client: Mapping[str, Any], forwarded: Mapping[str, Any]) -> BreakpointCheck:

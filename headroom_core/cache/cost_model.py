@@ -34,6 +34,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from headroom_core.wire.request_view import SYSTEM_KEYS, conversation
+
 #: USD per million base input tokens, by model-name fragment (first match wins).
 #: Anthropic: docs.anthropic.com/en/docs/about-claude/pricing; OpenAI: platform.openai.com/docs/pricing.
 BASE_PRICE: tuple[tuple[str, float], ...] = (
@@ -136,13 +138,13 @@ class Blocks:
     def of(self, body: dict) -> list[Block]:
         """The blocks of an Anthropic Messages, Chat Completions or Responses body, in prompt order."""
         out = [self.block(t) for t in body.get("tools") or []]
-        for key in ("system", "instructions"):
+        for key in SYSTEM_KEYS:
             v = body.get(key)
             if isinstance(v, list):
                 out += [self.block(b) for b in v]
             elif v:
                 out.append(self.block(v))
-        seq = body.get("messages", body.get("input"))
+        seq = conversation(body)
         if isinstance(seq, str):
             out.append(self.block(seq, "user"))
         for m in seq if isinstance(seq, list) else []:

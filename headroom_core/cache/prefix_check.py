@@ -21,6 +21,7 @@ import json
 from typing import Any
 
 from headroom_core.cache.carry import norm_hash
+from headroom_core.wire.request_view import conversation, system_member
 
 #: The position of the first changed part: (section, index); section 0 tools, 1 system,
 #: 2 messages; None when the later body only appends to the earlier one.
@@ -39,12 +40,12 @@ def _parts(body: dict[str, Any], tools_as_set: bool) -> list[tuple[Position, str
         out.append(((0, 0), _h(sorted(hs) if tools_as_set else hs)))
     else:
         out.append(((0, 0), _h(tools)))
-    system = body.get("system", body.get("instructions"))
+    system = system_member(body)
     if isinstance(system, list):
         out += [((1, i), _h(b)) for i, b in enumerate(system)]
     elif system is not None:
         out.append(((1, 0), _h(system)))
-    seq = body.get("messages", body.get("input"))
+    seq = conversation(body)
     if isinstance(seq, list):
         out += [((2, i), _h(m)) for i, m in enumerate(seq)]
     elif seq is not None:

@@ -7,19 +7,7 @@ import json
 from typing import Any
 
 from headroom_core.cache.carry import normal
-
-
-
-def _first_user(body: dict[str, Any]) -> Any:
-    for key in ("messages", "input"):
-        seq = body.get(key)
-        if isinstance(seq, str):
-            return seq
-        if isinstance(seq, list):
-            for m in seq:
-                if isinstance(m, dict) and m.get("role") == "user":
-                    return m.get("content")
-    return None
+from headroom_core.wire.request_view import first_user_content, system_value
 
 
 def session_key(dialect: str, body: dict[str, Any], explicit: str | None = None, scope: str = "") -> str:
@@ -34,9 +22,6 @@ def session_key(dialect: str, body: dict[str, Any], explicit: str | None = None,
     """
     if explicit:
         return hashlib.sha256(f"explicit\0{scope}\0{explicit}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    system = body.get("system", body.get("instructions"))
-    if system is None and isinstance(body.get("messages"), list):
-        system = next((m.get("content") for m in body["messages"] if isinstance(m, dict) and m.get("role") in ("system", "developer")), None)
-    parts = normal({"content": system}).get("content"), normal({"content": _first_user(body)}).get("content")
+    parts = normal({"content": system_value(body)}).get("content"), normal({"content": first_user_content(body)}).get("content")
     blob = json.dumps([scope, dialect, *parts], ensure_ascii=False, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:32]

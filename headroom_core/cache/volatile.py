@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from headroom_core.wire import request_view
+
 #: Below this line similarity (difflib ratio, 0..1) the newer system prompt is another prompt.
 REPLACED_BELOW = 0.5
 #: At most this many changes are listed per comparison (the rest are counted in ``more``).
@@ -134,29 +136,9 @@ def _without_cache_control(value: Any) -> Any:
 
 
 def system_text(body: Mapping[str, Any]) -> str:
-    """The system prompt of a request body of any dialect, as one text: Anthropic ``system``
-    (a string, or text blocks joined by newlines), OpenAI Responses ``instructions``, or the
-    ``system``/``developer`` messages of a Chat Completions body. ``""`` when there is none."""
-    parts: list[str] = []
-
-    def add(v: Any) -> None:
-        if isinstance(v, str):
-            parts.append(v)
-        elif isinstance(v, list):
-            for b in v:
-                if isinstance(b, str):
-                    parts.append(b)
-                elif isinstance(b, dict) and isinstance(b.get("text"), str):
-                    parts.append(b["text"])
-
-    add(body.get("system"))
-    add(body.get("instructions"))
-    msgs = body.get("messages")
-    if isinstance(msgs, list):
-        for m in msgs:
-            if isinstance(m, dict) and m.get("role") in ("system", "developer"):
-                add(m.get("content"))
-    return "\n".join(parts)
+    """The system prompt of a request body of any dialect, as one text
+    (:func:`headroom_core.wire.request_view.system_text`). ``""`` when there is none."""
+    return request_view.system_text(body)
 
 
 def tool_entries(body: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:

@@ -7,7 +7,6 @@ from typing import Any
 from headroom_core.ccr.markers import normalize_key
 from headroom_core.ccr.store import OriginalsStore
 from headroom_core.wire.blocks import ImageAnswer, ToolCall
-from headroom_core.wire.dialects import module_for
 
 TOOL_NAME = "headroom_retrieve"
 TOOL_DESCRIPTION = (
@@ -69,8 +68,8 @@ class RetrieveTool:
     def offered(self, rt, ctx) -> bool:
         if not rt.settings.compress or ctx.size < rt.settings.retrieve_min_bytes:
             return False
-        tools = ctx.body.get("tools")
-        return bool(isinstance(tools, list) and tools) or bool(module_for(ctx.dialect).tool_outputs(dict(ctx.body)))
+        tools = ctx.view.tools
+        return bool(isinstance(tools, list) and tools) or bool(ctx.view.tool_outputs)
 
     def answer(self, rt, ctx, call: ToolCall) -> str:
         if ctx is None:

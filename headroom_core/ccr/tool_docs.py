@@ -56,9 +56,8 @@ from headroom_core.db.models import ToolSkeletonSet, ToolUsage
 from headroom_core.db.upsert import upsert
 from headroom_core.wire import jsonedit
 from headroom_core.wire.blocks import ToolCall
-from headroom_core.wire.calls import tool_calls_in_request
 from headroom_core.wire.detect import Dialect
-from headroom_core.wire.dialects import module_for
+from headroom_core.wire.dialects import dialect as wire_dialect
 
 if TYPE_CHECKING:
     from headroom_core.cache.session_store import SessionTools
@@ -158,9 +157,7 @@ def cache_lifetime_seconds(dialect: Dialect, body: Mapping[str, Any]) -> float:
     5 minutes, or 1 hour for breakpoints marked ``"ttl": "1h"``. OpenAI ("Prompt caching",
     platform.openai.com/docs/guides/prompt-caching): cached prefixes stay active up to one hour
     of inactivity, 24 hours with ``prompt_cache_retention: "24h"``."""
-    if dialect is Dialect.ANTHROPIC_MESSAGES:
-        return 3600.0 if '"ttl":"1h"' in json.dumps(body, separators=(",", ":")) else 300.0
-    return 86400.0 if body.get("prompt_cache_retention") == "24h" else 3600.0
+    return wire_dialect(dialect).cache_lifetime_seconds(dict(body))
 
 
 def _scope_set(rt: "Runtime", scope: str) -> tuple[set[str], set[str]] | None:
@@ -272,7 +269,7 @@ def for_session(
         req = _Request(dialect, body, client, project, scope, not dry_run)
         add = _decide(rt, req, [t for t, _ in new], [i for _, i in new], _keep(rt, body, dialect), floor=False)
         return OnDemand(state.skeletons + tuple(i for _, i in new if i in add), state.seen + tuple(i for _, i in new), proxy_tools)
-    if fast or not rt.settings.tools_on_demand or not tools or not module_for(dialect).tool_choice_allows(body, TOOL_NAME):
+    if fast or not rt.settings.tools_on_demand or not tools or not wire_dialect(dialect).tool_choice_allows(body, TOOL_NAME):
         return OnDemand((), (), proxy_tools)
     ids = tools_order.unique_ids(tools)
     req = _Request(dialect, body, client, project, scope, not dry_run)
@@ -285,7 +282,7 @@ def for_session(
 def _keep(rt: "Runtime", body: Mapping[str, Any], dialect: Dialect) -> set[str]:
     """Tool names never sent as skeletons: the proxy's own tools, the tools called in the
     request's history, and a tool ``tool_choice`` forces."""
-    return {t.name for t in rt.extensions.tools} | {c.name for c in tool_calls_in_request(body, dialect).values()} | _forced(body)
+    return {t.name for t in rt.extensions.tools} | {c.name for c in wire_dialect(dialect).tool_calls(dict(body)).values()} | _forced(body)
 
 
 def skeletons_by_position(client: list[Any], order: list[int], names: tuple[str, ...]) -> dict[int, Any]:

@@ -28,6 +28,7 @@ from headroom_core.compress import images
 from headroom_core.compress.pipeline import excluded
 from headroom_core.wire import jsonedit
 from headroom_core.wire.detect import Dialect
+from headroom_core.wire.request_view import view_of
 
 #: ``kind`` of an image original in the originals store.
 IMAGE_KIND = "image"
@@ -81,11 +82,9 @@ class ImagesOutcome:
 def image_sites(d: Dialect, body: dict[str, Any], live_from: int = 0) -> list[ImageSite]:
     """Every base64 image of the conversation from message ``live_from`` on (see the module
     docstring for where each dialect keeps them); images given by URL or file id are skipped."""
-    key = "input" if d is Dialect.OPENAI_RESPONSES else "messages"
-    seq = body.get(key)
-    if not isinstance(seq, list):
-        return []
-    names = _call_names(d, seq)
+    v = view_of(d, body)
+    seq, key = v.conversation, v.conversation_key
+    names = v.call_names
     out: list[ImageSite] = []
     for i in range(max(0, live_from), len(seq)):
         m = seq[i]
@@ -102,22 +101,6 @@ def image_sites(d: Dialect, body: dict[str, Any], live_from: int = 0) -> list[Im
             elif m.get("role") == "user":
                 out += _openai_parts(m.get("content"), (key, i, "content"), i, "input_image")
     return out
-
-
-def _call_names(d: Dialect, seq: list[Any]) -> dict[str, str]:
-    """Tool call id -> tool name over the whole conversation (Anthropic ``tool_use`` blocks,
-    Responses ``function_call`` items)."""
-    names: dict[str, str] = {}
-    for m in seq:
-        if not isinstance(m, dict):
-            continue
-        if d is Dialect.OPENAI_RESPONSES and m.get("type") in ("function_call", "custom_tool_call"):
-            names[str(m.get("call_id", ""))] = str(m.get("name", ""))
-        elif d is Dialect.ANTHROPIC_MESSAGES and isinstance(m.get("content"), list):
-            for b in m["content"]:
-                if isinstance(b, dict) and b.get("type") == "tool_use":
-                    names[str(b.get("id", ""))] = str(b.get("name", ""))
-    return names
 
 
 def _anthropic_image(b: Any, path: tuple[Any, ...], container: tuple[Any, ...], i: int, tool_name: str = "") -> ImageSite | None:
@@ -205,5 +188,4 @@ def plan_images(d: Dialect, body: dict[str, Any], live_from: int, max_tokens: in
 def _marker_part(d: Dialect, r: images.ImageResult, key: str) -> dict[str, str]:
     (w0, h0), (w1, h1) = r.before, r.after
     what = f"full-size image {w0}x{h0} px ({r.bytes_before} bytes), sent at {w1}x{h1} px"
-    text = make_marker(what, key)
-    return {"type": "input_text" if d is Dialect.OPENAI_RESPONSES else "text", "text": text}
+    return view_of(d, {}).text_part(make_marker(what, key))

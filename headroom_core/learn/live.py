@@ -31,7 +31,6 @@ from headroom_core.learn.steps import Step, is_rejection, make_step
 from headroom_core.learn.store import LearnStore, pair_hash
 from headroom_core.project import GLOBAL
 from headroom_core.wire.calls import tool_calls_in_request
-from headroom_core.wire.detect import Dialect
 
 if TYPE_CHECKING:
     from headroom_core.runtime import Runtime
@@ -100,9 +99,8 @@ def observe(rt: "Runtime", ctx: RequestContext) -> None:
 
 
 def _latest_is_user(ctx: RequestContext) -> bool:
-    key = "input" if ctx.dialect is Dialect.OPENAI_RESPONSES else "messages"
-    seq = ctx.body.get(key)
-    return isinstance(seq, list) and bool(seq) and isinstance(seq[-1], dict) and seq[-1].get("role") == "user" and ctx.live_from < len(seq)
+    v = ctx.view
+    return v.latest_is_user and ctx.live_from < len(v.conversation)
 
 
 def past_failures(rt: "Runtime", ctx: RequestContext) -> str | None:

@@ -5,10 +5,11 @@ memories already injected earlier in the conversation (never injected twice)."""
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Mapping
 
 from headroom_core.inject import BLOCK_HEADER
 from headroom_core.wire.detect import Dialect
+from headroom_core.wire.request_view import view_of
 
 # Blocks agents add to user messages on their own (not the user's words): Claude Code's
 # <system-reminder>, Codex's <environment_context> / <user_instructions>, our own block.
@@ -59,42 +60,25 @@ def explicit_instructions(text: str) -> list[str]:
     return out
 
 
-def _seq(dialect: Dialect, body: Mapping[str, Any]) -> list[Any]:
-    seq = body.get("input" if dialect is Dialect.OPENAI_RESPONSES else "messages")
-    return seq if isinstance(seq, list) else []
-
-
-def _user_texts(item: Any) -> Iterator[str]:
-    """The user-written text parts of one message/item (tool results excluded)."""
-    if not isinstance(item, dict) or item.get("role") != "user":
-        return
-    c = item.get("content")
-    if isinstance(c, str):
-        yield c
-    elif isinstance(c, list):
-        for p in c:
-            if isinstance(p, dict) and p.get("type") in ("text", "input_text") and isinstance(p.get("text"), str):
-                yield p["text"]
-
-
 def latest_user_turn(dialect: Dialect, body: Mapping[str, Any], live_from: int) -> str:
     """The user's own words in the conversation's last message, when that message is a user
     message of the live zone; "" otherwise (a tool-result turn, an assistant prefill, a
     replayed message). Agent-added blocks are removed."""
-    if dialect is Dialect.OPENAI_RESPONSES and isinstance(body.get("input"), str):
-        return strip_agent_blocks(body["input"])
-    seq = _seq(dialect, body)
+    v = view_of(dialect, body)
+    if v.input_text is not None:
+        return strip_agent_blocks(v.input_text)
+    seq = v.conversation
     if not seq or len(seq) - 1 < live_from:
         return ""
-    return strip_agent_blocks("\n".join(_user_texts(seq[-1])))
+    return strip_agent_blocks("\n".join(v.user_texts(len(seq) - 1)))
 
 
 def live_user_texts(dialect: Dialect, body: Mapping[str, Any], live_from: int) -> list[str]:
     """Texts of the user messages in the live zone (index >= ``live_from``), in order."""
-    if dialect is Dialect.OPENAI_RESPONSES and isinstance(body.get("input"), str):
-        return [body["input"]]
-    seq = _seq(dialect, body)
-    return [t for item in seq[max(0, live_from):] for t in _user_texts(item)]
+    v = view_of(dialect, body)
+    if v.input_text is not None:
+        return [v.input_text]
+    return [t for i in range(max(0, live_from), len(v.conversation)) for t in v.user_texts(i)]
 
 
 def injected_ids(texts: Iterable[str | None]) -> set[str]:

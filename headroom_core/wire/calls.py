@@ -73,9 +73,8 @@ def responses_calls(body: dict[str, Any]) -> dict[str, ToolCall]:
 
 
 def tool_calls_in_request(body: dict[str, Any], dialect: Dialect) -> dict[str, ToolCall]:
-    """Every tool call in the history of a request body of ``dialect``, by call id, in order."""
-    if dialect is Dialect.ANTHROPIC_MESSAGES:
-        return anthropic_calls(body)
-    if dialect is Dialect.OPENAI_CHAT:
-        return chat_calls(body)
-    return responses_calls(body)
+    """Every tool call in the history of a request body of ``dialect``, by call id, in order
+    (:meth:`~headroom_core.wire.dialects.WireDialect.tool_calls`)."""
+    from headroom_core.wire.dialects import REGISTRY  # the registry is built from this module
+
+    return REGISTRY[dialect].tool_calls(body)
