@@ -28,8 +28,7 @@ from headroom_core.scope import credential
 from headroom_core.request_plan import Action, Code, RequestPlan, plan_request_async, run_observers
 from headroom_core.wire.blocks import ToolCall, Usage
 from headroom_core.wire.decode import TooLarge, decode_limited, decoder_for
-from headroom_core.wire.detect import dialect_for_path, token_count_dialect
-from headroom_core.wire.dialects import module_for, reply_for
+from headroom_core.wire.dialects import Route, dialect, route
 from headroom_core.wire.rawjson import Raw
 from headroom_core.wire.signed import body_signature
 
@@ -82,16 +81,14 @@ def _followup_target(flow: http.HTTPFlow) -> tuple[str, dict[str, str], Any]:
     return flow.request.url, headers, verify
 
 
-def _too_large(flow: http.HTTPFlow, size: int, limit: int) -> RequestPlan:
-    d = dialect_for_path(flow.request.method, flow.request.path) or token_count_dialect(flow.request.method, flow.request.path)
-    assert d is not None
+def _too_large(r: Route, size: int, limit: int) -> RequestPlan:
     msg = (
         f"headroom proxy: the request body decodes to more than {limit} bytes (headroom max_body_bytes; "
         f"decoding stopped at {size} bytes), so it was not sent to the model. Compact the conversation "
         "(for example /compact) or drop large tool outputs, then retry; resending the same request will be refused again."
     )
-    body = json.dumps(module_for(d).error_body(msg, too_large=True)).encode()
-    return RequestPlan(Action.REJECT, "body over max_body_bytes", d, status=413, error_body=body, bytes_before=size, code=Code.TOO_LARGE)
+    body = json.dumps(r.wire.error_body(msg, too_large=True)).encode()
+    return RequestPlan(Action.REJECT, "body over max_body_bytes", r.dialect, status=413, error_body=body, bytes_before=size, code=Code.TOO_LARGE)
 
 
 #: Longest a request waits for its client's previous request to finish storing (seconds).
@@ -140,7 +137,8 @@ class LLMTraffic:
         for k in [k for k in req.headers.keys() if k.lower().startswith("x-headroom-")]:
             if sig is None or k.lower() not in sig.signed_headers:
                 del req.headers[k]
-        d = dialect_for_path(req.method, req.path) or token_count_dialect(req.method, req.path)
+        r = route(req.method, req.path)  # the dialect, detected once for the whole request
+        d = r.dialect
         if d is None:
             return
         raw = req.raw_content or b""
@@ -157,7 +155,7 @@ class LLMTraffic:
                 # decoded in slices and stopped at the limit (a 1 MB gzip body may hold 1 GiB)
                 body = await asyncio.to_thread(decode_limited, raw, encoding, rt.settings.max_body_bytes)
             except TooLarge as e:
-                plan = _too_large(flow, e.size, e.limit)
+                plan = _too_large(r, e.size, e.limit)
                 flow.metadata["headroom"] = FlowState(plan, time.monotonic())
                 flow.response = http.Response.make(413, plan.error_body or b"", {"content-type": "application/json"})
                 log.warning("headroom: %s %s refused: decoded body over %d bytes (%d bytes encoded)", req.method, where(flow), e.limit, len(raw))
@@ -171,7 +169,7 @@ class LLMTraffic:
             # the same client's previous request is still storing its session state: this turn
             # must see it (bounded: a stuck store never stops traffic)
             await asyncio.wait([before], timeout=AFTER_WAIT_SECONDS)
-        plan = await plan_request_async(rt, req.method, req.path, headers, body, rt.settings.compress_timeout_seconds, defer=True)
+        plan = await plan_request_async(rt, req.method, req.path, headers, body, rt.settings.compress_timeout_seconds, defer=True, route_=r)
         st = FlowState(plan, time.monotonic(), sent=body)
         flow.metadata["headroom"] = st
         if plan.action == "reject":
@@ -218,7 +216,7 @@ class LLMTraffic:
             resp.stream = True
             return
         request = st.sent.decode("utf-8", "replace") if hidden else None
-        st.stream = StreamLoop(reply_for(st.plan.dialect), request, hidden, rt.settings.retrieve_max_rounds)
+        st.stream = StreamLoop(dialect(st.plan.dialect).reply, request, hidden, rt.settings.retrieve_max_rounds)
         resp.stream = StreamTap(st.stream, decoder)
         if hidden:
             # the proxy may replace the tail of this stream: its length is no longer known, and
@@ -311,7 +309,7 @@ class LLMTraffic:
         assert flow.response is not None and st.plan.dialect is not None
         rt = self.state.runtime
         assert rt is not None
-        reply = reply_for(st.plan.dialect)
+        reply = dialect(st.plan.dialect).reply
         try:
             text = (flow.response.get_content(strict=False) or b"").decode("utf-8")
             resp = Raw(text).value
@@ -348,19 +346,14 @@ class LLMTraffic:
         """Queue the flow's ledger row; the future of its commit (None: not queued)."""
         rt = self.state.runtime
         assert rt is not None
-        fwd = st.plan.forwarded or {}
-        model = str(fwd.get("model", ""))
-        offered = [n for n in module_for(st.plan.dialect).tool_names(fwd) if n not in st.plan.hidden_tools] if st.plan.dialect else []
         try:
-            return ledger.record(
+            return ledger.record_turn(
                 rt.sessions,
                 st.plan,
                 user_agent=flow.request.headers.get("user-agent", ""),
-                model=model,
                 status_code=flow.response.status_code if flow.response else None,
                 usage=st.usage,
                 rounds=st.rounds,
-                offered=offered,
                 called=st.called,
                 writer=rt.ledger,
             )

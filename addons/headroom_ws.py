@@ -40,14 +40,13 @@ from typing import Any, Coroutine
 from mitmproxy import ctx, http
 from mitmproxy.websocket import WebSocketMessage
 
-from headroom_core import ledger
+from headroom_core import ledger, ws_policy
 from headroom_core.ccr import ws_loop
 from headroom_core.extensions import answer_call
-from headroom_core.request_plan import Action, Code, RequestPlan, plan_request_async, run_observers
+from headroom_core.request_plan import Action, RequestPlan, plan_request_async, run_observers
 from headroom_core.wire import responses_ws as rws
-from headroom_core.wire.blocks import Usage
 from headroom_core.wire.detect import Dialect
-from headroom_core.wire.dialects import module_for
+from headroom_core.wire.dialects import Route
 
 import headroom_ws_close
 from headroom_options import State
@@ -55,6 +54,8 @@ from headroom_options import State
 log = logging.getLogger("headroom")
 
 KEY = "headroom_ws"
+#: A ``response.create`` frame's body is a Responses API request (known from the frame itself).
+_FRAME_ROUTE = Route(Dialect.OPENAI_RESPONSES)
 _TERMINAL_BYTES = tuple(f'"{t}"'.encode() for t in rws.TERMINAL_EVENTS)
 
 
@@ -123,42 +124,38 @@ class ResponsesWebSocket:
         if not (st.responses_path or rws.looks_like_create(content)):
             return
         s = rt.settings
-        n = len(content)
-        if n > s.ws_max_frame_bytes:
-            plan = RequestPlan(Action.REJECT, "frame over ws_max_frame_bytes", Dialect.OPENAI_RESPONSES, status=413, bytes_before=n, code=Code.TOO_LARGE)
-            self._refuse(flow, st, plan, rws.too_large_reason(n, s.ws_max_frame_bytes))
+        refusal = ws_policy.frame_refusal(s, len(content))
+        if refusal is not None:
+            self._refuse(flow, st, refusal)
             return
         frame = rws.parse_create(content)
         if frame is None:
             return
-        plan = await plan_request_async(rt, "POST", rws.RESPONSES_PATH, st.headers, frame.body_bytes, s.compress_timeout_seconds)
-        if plan.action == "reject":
-            if plan.code is Code.TOO_LARGE:
-                reason = rws.too_large_reason(plan.bytes_before, s.max_body_bytes)
-            else:
-                reason = rws.not_compressed_reason(plan.bytes_before, s.fail_open_max_bytes)
-            self._refuse(flow, st, plan, reason)
+        plan = await plan_request_async(rt, "POST", rws.RESPONSES_PATH, st.headers, frame.body_bytes, s.compress_timeout_seconds, route_=_FRAME_ROUTE)
+        refusal = ws_policy.plan_refusal(s, plan)
+        if refusal is not None:
+            self._refuse(flow, st, refusal)
             return
-        if plan.action == "rewrite" and plan.body is not None:
+        if plan.action is Action.REWRITE and plan.body is not None:
             msg.content = frame.with_body(plan.body)
             log.info("headroom: %s (WebSocket): %s, %d -> %d bytes", _where(flow), plan.reason, plan.bytes_before, plan.bytes_after)
         if plan.dialect is not None:
             asyncio.get_running_loop().run_in_executor(None, run_observers, rt, plan)
             loop = None
             if plan.hidden_tools:
-                sent = plan.body if plan.action == "rewrite" and plan.body is not None else frame.body_bytes
+                sent = plan.body if plan.action is Action.REWRITE and plan.body is not None else frame.body_bytes
                 loop = ws_loop.WsRetrieveLoop(
                     sent.decode("utf-8"), plan.hidden_tools, s.retrieve_max_rounds, frame.text[: frame.start], frame.text[frame.end :]
                 )
             st.pending.append(_Turn(plan, time.monotonic(), loop))
 
-    def _refuse(self, flow: http.HTTPFlow, st: WsFlowState, plan: RequestPlan, reason: str) -> None:
+    def _refuse(self, flow: http.HTTPFlow, st: WsFlowState, refusal: ws_policy.Refusal) -> None:
         assert flow.websocket is not None
         flow.websocket.messages[-1].drop()
         st.closed = True
-        log.warning("headroom: %s (WebSocket) refused and closed with %d: %s", _where(flow), rws.CLOSE_MESSAGE_TOO_BIG, reason)
-        headroom_ws_close.close(flow, rws.CLOSE_MESSAGE_TOO_BIG, reason)
-        self._record_later(flow, plan, None, rws.CLOSE_MESSAGE_TOO_BIG)
+        log.warning("headroom: %s (WebSocket) refused and closed with %d: %s", _where(flow), refusal.code, refusal.reason)
+        headroom_ws_close.close(flow, refusal.code, refusal.reason)
+        self._record_later(flow, refusal.plan, None, refusal.code)
 
     def _server_event(self, flow: http.HTTPFlow, st: WsFlowState) -> None:
         assert flow.websocket is not None
@@ -239,19 +236,17 @@ class ResponsesWebSocket:
         rt = self.state.runtime
         if rt is None:
             return
-        mod = module_for(plan.dialect or Dialect.OPENAI_RESPONSES)
-        fwd = plan.forwarded or {}
+        done = loop is not None and loop.done
         try:
-            ledger.record(
+            ledger.record_turn(
                 rt.sessions,
                 plan,
                 user_agent=user_agent,
-                model=str(fwd.get("model", "")),
                 status_code=status,
-                usage=loop.usage if loop is not None and loop.done else (mod.usage(resp) if resp else Usage()),
+                response=resp,
+                usage=loop.usage if done else None,
                 rounds=loop.rounds if loop is not None else 0,
-                offered=[n for n in mod.tool_names(fwd) if n not in plan.hidden_tools],
-                called=list(loop.called) if loop is not None and loop.done else ([c.name for c in mod.response_tool_calls(resp)] if resp else []),
+                called=list(loop.called) if done else None,
                 writer=rt.ledger,
             )
         except Exception:  # noqa: BLE001 - the ledger never breaks traffic

@@ -6,7 +6,7 @@ import json
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import String, case, cast, func, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -16,6 +16,8 @@ from headroom_core.db.models import RequestOutcome, ToolUsage
 from headroom_core.ledger_writer import Entry, LedgerWriter, write_entries
 from headroom_core.pricing import PriceTable, RequestCost, request_cost
 from headroom_core.wire.blocks import Usage
+from headroom_core.wire.dialects import SEPARATE_CACHE_DIALECTS
+from headroom_core.wire.dialects import dialect as wire_dialect
 
 if TYPE_CHECKING:  # the request walk is heavy to import; the ledger's readers do not need it
     from headroom_core.request_plan import RequestPlan
@@ -94,6 +96,36 @@ def record(
     return None
 
 
+def record_turn(
+    sessions: sessionmaker[Session],
+    plan: RequestPlan,
+    *,
+    user_agent: str,
+    status_code: int | None,
+    response: dict[str, Any] | None = None,
+    usage: Usage | None = None,
+    rounds: int = 0,
+    called: list[str] | None = None,
+    writer: LedgerWriter | None = None,
+) -> Future | None:
+    """The one entry point both addons (HTTP and WebSocket) record a turn through: the model
+    and the tools offered (the proxy's own left out) are read from what was forwarded, through
+    the plan's dialect; ``usage`` and ``called`` (tool names the model called) are read from
+    ``response`` (a non-streamed response object) when not given. Then :func:`record`, which
+    says what is returned and raised."""
+    fwd = plan.forwarded or {}
+    wire = wire_dialect(plan.dialect) if plan.dialect is not None else None
+    offered = [n for n in wire.tool_names(fwd) if n not in plan.hidden_tools] if wire is not None else []
+    if usage is None:
+        usage = wire.usage(response) if wire is not None and response else Usage()
+    if called is None:
+        called = [c.name for c in wire.response_tool_calls(response)] if wire is not None and response else []
+    return record(
+        sessions, plan, user_agent=user_agent, model=str(fwd.get("model", "")), status_code=status_code, usage=usage, rounds=rounds,
+        offered=offered, called=called, writer=writer,
+    )  # fmt: skip
+
+
 def _count_tools(e: Entry, client: str, project: str, offered: list[str], called: list[str], now: datetime) -> None:
     counts: dict[str, list[int]] = {}
     for name in offered:
@@ -118,7 +150,7 @@ GROUPS = ("agent", "client", "project", "dialect", "model", "action", "day")
 # Dialects whose reported input tokens *exclude* cache reads and writes (Anthropic Messages:
 # ``input_tokens`` + ``cache_read_input_tokens`` + ``cache_creation_input_tokens`` is the whole
 # prompt). OpenAI's ``prompt_tokens`` / ``input_tokens`` already include ``cached_tokens``.
-_SEPARATE_CACHE_DIALECTS = ("anthropic-messages",)
+_SEPARATE_CACHE_DIALECTS = SEPARATE_CACHE_DIALECTS
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from sqlalchemy import String, case, cast, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from headroom_core.db.models import RequestOutcome
-from headroom_core.wire.detect import Dialect
+from headroom_core.wire.dialects import SEPARATE_CACHE_DIALECTS
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def cache_hit_rate(
         "day": func.substr(cast(R.created_at, String), 1, 10),
     }[by]
     inp, read, write = (func.coalesce(c, 0) for c in (R.usage_input_tokens, R.usage_cache_read_tokens, R.usage_cache_write_tokens))
-    prompt = case((R.dialect == Dialect.ANTHROPIC_MESSAGES.value, inp + read + write), else_=inp)
+    prompt = case((R.dialect.in_(SEPARATE_CACHE_DIALECTS), inp + read + write), else_=inp)
     reported = R.usage_input_tokens.is_not(None)
     cols = [
         func.count(R.id),

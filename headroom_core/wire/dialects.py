@@ -208,6 +208,11 @@ REGISTRY: dict[Dialect, WireDialect] = {
 }
 
 
+#: The dialects whose usage reports cache reads and writes apart from ``input_tokens`` (their
+#: ``value``, as the ledger stores it).
+SEPARATE_CACHE_DIALECTS: tuple[str, ...] = tuple(d.id.value for d in REGISTRY.values() if d.separate_cache_usage)
+
+
 def dialect(d: Dialect | str) -> WireDialect:
     """The implementation of dialect ``d`` (an enum member or its ``value``). Raises
     ``KeyError`` for an unknown dialect, ``ValueError`` for an unknown value."""
