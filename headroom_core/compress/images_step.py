@@ -1,13 +1,7 @@
 """The request step for images: find the base64 images of the live zone and plan their edits.
 
-Where images sit, per dialect (the providers' request references):
-
-- Anthropic Messages: ``image`` content blocks with a ``base64`` source, in user messages and
-  inside ``tool_result`` content lists (``source.data``, ``source.media_type``).
-- OpenAI Chat Completions: ``image_url`` content parts whose ``image_url.url`` is a base64
-  ``data:`` URL (``image_url.detail``).
-- OpenAI Responses: ``input_image`` parts (``image_url`` a ``data:`` URL, ``detail``) in
-  message items and in ``function_call_output`` output lists.
+Where images sit, per dialect: :mod:`headroom_core.wire.image_refs` (Anthropic ``image``
+blocks with a base64 source; OpenAI ``image_url``/``input_image`` parts with a ``data:`` URL).
 
 Only messages at or after ``live_from`` are looked at (earlier ones are replayed byte for byte).
 Each image is decided by :func:`headroom_core.compress.images.shrink`; a changed image is one
@@ -21,13 +15,14 @@ appended to the same content list, so the model can ask ``headroom_retrieve`` fo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from headroom_core.ccr.markers import make_marker, offload_key
 from headroom_core.compress import images
 from headroom_core.compress.pipeline import excluded
 from headroom_core.wire import jsonedit
 from headroom_core.wire.detect import Dialect
+from headroom_core.wire.image_refs import ImageRef
 from headroom_core.wire.request_view import view_of
 
 #: ``kind`` of an image original in the originals store.
@@ -80,75 +75,31 @@ class ImagesOutcome:
 
 
 def image_sites(d: Dialect, body: dict[str, Any], live_from: int = 0) -> list[ImageSite]:
-    """Every base64 image of the conversation from message ``live_from`` on (see the module
-    docstring for where each dialect keeps them); images given by URL or file id are skipped."""
+    """Every base64 image of the conversation from message ``live_from`` on (where each dialect
+    keeps them: :mod:`headroom_core.wire.image_refs`); images given by URL or file id are skipped."""
     v = view_of(d, body)
-    seq, key = v.conversation, v.conversation_key
-    names = v.call_names
+    seq, names = v.conversation, v.call_names
     out: list[ImageSite] = []
     for i in range(max(0, live_from), len(seq)):
-        m = seq[i]
-        if not isinstance(m, dict):
-            continue
-        if d is Dialect.ANTHROPIC_MESSAGES:
-            out += _anthropic(m, (key, i, "content"), i, names)
-        elif d is Dialect.OPENAI_CHAT:
-            if m.get("role") == "user":
-                out += _openai_parts(m.get("content"), (key, i, "content"), i, "image_url")
-        else:
-            if m.get("type") in ("function_call_output", "custom_tool_call_output"):
-                out += _openai_parts(m.get("output"), (key, i, "output"), i, "input_image", names.get(str(m.get("call_id", "")), ""))
-            elif m.get("role") == "user":
-                out += _openai_parts(m.get("content"), (key, i, "content"), i, "input_image")
+        for ref in v.dialect.images(seq[i], v.path_of(i), i, names):
+            site = _decoded(ref)
+            if site is not None:
+                out.append(site)
     return out
 
 
-def _anthropic_image(b: Any, path: tuple[Any, ...], container: tuple[Any, ...], i: int, tool_name: str = "") -> ImageSite | None:
-    if not isinstance(b, dict) or b.get("type") != "image":
-        return None
-    src = b.get("source")
-    if not isinstance(src, dict) or src.get("type") != "base64" or not isinstance(src.get("data"), str):
-        return None
-    raw = images.decode_base64(src["data"])
+def _decoded(ref: ImageRef) -> ImageSite | None:
+    """The :class:`ImageSite` of ``ref`` with its bytes decoded; None when it holds no inline
+    image (a URL that is not ``data:``, bad base64)."""
+    if ref.data_url:
+        parsed = images.parse_data_url(ref.encoded)
+        if parsed is None:
+            return None
+        return ImageSite(ref.path, ref.container, ref.message_index, parsed.media_type, parsed.data, ref.detail, True, ref.tool_name)
+    raw = images.decode_base64(ref.encoded)
     if raw is None:
         return None
-    return ImageSite(path + ("source", "data"), container, i, str(src.get("media_type") or ""), raw, tool_name=tool_name)
-
-
-def _anthropic(m: dict[str, Any], container: tuple[Any, ...], i: int, names: dict[str, str]) -> Iterator[ImageSite]:
-    content = m.get("content")
-    if m.get("role") != "user" or not isinstance(content, list):
-        return
-    for j, b in enumerate(content):
-        site = _anthropic_image(b, container + (j,), container, i)
-        if site is not None:
-            yield site
-        elif isinstance(b, dict) and b.get("type") == "tool_result" and isinstance(b.get("content"), list):
-            inner = container + (j, "content")
-            name = names.get(str(b.get("tool_use_id", "")), "")
-            for k, sub in enumerate(b["content"]):
-                site = _anthropic_image(sub, inner + (k,), inner, i, name)
-                if site is not None:
-                    yield site
-
-
-def _openai_parts(parts: Any, container: tuple[Any, ...], i: int, part_type: str, tool_name: str = "") -> Iterator[ImageSite]:
-    if not isinstance(parts, list):
-        return
-    for j, p in enumerate(parts):
-        if not isinstance(p, dict) or p.get("type") != part_type:
-            continue
-        if part_type == "image_url":  # Chat: {"type": "image_url", "image_url": {"url", "detail"}}
-            holder = p.get("image_url")
-            if not isinstance(holder, dict):
-                continue
-            url, detail, path = holder.get("url"), holder.get("detail"), container + (j, "image_url", "url")
-        else:  # Responses: {"type": "input_image", "image_url": "data:…", "detail"}
-            url, detail, path = p.get("image_url"), p.get("detail"), container + (j, "image_url")
-        parsed = images.parse_data_url(url) if isinstance(url, str) else None
-        if parsed is None:
-            continue
-        yield ImageSite(path, container, i, parsed.media_type, parsed.data, detail if isinstance(detail, str) else None, True, tool_name)
+    return ImageSite(ref.path, ref.container, ref.message_index, ref.media_type, raw, tool_name=ref.tool_name)
 
 
 def plan_images(d: Dialect, body: dict[str, Any], live_from: int, max_tokens: int = 0, exclude_tools: tuple[str, ...] = ()) -> ImagesOutcome:
@@ -160,10 +111,11 @@ def plan_images(d: Dialect, body: dict[str, Any], live_from: int, max_tokens: in
     edits: list[jsonedit.Replace | jsonedit.Append] = []
     offloads: list[Offload] = []
     results: list[images.ImageResult] = []
+    anthropic_sizing = view_of(d, {}).dialect.image_sizing == "anthropic"
     for site in image_sites(d, body, live_from):
         if site.tool_name and excluded(site.tool_name, exclude_tools):
             continue
-        if d is Dialect.ANTHROPIC_MESSAGES:
+        if anthropic_sizing:
             limit = images.anthropic_limit(model)
             tokens = lambda w, h, lim=limit: images.anthropic_tokens(w, h, lim)  # noqa: E731
         else:

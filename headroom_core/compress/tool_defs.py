@@ -50,6 +50,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from headroom_core.wire.tool_defs import rebuild_tool, tool_definition
+
 __all__ = [
     "ToolsResult",
     "minify_tools",
@@ -226,7 +228,7 @@ def _minify_schema(node: Any, prop_name: str | None, tool_name: str | None) -> A
 def _container(tool: Any) -> tuple[dict, str] | None:
     """``(dict holding name/description/schema, schema key)`` for an understood tool, else None
     (also None when the description is not a string or the schema, if present, is not an object)."""
-    found = _container_shape(tool)
+    found = tool_definition(tool)
     if found is None:
         return None
     c, key = found
@@ -235,25 +237,6 @@ def _container(tool: Any) -> tuple[dict, str] | None:
     if "description" in c and not isinstance(c["description"], str):
         return None
     return found
-
-
-def _container_shape(tool: Any) -> tuple[dict, str] | None:
-    if not isinstance(tool, dict):
-        return None
-    kind = tool.get("type")
-    if kind == "function":
-        fn = tool.get("function")
-        if isinstance(fn, dict):  # OpenAI Chat Completions
-            return (fn, "parameters") if isinstance(fn.get("name"), str) and fn["name"] else None
-        if "function" in tool:
-            return None
-        if isinstance(tool.get("name"), str) and tool["name"]:  # OpenAI Responses
-            return tool, "parameters"
-        return None
-    if kind is None or (kind == "custom" and "input_schema" in tool):  # Anthropic
-        if isinstance(tool.get("name"), str) and tool["name"] and "function" not in tool and "parameters" not in tool:
-            return tool, "input_schema"
-    return None
 
 
 def _minify_container(c: dict, schema_key: str) -> dict:
@@ -266,12 +249,6 @@ def _minify_container(c: dict, schema_key: str) -> dict:
             value = _minify_schema(value, None, name)
         out[key] = value
     return out
-
-
-def _rebuild(tool: dict, container: dict) -> dict:
-    if tool.get("type") == "function" and isinstance(tool.get("function"), dict):
-        return {k: (container if k == "function" else v) for k, v in tool.items()}
-    return container
 
 
 # ---------------------------------------------------------------------------------------------
@@ -480,7 +457,7 @@ def minify_tools(
 
     changed_names: list[str] = []
     for i, (tool, container, _sk) in minified.items():
-        rebuilt = _rebuild(tool, container)
+        rebuilt = rebuild_tool(tool, container)
         if rebuilt != tool:
             new_tools[i] = rebuilt
             changed_names.append(container["name"])

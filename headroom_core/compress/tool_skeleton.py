@@ -24,7 +24,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from headroom_core.compress.tool_defs import _container, _rebuild  # the shapes, in one place
+from headroom_core.compress.tool_defs import _container
+from headroom_core.wire.tool_defs import rebuild_tool
 
 #: Longest first sentence kept, in characters (cut at a word, then "…").
 FIRST_SENTENCE_MAX_CHARS = 200
@@ -157,4 +158,4 @@ def skeleton(tool: Any, note: str = "") -> dict[str, Any] | None:
     schema = out.get(schema_key)
     if isinstance(schema, dict) and not all(_resolves(schema, r) for r in _refs(schema)):
         return None
-    return _rebuild(tool, out)
+    return rebuild_tool(tool, out)

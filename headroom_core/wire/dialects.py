@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Iterator, Protocol, runtime_checkable
 
-from headroom_core.wire import anthropic, calls, openai_chat, openai_responses, reply_anthropic, reply_chat, reply_responses
+from headroom_core.wire import anthropic, calls, image_refs, openai_chat, openai_responses, reply_anthropic, reply_chat, reply_responses
 from headroom_core.wire.blocks import ToolCall, ToolOutput, Usage
 from headroom_core.wire.detect import Dialect, dialect_for_path, token_count_dialect
+from headroom_core.wire.image_refs import ImageRef
 
 
 @runtime_checkable
@@ -35,6 +36,8 @@ class WireDialect(Protocol):
     part in a user message; ``separate_cache_usage`` True when the provider reports cache reads
     and writes apart from ``input_tokens`` (Anthropic) rather than inside it (OpenAI);
     ``string_input`` True when the conversation member may be one string (a user text);
+    ``image_sizing`` how the provider sizes images (``"anthropic"`` or ``"openai"``: which
+    limits and token formula :mod:`headroom_core.compress.images` applies);
     ``reply`` the response-side module (``StreamView``, ``ViewState``, ``merge``, ``followup``,
     ``tool_calls``, ``usage``, ``completed``, ``notice_message``)."""
 
@@ -43,6 +46,7 @@ class WireDialect(Protocol):
     text_part: str
     separate_cache_usage: bool
     string_input: bool
+    image_sizing: str
     reply: ModuleType
 
     def shape_error(self, body: dict[str, Any]) -> str:
@@ -67,6 +71,11 @@ class WireDialect(Protocol):
 
     def tool_names(self, body: dict[str, Any]) -> list[str]:
         """Names of the tools the request offers, in order."""
+        ...
+
+    def images(self, item: Any, at: tuple[Any, ...], i: int, names: dict[str, str]) -> Iterator[ImageRef]:
+        """The inline images of conversation element ``item`` (at path ``at``, index ``i``;
+        ``names``: call id -> tool name, for images in tool results)."""
         ...
 
     def function_tool(self, name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
@@ -117,6 +126,7 @@ class _Base:
     text_part: str
     separate_cache_usage: bool
     string_input: bool = False
+    image_sizing: str = "openai"
 
     def tool_outputs(self, body: dict[str, Any]) -> list[ToolOutput]:
         return self.module.tool_outputs(body)
@@ -130,6 +140,13 @@ class _Base:
 
     def tool_names(self, body: dict[str, Any]) -> list[str]:
         return self.module.tool_names(body)
+
+    def images(self, item: Any, at: tuple[Any, ...], i: int, names: dict[str, str]) -> Iterator[ImageRef]:
+        return self.image_finder(item, at, i, names)
+
+    @staticmethod
+    def image_finder(item: Any, at: tuple[Any, ...], i: int, names: dict[str, str]) -> Iterator[ImageRef]:
+        return iter(())
 
     def function_tool(self, name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
         return self.module.function_tool(name, description, schema)
@@ -157,7 +174,9 @@ class AnthropicMessages(_Base):
     """Anthropic Messages API (``POST …/v1/messages``; :mod:`headroom_core.wire.anthropic`)."""
 
     def __init__(self) -> None:
-        super().__init__(Dialect.ANTHROPIC_MESSAGES, anthropic, reply_anthropic, "messages", "text", True)
+        super().__init__(Dialect.ANTHROPIC_MESSAGES, anthropic, reply_anthropic, "messages", "text", True, False, "anthropic")
+
+    image_finder = staticmethod(image_refs.anthropic_images)
 
     def shape_error(self, body: dict[str, Any]) -> str:
         return "" if isinstance(body.get("messages"), list) else "no messages list"
@@ -179,6 +198,8 @@ class OpenAIChat(_Base):
     def __init__(self) -> None:
         super().__init__(Dialect.OPENAI_CHAT, openai_chat, reply_chat, "messages", "text", False)
 
+    image_finder = staticmethod(image_refs.chat_images)
+
     def shape_error(self, body: dict[str, Any]) -> str:
         return "" if isinstance(body.get("messages"), list) else "no messages list"
 
@@ -192,6 +213,8 @@ class OpenAIResponses(_Base):
 
     def __init__(self) -> None:
         super().__init__(Dialect.OPENAI_RESPONSES, openai_responses, reply_responses, "input", "input_text", False, True)
+
+    image_finder = staticmethod(image_refs.responses_images)
 
     def shape_error(self, body: dict[str, Any]) -> str:
         return "" if "input" in body else "no input"
