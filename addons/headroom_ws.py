@@ -45,7 +45,6 @@ from headroom_core.ccr import ws_loop
 from headroom_core.extensions import answer_call
 from headroom_core.request_plan import Action, RequestPlan, plan_request_async, run_observers
 from headroom_core.wire import responses_ws as rws
-from headroom_core.wire.detect import Dialect
 from headroom_core.wire.dialects import Route
 
 import headroom_ws_close
@@ -55,7 +54,7 @@ log = logging.getLogger("headroom")
 
 KEY = "headroom_ws"
 #: A ``response.create`` frame's body is a Responses API request (known from the frame itself).
-_FRAME_ROUTE = Route(Dialect.OPENAI_RESPONSES)
+_FRAME_ROUTE = Route(rws.DIALECT)
 _TERMINAL_BYTES = tuple(f'"{t}"'.encode() for t in rws.TERMINAL_EVENTS)
 
 

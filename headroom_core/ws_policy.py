@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from headroom_core.request_plan import Action, Code, RequestPlan
 from headroom_core.settings import Settings
 from headroom_core.wire import responses_ws as rws
-from headroom_core.wire.detect import Dialect
 
 
 @dataclass(frozen=True)
@@ -31,7 +30,7 @@ def frame_refusal(settings: Settings, size: int) -> Refusal | None:
     ``ws_max_frame_bytes``. None when it may be parsed."""
     if size <= settings.ws_max_frame_bytes:
         return None
-    plan = RequestPlan(Action.REJECT, "frame over ws_max_frame_bytes", Dialect.OPENAI_RESPONSES, status=413, bytes_before=size, code=Code.TOO_LARGE)
+    plan = RequestPlan(Action.REJECT, "frame over ws_max_frame_bytes", rws.DIALECT, status=413, bytes_before=size, code=Code.TOO_LARGE)
     return Refusal(plan, rws.too_large_reason(size, settings.ws_max_frame_bytes))
 
 

@@ -24,8 +24,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from headroom_core.wire import jsonedit
+from headroom_core.wire.detect import Dialect
 
 CREATE = "response.create"
+#: The dialect of a ``response.create`` frame's body (:class:`~headroom_core.wire.dialects.OpenAIResponses`).
+DIALECT = Dialect.OPENAI_RESPONSES
 #: The path a frame's body is planned under (the dialect is known from the frame itself).
 RESPONSES_PATH = "/v1/responses"
 #: RFC 6455 §5.5: control frame payloads are at most 125 bytes, 2 of which are the close code.
