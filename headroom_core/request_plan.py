@@ -5,19 +5,25 @@
 sent before and compresses nothing new, or the client's bytes: fail open). Only the size limits
 fail closed.
 
-The steps, each a small function with a typed result:
+The dialect comes in detected once (a :class:`~headroom_core.wire.dialects.Route`, from the
+addon or from ``method`` and ``path`` here); the body is read through one
+:class:`~headroom_core.wire.request_view.RequestView`, never by a dialect's field names. The
+steps (:func:`_plan` calls them in order), each a small function with a typed result:
 
-1. :func:`_classify`: LLM call or not, bypass, size limit, JSON, dialect, token count;
-2. the request's scope (project and client identity) and session (:mod:`headroom_core.cache.session`);
-3. :func:`_replay_messages`: the prompt-cache rule for messages (earlier messages replayed byte
-   for byte, the client's ``cache_control`` carried onto them, :mod:`headroom_core.cache.frozen`);
+1. :func:`_classify` (early exits: not LLM, bypass, size limit) and :func:`_parse_step` (one
+   parse, the dialect's shape): a finished :class:`RequestPlan`, or on to
+2. :func:`_identify_step`: the request's scope (project and client identity) and session
+   (:mod:`headroom_core.cache.session`): a ``_Request``;
+3. :func:`_replay_step`: the prompt-cache rule for messages (earlier messages replayed byte
+   for byte, the client's ``cache_control`` carried onto them, :mod:`headroom_core.cache.frozen`): ``_Replayed``;
 4. :func:`_tools_step`: the prompt-cache rule for ``tools`` (session order, minified once, the
-   session's proxy tools fixed at its first request, :mod:`headroom_core.cache.tools_order`);
-5. :func:`_compress_step`: tool outputs of the live zone compressed (lossless only when the model
-   cannot call ``headroom_retrieve``);
+   session's proxy tools fixed at its first request, :mod:`headroom_core.cache.tools_order`): ``_ToolsStep``;
+5. :func:`_content_step`: tool outputs of the live zone compressed (lossless only when the model
+   cannot call ``headroom_retrieve``), images resized: ``_Compressed``;
 6. :func:`_inject_step`: context appended to the latest user message;
-7. splice every edit into the original text (untouched bytes stay the client's), verify, and
-   remember the session's state for the next turn.
+7. :func:`_splice_step`: every edit spliced into the original text (untouched bytes stay the
+   client's) and verified: ``_Splice``; :func:`_remember_step`: the session's state for the next
+   turn (or the ``persist`` job); :func:`_what`: the reason in words.
 
 Observers (live learning, memory capture) run after forwarding: :func:`run_observers`.
 """
@@ -366,7 +372,7 @@ def _same_start(view: BodyView, prev: RecentRequest, ckey: str) -> bool:
 
 
 def _classify(rt: Runtime, r: Route, path: str, headers: Mapping[str, str], body: bytes) -> RequestPlan | _Request:
-    """The early exits (a finished :class:`RequestPlan`), or the request to plan."""
+    """Steps 1-2: the early exits (a finished :class:`RequestPlan`), or the request to plan."""
     s = rt.settings
     n = len(body)
     d, counting = r.dialect, r.counting
@@ -378,13 +384,25 @@ def _classify(rt: Runtime, r: Route, path: str, headers: Mapping[str, str], body
         if counting:  # nothing is sent to a model: the provider answers what it answers
             return RequestPlan(Action.PASSTHROUGH, "token count over max_body_bytes", d, bytes_before=n, bytes_after=n, code=Code.TOO_LARGE, dry_run=True)
         return RequestPlan(Action.REJECT, "body over max_body_bytes", d, status=413, error_body=_too_large(r.wire, n, s.max_body_bytes), bytes_before=n, code=Code.TOO_LARGE)
+    parsed = _parse_step(rt, r, path, headers, body)
+    if isinstance(parsed, RequestPlan):
+        return parsed
+    view, prev = parsed
+    if not s.compress:
+        return RequestPlan(Action.PASSTHROUGH, "compression off", d, bytes_before=n, bytes_after=n, code=Code.COMPRESS_OFF, dry_run=counting)
+    return _identify_step(rt, r, path, headers, view, prev)
+
+
+def _parse_step(rt: Runtime, r: Route, path: str, headers: Mapping[str, str], body: bytes) -> RequestPlan | tuple[BodyView, RecentRequest | None]:
+    """Step 1: the body parsed once (reusing the same client's previous request where the bytes
+    are the same) and checked for the dialect's shape; a pass-through plan when it is not UTF-8
+    JSON of that shape. Also the previous request found, for the next step."""
+    n, counting = len(body), r.counting
     try:
         text = body.decode("utf-8")  # JSON on the wire is UTF-8 (RFC 8259 §8.1)
     except UnicodeDecodeError:
         return RequestPlan(Action.PASSTHROUGH, "body is not UTF-8", bytes_before=n, bytes_after=n, code=Code.NOT_PARSED, dry_run=counting)
-    cred = credential(headers, path)
-    project_header = headers.get(PROJECT_HEADER, "")
-    prev = rt.recent.find(cred, project_header, text)
+    prev = rt.recent.find(credential(headers, path), headers.get(PROJECT_HEADER, ""), text)
     try:
         view = parse_view(text, prev.view if prev is not None else None)
     except (ViewError, RecursionError):
@@ -392,19 +410,22 @@ def _classify(rt: Runtime, r: Route, path: str, headers: Mapping[str, str], body
     why = r.wire.shape_error(view.parsed)
     if why:
         return RequestPlan(Action.PASSTHROUGH, why, bytes_before=n, bytes_after=n, code=Code.NOT_PARSED, dry_run=counting)
-    if not s.compress:
-        return RequestPlan(Action.PASSTHROUGH, "compression off", d, bytes_before=n, bytes_after=n, code=Code.COMPRESS_OFF, dry_run=counting)
+    return view, prev
+
+
+def _identify_step(rt: Runtime, r: Route, path: str, headers: Mapping[str, str], view: BodyView, prev: RecentRequest | None) -> _Request:
+    """Step 2: the request's scope (project and client identity) and session; the previous
+    request is kept only when it is of the same conversation."""
     req_view = view_of(r.wire, view.parsed, view)
-    ckey = req_view.conversation_key
-    if prev is not None and not headers.get(SESSION_HEADER) and _same_start(view, prev, ckey):
+    if prev is not None and not headers.get(SESSION_HEADER) and _same_start(view, prev, req_view.conversation_key):
         scope, skey = prev.scope, prev.session_key
     else:
         prev = prev if prev is not None and view.reused_elements else None
         scope = request_scope(headers, view.parsed, path, rt.sealer)
-        skey = session_key(d.value, view.parsed, headers.get(SESSION_HEADER), scope.id)
+        skey = session_key(req_view.id.value, view.parsed, headers.get(SESSION_HEADER), scope.id)
     if prev is not None and prev.session_key != skey:
         prev = None  # another conversation that starts alike: nothing of its own to reuse
-    return _Request(req_view, headers, counting, scope, skey, cred, prev)
+    return _Request(req_view, headers, r.counting, scope, skey, credential(headers, path), prev)
 
 
 # ---------------------------------------------------------------------------------------------
