@@ -30,7 +30,6 @@ from headroom_core.learn.rules import rule_for_pair
 from headroom_core.learn.steps import Step, is_rejection, make_step
 from headroom_core.learn.store import LearnStore, pair_hash
 from headroom_core.project import GLOBAL
-from headroom_core.wire.calls import tool_calls_in_request
 
 if TYPE_CHECKING:
     from headroom_core.runtime import Runtime
@@ -57,7 +56,7 @@ def steps_of(ctx: RequestContext, since: int = 0) -> list[Step]:
     order = order[max(0, start - SETUP_WINDOW):]
     if not order:
         return []
-    calls = tool_calls_in_request(dict(ctx.body), ctx.dialect)
+    calls = ctx.view.tool_calls
     steps = []
     for cid, (mi, err, name) in order:
         call = calls.get(cid)
