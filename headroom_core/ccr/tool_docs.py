@@ -58,6 +58,7 @@ from headroom_core.wire import jsonedit
 from headroom_core.wire.blocks import ToolCall
 from headroom_core.wire.detect import Dialect
 from headroom_core.wire.dialects import dialect as wire_dialect
+from headroom_core.wire.tool_defs import forced_tool_names
 
 if TYPE_CHECKING:
     from headroom_core.cache.session_store import SessionTools
@@ -180,17 +181,6 @@ def _merge_scope_set(rt: "Runtime", scope: str, decided: Iterable[str], skeleton
         upsert(s, ToolSkeletonSet, dict(scope=scope, skeletons=json.dumps(sorted(sk)), seen=json.dumps(sorted(seen)), updated_at=now), ["scope"])
 
 
-def _forced(body: Mapping[str, Any]) -> set[str]:
-    """Tool names ``tool_choice`` names (any dialect's shape)."""
-    tc = body.get("tool_choice")
-    out: set[str] = set()
-    if isinstance(tc, dict):
-        for holder in (tc, tc.get("function")):
-            if isinstance(holder, dict) and isinstance(holder.get("name"), str):
-                out.add(holder["name"])
-    return out
-
-
 @dataclass(frozen=True)
 class OnDemand:
     """A session's tools on demand: ``skeletons`` (ids of the client's tools sent as
@@ -221,7 +211,7 @@ def _decide(rt: "Runtime", req: _Request, tools: list[Any], ids: list[str], keep
     of them when the cache is cold, are decided on the evidence, ``keep`` (:func:`_keep`) in
     full. The scope's set is updated (unless a dry run)."""
     s = rt.settings
-    forced = _forced(req.body)
+    forced = forced_tool_names(req.body)
     proxy_names = {t.name for t in rt.extensions.tools}
     ev = evidence(rt, req.client, req.project)
     prior = _scope_set(rt, req.scope)
@@ -282,7 +272,7 @@ def for_session(
 def _keep(rt: "Runtime", body: Mapping[str, Any], dialect: Dialect) -> set[str]:
     """Tool names never sent as skeletons: the proxy's own tools, the tools called in the
     request's history, and a tool ``tool_choice`` forces."""
-    return {t.name for t in rt.extensions.tools} | {c.name for c in wire_dialect(dialect).tool_calls(dict(body)).values()} | _forced(body)
+    return {t.name for t in rt.extensions.tools} | {c.name for c in wire_dialect(dialect).tool_calls(dict(body)).values()} | forced_tool_names(body)
 
 
 def skeletons_by_position(client: list[Any], order: list[int], names: tuple[str, ...]) -> dict[int, Any]:

@@ -10,7 +10,7 @@ Built-in tools (``web_search``, ``computer_20250124``, …) have no such contain
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 
 def tool_definition(tool: Any) -> tuple[dict, str] | None:
@@ -40,3 +40,16 @@ def rebuild_tool(tool: dict, container: dict) -> dict:
     if tool.get("type") == "function" and isinstance(tool.get("function"), dict):
         return {k: (container if k == "function" else v) for k, v in tool.items()}
     return container
+
+
+def forced_tool_names(body: Mapping[str, Any]) -> set[str]:
+    """Tool names the request's ``tool_choice`` names, in any dialect's shape (Anthropic
+    ``{"type": "tool", "name"}``, Responses ``{"type": "function", "name"}``, Chat
+    ``{"type": "function", "function": {"name"}}``)."""
+    tc = body.get("tool_choice")
+    out: set[str] = set()
+    if isinstance(tc, dict):
+        for holder in (tc, tc.get("function")):
+            if isinstance(holder, dict) and isinstance(holder.get("name"), str):
+                out.add(holder["name"])
+    return out
