@@ -66,7 +66,7 @@ from headroom_core.scope import Scope, credential, request_scope
 from headroom_core.project import PROJECT_HEADER
 from headroom_core.wire import jsonedit
 from headroom_core.wire.detect import Dialect
-from headroom_core.wire.dialects import NOT_LLM, Route, WireDialect, route
+from headroom_core.wire.dialects import Route, WireDialect, route
 from headroom_core.wire.request_view import SYSTEM_KEYS, RequestView, element_shape, view_of
 from headroom_core.wire.view import BodyView, ViewError, parse_view
 
