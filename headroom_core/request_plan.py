@@ -692,7 +692,8 @@ class _Compressed:
 
     @property
     def edits(self) -> list[jsonedit.Edit]:
-        return [jsonedit.Replace(p, t) for p, t in self.result.replacements] + list(self.images.edits)
+        out: list[jsonedit.Edit] = [jsonedit.Replace(p, t) for p, t in self.result.replacements]
+        return out + list(self.images.edits)
 
 
 def _content_step(rt: Runtime, req: _Request, live_from: int, proxy_tools: tuple[str, ...], fast: bool) -> _Compressed:

@@ -47,12 +47,12 @@ def _anthropic_image(b: Any, path: Path, container: Path, i: int, tool_name: str
     return ImageRef(path + ("source", "data"), container, i, src["data"], str(src.get("media_type") or ""), tool_name=tool_name)
 
 
-def anthropic_images(m: Any, at: Path, i: int, names: dict[str, str]) -> Iterator[ImageRef]:
-    """The base64 images of Anthropic message ``m`` at path ``at`` (user messages only)."""
-    if not isinstance(m, dict):
+def anthropic_images(item: Any, at: Path, i: int, names: dict[str, str]) -> Iterator[ImageRef]:
+    """The base64 images of Anthropic message ``item`` at path ``at`` (user messages only)."""
+    if not isinstance(item, dict):
         return
-    content = m.get("content")
-    if m.get("role") != "user" or not isinstance(content, list):
+    content = item.get("content")
+    if item.get("role") != "user" or not isinstance(content, list):
         return
     container = at + ("content",)
     for j, b in enumerate(content):
@@ -85,17 +85,17 @@ def _openai_parts(parts: Any, container: Path, i: int, part_type: str, tool_name
             yield ImageRef(path, container, i, url, "", detail if isinstance(detail, str) else None, True, tool_name)
 
 
-def chat_images(m: Any, at: Path, i: int, names: dict[str, str]) -> Iterator[ImageRef]:
-    """The ``image_url`` parts of Chat Completions message ``m`` (user messages only)."""
-    if isinstance(m, dict) and m.get("role") == "user":
-        yield from _openai_parts(m.get("content"), at + ("content",), i, "image_url")
+def chat_images(item: Any, at: Path, i: int, names: dict[str, str]) -> Iterator[ImageRef]:
+    """The ``image_url`` parts of Chat Completions message ``item`` (user messages only)."""
+    if isinstance(item, dict) and item.get("role") == "user":
+        yield from _openai_parts(item.get("content"), at + ("content",), i, "image_url")
 
 
-def responses_images(m: Any, at: Path, i: int, names: dict[str, str]) -> Iterator[ImageRef]:
-    """The ``input_image`` parts of Responses item ``m`` (tool outputs and user messages)."""
-    if not isinstance(m, dict):
+def responses_images(item: Any, at: Path, i: int, names: dict[str, str]) -> Iterator[ImageRef]:
+    """The ``input_image`` parts of Responses item ``item`` (tool outputs and user messages)."""
+    if not isinstance(item, dict):
         return
-    if m.get("type") in ("function_call_output", "custom_tool_call_output"):
-        yield from _openai_parts(m.get("output"), at + ("output",), i, "input_image", names.get(str(m.get("call_id", "")), ""))
-    elif m.get("role") == "user":
-        yield from _openai_parts(m.get("content"), at + ("content",), i, "input_image")
+    if item.get("type") in ("function_call_output", "custom_tool_call_output"):
+        yield from _openai_parts(item.get("output"), at + ("output",), i, "input_image", names.get(str(item.get("call_id", "")), ""))
+    elif item.get("role") == "user":
+        yield from _openai_parts(item.get("content"), at + ("content",), i, "input_image")

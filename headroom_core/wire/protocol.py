@@ -31,13 +31,20 @@ class WireDialect(Protocol):
     ``reply`` the response-side module (``StreamView``, ``ViewState``, ``merge``, ``followup``,
     ``tool_calls``, ``usage``, ``completed``, ``notice_message``)."""
 
-    id: Dialect
-    conversation_key: str
-    text_part: str
-    separate_cache_usage: bool
-    string_input: bool
-    image_sizing: str
-    reply: ModuleType
+    @property
+    def id(self) -> Dialect: ...
+    @property
+    def conversation_key(self) -> str: ...
+    @property
+    def text_part(self) -> str: ...
+    @property
+    def separate_cache_usage(self) -> bool: ...
+    @property
+    def string_input(self) -> bool: ...
+    @property
+    def image_sizing(self) -> str: ...
+    @property
+    def reply(self) -> ModuleType: ...
 
     def shape_error(self, body: dict[str, Any]) -> str:
         """Why a parsed body is not a request of this dialect (``""`` when it is)."""
