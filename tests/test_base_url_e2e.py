@@ -7,7 +7,6 @@ nowhere (not in the ledger)."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys

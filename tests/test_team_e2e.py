@@ -307,7 +307,6 @@ def test_stats_and_metrics_agree_on_every_proxy_with_no_row_counted_twice(team):
 
 
 def test_concurrent_agents_over_three_proxies(upstream, team):
-    before = team.rows()
     offset = len(team.cluster.log_text())
     db = team.url.rsplit("/", 1)[1]
     peak, done = [0], threading.Event()
