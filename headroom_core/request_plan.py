@@ -768,8 +768,9 @@ def _remember(
             (a, b), (na, nb) = spans[i], new_spans[i]
             own = req.text[a:b]
             fwd = new_text[na:nb]
+            before, after = weight.get(i, (0, 0))
             entries.append(
-                FrozenEntry(i, hashes[i], rt.sealer.digest("n", norm_hash(own)), fwd, fwd != own, *weight.get(i, (0, 0)), tuple(keys.get(i, ())), tuple(kinds.get(i, ())))
+                FrozenEntry(i, hashes[i], rt.sealer.digest("n", norm_hash(own)), fwd, fwd != own, before, after, tuple(keys.get(i, ())), tuple(kinds.get(i, ())))
             )
     rt.session_store.save(rec, req.dialect.value, tools, tuple(entries))
 

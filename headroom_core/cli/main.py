@@ -26,7 +26,8 @@ def _flag_type_hidden(display):
     return display_type_rich
 
 
-_typer_core.TyperOption.display_type_rich = _flag_type_hidden(_typer_core.TyperOption.display_type_rich)
+# a deliberate patch of one typer method (no hook exists for it)
+_typer_core.TyperOption.display_type_rich = _flag_type_hidden(_typer_core.TyperOption.display_type_rich)  # type: ignore[method-assign]
 
 app = typer.Typer(help="Headroom on mitmproxy: compress what coding agents send to LLM APIs.", no_args_is_help=True)
 

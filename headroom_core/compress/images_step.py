@@ -184,9 +184,10 @@ def plan_images(d: Dialect, body: dict[str, Any], live_from: int, max_tokens: in
             limit = images.anthropic_limit(model)
             tokens = lambda w, h, lim=limit: images.anthropic_tokens(w, h, lim)  # noqa: E731
         else:
-            limit = images.openai_limit(model, site.detail)
-            if limit is None:
+            found = images.openai_limit(model, site.detail)
+            if found is None:
                 continue
+            limit = found
             tokens = lambda w, h, lim=limit: images.openai_tokens(w, h, lim)  # noqa: E731
         r = images.shrink(site.data, limit, tokens, site.media_type or None, max_tokens)
         results.append(r)

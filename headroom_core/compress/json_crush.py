@@ -48,6 +48,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
+from typing import cast
 
 from headroom_core.ccr.markers import make_marker, offload_key
 from headroom_core.compress.json_select import MIN_ITEMS, REASONS, Selection, query_words, select_items
@@ -203,14 +204,15 @@ class _Encoder:
         keys = self._table_keys(items)
         if keys is None:
             return [s if isinstance(s, str) else self.encode(items[s]) for s in slots]
-        n = len(items)
-        first = [_dumps(items[0][k]) for k in keys]
+        rows = cast("list[dict[str, object]]", items)  # a table: every item a dict with ``keys``
+        n = len(rows)
+        first = [_dumps(rows[0][k]) for k in keys]
         same_keys = [
-            k for j, k in enumerate(keys) if all(_dumps(items[i][k]) == first[j] for i in range(1, n))
+            k for j, k in enumerate(keys) if all(_dumps(rows[i][k]) == first[j] for i in range(1, n))
         ]
-        same = {k: self.encode(items[0][k]) for k in same_keys}
+        same = {k: self.encode(rows[0][k]) for k in same_keys}
         columns = [k for k in keys if k not in same]
-        cells = {s: [self.encode(items[s][c]) for c in columns] for s in slots if isinstance(s, int)}
+        cells = {s: [self.encode(rows[s][c]) for c in columns] for s in slots if isinstance(s, int)}
         plain = [s if isinstance(s, str) else self._item(keys, same, columns, cells[s]) for s in slots]
         body: dict[str, object] = {}
         if same:

@@ -142,7 +142,8 @@ class _Masker(AbstractMaskingInstruction):
 
     def mask(self, content: str, mask_prefix: str, mask_suffix: str) -> str:
         names = self._names
-        return self._rx.sub(lambda m: f"{mask_prefix}{names[m.lastindex - 1]}{mask_suffix}", content)
+        # every alternative is a named group, so a match always has a lastindex
+        return self._rx.sub(lambda m: f"{mask_prefix}{names[(m.lastindex or 0) - 1]}{mask_suffix}", content)
 
 
 def miner_config() -> TemplateMinerConfig:

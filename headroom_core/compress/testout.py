@@ -130,7 +130,7 @@ def compress_test_output(
     run: list[str] = []
     dropped = runs = 0
     # blank lines inside a run of noise belong to the run
-    for i, ln in enumerate(lines + [None]):  # type: ignore[list-item]
+    for i, ln in enumerate(lines + [None]):
         if ln is not None and (is_noise(ln) or (run and not ln.strip() and i + 1 < len(lines) and is_noise(lines[i + 1]))):
             run.append(ln)
             continue

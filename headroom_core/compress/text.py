@@ -173,8 +173,8 @@ def segment(text: str) -> list[Passage]:
             i += 1
             prev_blank = True
             continue
-        if _FENCE_RE.match(s):
-            fence = _FENCE_RE.match(s).group(1)
+        if fm := _FENCE_RE.match(s):
+            fence = fm.group(1)
             j = i + 1
             while j < n and not line(j).lstrip().startswith(fence):
                 j += 1

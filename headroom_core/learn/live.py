@@ -59,7 +59,7 @@ def steps_of(ctx: RequestContext, since: int = 0) -> list[Step]:
     if not order:
         return []
     calls = tool_calls_in_request(dict(ctx.body), ctx.dialect)
-    steps = []
+    steps: list[Step] = []
     for cid, (mi, err, name) in order:
         call = calls.get(cid)
         tool = call.name if call else name
