@@ -43,7 +43,7 @@ from headroom_core.cache.recent import RecentRequest
 from headroom_core.cache.session import session_key
 from headroom_core.cache.session_store import SessionRecord, SessionTools
 from headroom_core.ccr import tool_docs
-from headroom_core.ccr.markers import offload_key
+from headroom_core.compress.markers import offload_key
 from headroom_core.ccr.retrieve import TOOL_NAME as RETRIEVE
 from headroom_core.clients import client_name
 from headroom_core.compress.images_step import IMAGE_KIND, ImagesOutcome, plan_images

@@ -39,7 +39,7 @@ import pytest
 from sqlalchemy import func, select
 
 from headroom_core.cache import prefix_check
-from headroom_core.ccr import markers
+from headroom_core.compress import markers
 from headroom_core.db.engine import PG_MAX_OVERFLOW, PG_POOL_SIZE, open_database
 from headroom_core.db.models import RequestOutcome
 from headroom_core.learn.store import LearnStore

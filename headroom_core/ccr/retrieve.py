@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from headroom_core.ccr.markers import normalize_key
+from headroom_core.compress.markers import normalize_key
 from headroom_core.ccr.store import OriginalsStore
 from headroom_core.wire.blocks import ImageAnswer, ToolCall
 from headroom_core.wire.dialects import module_for

@@ -7,7 +7,7 @@ What stays: everything outside function bodies — imports, module-level stateme
 interface, struct, enum and type definitions, decorators, signatures, class attributes — plus the
 first line of a Python docstring. What goes: the body of every function, method, closure or
 lambda whose body spans at least :data:`MIN_BODY_LINES` lines; it is replaced by one line holding
-a marker of the one grammar (``ccr/markers.py``) inside a comment that keeps the code valid
+a marker of the one grammar (``compress/markers.py``) inside a comment that keeps the code valid
 (a long Python module or class docstring likewise keeps its first line, then a marker comment)::
 
     def load(path):
@@ -42,7 +42,7 @@ import tree_sitter_python
 import tree_sitter_rust
 import tree_sitter_typescript
 
-from headroom_core.ccr.markers import make_marker, offload_key
+from headroom_core.compress.markers import make_marker, offload_key
 from headroom_core.compress.gain import finish, too_small
 from headroom_core.compress.numbered import Numbered, split_numbered
 from headroom_core.compress.result import CompressResult

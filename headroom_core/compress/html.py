@@ -13,7 +13,7 @@
 
 The output starts with one marker ``[headroom omitted html markup of a 52 KB page;
 headroom_retrieve key=…]`` and every marker in it carries one key,
-:func:`~headroom_core.ccr.markers.offload_key` of the whole HTML; the result holds one
+:func:`~headroom_core.compress.markers.offload_key` of the whole HTML; the result holds one
 :class:`~headroom_core.compress.result.Offload` with the HTML byte for byte.
 
 Unchanged results: ``"not html"`` (no element, or no readable text),
@@ -30,7 +30,7 @@ from typing import Any
 from bs4 import BeautifulSoup, Comment, Doctype, MarkupResemblesLocatorWarning, NavigableString
 from markdownify import MarkdownConverter
 
-from headroom_core.ccr.markers import make_marker, offload_key
+from headroom_core.compress.markers import make_marker, offload_key
 from headroom_core.compress.result import CompressResult, Offload
 from headroom_core.compress.text import extract
 from headroom_core.compress.tokens import TokenCounter

@@ -14,7 +14,7 @@ Each image is decided by :func:`headroom_core.compress.images.shrink`; a changed
 :class:`~headroom_core.wire.jsonedit.Replace` of its data string (the media type stays, the
 format is kept). An image reduced below what the model would see (the opt-in token target) is
 offloaded: its original ``data:`` URL goes to the originals store (kind ``"image"``) under
-:func:`~headroom_core.ccr.markers.offload_key` of that URL, and a text part with the marker is
+:func:`~headroom_core.compress.markers.offload_key` of that URL, and a text part with the marker is
 appended to the same content list, so the model can ask ``headroom_retrieve`` for it.
 """
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from headroom_core.ccr.markers import make_marker, offload_key
+from headroom_core.compress.markers import make_marker, offload_key
 from headroom_core.compress import images
 from headroom_core.compress.pipeline import excluded
 from headroom_core.wire import jsonedit

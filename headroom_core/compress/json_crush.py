@@ -35,7 +35,7 @@ and replaces each run of dropped items by one marker string element
 JSON. A run is only replaced when it is longer than its marker. The kept items are
 table-encoded too where that is shorter (a marker then stands as a row of its own; ``same``
 then lists only fields shared by *all* items of the original array, not just the kept ones).
-All markers carry one key, :func:`~headroom_core.ccr.markers.offload_key` of the whole
+All markers carry one key, :func:`~headroom_core.compress.markers.offload_key` of the whole
 original text, and the result holds one :class:`Offload` with that text byte for byte.
 
 Inflation guard: a result that is not at least ``min_saving_ratio`` smaller than the input is
@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import cast
 
-from headroom_core.ccr.markers import make_marker, offload_key
+from headroom_core.compress.markers import make_marker, offload_key
 from headroom_core.compress.json_select import MIN_ITEMS, REASONS, Selection, query_words, select_items
 from headroom_core.compress.result import CompressResult, Offload
 from headroom_core.compress.tokens import TokenCounter

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Callable, Literal
 
-from headroom_core.ccr.markers import offload_key
+from headroom_core.compress.markers import offload_key
 from headroom_core.compress.code import compress_code, guess_language, language_for_path, parses
 from headroom_core.compress.diff import compress_diff, looks_like_diff
 from headroom_core.compress.gain import finish
