@@ -31,9 +31,7 @@ from headroom_core.compress.markers import offload_key
 from headroom_core.compress.code import compress_code, guess_language, language_for_path, parses
 from headroom_core.compress.diff import compress_diff, looks_like_diff
 from headroom_core.compress.gain import finish
-from headroom_core.compress.html import compress_html
 from headroom_core.compress.json_crush import compress_json
-from headroom_core.compress.logs import compress_logs
 from headroom_core.compress.logshape import log_share
 from headroom_core.compress.numbered import split_numbered
 from headroom_core.compress.repeats import fold_text
@@ -41,7 +39,6 @@ from headroom_core.compress.result import CompressResult
 from headroom_core.compress.search import compress_search, looks_like_hits, looks_like_paths
 from headroom_core.compress.sections import Section, split_sections
 from headroom_core.compress.testout import compress_test_output, test_signs
-from headroom_core.compress.text import compress_prose
 from headroom_core.compress.tokens import TokenCounter
 
 # A section of a mixed output smaller than this is left as it is.
@@ -188,6 +185,30 @@ class Compressor:
     compress: Compress
     fold: Literal["before", "after", "never"]
     detect: tuple[tuple[int, Detect], ...]
+
+
+# The log, prose and HTML compressors are imported on first use: together they take about 0.7 s
+# to import (BeautifulSoup with soupsieve, drain3, …), which every `headroom` command would
+# otherwise pay at start.
+def compress_logs(text: str, query: str, counter: TokenCounter, **kw) -> CompressResult:
+    """:func:`headroom_core.compress.logs.compress_logs`."""
+    from headroom_core.compress import logs
+
+    return logs.compress_logs(text, query, counter, **kw)
+
+
+def compress_prose(text: str, query: str, counter: TokenCounter, **kw) -> CompressResult:
+    """:func:`headroom_core.compress.text.compress_prose`."""
+    from headroom_core.compress import text as prose
+
+    return prose.compress_prose(text, query, counter, **kw)
+
+
+def compress_html(text: str, query: str, counter: TokenCounter, **kw) -> CompressResult:
+    """:func:`headroom_core.compress.html.compress_html`."""
+    from headroom_core.compress import html
+
+    return html.compress_html(text, query, counter, **kw)
 
 
 def _is(name: str, found: object) -> Kind | None:
