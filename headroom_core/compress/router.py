@@ -48,8 +48,9 @@ SAMPLE_LINES = 400
 
 @dataclass(frozen=True)
 class Kind:
-    """A content kind: ``name`` one of :data:`KINDS` (or the name of a kind forced by a hint); ``language`` for code (``"python"``, …);
-    ``numbered`` when every line carries a line-number prefix (a file read)."""
+    """A content kind: ``name`` one of :data:`KINDS` (or a kind a hint forces); ``language``
+    for code (``"python"``, …); ``numbered`` when every line carries a line-number prefix (a
+    file read)."""
 
     name: str
     language: str = ""
