@@ -5,20 +5,20 @@ keeps every dropped piece retrievable through the ``headroom_retrieve`` tool, an
 on oversized requests. The work is done by ``headroom_core``; these addons translate flows.
 """
 
-import importlib
-
+import headroom_direct
+import headroom_page
+import headroom_ws
+import headroom_ws_release
 from headroom_llm import LLMTraffic
 from headroom_options import HeadroomOptions, State
 
 _state = State()
-addons = [HeadroomOptions(_state), LLMTraffic(_state)]
-
-# Addons of further features, each a sibling module with ``make(state) -> addon``.
-for _name in ("headroom_ws", "headroom_ws_release", "headroom_direct", "headroom_page"):
-    try:
-        _mod = importlib.import_module(_name)
-    except ModuleNotFoundError as _e:
-        if _e.name != _name:
-            raise
-        continue
-    addons.append(_mod.make(_state))
+# The addons of further features are sibling modules, each with ``make(state) -> addon``.
+addons = [
+    HeadroomOptions(_state),
+    LLMTraffic(_state),
+    headroom_ws.make(_state),
+    headroom_ws_release.make(_state),
+    headroom_direct.make(_state),
+    headroom_page.make(_state),
+]

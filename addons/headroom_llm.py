@@ -256,6 +256,7 @@ class LLMTraffic:
         if st.observed is not None:
             await st.observed  # the originals this request offloaded are stored
         rt = self.state.runtime
+        assert rt is not None  # a flow with a plan was planned with it
         return await asyncio.to_thread(answer_call, rt, st.plan.context, call)
 
     async def _continue_stream(self, flow: http.HTTPFlow, st: FlowState, loop: StreamLoop) -> None:

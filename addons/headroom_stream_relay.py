@@ -97,7 +97,7 @@ async def send(flow: http.HTTPFlow, data: bytes) -> None:
     handler = proxyserver.connections.get(flow.client_conn.id) if proxyserver is not None else None
     if handler is None or not flow.client_conn.connected:
         raise RelayError("the client's connection is closed")
-    await handler.server_event(ChunkInjected(flow, None, headroom_data=data))  # type: ignore[arg-type]
+    await handler.server_event(ChunkInjected(flow, None, headroom_data=data))
     io = handler.transports.get(handler.client)
     writer = getattr(io, "writer", None)
     closing = getattr(writer, "is_closing", None)

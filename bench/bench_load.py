@@ -108,7 +108,7 @@ def _claude_code_prefix(tools_kb: int) -> tuple[list, list]:
 
 
 def _anthropic(system: list, tools: list, turns: list) -> dict:
-    msgs: list = [{"role": "user", "content": f"[@@TAG@@] Look at the failing build and tell me what to fix."}]
+    msgs: list = [{"role": "user", "content": "[@@TAG@@] Look at the failing build and tell me what to fix."}]
     for k, (name, stem, args, out) in enumerate(turns):
         cid = f"toolu_{stem}{k}_@@TAG@@"
         msgs.append({"role": "assistant", "content": [{"type": "text", "text": f"Checking {name} output."}, {"type": "tool_use", "id": cid, "name": name, "input": args}]})

@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from headroom_core.ccr.markers import MARKER_RE  # noqa: E402
+from headroom_core.compress.markers import MARKER_RE  # noqa: E402
 from headroom_core.compress import embeddings  # noqa: E402
 from headroom_core.compress.html import compress_html, readable_text  # noqa: E402
 from headroom_core.compress.json_select import query_words  # noqa: E402

@@ -270,7 +270,8 @@ def followup_probe(up: Upstream) -> Table:
     import httpx
 
     sys.path.insert(0, str(ROOT))
-    from headroom_core.ccr import markers, retrieve
+    from headroom_core.ccr import retrieve
+    from headroom_core.compress import markers
 
     text = json.dumps(json.loads(CORPUS.read_text()), indent=2)
     key = markers.offload_key(text)

@@ -80,7 +80,7 @@ def codex_outputs(path: Path) -> Iterator[LoggedOutput]:
     records, _, _ = read_jsonl(path)
     calls: dict[str, ToolCall] = {}
     for r in records:
-        p = r.get("payload") if isinstance(r.get("payload"), dict) else r
+        p = got if isinstance(got := r.get("payload"), dict) else r
         t = p.get("type")
         if t in ("function_call", "custom_tool_call", "local_shell_call"):
             cid = str(p.get("call_id") or p.get("id") or "")

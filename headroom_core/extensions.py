@@ -6,28 +6,28 @@
   (memory, past failures); never ``system`` or ``tools``, which are the cached prefix.
 - **Observers**: see every planned request (the live learner), off the forwarding decision.
 
-Feature packages register themselves with a module-level ``register(ext)`` function; the
-modules listed in :data:`FEATURE_MODULES` are imported when present.
+Feature packages register themselves with a module-level ``register(ext)`` function, called by
+:func:`headroom_core.runtime.load_extensions`. The types here are generic in the runtime they
+are called with (``RT``: :class:`headroom_core.runtime.Runtime`, which holds an
+``Extensions[Runtime]``), so this module does not import the runtime that imports it.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Generic, Mapping, Protocol, TypeVar
 
 from headroom_core.wire.blocks import ToolCall, ToolOutput
 from headroom_core.wire.detect import Dialect
 from headroom_core.wire.request_view import RequestView, view_of
 
-if TYPE_CHECKING:
-    from headroom_core.runtime import Runtime
-
 log = logging.getLogger("headroom")
 
-FEATURE_MODULES = ("headroom_core.cache.hooks", "headroom_core.memory.hooks", "headroom_core.learn.hooks")
+#: The runtime extensions are called with (:class:`headroom_core.runtime.Runtime`).
+RT = TypeVar("RT")
+RT_contra = TypeVar("RT_contra", contravariant=True)
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class RequestContext:
         return view_of(self.dialect, self.body)
 
 
-class ProxyTool(Protocol):
+class ProxyTool(Protocol[RT_contra]):
     """A tool the proxy offers and answers. ``name``, ``description`` and ``schema`` (JSON
     Schema of its input) define it; ``offered`` decides, once per session at its first request,
     whether the session gets the tool (it then keeps it for the whole session, so the cached
@@ -74,42 +74,34 @@ class ProxyTool(Protocol):
     description: str
     schema: dict[str, Any]
 
-    def offered(self, rt: "Runtime", ctx: RequestContext) -> bool: ...
+    def offered(self, rt: RT_contra, ctx: RequestContext) -> bool: ...
 
-    def answer(self, rt: "Runtime", ctx: RequestContext | None, call: ToolCall) -> str: ...
+    def answer(self, rt: RT_contra, ctx: RequestContext | None, call: ToolCall) -> str: ...
 
 
-Injector = Callable[["Runtime", RequestContext], "str | None"]
-Observer = Callable[["Runtime", RequestContext], None]
+#: May return one bounded text for the tail of the latest user message.
+Injector = Callable[[RT, RequestContext], "str | None"]
+#: Sees a planned request, after forwarding.
+Observer = Callable[[RT, RequestContext], None]
 
 
 @dataclass
-class Extensions:
+class Extensions(Generic[RT]):
     """The registered proxy tools (in offering order), injectors and observers."""
 
-    tools: list[ProxyTool] = field(default_factory=list)
-    injectors: list[Injector] = field(default_factory=list)
-    observers: list[Observer] = field(default_factory=list)
+    tools: list[ProxyTool[RT]] = field(default_factory=list)
+    injectors: list[Injector[RT]] = field(default_factory=list)
+    observers: list[Observer[RT]] = field(default_factory=list)
 
 
-def load_extensions() -> Extensions:
-    """The built-in retrieve and tool-docs tools, then every feature module's registrations."""
-    from headroom_core.ccr.retrieve import RetrieveTool
-    from headroom_core.ccr.tool_docs import ToolDocsTool
+class HasExtensions(Protocol):
+    """What :func:`answer_call` needs of a runtime: its extensions."""
 
-    ext = Extensions(tools=[RetrieveTool(), ToolDocsTool()])
-    for name in FEATURE_MODULES:
-        try:
-            mod = importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name and name.startswith(e.name):
-                continue
-            raise
-        mod.register(ext)
-    return ext
+    @property
+    def extensions(self) -> Extensions[Any]: ...
 
 
-def answer_call(rt: "Runtime", ctx: RequestContext | None, call: ToolCall) -> str:
+def answer_call(rt: HasExtensions, ctx: RequestContext | None, call: ToolCall) -> str:
     """The tool result text for a call to one of the proxy's tools (an error text for an
     unknown name or a tool that raised)."""
     for tool in rt.extensions.tools:

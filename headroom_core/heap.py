@@ -16,12 +16,13 @@ import ctypes
 import ctypes.util
 import logging
 import threading
+from typing import Literal
 
 log = logging.getLogger("headroom")
 
 _M_ARENA_MAX = -8  # glibc's mallopt parameter number (malloc.h)
 _lock = threading.Lock()
-_libc = None
+_libc: ctypes.CDLL | Literal[False] | None = None  # False: tried, not glibc
 _trimmer: threading.Thread | None = None
 
 

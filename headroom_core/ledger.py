@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import Future
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -56,7 +56,7 @@ def record(
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     # replayed messages carry the savings decided in an earlier turn: they count again, each
     # block under its own kind (so the kinds add up to the totals)
-    replayed = [
+    replayed: list[dict[str, Any]] = [
         {"kind": kind, "changed": True, "cached": True, "replayed": True, "tool_name": tool, "tokens_before": before, "tokens_after": after}
         for kind, tool, before, after in (plan.live.blocks if plan.live else ())
     ]
@@ -355,7 +355,9 @@ def totals(sessions: sessionmaker[Session], group_by: str | None = None, *, sinc
         for row in s.execute(stmt):
             vals = list(row)
             g = str(vals.pop(0)) if key is not None else "all"
-            out.append((g, Totals(*[int(v or 0) for v in vals], *money.get(g, (0, 0.0, 0.0, 0.0)))))
+            priced, prompt_usd, output_usd, saved_usd = money.get(g, (0, 0.0, 0.0, 0.0))
+            summed = Totals(*[int(v or 0) for v in vals])  # the columns of `cols`, in order
+            out.append((g, replace(summed, priced_requests=priced, cost_prompt_usd=prompt_usd, cost_output_usd=output_usd, cost_saved_usd=saved_usd)))
     if group_by == "day":
         out.sort(key=lambda t: t[0])
     else:

@@ -26,7 +26,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Iterable
+from typing import Iterable, cast
 
 from sqlalchemy import case, func, select
 from sqlalchemy.exc import IntegrityError, OperationalError
@@ -82,13 +82,12 @@ def _add_counts(s: Session, counts: dict[tuple[str, str, str], list]) -> None:
     ]
     name = s.get_bind().dialect.name
     if name in ("sqlite", "postgresql"):
-        if name == "sqlite":
-            from sqlalchemy.dialects.sqlite import insert
-        else:
-            from sqlalchemy.dialects.postgresql import insert
-        T = ToolUsage.__table__
+        from sqlalchemy import Table
+        from sqlalchemy.dialects import postgresql, sqlite
+
+        T = cast(Table, ToolUsage.__table__)  # typed FromClause on a mapped class; it is the Table
         for chunk in _chunks(values, 100):  # SQLite allows 999 (older builds) bound parameters
-            stmt = insert(T).values(chunk)
+            stmt = (sqlite.insert(T) if name == "sqlite" else postgresql.insert(T)).values(chunk)
             s.execute(
                 stmt.on_conflict_do_update(
                     index_elements=[T.c.client, T.c.project, T.c.tool_name],

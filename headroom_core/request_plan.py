@@ -49,7 +49,7 @@ from headroom_core.cache.recent import RecentRequest
 from headroom_core.cache.session import session_key
 from headroom_core.cache.session_store import SessionRecord, SessionTools
 from headroom_core.ccr import tool_docs
-from headroom_core.ccr.markers import offload_key
+from headroom_core.compress.markers import offload_key
 from headroom_core.ccr.retrieve import TOOL_NAME as RETRIEVE
 from headroom_core.clients import client_name
 from headroom_core.compress.images_step import IMAGE_KIND, ImagesOutcome, plan_images
@@ -864,8 +864,9 @@ def _remember(
             (a, b), (na, nb) = spans[i], new_spans[i]
             own = req.text[a:b]
             fwd = new_text[na:nb]
+            before, after = weight.get(i, (0, 0))
             entries.append(
-                FrozenEntry(i, hashes[i], rt.sealer.digest("n", norm_hash(own)), fwd, fwd != own, *weight.get(i, (0, 0)), tuple(keys.get(i, ())), tuple(kinds.get(i, ())))
+                FrozenEntry(i, hashes[i], rt.sealer.digest("n", norm_hash(own)), fwd, fwd != own, before, after, tuple(keys.get(i, ())), tuple(kinds.get(i, ())))
             )
     rt.session_store.save(rec, req.dialect.value, tools, tuple(entries))
 

@@ -19,7 +19,7 @@ from headroom_core.compress.worker import CompressWorker
 from headroom_core.ledger_writer import LedgerWriter
 from headroom_core.db.engine import open_database
 from headroom_core.db.sealed import Sealer, load_secret, secret_path
-from headroom_core.extensions import Extensions, load_extensions
+from headroom_core.extensions import Extensions
 from headroom_core.settings import Settings
 
 
@@ -83,5 +83,23 @@ class Runtime:
         return SessionStore(self.sessions, self.sealer)
 
     @cached_property
-    def extensions(self) -> Extensions:
+    def extensions(self) -> Extensions[Runtime]:
         return load_extensions()
+
+
+def load_extensions() -> Extensions[Runtime]:
+    """The built-in retrieve and tool-docs tools, then each feature's registrations (prompt
+    cache, memory, learning: each module's ``register(ext)``).
+
+    The imports are here, not at the top: every feature module names :class:`Runtime` in its
+    types, so importing them from this module's top would make an import cycle."""
+    from headroom_core.cache import hooks as cache_hooks
+    from headroom_core.ccr.retrieve import RetrieveTool
+    from headroom_core.ccr.tool_docs import ToolDocsTool
+    from headroom_core.learn import hooks as learn_hooks
+    from headroom_core.memory import hooks as memory_hooks
+
+    ext: Extensions[Runtime] = Extensions(tools=[RetrieveTool(), ToolDocsTool()])
+    for feature in (cache_hooks, memory_hooks, learn_hooks):
+        feature.register(ext)
+    return ext

@@ -117,6 +117,8 @@ def normalize_db_url(url: str) -> str:
     """``url`` with the common PostgreSQL spellings SQLAlchemy 2 refuses made usable:
     ``postgres://`` (Heroku, many docs) becomes ``postgresql://``, and a URL naming no driver
     gets ``+psycopg`` when psycopg 3 is installed and psycopg2 is not."""
+    # importlib: psycopg2 is truly optional (a user may have installed it; we ship psycopg 3),
+    # and asking which driver is there must not import either
     import importlib.util
 
     u = url.strip()

@@ -7,7 +7,6 @@ nowhere (not in the ledger)."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from headroom_core.ccr import markers
+from headroom_core.compress import markers
 from tests.support.proxy import free_port
 from tests.support.upstream import Reply
 from tests.test_request_plan import anthropic_request, github_scenario

@@ -23,7 +23,8 @@ import pytest
 from headroom_core.cache import cost_model, prefix_check
 from headroom_core.cache.hit_rate import cache_hit_rate
 from headroom_core.cache.prefix_log import prefix_events
-from headroom_core.ccr import markers, retrieve
+from headroom_core.ccr import retrieve
+from headroom_core.compress import markers
 from headroom_core.db.engine import open_database
 from headroom_core.wire import jsonedit
 from tests.conftest import flow_files, load_flow

@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from headroom_core.ccr import markers, retrieve
+from headroom_core.ccr import retrieve
+from headroom_core.compress import markers
 from headroom_core.ccr.store import OriginalsStore
 from headroom_core.db.engine import open_database
 from headroom_core.db.sealed import Sealer, load_secret

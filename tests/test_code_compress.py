@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from headroom_core.ccr import retrieve
-from headroom_core.ccr.markers import MARKER_RE, offload_key
+from headroom_core.compress.markers import MARKER_RE, offload_key
 from headroom_core.ccr.store import OriginalsStore
 from headroom_core.compress.code import compress_code, defined_names, guess_language, language_for_path, parses
 from headroom_core.compress.numbered import split_numbered

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
-from headroom_core.ccr import markers
+from headroom_core.compress import markers
 from headroom_core.compress.json_crush import decode_table
 from headroom_core.db.engine import open_database
 from headroom_core.db.models import Original, RequestOutcome, SessionState

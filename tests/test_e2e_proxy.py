@@ -8,9 +8,10 @@ import json
 
 import pytest
 
-from headroom_core.ccr import markers, retrieve
+from headroom_core.ccr import retrieve
+from headroom_core.compress import markers
 from headroom_core.ccr.loop import notice_rounds
-from tests.support.clients import anthropic_client, http_client, openai_client, post_stream
+from tests.support.clients import anthropic_client, http_client, openai_client
 from tests.support.upstream import Reply
 from tests.test_request_plan import anthropic_request, github_scenario
 

@@ -10,7 +10,8 @@ import io
 import pytest
 from PIL import Image
 
-from headroom_core.ccr import markers, retrieve
+from headroom_core.ccr import retrieve
+from headroom_core.compress import markers
 from headroom_core.compress import images as I
 from tests.support.clients import anthropic_client, openai_client
 from tests.support.proxy import ADDON_SCRIPT

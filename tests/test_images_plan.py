@@ -10,7 +10,8 @@ import json
 
 from PIL import Image
 
-from headroom_core.ccr import markers, retrieve
+from headroom_core.ccr import retrieve
+from headroom_core.compress import markers
 from headroom_core.compress import images as I
 from headroom_core.compress.images_step import IMAGE_KIND, image_sites, plan_images
 from headroom_core.request_plan import plan_request

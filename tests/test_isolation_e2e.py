@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from headroom_core.ccr import markers
+from headroom_core.compress import markers
 from headroom_core.db.engine import open_database
 from headroom_core.db.models import RequestOutcome
 from tests.support.clients import anthropic_client

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from headroom_core.ccr.markers import MARKER_RE, find_marker_keys, offload_key
+from headroom_core.compress.markers import MARKER_RE, find_marker_keys, offload_key
 from headroom_core.ccr.store import OriginalsStore
 from headroom_core.compress.logs import MAX_QUERY, compress_logs, is_error_line, mine_templates, trace_end
 from headroom_core.db.engine import open_database

@@ -18,7 +18,8 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from headroom_core.ccr import markers, retrieve
+from headroom_core.ccr import retrieve
+from headroom_core.compress import markers
 from headroom_core.ccr.store import OriginalsStore
 from headroom_core.db.sealed import Sealer, load_secret, secret_path
 from headroom_core.db.engine import open_database

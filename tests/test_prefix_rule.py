@@ -11,7 +11,8 @@ import time
 from headroom_core.cache import prefix_check
 from headroom_core.cache.carry import carry, norm_hash
 from headroom_core.cache.tools_order import ordered, unique_ids
-from headroom_core.ccr import markers, retrieve
+from headroom_core.ccr import retrieve
+from headroom_core.compress import markers
 from headroom_core.extensions import RequestContext
 from headroom_core.request_plan import plan_request
 from headroom_core.runtime import Runtime

@@ -13,7 +13,8 @@ import re
 
 import pytest
 
-from headroom_core.ccr import markers, retrieve
+from headroom_core.ccr import retrieve
+from headroom_core.compress import markers
 from headroom_core.ccr.store import OriginalsStore
 from headroom_core.compress.repeats import MIN_SAVED_CHARS, Run, find_runs, fold_lines, fold_text
 from headroom_core.compress.router import compress_text

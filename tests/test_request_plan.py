@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from headroom_core.ccr import markers, retrieve
+from headroom_core.ccr import retrieve
+from headroom_core.compress import markers
 from headroom_core.request_plan import plan_request
 from headroom_core.runtime import Runtime
 from headroom_core.settings import load_settings

@@ -11,7 +11,7 @@ import pytest
 
 from headroom_core.cache.decisions import DecisionCache
 from headroom_core.ccr import retrieve
-from headroom_core.ccr.markers import MARKER_RE, offload_key
+from headroom_core.compress.markers import MARKER_RE, offload_key
 from headroom_core.ccr.store import OriginalsStore
 from headroom_core.compress.pipeline import compress_outputs
 from headroom_core.compress.reads import file_access, shell_read, verbatim_call_ids

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from headroom_core.ccr import retrieve
-from headroom_core.ccr.markers import MARKER_RE, offload_key
+from headroom_core.compress.markers import MARKER_RE, offload_key
 from headroom_core.ccr.store import OriginalsStore
 from headroom_core.compress.diff import compress_diff
 from headroom_core.compress.router import classify, compress_text

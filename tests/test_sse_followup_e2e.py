@@ -22,7 +22,8 @@ import threading
 import httpx
 import pytest
 
-from headroom_core.ccr import markers, retrieve
+from headroom_core.ccr import retrieve
+from headroom_core.compress import markers
 from headroom_core.ccr.loop import notice_failed, notice_rounds
 from tests.support.clients import anthropic_client, http_client, iter_sse, openai_client
 from tests.support.proxy import ADDON_SCRIPT

@@ -15,7 +15,8 @@ from headroom_core import ledger
 from headroom_core.cache.hooks import prefix_log
 from headroom_core.cache.models import CachePrefix
 from headroom_core.cache.volatile import prefix_of
-from headroom_core.ccr import markers, retrieve
+from headroom_core.ccr import retrieve
+from headroom_core.compress import markers
 from headroom_core.compress.router import compress_text
 from headroom_core.compress.tool_defs import minify_tools
 from headroom_core.db.models import RequestOutcome, ToolUsage

@@ -39,7 +39,7 @@ import pytest
 from sqlalchemy import func, select
 
 from headroom_core.cache import prefix_check
-from headroom_core.ccr import markers
+from headroom_core.compress import markers
 from headroom_core.db.engine import PG_MAX_OVERFLOW, PG_POOL_SIZE, open_database
 from headroom_core.db.models import RequestOutcome
 from headroom_core.learn.store import LearnStore
@@ -307,7 +307,6 @@ def test_stats_and_metrics_agree_on_every_proxy_with_no_row_counted_twice(team):
 
 
 def test_concurrent_agents_over_three_proxies(upstream, team):
-    before = team.rows()
     offset = len(team.cluster.log_text())
     db = team.url.rsplit("/", 1)[1]
     peak, done = [0], threading.Event()

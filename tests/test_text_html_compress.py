@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from headroom_core.ccr.markers import MARKER_RE, offload_key
+from headroom_core.compress.markers import MARKER_RE, offload_key
 from headroom_core.compress import embeddings
 from headroom_core.compress.html import compress_html, readable_text
 from headroom_core.compress.json_select import query_words

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from headroom_core.ccr import markers
+from headroom_core.compress import markers
 from headroom_core.cli import agent_env as ae
 from headroom_core.cli.proxy_process import pid_file
 from tests.support.proxy import free_port

@@ -12,7 +12,8 @@ import pytest
 from sqlalchemy import select
 from websockets.exceptions import ConnectionClosed
 
-from headroom_core.ccr import markers, retrieve
+from headroom_core.ccr import retrieve
+from headroom_core.compress import markers
 from headroom_core.db.engine import open_database
 from headroom_core.db.models import RequestOutcome
 from headroom_core.wire import responses_ws as rws

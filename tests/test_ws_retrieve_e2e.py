@@ -11,7 +11,8 @@ import json
 import pytest
 from sqlalchemy import select
 
-from headroom_core.ccr import markers, retrieve, ws_loop
+from headroom_core.ccr import retrieve, ws_loop
+from headroom_core.compress import markers
 from headroom_core.ccr.loop import notice_rounds
 from headroom_core.db.engine import open_database
 from headroom_core.db.models import RequestOutcome

@@ -183,8 +183,8 @@ class AnthropicCache:
         if not bps:
             return Cost(total, 0, 0, total * base / 1e6)
         hit = -1
-        for b in bps:
-            for i in range(b, max(-1, b - LOOKBACK_BLOCKS - 1), -1):
+        for bp in bps:
+            for i in range(bp, max(-1, bp - LOOKBACK_BLOCKS - 1), -1):
                 if alive(chain[i]):
                     hit = max(hit, i)
                     break
@@ -193,9 +193,9 @@ class AnthropicCache:
         read = cum[hit] if hit >= 0 else 0
         last = bps[-1]
         write = cum[last] - read if cum[last] >= ANTHROPIC_MIN_CACHEABLE and last > hit else 0
-        for b in bps:
-            if cum[b] >= ANTHROPIC_MIN_CACHEABLE:
-                self._written[chain[b]] = now
+        for bp in bps:
+            if cum[bp] >= ANTHROPIC_MIN_CACHEABLE:
+                self._written[chain[bp]] = now
         uncached = total - read - write
         usd = (uncached + ANTHROPIC_WRITE_RATIO * write + ANTHROPIC_READ_RATIO * read) * base / 1e6
         return Cost(uncached, write, read, usd)

@@ -99,5 +99,6 @@ def cache_hit_rate(
             k = str(vals.pop(0)) if key is not None else "all"
             if vals[0] == 0:
                 continue
-            out.append(CacheUsage(k, *(int(v or 0) for v in vals[:6]), vals[6], vals[7]))
+            n = [int(v or 0) for v in vals[:6]]
+            out.append(CacheUsage(k, n[0], n[1], n[2], n[3], n[4], n[5], vals[6], vals[7]))
     return out

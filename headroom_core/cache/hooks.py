@@ -34,6 +34,6 @@ def observe_prefix(rt: "Runtime", ctx: RequestContext) -> None:
     prefix_log(rt).observe(ctx.session_key, ctx.project, ctx.dialect.value, ctx.client, prefix_of(ctx.body))
 
 
-def register(ext: Extensions) -> None:
+def register(ext: "Extensions[Runtime]") -> None:
     """Add the prefix observer to the request walk."""
     ext.observers.append(observe_prefix)

@@ -219,9 +219,9 @@ def diff_system(old: str, new: str) -> PrefixDiff:
         for k in range(max(len(olds), len(news))):
             o = olds[k] if k < len(olds) else ""
             n = news[k] if k < len(news) else ""
-            line = min(j1 + k, len(b))
+            lineno = min(j1 + k, len(b))
             off = starts[min(j1 + k, len(starts) - 1)]
-            changes.append(Change("system", _classify_pair(o, n), line + 1, off, _excerpt(o), _excerpt(n)))
+            changes.append(Change("system", _classify_pair(o, n), lineno + 1, off, _excerpt(o), _excerpt(n)))
     return PrefixDiff(tuple(changes[:MAX_CHANGES]), ratio, False, max(0, len(changes) - MAX_CHANGES))
 
 

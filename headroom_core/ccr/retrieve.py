@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from headroom_core.ccr.markers import normalize_key
+from headroom_core.compress.markers import normalize_key
 from headroom_core.ccr.store import OriginalsStore
 from headroom_core.wire.blocks import ImageAnswer, ToolCall
+
+if TYPE_CHECKING:
+    from headroom_core.extensions import RequestContext
+    from headroom_core.runtime import Runtime
 
 TOOL_NAME = "headroom_retrieve"
 TOOL_DESCRIPTION = (
@@ -65,13 +69,13 @@ class RetrieveTool:
     description = TOOL_DESCRIPTION
     schema = TOOL_SCHEMA
 
-    def offered(self, rt, ctx) -> bool:
+    def offered(self, rt: "Runtime", ctx: "RequestContext") -> bool:
         if not rt.settings.compress or ctx.size < rt.settings.retrieve_min_bytes:
             return False
         tools = ctx.view.tools
         return bool(isinstance(tools, list) and tools) or bool(ctx.view.tool_outputs)
 
-    def answer(self, rt, ctx, call: ToolCall) -> str:
+    def answer(self, rt: "Runtime", ctx: "RequestContext | None", call: ToolCall) -> str:
         if ctx is None:
             return f"{self.name} error: the proxy lost this request's context; try again in the next turn."
         return answer(call, rt.store, ctx.scope)

@@ -17,9 +17,10 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 from datetime import datetime, timedelta, timezone
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import CursorResult, Result, delete, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from headroom_core.db.models import Original
@@ -29,6 +30,13 @@ from headroom_core.db.upsert import upsert
 
 def _now() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def _rowcount(result: Result[Any]) -> int:
+    """Rows an UPDATE or DELETE matched: ``Session.execute`` is typed to return a ``Result``; for
+    those statements it is a ``CursorResult``, which has ``rowcount``."""
+    assert isinstance(result, CursorResult)
+    return result.rowcount or 0
 
 
 @dataclass(frozen=True)
@@ -88,11 +96,11 @@ class OriginalsStore:
                 return
         now = _now()
         with self._sessions.begin() as s:
-            n = s.execute(
+            n = _rowcount(s.execute(
                 update(Original)
                 .where(Original.scope == scope, Original.key == key, Original.last_used_at >= now - self._ttl)
                 .values(last_used_at=now)
-            ).rowcount
+            ))
         if n:
             with self._lock:
                 self._refreshed[(scope, key)] = t
@@ -120,7 +128,7 @@ class OriginalsStore:
         now = _now()
         deleted = 0
         with self._sessions.begin() as s:
-            deleted += s.execute(delete(Original).where(Original.last_used_at < now - self._ttl)).rowcount or 0
+            deleted += _rowcount(s.execute(delete(Original).where(Original.last_used_at < now - self._ttl)))
             total = s.scalar(select(func.coalesce(func.sum(Original.size_bytes), 0))) or 0
             if total <= self._max_bytes:
                 return deleted

@@ -81,8 +81,9 @@ class Resolution:
 
 
 def _payload(ev: SSEEvent) -> bytes:
-    """A frame payload: the event's JSON text (a frame's own text when it passes unchanged;
-    WebSocket text frames are UTF-8, so the bytes are the frame's)."""
+    """A frame payload: the event's JSON text, ``data`` (a frame's own text when it passes
+    unchanged; WebSocket text frames are UTF-8, so the bytes are the frame's). Never ``raw``:
+    that is the event's SSE encoding, which no WebSocket carries."""
     return ev.data.encode("utf-8")
 
 
@@ -135,7 +136,8 @@ class WsRetrieveLoop:
         on bad input: a frame that is not JSON passes like any unknown event."""
         if self.done or self._settling:
             return Pass()
-        ev = SSEEvent(payload, None, payload.decode("utf-8", "replace"))
+        # the frame's JSON text as the data of one SSE event: the form the reply module reads
+        ev = SSEEvent.make(payload.decode("utf-8", "replace"))
         out = self._loop.feed_events([ev])
         d = ev.parsed
         typ = d.get("type") if isinstance(d, dict) else None

@@ -56,8 +56,8 @@ def report(
         console.print(f"[red]headroom cache report:[/] {e}")
         raise typer.Exit(2) from e
     by_session: dict[str, list[PrefixEvent]] = {}
-    for e in events:
-        by_session.setdefault(e.session_key, []).append(e)
+    for event in events:
+        by_session.setdefault(event.session_key, []).append(event)
     keys = [u.key for u in usage] + [k for k in reversed(list(by_session)) if k not in {u.key for u in usage}][: max(0, limit - len(usage))]
     if not keys:
         console.print("No sessions recorded yet." if not session else f"No session starts with {session!r}.")

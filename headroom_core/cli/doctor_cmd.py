@@ -192,9 +192,11 @@ def check_embedding_model(settings: Settings) -> Check:
 
 
 def check_grammars() -> Check:
+    # importlib: find whether each wheel is installed without importing it (the check must run
+    # on a broken install, where compress/code.py, which imports them all, would not)
     missing = [g for g in GRAMMARS if importlib.util.find_spec(g) is None]
     if missing:
-        return Check("code grammars", "warn", f"missing {', '.join(missing)}", "reinstall (`scripts/setup`); code in those languages is left uncompressed")
+        return Check("code grammars", "fail", f"missing {', '.join(missing)}", "reinstall (`scripts/setup`): the content router imports every grammar")
     return Check("code grammars", "ok", ", ".join(g.removeprefix("tree_sitter_") for g in GRAMMARS))
 
 

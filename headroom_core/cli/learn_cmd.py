@@ -220,17 +220,17 @@ def learn(
     if not changed:
         console.print("Nothing to change: the target files already hold these rules." if rules or live else "No file changed.")
         return
-    for p in changed:
-        copyable(_diff_markup(writers.diff(p.path, p.old, p.new)), console)
+    for pf in changed:
+        copyable(_diff_markup(writers.diff(pf.path, pf.old, pf.new)), console)
     if dry_run:
         console.print("--dry-run: nothing written.")
         return
     if not yes and not typer.confirm(f"Write {', '.join(str(p.path) for p in changed)}?", default=False):
         console.print("Nothing written.")
         return
-    for p in changed:
-        writers.write(p)
-        copyable(f"wrote {escape(str(p.path))}", console)
+    for pf in changed:
+        writers.write(pf)
+        copyable(f"wrote {escape(str(pf.path))}", console)
     if store is not None and rules:
         store.save_rules(key, rules)
         console.print(f"{len(rules)} rule(s) kept in the database (headroom learn --list shows them).")

@@ -11,6 +11,20 @@ from typing import Optional
 import typer
 from typer import core as _typer_core
 
+from headroom_core.cli import (
+    cache_cmd,
+    certs_cmd,
+    compress_cmd,
+    config_cmd,
+    discover_cmd,
+    doctor_cmd,
+    learn_cmd,
+    mcp_cmd,
+    memory_cmd,
+    proxy_cmd,
+    stats_cmd,
+    wrap_cmd,
+)
 from headroom_core.cli import proxy_process as pp
 
 
@@ -26,7 +40,8 @@ def _flag_type_hidden(display):
     return display_type_rich
 
 
-_typer_core.TyperOption.display_type_rich = _flag_type_hidden(_typer_core.TyperOption.display_type_rich)
+# a deliberate patch of one typer method (no hook exists for it)
+_typer_core.TyperOption.display_type_rich = _flag_type_hidden(_typer_core.TyperOption.display_type_rich)  # type: ignore[method-assign]
 
 app = typer.Typer(help="Headroom on mitmproxy: compress what coding agents send to LLM APIs.", no_args_is_help=True)
 
@@ -60,15 +75,10 @@ def main(
     """Headroom on mitmproxy: compress what coding agents send to LLM APIs."""
 
 
-# Command groups live in their own modules; each has ``register(app)``.
-for _name in ("proxy_cmd", "stats_cmd", "discover_cmd", "compress_cmd", "cache_cmd", "memory_cmd", "learn_cmd", "wrap_cmd", "certs_cmd", "doctor_cmd", "config_cmd", "mcp_cmd"):
-    try:
-        _mod = __import__(f"headroom_core.cli.{_name}", fromlist=["register"])
-    except ModuleNotFoundError as _e:
-        if _e.name != f"headroom_core.cli.{_name}":
-            raise
-        continue
-    _mod.register(app)
+# Command groups live in their own modules; each has ``register(app)`` (in this order: the help
+# lists the commands so).
+for _cmd in (proxy_cmd, stats_cmd, discover_cmd, compress_cmd, cache_cmd, memory_cmd, learn_cmd, wrap_cmd, certs_cmd, doctor_cmd, config_cmd, mcp_cmd):
+    _cmd.register(app)
 
 
 if __name__ == "__main__":

@@ -76,6 +76,7 @@ def group_table(title: str, first: str, rows: list[tuple[str, "ledger.Totals"]],
     names are shortened with an ellipsis, numbers never) or ``wide`` (every figure)."""
     t = _table(title)
     t.add_column(first, overflow="fold" if wide else "ellipsis", no_wrap=not wide, min_width=8)
+    cols: tuple[str, ...]
     if wide:
         cols = ("requests", "compressed", "est. before", "est. after", "est. saved", "saved %", "$ saved", "$ paid", "prompt (provider)", "saved % of prompt", "cache read", "cache write", "cache hit")
     else:

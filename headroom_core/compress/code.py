@@ -7,7 +7,7 @@ What stays: everything outside function bodies — imports, module-level stateme
 interface, struct, enum and type definitions, decorators, signatures, class attributes — plus the
 first line of a Python docstring. What goes: the body of every function, method, closure or
 lambda whose body spans at least :data:`MIN_BODY_LINES` lines; it is replaced by one line holding
-a marker of the one grammar (``ccr/markers.py``) inside a comment that keeps the code valid
+a marker of the one grammar (``compress/markers.py``) inside a comment that keeps the code valid
 (a long Python module or class docstring likewise keeps its first line, then a marker comment)::
 
     def load(path):
@@ -31,10 +31,18 @@ original is kept. Deterministic: the same text and language give the same bytes.
 from __future__ import annotations
 
 import functools
-import importlib
 import re
+from typing import Callable
 
-from headroom_core.ccr.markers import make_marker, offload_key
+import tree_sitter
+import tree_sitter_go
+import tree_sitter_java
+import tree_sitter_javascript
+import tree_sitter_python
+import tree_sitter_rust
+import tree_sitter_typescript
+
+from headroom_core.compress.markers import make_marker, offload_key
 from headroom_core.compress.gain import finish, too_small
 from headroom_core.compress.numbered import Numbered, split_numbered
 from headroom_core.compress.result import CompressResult
@@ -44,15 +52,15 @@ KIND = "code"
 # A body shorter than this many lines stays: its marker (about 30 tokens) would save too little.
 MIN_BODY_LINES = 5
 
-# language -> (module, function returning the grammar pointer)
-GRAMMARS: dict[str, tuple[str, str]] = {
-    "python": ("tree_sitter_python", "language"),
-    "javascript": ("tree_sitter_javascript", "language"),
-    "typescript": ("tree_sitter_typescript", "language_typescript"),
-    "tsx": ("tree_sitter_typescript", "language_tsx"),
-    "go": ("tree_sitter_go", "language"),
-    "rust": ("tree_sitter_rust", "language"),
-    "java": ("tree_sitter_java", "language"),
+# language -> the function of its grammar wheel that returns the grammar pointer
+GRAMMARS: dict[str, Callable[[], object]] = {
+    "python": tree_sitter_python.language,
+    "javascript": tree_sitter_javascript.language,
+    "typescript": tree_sitter_typescript.language_typescript,
+    "tsx": tree_sitter_typescript.language_tsx,
+    "go": tree_sitter_go.language,
+    "rust": tree_sitter_rust.language,
+    "java": tree_sitter_java.language,
 }
 
 EXTENSIONS: dict[str, str] = {
@@ -98,17 +106,14 @@ DEFINITIONS: dict[str, frozenset[str]] = {
 
 @functools.lru_cache(maxsize=None)
 def grammar(language: str):
-    """The ``tree_sitter.Language`` for ``language`` (a key of :data:`GRAMMARS`), or None when its
-    wheel is not installed or the name is unknown."""
-    spec = GRAMMARS.get(language)
-    if spec is None:
+    """The ``tree_sitter.Language`` for ``language`` (a key of :data:`GRAMMARS`), or None when the
+    name is unknown or the wheel's grammar is not one this tree-sitter can load."""
+    pointer = GRAMMARS.get(language)
+    if pointer is None:
         return None
     try:
-        import tree_sitter
-
-        mod = importlib.import_module(spec[0])
-        return tree_sitter.Language(getattr(mod, spec[1])())
-    except (ImportError, AttributeError, ValueError):
+        return tree_sitter.Language(pointer())
+    except ValueError:
         return None
 
 
@@ -117,8 +122,6 @@ def parse(code: str, language: str):
     lang = grammar(language)
     if lang is None:
         return None
-    import tree_sitter
-
     return tree_sitter.Parser(lang).parse(code.encode("utf-8", "surrogatepass"))
 
 

@@ -22,12 +22,15 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from headroom_core import heap
 from headroom_core.surrogates import scrub
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 log = logging.getLogger("headroom")
 
@@ -69,7 +72,7 @@ class Embedder:
     def __init__(self, path: str = "") -> None:
         self.path = path
         self.error: str | None = None
-        self._model = None
+        self._model: SentenceTransformer | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._encode_lock = threading.Lock()

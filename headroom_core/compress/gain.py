@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from headroom_core.ccr.markers import offload_key
+from headroom_core.compress.markers import offload_key
 from headroom_core.compress.result import CompressResult, Offload
 from headroom_core.compress.tokens import TokenCounter
 

@@ -13,7 +13,7 @@
 
 The output starts with one marker ``[headroom omitted html markup of a 52 KB page;
 headroom_retrieve key=…]`` and every marker in it carries one key,
-:func:`~headroom_core.ccr.markers.offload_key` of the whole HTML; the result holds one
+:func:`~headroom_core.compress.markers.offload_key` of the whole HTML; the result holds one
 :class:`~headroom_core.compress.result.Offload` with the HTML byte for byte.
 
 Unchanged results: ``"not html"`` (no element, or no readable text),
@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import re
 import warnings
+from typing import Any
 
 from bs4 import BeautifulSoup, Comment, Doctype, MarkupResemblesLocatorWarning, NavigableString
 from markdownify import MarkdownConverter
 
-from headroom_core.ccr.markers import make_marker, offload_key
+from headroom_core.compress.markers import make_marker, offload_key
 from headroom_core.compress.result import CompressResult, Offload
 from headroom_core.compress.text import extract
 from headroom_core.compress.tokens import TokenCounter
@@ -44,6 +45,11 @@ _LOOKS_HTML = re.compile(r"<(?:!doctype\s+html|html|head|body|div|p|span|a|table
 
 
 _BLOCKS = ("table", "dl", "p", "div", "pre", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote")
+
+
+# The class as its methods are called here: markdownify's stub (__init__.pyi) lists none of the
+# convert_* methods the class has.
+_BASE: Any = MarkdownConverter
 
 
 class _Converter(MarkdownConverter):
@@ -72,17 +78,17 @@ class _Converter(MarkdownConverter):
     def convert_table(self, el, text, parent_tags):
         if self._is_layout(el):
             return "\n\n" + text.strip("\n") + "\n\n"
-        return super().convert_table(el, text, parent_tags)
+        return _BASE.convert_table(self, el, text, parent_tags)
 
     def convert_tr(self, el, text, parent_tags):
         if self._in_layout(el):
             return "\n\n" + text.strip() + "\n\n" if text.strip() else ""
-        return super().convert_tr(el, text, parent_tags)
+        return _BASE.convert_tr(self, el, text, parent_tags)
 
     def convert_td(self, el, text, parent_tags):
         if self._in_layout(el):
             return "\n\n" + text.strip() + "\n\n" if text.strip() else ""
-        return super().convert_td(el, text, parent_tags)
+        return _BASE.convert_td(self, el, text, parent_tags)
 
     convert_th = convert_td
 
@@ -120,7 +126,7 @@ def readable_text(html: str) -> str:
     title = " ".join(title_tag.get_text(" ").split()) if title_tag else ""
     if soup.head is not None:
         soup.head.decompose()
-    main = soup.find("main") or soup.find(attrs={"role": "main"})
+    main = soup.find("main") or soup.find(None, {"role": "main"})
     if main is None:
         articles = soup.find_all("article")
         main = articles[0] if len(articles) == 1 else None

@@ -8,7 +8,7 @@ Each image is decided by :func:`headroom_core.compress.images.shrink`; a changed
 :class:`~headroom_core.wire.jsonedit.Replace` of its data string (the media type stays, the
 format is kept). An image reduced below what the model would see (the opt-in token target) is
 offloaded: its original ``data:`` URL goes to the originals store (kind ``"image"``) under
-:func:`~headroom_core.ccr.markers.offload_key` of that URL, and a text part with the marker is
+:func:`~headroom_core.compress.markers.offload_key` of that URL, and a text part with the marker is
 appended to the same content list, so the model can ask ``headroom_retrieve`` for it.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from headroom_core.ccr.markers import make_marker, offload_key
+from headroom_core.compress.markers import make_marker, offload_key
 from headroom_core.compress import images
 from headroom_core.compress.pipeline import excluded
 from headroom_core.wire import jsonedit
@@ -119,9 +119,10 @@ def plan_images(d: Dialect, body: dict[str, Any], live_from: int, max_tokens: in
             limit = images.anthropic_limit(model)
             tokens = lambda w, h, lim=limit: images.anthropic_tokens(w, h, lim)  # noqa: E731
         else:
-            limit = images.openai_limit(model, site.detail)
-            if limit is None:
+            found = images.openai_limit(model, site.detail)
+            if found is None:
                 continue
+            limit = found
             tokens = lambda w, h, lim=limit: images.openai_tokens(w, h, lim)  # noqa: E731
         r = images.shrink(site.data, limit, tokens, site.media_type or None, max_tokens)
         results.append(r)

@@ -35,7 +35,7 @@ and replaces each run of dropped items by one marker string element
 JSON. A run is only replaced when it is longer than its marker. The kept items are
 table-encoded too where that is shorter (a marker then stands as a row of its own; ``same``
 then lists only fields shared by *all* items of the original array, not just the kept ones).
-All markers carry one key, :func:`~headroom_core.ccr.markers.offload_key` of the whole
+All markers carry one key, :func:`~headroom_core.compress.markers.offload_key` of the whole
 original text, and the result holds one :class:`Offload` with that text byte for byte.
 
 Inflation guard: a result that is not at least ``min_saving_ratio`` smaller than the input is
@@ -48,8 +48,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
+from typing import cast
 
-from headroom_core.ccr.markers import make_marker, offload_key
+from headroom_core.compress.markers import make_marker, offload_key
 from headroom_core.compress.json_select import MIN_ITEMS, REASONS, Selection, query_words, select_items
 from headroom_core.compress.result import CompressResult, Offload
 from headroom_core.compress.tokens import TokenCounter
@@ -203,14 +204,15 @@ class _Encoder:
         keys = self._table_keys(items)
         if keys is None:
             return [s if isinstance(s, str) else self.encode(items[s]) for s in slots]
-        n = len(items)
-        first = [_dumps(items[0][k]) for k in keys]
+        rows = cast("list[dict[str, object]]", items)  # a table: every item a dict with ``keys``
+        n = len(rows)
+        first = [_dumps(rows[0][k]) for k in keys]
         same_keys = [
-            k for j, k in enumerate(keys) if all(_dumps(items[i][k]) == first[j] for i in range(1, n))
+            k for j, k in enumerate(keys) if all(_dumps(rows[i][k]) == first[j] for i in range(1, n))
         ]
-        same = {k: self.encode(items[0][k]) for k in same_keys}
+        same = {k: self.encode(rows[0][k]) for k in same_keys}
         columns = [k for k in keys if k not in same]
-        cells = {s: [self.encode(items[s][c]) for c in columns] for s in slots if isinstance(s, int)}
+        cells = {s: [self.encode(rows[s][c]) for c in columns] for s in slots if isinstance(s, int)}
         plain = [s if isinstance(s, str) else self._item(keys, same, columns, cells[s]) for s in slots]
         body: dict[str, object] = {}
         if same:

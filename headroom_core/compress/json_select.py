@@ -40,6 +40,7 @@ import json
 import re
 from dataclasses import dataclass
 from statistics import median
+from typing import TypeGuard
 
 MIN_ITEMS = 8
 HEAD = 2
@@ -169,7 +170,7 @@ def _cat_key(v: object) -> str:
     return json.dumps(v, ensure_ascii=False) if v is not _MISSING else _MISSING
 
 
-def _is_number(v: object) -> bool:
+def _is_number(v: object) -> TypeGuard[int | float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v  # not NaN
 
 

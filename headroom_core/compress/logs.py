@@ -34,7 +34,7 @@ masked before clustering, so the same text always gives the same clusters.
     template seen once is kept verbatim.
 
 **Layout.** The first line is the one marker, ``[headroom omitted 1490 of 2000 lines, …;
-headroom_retrieve key=…]``: its key (:func:`~headroom_core.ccr.markers.offload_key` of the whole
+headroom_retrieve key=…]``: its key (:func:`~headroom_core.compress.markers.offload_key` of the whole
 text) retrieves the original byte for byte (the result holds one
 :class:`~headroom_core.compress.result.Offload`). Then the kept lines in order; each run of
 left-out lines is one short gap line ``[… 37 lines]`` (a run no longer than its gap line
@@ -59,7 +59,7 @@ from drain3 import TemplateMiner
 from drain3.masking import AbstractMaskingInstruction
 from drain3.template_miner_config import TemplateMinerConfig
 
-from headroom_core.ccr.markers import make_marker, offload_key
+from headroom_core.compress.markers import make_marker, offload_key
 from headroom_core.compress.json_select import query_words
 from headroom_core.compress.gain import precheck
 from headroom_core.compress.logshape import analyse, header_of
@@ -142,7 +142,8 @@ class _Masker(AbstractMaskingInstruction):
 
     def mask(self, content: str, mask_prefix: str, mask_suffix: str) -> str:
         names = self._names
-        return self._rx.sub(lambda m: f"{mask_prefix}{names[m.lastindex - 1]}{mask_suffix}", content)
+        # every alternative is a named group, so a match always has a lastindex
+        return self._rx.sub(lambda m: f"{mask_prefix}{names[(m.lastindex or 0) - 1]}{mask_suffix}", content)
 
 
 def miner_config() -> TemplateMinerConfig:

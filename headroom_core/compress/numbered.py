@@ -59,7 +59,9 @@ def split_numbered(text: str, min_lines: int = 3) -> Numbered | None:
         m0 = rx.match(lines[0])
         if not m0:
             continue
-        prefixes, body, numbers = [], [], []
+        prefixes: list[str] = []
+        body: list[str] = []
+        numbers: list[int] = []
         for ln in lines:
             m = rx.match(ln)
             if not m:

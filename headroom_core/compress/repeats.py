@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from headroom_core.ccr.markers import make_marker
+from headroom_core.compress.markers import make_marker
 
 MAX_PERIOD = 64
 # Candidate block lengths tried at one line: the distances to the next few lines equal to it.

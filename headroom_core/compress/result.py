@@ -9,7 +9,7 @@ from dataclasses import dataclass
 class Offload:
     """An original the compressed text no longer holds in full.
 
-    ``key`` is :func:`headroom_core.ccr.markers.offload_key` of ``original``; ``original`` is
+    ``key`` is :func:`headroom_core.compress.markers.offload_key` of ``original``; ``original`` is
     the exact text to give back on retrieval; ``what`` says what was dropped (marker wording).
     """
 

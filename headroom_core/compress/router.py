@@ -14,19 +14,20 @@ smaller. Everything dropped is retrievable: a result holds one
 ``offload_key(original)``, and every marker in the result names that key. Decisions are
 deterministic (same text and hint, same bytes); the pipeline caches them by content hash.
 
-The log, prose and HTML compressors live in ``logs.py``, ``text.py`` and ``html.py`` and are
-imported lazily: when one is missing, that kind passes unchanged ("no compressor for … yet").
+Every kind is one entry of :data:`COMPRESSORS`: its name, its compressor, where repeated lines
+are folded, and the detection rules that name it with their place in the detection order. Adding
+a kind is one module and one entry (README: "Adding a content kind").
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 from dataclasses import dataclass
-from typing import Callable
+from functools import cached_property
+from typing import Callable, Literal
 
-from headroom_core.ccr.markers import offload_key
+from headroom_core.compress.markers import offload_key
 from headroom_core.compress.code import compress_code, guess_language, language_for_path, parses
 from headroom_core.compress.diff import compress_diff, looks_like_diff
 from headroom_core.compress.gain import finish
@@ -40,7 +41,6 @@ from headroom_core.compress.sections import Section, split_sections
 from headroom_core.compress.testout import compress_test_output, test_signs
 from headroom_core.compress.tokens import TokenCounter
 
-KINDS = ("json", "code", "log", "test", "search", "diff", "html", "text")
 # A section of a mixed output smaller than this is left as it is.
 SECTION_MIN_TOKENS = 100
 SAMPLE_LINES = 400
@@ -48,8 +48,9 @@ SAMPLE_LINES = 400
 
 @dataclass(frozen=True)
 class Kind:
-    """A content kind: ``name`` one of :data:`KINDS`; ``language`` for code (``"python"``, …);
-    ``numbered`` when every line carries a line-number prefix (a file read)."""
+    """A content kind: ``name`` one of :data:`KINDS` (or a kind a hint forces); ``language``
+    for code (``"python"``, …); ``numbered`` when every line carries a line-number prefix (a
+    file read)."""
 
     name: str
     language: str = ""
@@ -136,15 +137,130 @@ def _html_loose(lines: list[str]) -> bool:
     return tagged >= 0.6 * len(sample) and any("</" in ln for ln in sample)
 
 
+class Sample:
+    """What the detection rules look at: the ``text``, its first :data:`SAMPLE_LINES` ``lines``,
+    the :class:`Hint` and what follows from them, each computed once, when a rule first asks."""
+
+    def __init__(self, text: str, hint: Hint, lang_from_path: str | None) -> None:
+        self.text = text
+        self.hint = hint
+        self.lang_from_path = lang_from_path
+        self.lines = _sample(text)
+
+    @cached_property
+    def preferred(self) -> str:
+        """The kind the tool name or shell command suggests ("" for none)."""
+        return _preferred(self.hint)
+
+    @cached_property
+    def log_share(self) -> float:
+        return _log_share(self.lines)
+
+    @cached_property
+    def test_signs(self) -> int:
+        return test_signs(self.lines)
+
+    @cached_property
+    def hits_or_paths(self) -> bool:
+        return looks_like_hits(self.lines) or looks_like_paths(self.lines)
+
+
+#: A detection rule: the kind it finds in a sample (a :class:`Kind` of its entry's name), or None.
+Detect = Callable[[Sample], "Kind | None"]
+#: A compressor: ``(text, query, counter, *, min_tokens, min_saving_ratio)`` -> result (code also
+#: takes ``language``); returns the text unchanged when it cannot handle it.
+Compress = Callable[..., CompressResult]
+
+
+@dataclass(frozen=True)
+class Compressor:
+    """One content kind in the router: ``name`` (the kind), ``compress`` its compressor,
+    ``fold`` where runs of repeated lines are folded (:mod:`~headroom_core.compress.repeats`):
+    ``"before"`` the compressor (its ranker then sees each repeated passage once), ``"after"``
+    it (on its output, or the text when it keeps it; logs fold inside their compressor), or
+    ``"never"`` (JSON: folding lines would break the JSON the model reads); ``detect``:
+    ``(place, rule)`` pairs, each rule tried at its place in the detection order (lower first,
+    across all kinds; see :func:`classify`)."""
+
+    name: str
+    compress: Compress
+    fold: Literal["before", "after", "never"]
+    detect: tuple[tuple[int, Detect], ...]
+
+
+# The log, prose and HTML compressors are imported on first use: together they take about 0.7 s
+# to import (BeautifulSoup with soupsieve, drain3, …), which every `headroom` command would
+# otherwise pay at start.
+def compress_logs(text: str, query: str, counter: TokenCounter, **kw) -> CompressResult:
+    """:func:`headroom_core.compress.logs.compress_logs`."""
+    from headroom_core.compress import logs
+
+    return logs.compress_logs(text, query, counter, **kw)
+
+
+def compress_prose(text: str, query: str, counter: TokenCounter, **kw) -> CompressResult:
+    """:func:`headroom_core.compress.text.compress_prose`."""
+    from headroom_core.compress import text as prose
+
+    return prose.compress_prose(text, query, counter, **kw)
+
+
+def compress_html(text: str, query: str, counter: TokenCounter, **kw) -> CompressResult:
+    """:func:`headroom_core.compress.html.compress_html`."""
+    from headroom_core.compress import html
+
+    return html.compress_html(text, query, counter, **kw)
+
+
+def _is(name: str, found: object) -> Kind | None:
+    return Kind(name) if found else None
+
+
+def _code_by_path(s: Sample) -> Kind | None:
+    lang = s.lang_from_path
+    return Kind("code", lang) if lang and parses(s.text, lang) else None
+
+
+def _code_by_look(s: Sample) -> Kind | None:
+    lang = guess_language(s.text)
+    return Kind("code", lang) if lang else None
+
+
+#: Every content kind. Detection (after a forced kind, empty text and line-numbered file text):
+#: the rule with the lowest place that finds a kind wins; none: ``text``.
+COMPRESSORS: tuple[Compressor, ...] = (
+    Compressor("json", compress_json, "never", ((10, lambda s: _is("json", _is_json(s.text))),)),
+    Compressor("code", compress_code, "after", ((40, _code_by_path), (110, _code_by_look))),
+    Compressor("log", compress_logs, "after", ((70, lambda s: _is("log", s.log_share >= 0.6)),
+                                                (100, lambda s: _is("log", s.log_share >= 0.4)))),
+    Compressor("test", compress_test_output, "after", ((60, lambda s: _is("test", s.preferred == "test" and s.test_signs >= 1)),
+                                                       (80, lambda s: _is("test", s.test_signs >= 2)))),
+    Compressor("search", compress_search, "after", ((50, lambda s: _is("search", s.preferred == "search" and s.hits_or_paths)),
+                                                    (90, lambda s: _is("search", s.hits_or_paths)))),
+    Compressor("diff", compress_diff, "after", ((20, lambda s: _is("diff", looks_like_diff(s.lines))),)),
+    Compressor("html", compress_html, "after", ((30, lambda s: _is("html", _html_strict(s.text))),
+                                                (120, lambda s: _is("html", _html_loose(s.lines))))),
+    Compressor("text", compress_prose, "before", ()),
+)  # fmt: skip
+
+#: The kind names, in registry order.
+KINDS = tuple(c.name for c in COMPRESSORS)
+_BY_NAME = {c.name: c for c in COMPRESSORS}
+#: Every detection rule in detection order.
+_RULES: tuple[Detect, ...] = tuple(rule for _, rule in sorted(((place, rule) for c in COMPRESSORS for place, rule in c.detect), key=lambda pr: pr[0]))
+
+
 def classify(text: str, hint: Hint | None = None) -> Kind:
     """The content kind of ``text`` (see module docstring), helped by ``hint``.
 
     Order: a forced ``hint.kind``; line-numbered file text (code when its language is known
-    from ``hint.path`` or recognised, else text); JSON; unified diff; an HTML document; code in the
-    language ``hint.path`` names; the kind the tool or command suggests when the text fits it;
-    log lines (most lines start with a timestamp or level); test/build output (two or more
-    signs); search hits or path lists; log lines (at least 40 %); code in a recognised
-    language; HTML fragments; text.
+    from ``hint.path`` or recognised, else text); then the detection rules of
+    :data:`COMPRESSORS` by place: JSON (10); unified diff (20); an HTML document (30); code in
+    the language ``hint.path`` names (40); search hits or path lists (50) or test/build output
+    (60, one sign) when the tool or command suggests them; log lines (70: most lines start
+    with a timestamp or level); test/build output (80: two or more signs); search hits or path
+    lists (90); log lines (100: at least 40 %); code in a recognised language (110); HTML
+    fragments (120); else text.
     """
     h = hint or Hint()
     path = h.path or _path_in(text)
@@ -161,34 +277,11 @@ def classify(text: str, hint: Hint | None = None) -> Kind:
         code = num.code
         lang = lang_from_path or guess_language(code)
         return Kind("code", lang, True) if lang else Kind("text", numbered=True)
-    lines = _sample(text)
-    if _is_json(text):
-        return Kind("json")
-    if looks_like_diff(lines):
-        return Kind("diff")
-    if _html_strict(text):
-        return Kind("html")
-    if lang_from_path and parses(text, lang_from_path):
-        return Kind("code", lang_from_path)
-    preferred = _preferred(h)
-    if preferred == "search" and (looks_like_hits(lines) or looks_like_paths(lines)):
-        return Kind("search")
-    if preferred == "test" and test_signs(lines) >= 1:
-        return Kind("test")
-    share = _log_share(lines)
-    if share >= 0.6:
-        return Kind("log")
-    if test_signs(lines) >= 2:
-        return Kind("test")
-    if looks_like_hits(lines) or looks_like_paths(lines):
-        return Kind("search")
-    if share >= 0.4:
-        return Kind("log")
-    lang = guess_language(text)
-    if lang:
-        return Kind("code", lang)
-    if _html_loose(lines):
-        return Kind("html")
+    sample = Sample(text, h, lang_from_path)
+    for rule in _RULES:
+        kind = rule(sample)
+        if kind is not None:
+            return kind
     return Kind("text")
 
 
@@ -197,42 +290,26 @@ def _path_in(text: str) -> str:
     return m.group(1) if m else ""
 
 
-Compressor = Callable[..., CompressResult]
-_LAZY = {"log": ("headroom_core.compress.logs", "compress_logs"), "text": ("headroom_core.compress.text", "compress_prose"),
-         "html": ("headroom_core.compress.html", "compress_html")}  # fmt: skip
+def compressor_for(kind: str) -> Compress | None:
+    """The compressor function of ``kind`` (see :class:`Compressor`), or None for a name that
+    is no kind of :data:`COMPRESSORS`."""
+    entry = _BY_NAME.get(kind)
+    return entry.compress if entry is not None else None
 
 
-def compressor_for(kind: str) -> Compressor | None:
-    """The compressor function of ``kind`` (common signature ``(text, query, counter, *,
-    min_tokens, min_saving_ratio)``), or None when its module is not there (yet)."""
-    direct = {"json": compress_json, "code": compress_code, "test": compress_test_output, "search": compress_search, "diff": compress_diff}
-    if kind in direct:
-        return direct[kind]
-    spec = _LAZY.get(kind)
-    if spec is None:
-        return None
-    try:
-        return getattr(importlib.import_module(spec[0]), spec[1])
-    except (ImportError, AttributeError):
-        return None
-
-
-# Where repeated lines are folded (repeats.py): prose before its compressor (the extractive
-# ranker then sees each repeated passage once); the kinds whose compressor rewrites layout after
-# it (their output, or the text when they keep it); logs inside their compressor; never JSON
-# (folding lines would break the JSON the model reads; its compressor has tables).
-FOLD_BEFORE = frozenset({"text"})
-FOLD_AFTER = frozenset({"test", "search", "code", "diff", "html", "log"})
+def _fold(kind: str) -> str:
+    entry = _BY_NAME.get(kind)
+    return entry.fold if entry is not None else "never"
 
 
 def _route(text: str, kind: Kind, query: str, counter: TokenCounter, min_tokens: int, min_saving_ratio: float) -> CompressResult:
     """Compress ``text`` as ``kind``, with runs of repeated lines folded where the kind allows
-    (:data:`FOLD_BEFORE`, :data:`FOLD_AFTER`): one offload holds ``text``, every marker names
-    its key."""
-    if kind.name in FOLD_BEFORE and not kind.numbered:
+    (:attr:`Compressor.fold`): one offload holds ``text``, every marker names its key."""
+    fold = _fold(kind.name)
+    if fold == "before" and not kind.numbered:
         return _fold_then_route(text, kind, query, counter, min_tokens, min_saving_ratio)
     res = _route_kind(text, kind, query, counter, min_tokens, min_saving_ratio)
-    if kind.name not in FOLD_AFTER or (kind.name == "log" and res.changed):
+    if fold != "after" or (kind.name == "log" and res.changed):
         return res
     key = offload_key(text)
     folded = fold_text(res.text, key)
@@ -272,7 +349,7 @@ def _route_kind(text: str, kind: Kind, query: str, counter: TokenCounter, min_to
     if kind.name == "code":
         if not kind.language:
             return CompressResult.unchanged(text, "code", "language not recognised")
-        return compress_code(text, query, counter, min_tokens=min_tokens, min_saving_ratio=min_saving_ratio, language=kind.language)
+        return fn(text, query, counter, min_tokens=min_tokens, min_saving_ratio=min_saving_ratio, language=kind.language)
     try:
         return fn(text, query, counter, min_tokens=min_tokens, min_saving_ratio=min_saving_ratio)
     except Exception as e:  # noqa: BLE001 - a compressor's bug must not lose the output
@@ -356,7 +433,7 @@ def _sections(text, sections, h: Hint, query, counter, min_tokens, min_saving_ra
             parts.append(s.text)
     if not sizes:
         return CompressResult.unchanged(text, biggest[2], f"{len(sections)} sections, none compressed; {biggest[1]}"[:300])
-    kind = max(sizes, key=lambda k: sizes[k])
+    main = max(sizes, key=lambda k: sizes[k])
     reason = f"{len(sections)} sections; " + "; ".join(notes)
-    return finish(text, "".join(parts), counter, kind=kind, strategy="sections", reason=reason[:300],
+    return finish(text, "".join(parts), counter, kind=main, strategy="sections", reason=reason[:300],
                   what=f"parts of {len(sections)} sections", min_saving_ratio=min_saving_ratio)  # fmt: skip

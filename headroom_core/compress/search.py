@@ -24,7 +24,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from headroom_core.ccr.markers import make_marker, offload_key
+from headroom_core.compress.markers import make_marker, offload_key
 from headroom_core.compress.gain import finish, too_small
 from headroom_core.compress.json_select import query_words
 from headroom_core.compress.result import CompressResult

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from headroom_core.ccr.markers import make_marker, offload_key
+from headroom_core.compress.markers import make_marker, offload_key
 from headroom_core.compress.gain import finish, too_small
 from headroom_core.compress.result import CompressResult
 from headroom_core.compress.tokens import TokenCounter
@@ -130,7 +130,7 @@ def compress_test_output(
     run: list[str] = []
     dropped = runs = 0
     # blank lines inside a run of noise belong to the run
-    for i, ln in enumerate(lines + [None]):  # type: ignore[list-item]
+    for i, ln in enumerate(lines + [None]):
         if ln is not None and (is_noise(ln) or (run and not ln.strip() and i + 1 < len(lines) and is_noise(lines[i + 1]))):
             run.append(ln)
             continue

@@ -35,7 +35,7 @@ so float noise cannot reorder them.
 but not loaded yet, :func:`compress_prose` does not fall back to the lexical ranker (that would
 give other bytes for the same input later): it starts loading in the background and returns
 the text unchanged with reason ``"model loading"`` (``wait_for_model=True`` blocks instead).
-All markers carry one key, :func:`~headroom_core.ccr.markers.offload_key` of the whole text,
+All markers carry one key, :func:`~headroom_core.compress.markers.offload_key` of the whole text,
 and the result holds one :class:`~headroom_core.compress.result.Offload` with the text byte
 for byte.
 """
@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from headroom_core.ccr.markers import make_marker, offload_key
+from headroom_core.compress.markers import make_marker, offload_key
 from headroom_core.compress import embeddings
 from headroom_core.compress.json_select import STOPWORDS, query_words
 from headroom_core.compress.gain import precheck
@@ -173,8 +173,8 @@ def segment(text: str) -> list[Passage]:
             i += 1
             prev_blank = True
             continue
-        if _FENCE_RE.match(s):
-            fence = _FENCE_RE.match(s).group(1)
+        if fm := _FENCE_RE.match(s):
+            fence = fm.group(1)
             j = i + 1
             while j < n and not line(j).lstrip().startswith(fence):
                 j += 1

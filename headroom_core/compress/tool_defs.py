@@ -496,8 +496,8 @@ def expand_references(tools: list) -> list:
             sources[container["name"]] = by_where
 
     out = list(tools)
-    for i, fields in enumerate(parsed):
-        if fields is None or not any(REFERENCE_PREFIX in f.text for f in fields):
+    for i, tool_fields in enumerate(parsed):
+        if tool_fields is None or not any(REFERENCE_PREFIX in f.text for f in tool_fields):
             continue
         tool = copy.deepcopy(tools[i])
         container, sk = _container(tool)  # type: ignore[misc]

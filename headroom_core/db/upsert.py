@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from sqlalchemy import func
+from sqlalchemy import ColumnElement, func
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -38,7 +38,7 @@ def _statement(dialect: str, model: type, keys: tuple[str, ...], cols: tuple[str
     stmt = _STATEMENTS.get(k)
     if stmt is None:
         ins = sqlite.insert(model) if dialect == "sqlite" else postgresql.insert(model)
-        set_ = {c: ins.excluded[c] for c in cols}
+        set_: dict[str, ColumnElement[Any]] = {c: ins.excluded[c] for c in cols}
         set_.update({c: func.coalesce(getattr(model, c), 0) + ins.excluded[c] for c in add})
         stmt = ins.on_conflict_do_update(index_elements=list(keys), set_=set_) if set_ else ins.on_conflict_do_nothing(index_elements=list(keys))
         if returning:

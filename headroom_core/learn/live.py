@@ -57,7 +57,7 @@ def steps_of(ctx: RequestContext, since: int = 0) -> list[Step]:
     if not order:
         return []
     calls = ctx.view.tool_calls
-    steps = []
+    steps: list[Step] = []
     for cid, (mi, err, name) in order:
         call = calls.get(cid)
         tool = call.name if call else name

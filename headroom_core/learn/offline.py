@@ -192,13 +192,13 @@ def learn_from_logs(sessions: Sequence[LogSession], min_evidence: int = 2, ignor
     by_rule: dict[str, list[tuple[str, Pair]]] = defaultdict(list)
     proto: dict[str, Rule] = {}
     last: dict[str, int] = {}
-    for k, (scope, p) in enumerate(all_pairs):
+    for n, (scope, p) in enumerate(all_pairs):
         r = rule_for_pair(p)
         if r is None:
             continue
         by_rule[r.id].append((scope, p))
         proto[r.id] = r  # the latest example wins
-        last[r.id] = k
+        last[r.id] = n
     rules: list[Rule] = []
     for rid, items in sorted(by_rule.items(), key=lambda kv: last[kv[0]]):
         r = proto[rid]
@@ -216,9 +216,9 @@ def learn_from_logs(sessions: Sequence[LogSession], min_evidence: int = 2, ignor
                 tools[st.program if st.is_shell else st.tool] += 1
         srcs = tuple(sorted({scope.split("|", 1)[0] for scope, _ in explained}))
         if r.kind == "prerequisite":
-            last = items[-1][1]
+            latest = items[-1][1]
             ordered = [t for t, _ in sorted(tools.items(), key=lambda kv: (-kv[1], kv[0]))]
-            r = rule_for_pair(last, ordered) or r
+            r = rule_for_pair(latest, ordered) or r
         rules.append(replace(r, evidence=len(explained), sources=srcs))
     for k, paths in corrections.items():
         rules.append(replace(correction_rule(sentences[k]), evidence=len(paths), sources=tuple(sorted(paths))))

@@ -152,7 +152,8 @@ def segments_of(line: str) -> list[Segment]:
     """The simple commands of one line with the separators between them; redirections
     (``> file``, ``2>&1``, ``< in``) are dropped from the words."""
     out: list[Segment] = []
-    sep, cur = "", []
+    sep = ""
+    cur: list[str] = []
     toks = shell_tokens(line)
     i = 0
     while i < len(toks):

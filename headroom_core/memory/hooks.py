@@ -13,6 +13,7 @@ Bypassed requests never reach extensions. Any failure is logged and the request 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -22,12 +23,15 @@ from headroom_core.memory.service import service
 from headroom_core.memory.store import MemoryInputError
 from headroom_core.memory.tools import ALL_TOOLS
 
+if TYPE_CHECKING:
+    from headroom_core.runtime import Runtime
+
 log = logging.getLogger("headroom")
 
 TEXT_MIN_SIMILARITY = 0.15  # floor for text search (cosine of word-prefix sets), before the model loads
 
 
-def inject_memories(rt, ctx: RequestContext) -> str | None:
+def inject_memories(rt: "Runtime", ctx: RequestContext) -> str | None:
     """The memory block for this request, or None (memory off, nothing relevant, no user turn)."""
     svc = service(rt)
     if not svc.enabled:
@@ -55,7 +59,7 @@ def inject_memories(rt, ctx: RequestContext) -> str | None:
     return text
 
 
-def save_explicit(rt, ctx: RequestContext) -> None:
+def save_explicit(rt: "Runtime", ctx: RequestContext) -> None:
     """Save what the user explicitly asked to remember in this turn's user messages."""
     svc = service(rt)
     if not svc.enabled:
@@ -77,7 +81,7 @@ def save_explicit(rt, ctx: RequestContext) -> None:
             return
 
 
-def register(ext: Extensions) -> None:
+def register(ext: "Extensions[Runtime]") -> None:
     """Add the memory tools (before the retrieve tool), the injector and the observer."""
     ext.tools[0:0] = [cls() for cls in ALL_TOOLS]
     ext.injectors.append(inject_memories)

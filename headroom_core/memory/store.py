@@ -12,6 +12,7 @@ saved by another process are found on the next request.
 
 from __future__ import annotations
 
+import builtins  # `list` in this module's class is a method: annotations say builtins.list
 import hashlib
 import re
 import secrets
@@ -227,12 +228,12 @@ class MemoryStore:
                 ids += extra_ids
                 matrix = np.vstack([matrix, np.vstack(extra).astype(np.float32)])
             if len(ids) == version[0]:
-                out = _Vectors(version, ids, matrix)  # type: ignore[arg-type]
+                out = _Vectors(version, ids, matrix)
         if out is None:
             pairs = self._vectors_of(s.execute(select(*cols).where(*active)).all())
             ids = [mid for mid, _ in pairs]
             matrix = np.vstack([v for _, v in pairs]).astype(np.float32) if pairs else np.zeros((0, 0), dtype=np.float32)
-            out = _Vectors(version, ids, matrix)  # type: ignore[arg-type]
+            out = _Vectors(version, ids, matrix)
         with self._lock:
             self._vectors[project] = out
         return out
@@ -285,11 +286,11 @@ class MemoryStore:
             raise MemoryInputError("the text is only a secret; secrets are never stored")
         return red.text, kind.strip().lower(), red.found
 
-    def save(self, project: str, text: str, kind: str | None = "fact", source: str = "", now: datetime | None = None) -> SaveOutcome:
+    def save(self, project: str, text: object, kind: str | None = "fact", source: str = "", now: datetime | None = None) -> SaveOutcome:
         """Save a memory in ``project``, or merge it into an existing near-duplicate (cosine >=
         ``dedup_similarity``, or the same normalised text): evidence +1, value gained, the newer
         wording kept, un-archived. Secrets are redacted first. Raises :class:`MemoryInputError`
-        for an empty or too long text, an unknown kind, or a text that is only a secret."""
+        for a text that is not a string, empty or too long, an unknown kind, or a text that is only a secret."""
         clean, kind_, found = self._clean(text, kind)
         now = now or utcnow()
         h = text_hash(clean)
@@ -443,7 +444,7 @@ class MemoryStore:
             s.execute(select(func.count(Memory.id), func.max(Memory.updated_at)).where(Memory.project == project, Memory.archived.is_(False))).one()
         )  # type: ignore[return-value]
 
-    def _project_terms(self, s: Session, project: str) -> list[tuple[str, frozenset[str]]]:
+    def _project_terms(self, s: Session, project: str) -> builtins.list[tuple[str, frozenset[str]]]:
         """``(id, terms)`` of the project's active memories, cached until the project changes."""
         version = self._version(s, project)
         with self._lock:
@@ -456,7 +457,7 @@ class MemoryStore:
             self._terms[project] = (version, out)
         return out
 
-    def _text_candidates(self, s: Session, project: str, query: str, min_similarity: float) -> list[tuple[str, float]]:
+    def _text_candidates(self, s: Session, project: str, query: str, min_similarity: float) -> builtins.list[tuple[str, float]]:
         qt = ranking.terms(query)
         if not qt:
             return []
@@ -470,7 +471,7 @@ class MemoryStore:
         out.sort(key=lambda x: -x[1])
         return out[:200]
 
-    def stats(self, project: str | None = None) -> list[ProjectStats]:
+    def stats(self, project: str | None = None) -> builtins.list[ProjectStats]:
         """Per-project figures (one project, or all), largest project first."""
         q = select(Memory.project, Memory.archived, Memory.kind, func.count(), func.sum(Memory.evidence), func.sum(Memory.value), func.max(Memory.updated_at)).group_by(
             Memory.project, Memory.archived, Memory.kind

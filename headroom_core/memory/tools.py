@@ -7,7 +7,7 @@ tool result that says what was wrong, a store failure one that says the store is
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -17,6 +17,9 @@ from headroom_core.memory.models import KINDS
 from headroom_core.memory.service import service
 from headroom_core.memory.store import MemoryInputError, MemoryStore, normalize_id
 from headroom_core.wire.blocks import ToolCall
+
+if TYPE_CHECKING:
+    from headroom_core.runtime import Runtime
 
 _KIND = {"type": "string", "enum": list(KINDS), "description": "fact (how things are), rule (what must or must not be done), preference (how the user likes it), pitfall (what goes wrong and how to avoid it)."}
 _ID = {"type": "string", "description": "The memory's id: 12 hex digits, as shown in [memory <id>]."}
@@ -62,10 +65,10 @@ class MemoryTool:
     description = ""
     schema: dict[str, Any] = {}
 
-    def offered(self, rt, ctx: RequestContext) -> bool:
+    def offered(self, rt: "Runtime", ctx: RequestContext) -> bool:
         return service(rt).offered()
 
-    def answer(self, rt, ctx: RequestContext | None, call: ToolCall) -> str:
+    def answer(self, rt: "Runtime", ctx: RequestContext | None, call: ToolCall) -> str:
         if ctx is None:
             return f"{self.name} error: the proxy lost this request's context; try again in the next turn."
         args = _args(call)

@@ -72,7 +72,9 @@ def sum_usage(messages: list[dict[str, Any]], keys: tuple[str, ...]) -> dict[str
     (token counts; keys no message reported are left out, booleans and non-integers ignored)."""
     out: dict[str, int] = {}
     for m in messages:
-        u = m.get("usage") if isinstance(m.get("usage"), dict) else {}
+        u = m.get("usage")
+        if not isinstance(u, dict):
+            continue
         for k in keys:
             v = u.get(k)
             if isinstance(v, int) and not isinstance(v, bool):

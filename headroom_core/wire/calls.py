@@ -10,7 +10,7 @@ e.g. Codex ``apply_patch``) and ``local_shell_call`` (``action.command``).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Mapping
 
 from headroom_core.wire.blocks import ToolCall
 from headroom_core.wire.detect import Dialect
@@ -25,7 +25,7 @@ def _args(raw: Any) -> tuple[Any, str]:
     return raw, ""
 
 
-def anthropic_calls(body: dict[str, Any]) -> dict[str, ToolCall]:
+def anthropic_calls(body: Mapping[str, Any]) -> dict[str, ToolCall]:
     """``tool_use`` blocks of ``messages``: call id -> :class:`ToolCall` (``arguments`` = ``input``)."""
     out: dict[str, ToolCall] = {}
     for m in body.get("messages") or []:
@@ -37,7 +37,7 @@ def anthropic_calls(body: dict[str, Any]) -> dict[str, ToolCall]:
     return out
 
 
-def chat_calls(body: dict[str, Any]) -> dict[str, ToolCall]:
+def chat_calls(body: Mapping[str, Any]) -> dict[str, ToolCall]:
     """``tool_calls`` of assistant messages: call id -> :class:`ToolCall` (arguments parsed)."""
     out: dict[str, ToolCall] = {}
     for m in body.get("messages") or []:
@@ -51,7 +51,7 @@ def chat_calls(body: dict[str, Any]) -> dict[str, ToolCall]:
     return out
 
 
-def responses_calls(body: dict[str, Any]) -> dict[str, ToolCall]:
+def responses_calls(body: Mapping[str, Any]) -> dict[str, ToolCall]:
     """Call items of ``input``: call id -> :class:`ToolCall`. A ``custom_tool_call``'s free-form
     ``input`` and a ``local_shell_call``'s ``action`` become ``arguments`` ``{"input": …}`` and
     ``{"command": […]}``."""
@@ -72,7 +72,7 @@ def responses_calls(body: dict[str, Any]) -> dict[str, ToolCall]:
     return out
 
 
-def tool_calls_in_request(body: dict[str, Any], dialect: Dialect) -> dict[str, ToolCall]:
+def tool_calls_in_request(body: Mapping[str, Any], dialect: Dialect) -> dict[str, ToolCall]:
     """Every tool call in the history of a request body of ``dialect``, by call id, in order
     (:meth:`~headroom_core.wire.dialects.WireDialect.tool_calls`)."""
     from headroom_core.wire.dialects import REGISTRY  # the registry is built from this module

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from headroom_core.surrogates import escape_in_json
+from headroom_core.wire.rawjson import scanstring
 
 _WS = re.compile(r"[ \t\n\r]*")
 _decoder = json.JSONDecoder()
@@ -41,7 +42,8 @@ def dumps(value: Any) -> str:
 
 
 def _ws(s: str, i: int) -> int:
-    return _WS.match(s, i).end()
+    m = _WS.match(s, i)  # matches the empty string too: never None
+    return m.end() if m else i
 
 
 def _skip_value(s: str, i: int) -> int:
@@ -58,7 +60,7 @@ def _child(s: str, i: int, key: Any, path: PathT) -> int:
         j = _ws(s, i + 1)
         found = -1
         while s[j] != "}":
-            name, j = json.decoder.scanstring(s, j + 1)
+            name, j = scanstring(s, j + 1)
             j = _ws(s, j)
             j = _ws(s, j + 1)  # past ':'
             if name == key:
@@ -120,7 +122,7 @@ class Locator:
         if s[a] == "{":
             j = _ws(s, a + 1)
             while s[j] != "}":
-                name, j = json.decoder.scanstring(s, j + 1)
+                name, j = scanstring(s, j + 1)
                 j = _ws(s, _ws(s, j) + 1)
                 end = _skip_value(s, j)
                 out[name] = (j, end)  # last duplicate wins, as json.loads does
@@ -298,7 +300,7 @@ def member_ranges(s: str, a: int) -> list[tuple[str, int, int, int]]:
     j = _ws(s, a + 1)
     while s[j] != "}":
         ks = j
-        name, j = json.decoder.scanstring(s, j + 1)
+        name, j = scanstring(s, j + 1)
         j = _ws(s, _ws(s, j) + 1)
         end = _skip_value(s, j)
         out.append((name, ks, j, end))
@@ -417,7 +419,7 @@ def _reserialize(s: str, i: int, old: Any, new: Any, out: list[str]) -> int:
         j = _ws(s, i + 1)
         while s[j] != "}":
             k0 = j
-            name, j = json.decoder.scanstring(s, j + 1)
+            name, j = scanstring(s, j + 1)
             k1 = j
             j = _ws(s, _ws(s, j) + 1)
             v1 = _skip_value(s, j)

@@ -18,11 +18,15 @@ import math
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 _WS = re.compile(r"[ \t\n\r]*")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _decoder = json.JSONDecoder()
+#: ``json.decoder.scanstring`` (C where available): ``scanstring(text, end)`` decodes the JSON
+#: string whose opening quote is at ``end - 1``; returns (the string, the index after its closing
+#: quote); raises ``json.JSONDecodeError``. The stdlib's stubs leave it out, hence the ignore.
+scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,7 @@ def members(text: str) -> dict[str, Raw]:
         while True:
             if text[j : j + 1] != '"':
                 raise ValueError(f"expected a member name at {j}")
-            name, j = json.decoder.scanstring(text, j + 1)
+            name, j = scanstring(text, j + 1)
             j = _ws(text, j)
             if text[j : j + 1] != ":":
                 raise ValueError(f"expected ':' at {j}")

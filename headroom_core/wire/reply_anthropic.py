@@ -152,7 +152,8 @@ class StreamView:
         delta = d.get("delta") if isinstance(d.get("delta"), dict) else {}
         stop = delta.get("stop_reason")
         if (stop == "tool_use" and not self.state.client_calls) or (notice and stop in (None, "tool_use")):
-            obj["delta"] = Raw(with_member(obj.raw("delta").text if "delta" in obj else "{}", "stop_reason", "end_turn"))
+            old = obj.raw("delta")
+            obj["delta"] = Raw(with_member(old.text if old is not None else "{}", "stop_reason", "end_turn"))
             changed = True
         if totals:
             u = obj.raw("usage")

@@ -71,7 +71,7 @@ class StreamView:
         if t in _OPENING and self.round_no > 0:
             return []
         if t == "error" and self.round_no > 0:
-            err = d.get("error") if isinstance(d.get("error"), dict) else d
+            err = got if isinstance(got := d.get("error"), dict) else d
             self.failed = str(err.get("message") or "an error event")[:200]
             return []
         if t in TERMINAL:
@@ -212,7 +212,7 @@ def followup(request: str, message: str, results: list[tuple[ToolCall, str]]) ->
         if store is False and isinstance(it, dict) and it.get("type") == "reasoning" and not it.get("encrypted_content"):
             continue
         produced.append(raw)
-    new = produced + [{"type": "function_call_output", "call_id": c.call_id, "output": _output(text)} for c, text in results]  # type: ignore[list-item]
+    new = produced + [{"type": "function_call_output", "call_id": c.call_id, "output": _output(text)} for c, text in results]
     inp = req.raw("input")
     if inp is not None and inp.text.lstrip().startswith("["):
         return append_to_array(request, "input", new)

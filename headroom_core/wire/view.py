@@ -18,8 +18,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from headroom_core.wire.rawjson import scanstring as _scanstring
+
 _decoder = json.JSONDecoder()
-_scanstring = json.decoder.scanstring
 _WS = " \t\n\r"
 
 #: Arrays whose elements get spans: the conversation (Anthropic/Chat ``messages``, Responses

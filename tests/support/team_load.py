@@ -31,7 +31,7 @@ from typing import Any
 
 import httpx
 
-from headroom_core.ccr.markers import find_marker_keys, offload_key
+from headroom_core.compress.markers import find_marker_keys, offload_key
 
 from .clients import ssl_context
 from .upstream import RecordedRequest, Reply

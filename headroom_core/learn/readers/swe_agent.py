@@ -111,7 +111,7 @@ def read(path: Path) -> LogSession:
         skipped += bad
         cwd = cwd or wd
         notes: list[Note] = []
-        info = part.get("info") if isinstance(part.get("info"), dict) else {}
+        info = got if isinstance(got := part.get("info"), dict) else {}
         if str(info.get("exit_status", "")).startswith("exit_context"):
             notes.append(Note("context", f"exit_status {info['exit_status']}", len(part["trajectory"])))
         threads.append(Thread(key, tuple(steps), tuple(notes)))
