@@ -235,7 +235,7 @@ class ResponsesWebSocket:
         rt = self.state.runtime
         if rt is None:
             return
-        done = loop is not None and loop.done
+        done = loop if loop is not None and loop.done else None
         try:
             ledger.record_turn(
                 rt.sessions,
@@ -243,9 +243,9 @@ class ResponsesWebSocket:
                 user_agent=user_agent,
                 status_code=status,
                 response=resp,
-                usage=loop.usage if done else None,
+                usage=done.usage if done else None,
                 rounds=loop.rounds if loop is not None else 0,
-                called=list(loop.called) if done else None,
+                called=list(done.called) if done else None,
                 writer=rt.ledger,
             )
         except Exception:  # noqa: BLE001 - the ledger never breaks traffic

@@ -77,4 +77,4 @@ def tool_calls_in_request(body: Mapping[str, Any], dialect: Dialect) -> dict[str
     (:meth:`~headroom_core.wire.dialects.WireDialect.tool_calls`)."""
     from headroom_core.wire.dialects import REGISTRY  # the registry is built from this module
 
-    return REGISTRY[dialect].tool_calls(body)
+    return REGISTRY[dialect].tool_calls(dict(body))
