@@ -23,7 +23,7 @@ load on any other mitmproxy version (the internals it relies on are private and 
 - :func:`send` awaits the connection handler's ``server_event`` (mitmproxy's own entry point for
   injected events), so chunks go out in order, then waits for the client's socket to drain.
 
-Covered end to end by ``tests/test_sse_followup_e2e.py`` (HTTP/1.1 and HTTP/2 clients through a
+Covered end to end by ``tests/e2e/test_sse_followup_e2e.py`` (HTTP/1.1 and HTTP/2 clients through a
 real ``mitmdump``; a second flow completing while a slow follow-up streams).
 """
 

@@ -14,7 +14,7 @@ mitmproxy version (the internals it relies on are private and may change):
   handling run (it sends the close frame to both peers, closes both connections, records
   ``flow.websocket.close_code``/``close_reason`` and fires ``websocket_end``).
 
-Covered end to end by ``tests/test_ws_e2e.py`` (a real ``websockets`` client through a real
+Covered end to end by ``tests/e2e/test_ws_e2e.py`` (a real ``websockets`` client through a real
 ``mitmdump``).
 """
 

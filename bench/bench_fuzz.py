@@ -1,4 +1,4 @@
-"""Benchmark: the long fuzz run, the same bodies and oracle as ``tests/test_fuzz_e2e.py``.
+"""Benchmark: the long fuzz run, the same bodies and oracle as ``tests/e2e/test_fuzz_e2e.py``.
 
 Sends ``--examples`` hypothesis-generated request bodies (default 2,000; seed ``--seed``) of the
 three dialects through a real ``mitmdump -s addons/headroom.py`` to a local upstream, and checks
@@ -37,7 +37,7 @@ def main() -> None:
     from tests.support.clients import http_client
     from tests.support.proxy import ADDON_SCRIPT, MitmProxy
     from tests.support.upstream import Upstream
-    from tests.test_fuzz_e2e import log_failures, run_case
+    from tests.e2e.test_fuzz_e2e import log_failures, run_case
 
     outcomes: Counter[str] = Counter()
     failures: list[tuple[fuzz.Case, list[str]]] = []

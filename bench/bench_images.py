@@ -23,7 +23,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from headroom_core.compress import images as I  # noqa: E402
-from tests.test_images import screenshot  # noqa: E402
+from tests.unit.test_images import screenshot  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "anthropic-flows"
 SIZES = [(1920, 1080), (2880, 1800), (3024, 1964), (3840, 2160)]

