@@ -59,7 +59,6 @@ class FlowState:
     rounds: int = 0
     usage: Usage = field(default_factory=Usage)
     called: list[str] = field(default_factory=list)
-    observed: Any = None  # the observers' run (a future): awaited before the response ends
     stored: Any = None  # the session state's store (a future): awaited before the client sees the response
 
 
@@ -101,18 +100,40 @@ def _client_key(headers: dict[str, str], path: str) -> str:
     return hashlib.sha256(f"{credential(headers, path)}\0{headers.get('x-headroom-project', '')}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _after_forwarding(rt, plan: RequestPlan, stored: concurrent.futures.Future | None = None) -> None:
-    """Store the plan's session state (then ``stored`` is done), then run the observers (errors
-    are logged)."""
+def _after_forwarding(rt, plan: RequestPlan, stored: concurrent.futures.Future, previous: concurrent.futures.Future | None, observed: concurrent.futures.Future) -> None:
+    """Off the event loop, once the request is on its way: store the plan's session state (then
+    ``stored`` is done), count what only the ledger needs, then run the observers once the same
+    client's ``previous`` request's observers are done (so learning sees a client's turns in
+    order; then ``observed`` is done). Errors are logged, never raised."""
     try:
         if plan.persist is not None:
             plan.persist()
     except Exception:  # noqa: BLE001 - the request went on; the next turn starts anew
         log.exception("headroom: could not store the session's state for the next turn")
     finally:
-        if stored is not None:
-            stored.set_result(None)
-    run_observers(rt, plan)
+        stored.set_result(None)
+    _ledger_figures(plan)
+
+    def observe(_: object = None) -> None:
+        try:
+            run_observers(rt, plan)
+        finally:
+            observed.set_result(None)
+
+    if previous is None:
+        observe()
+    else:
+        previous.add_done_callback(observe)  # now if done, else in the thread that finishes it
+
+
+def _ledger_figures(plan: RequestPlan) -> None:
+    """Count the ``tools`` tokens the ledger row reports (cached on the plan; a tools text
+    counted before is a cache hit). Errors are left for the ledger to meet."""
+    try:
+        if plan.tools is not None:
+            plan.tools.tokens_before, plan.tools.tokens_after
+    except Exception:  # noqa: BLE001
+        pass
 
 
 class LLMTraffic:
@@ -125,7 +146,8 @@ class LLMTraffic:
 
     def __init__(self, state: State) -> None:
         self.state = state
-        self._after: dict[str, asyncio.Future] = {}
+        #: per client: (the session state's store, the observers' run) of its latest request
+        self._after: dict[str, tuple[asyncio.Future, concurrent.futures.Future]] = {}
 
     async def request(self, flow: http.HTTPFlow) -> None:
         rt = self.state.runtime
@@ -165,10 +187,10 @@ class LLMTraffic:
                 return
         client = _client_key(headers, req.path)
         before = self._after.get(client)
-        if before is not None and not before.done():
-            # the same client's previous request is still storing its session state: this turn
-            # must see it (bounded: a stuck store never stops traffic)
-            await asyncio.wait([before], timeout=AFTER_WAIT_SECONDS)
+        if before is not None and not before[1].done():
+            # the same client's previous request is still storing its session state or being
+            # learned from: this turn must see both (bounded: a stuck store never stops traffic)
+            await asyncio.wait([asyncio.wrap_future(before[1])], timeout=AFTER_WAIT_SECONDS)
         plan = await plan_request_async(rt, req.method, req.path, headers, body, rt.settings.compress_timeout_seconds, defer=True, route_=r)
         st = FlowState(plan, time.monotonic(), sent=body)
         flow.metadata["headroom"] = st
@@ -187,12 +209,23 @@ class LLMTraffic:
             req.headers["accept-encoding"] = "identity"
         # what the session must remember (originals, the bytes sent), then learning and memory
         # capture, run once the request is on its way, off the event loop; answering a proxy
-        # tool, and the same client's next request, wait for them
+        # tool waits for the store, the same client's next request for both
         stored: concurrent.futures.Future = concurrent.futures.Future()
+        observed: concurrent.futures.Future = concurrent.futures.Future()
         st.stored = asyncio.wrap_future(stored)
-        st.observed = asyncio.get_running_loop().run_in_executor(None, _after_forwarding, rt, plan, stored)
-        self._after[client] = st.observed
-        st.observed.add_done_callback(lambda f, c=client: self._after.pop(c, None) if self._after.get(c) is f else None)
+        previous = before[1] if before is not None else None
+        loop = asyncio.get_running_loop()
+        loop.run_in_executor(None, _after_forwarding, rt, plan, stored, previous, observed)
+        mine = (st.stored, observed)
+        self._after[client] = mine
+
+        def forget(_f: object) -> None:  # in the thread that ran the observers
+            try:
+                loop.call_soon_threadsafe(lambda: self._after.pop(client, None) if self._after.get(client) is mine else None)
+            except RuntimeError:  # the loop is closed: shutting down
+                pass
+
+        observed.add_done_callback(forget)
 
     async def responseheaders(self, flow: http.HTTPFlow) -> None:
         st: FlowState | None = flow.metadata.get("headroom")
@@ -242,6 +275,8 @@ class LLMTraffic:
         # goes to the client once its row is committed (group commits: milliseconds), so a proxy
         # killed at any moment has every answered request on disk. A slow database holds an
         # answer up by at most _LEDGER_WAIT seconds.
+        if st.plan.tools is not None and "tokens_after" not in st.plan.tools.__dict__:
+            await asyncio.to_thread(_ledger_figures, st.plan)  # not yet counted: off the event loop
         committed = self._record(flow, st)
         # the plan holds the parsed request (megabytes of objects for a large body) and the stream
         # loop's callback refers back to it: free it with the flow, not at a later cyclic collection
@@ -253,8 +288,8 @@ class LLMTraffic:
                 log.warning("headroom: %s: the ledger row is not committed after %.0f s; answering anyway", where(flow), _LEDGER_WAIT)
 
     async def _answer(self, st: FlowState, call: ToolCall) -> str:
-        if st.observed is not None:
-            await st.observed  # the originals this request offloaded are stored
+        if st.stored is not None:
+            await st.stored  # the originals this request offloaded are stored
         rt = self.state.runtime
         assert rt is not None  # a flow with a plan was planned with it
         return await asyncio.to_thread(answer_call, rt, st.plan.context, call)

@@ -109,19 +109,20 @@ def record_turn(
     writer: LedgerWriter | None = None,
 ) -> Future | None:
     """The one entry point both addons (HTTP and WebSocket) record a turn through: the model
-    and the tools offered (the proxy's own left out) are read from what was forwarded, through
-    the plan's dialect; ``usage`` and ``called`` (tool names the model called) are read from
+    and the tools offered (the proxy's own left out) are read from the client's body through the
+    plan's dialect (the proxy changes neither, and the forwarded body would have to be parsed
+    again, on the event loop); ``usage`` and ``called`` (tool names the model called) are read from
     ``response`` (a non-streamed response object) when not given. Then :func:`record`, which
     says what is returned and raised."""
-    fwd = plan.forwarded or {}
+    body = plan.client_body or {}
     wire = wire_dialect(plan.dialect) if plan.dialect is not None else None
-    offered = [n for n in wire.tool_names(fwd) if n not in plan.hidden_tools] if wire is not None else []
+    offered = [n for n in wire.tool_names(body) if n not in plan.hidden_tools] if wire is not None else []
     if usage is None:
         usage = wire.usage(response) if wire is not None and response else Usage()
     if called is None:
         called = [c.name for c in wire.response_tool_calls(response)] if wire is not None and response else []
     return record(
-        sessions, plan, user_agent=user_agent, model=str(fwd.get("model", "")), status_code=status_code, usage=usage, rounds=rounds,
+        sessions, plan, user_agent=user_agent, model=str(body.get("model", "")), status_code=status_code, usage=usage, rounds=rounds,
         offered=offered, called=called, writer=writer,
     )  # fmt: skip
 

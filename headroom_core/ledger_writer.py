@@ -19,6 +19,7 @@ Two faults this module exists for:
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 from concurrent.futures import Future
@@ -26,9 +27,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Iterable, cast
+from typing import Any, Iterable, cast
 
-from sqlalchemy import case, func, select
+from sqlalchemy import Table, case, func, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -82,27 +83,8 @@ def _add_counts(s: Session, counts: dict[tuple[str, str, str], list]) -> None:
     ]
     name = s.get_bind().dialect.name
     if name in ("sqlite", "postgresql"):
-        from sqlalchemy import Table
-        from sqlalchemy.dialects import postgresql, sqlite
-
-        T = cast(Table, ToolUsage.__table__)  # typed FromClause on a mapped class; it is the Table
-        for chunk in _chunks(values, 100):  # SQLite allows 999 (older builds) bound parameters
-            stmt = (sqlite.insert(T) if name == "sqlite" else postgresql.insert(T)).values(chunk)
-            s.execute(
-                stmt.on_conflict_do_update(
-                    index_elements=[T.c.client, T.c.project, T.c.tool_name],
-                    set_={
-                        "offered": T.c.offered + stmt.excluded.offered,
-                        "called": T.c.called + stmt.excluded.called,
-                        # called in this batch: the count since the last call; else it grows
-                        "offered_since_called": case(
-                            (stmt.excluded.called > 0, stmt.excluded.offered_since_called),
-                            else_=func.coalesce(T.c.offered_since_called, 0) + stmt.excluded.offered_since_called,
-                        ),
-                        "last_seen_at": stmt.excluded.last_seen_at,
-                    },
-                )
-            )
+        # one statement, compiled once (SQLAlchemy's cache), executed for every row (executemany)
+        s.execute(_upsert(name), values)
         return
     # Other databases: read, then update or insert; a concurrent insert is retried as an update.
     for v in values:
@@ -127,9 +109,27 @@ def _add_counts(s: Session, counts: dict[tuple[str, str, str], list]) -> None:
                 continue
 
 
-def _chunks(xs: list, n: int) -> Iterable[list]:
-    for i in range(0, len(xs), n):
-        yield xs[i : i + n]
+@functools.cache
+def _upsert(dialect: str) -> Any:
+    """The ``tool_usage`` counter upsert of ``dialect`` (``"sqlite"`` or ``"postgresql"``), with
+    a bound parameter per column: executed with a list of rows."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    T = cast(Table, ToolUsage.__table__)  # typed FromClause on a mapped class; it is the Table
+    stmt = sqlite.insert(T) if dialect == "sqlite" else postgresql.insert(T)
+    return stmt.on_conflict_do_update(
+        index_elements=[T.c.client, T.c.project, T.c.tool_name],
+        set_={
+            "offered": T.c.offered + stmt.excluded.offered,
+            "called": T.c.called + stmt.excluded.called,
+            # called in this batch: the count since the last call; else it grows
+            "offered_since_called": case(
+                (stmt.excluded.called > 0, stmt.excluded.offered_since_called),
+                else_=func.coalesce(T.c.offered_since_called, 0) + stmt.excluded.offered_since_called,
+            ),
+            "last_seen_at": stmt.excluded.last_seen_at,
+        },
+    )
 
 
 class LedgerWriter:

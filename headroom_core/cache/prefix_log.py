@@ -18,6 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from headroom_core.cache.models import CachePrefix, CacheSessionPrefix
+from headroom_core.db.upsert import insert_ignore
 from headroom_core.cache.volatile import Change, Prefix, PrefixDiff, diff_prefix, nearest
 
 #: Recent prefixes of the same project a new one is compared with.
@@ -75,9 +76,9 @@ class PrefixLog:
             if s.get(CacheSessionPrefix, (session_key, fp)) is None:
                 prev_fp, diff = self._compare(s, session_key, project, dialect, fp, prefix)
                 row = s.get(CachePrefix, fp)
-                if row is None:
-                    s.add(CachePrefix(fingerprint=fp, project=project, dialect=dialect, system_text=prefix.system,
-                                      tools_json=json.dumps(prefix.tools), created_at=now, last_seen_at=now))
+                if row is None:  # ON CONFLICT DO NOTHING: another proxy may record it at the same moment
+                    insert_ignore(s, CachePrefix, dict(fingerprint=fp, project=project, dialect=dialect, system_text=prefix.system,
+                                                       tools_json=json.dumps(prefix.tools), created_at=now, last_seen_at=now), ["fingerprint"])
                 else:
                     row.last_seen_at = now
                 s.add(CacheSessionPrefix(

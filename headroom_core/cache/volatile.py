@@ -22,6 +22,8 @@ import difflib
 import hashlib
 import json
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -141,12 +143,34 @@ def system_text(body: Mapping[str, Any]) -> str:
     return request_view.system_text(body)
 
 
+#: The last few ``tools`` arrays hashed, by identity (a request whose ``tools`` text did not
+#: change reuses the previous request's parsed array: :mod:`headroom_core.wire.view`).
+_TOOLS_MEMO: "OrderedDict[int, tuple[list, tuple[tuple[str, str], ...]]]" = OrderedDict()
+_TOOLS_MEMO_SIZE = 64
+_memo_lock = threading.Lock()
+
+
 def tool_entries(body: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     """``(name, sha256 hex)`` of each entry of ``tools`` (``cache_control`` left out, keys
-    sorted), in request order; the name of an OpenAI Chat tool is ``function.name``."""
+    sorted), in request order; the name of an OpenAI Chat tool is ``function.name``. The same
+    array object (parsed bodies are never changed in place) is hashed once."""
     tools = body.get("tools")
     if not isinstance(tools, list):
         return ()
+    with _memo_lock:
+        hit = _TOOLS_MEMO.get(id(tools))
+        if hit is not None and hit[0] is tools:
+            _TOOLS_MEMO.move_to_end(id(tools))
+            return hit[1]
+    done = _tool_entries(tools)
+    with _memo_lock:
+        _TOOLS_MEMO[id(tools)] = (tools, done)  # held: the id stays this array's while cached
+        while len(_TOOLS_MEMO) > _TOOLS_MEMO_SIZE:
+            _TOOLS_MEMO.popitem(last=False)
+    return done
+
+
+def _tool_entries(tools: list) -> tuple[tuple[str, str], ...]:
     out: list[tuple[str, str]] = []
     for t in tools:
         if not isinstance(t, dict):
