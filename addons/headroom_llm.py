@@ -166,7 +166,7 @@ class LLMTraffic:
         raw = req.raw_content or b""
         if sig is not None:
             # a changed body (or signed header) fails the signature: byte-identical, not planned
-            plan = RequestPlan(Action.PASSTHROUGH, f"body signed ({sig.scheme}): forwarded byte-identical", d, bytes_before=len(raw), bytes_after=len(raw), code=Code.BYPASS)
+            plan = RequestPlan(Action.PASSTHROUGH, f"body signed ({sig.scheme}): forwarded byte-identical", d, bytes_before=len(raw), bytes_after=len(raw), code=Code.SIGNED)
             flow.metadata["headroom"] = FlowState(plan, time.monotonic())
             log.info("headroom: %s: body signed (%s), forwarded byte-identical", where(flow), sig.scheme)
             return

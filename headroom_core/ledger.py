@@ -18,6 +18,7 @@ from headroom_core.pricing import PriceTable, RequestCost, request_cost
 from headroom_core.wire.blocks import Usage
 from headroom_core.wire.dialects import SEPARATE_CACHE_DIALECTS
 from headroom_core.wire.dialects import dialect as wire_dialect
+from headroom_core.plan_codes import Code
 
 if TYPE_CHECKING:  # the request walk is heavy to import; the ledger's readers do not need it
     from headroom_core.request_plan import RequestPlan
@@ -46,9 +47,9 @@ def record(
     case."""
     p = plan.pipeline
     action = {"rewrite": "compressed", "reject": "rejected"}.get(plan.action, "unchanged")
-    if plan.reason == "bypass header":
+    if plan.code is Code.BYPASS:
         action = "bypass"
-    elif plan.reason.startswith("internal error"):
+    elif plan.internal_error:
         action = "error"
     detail = [asdict(b) for b in p.blocks] if p else []
     t = plan.tools

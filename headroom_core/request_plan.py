@@ -37,7 +37,6 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from functools import cached_property
 from typing import Any, Callable, Mapping
 
@@ -59,6 +58,7 @@ from headroom_core.compress.router import classify, compress_text, hint_for, wit
 from headroom_core.compress.worker import WORKER_MIN_CHARS, CompressTimeout, Job
 from headroom_core.compress.tokens import TokenCounter
 from headroom_core.extensions import RequestContext
+from headroom_core.plan_codes import Action, Code
 from headroom_core.inject import tail_text_edits
 from headroom_core.project import GLOBAL
 from headroom_core.runtime import Runtime
@@ -76,29 +76,6 @@ BYPASS_HEADER = "x-headroom-bypass"
 #: Seconds the fallback after a compression timeout may take (it replays and looks up only).
 FALLBACK_MIN_SECONDS = 15.0
 SESSION_HEADER = "x-headroom-session"
-
-
-class Action(StrEnum):
-    """What the proxy does with a request."""
-
-    PASSTHROUGH = "passthrough"  # send the client's bytes
-    REWRITE = "rewrite"  # send the plan's body
-    REJECT = "reject"  # answer the plan's status and error body, contact nobody
-
-
-class Code(StrEnum):
-    """Why, as a code (``reason`` says it in words)."""
-
-    NOT_LLM = "not_llm"
-    BYPASS = "bypass"
-    TOO_LARGE = "too_large"  # over max_body_bytes
-    NOT_PARSED = "not_parsed"  # not JSON, not UTF-8, not the dialect's shape
-    COMPRESS_OFF = "compress_off"
-    PLANNED = "planned"  # the full walk ran
-    FALLBACK = "fallback"  # compression failed or timed out: replayed, nothing new compressed
-    NOT_COMPRESSED = "not_compressed"  # failed or timed out and the fallback failed too
-    NOT_COMPRESSED_TOO_LARGE = "not_compressed_too_large"  # ... and too large to send uncompressed
-    ABANDONED = "abandoned"
 
 
 @dataclass(frozen=True)
@@ -133,6 +110,7 @@ class RequestPlan:
     nothing stored, learned or recorded). ``persist``: with ``defer``, what must be stored for
     the session (originals, the bytes sent), to run once the request is on its way and before
     its response is answered; None when it was stored already or there is nothing to store.
+    ``internal_error``: the walk raised (a bug, logged) and this is the fallback's plan.
     """
 
     action: Action
@@ -155,6 +133,7 @@ class RequestPlan:
     notes: tuple[str, ...] = field(default=())
     code: Code = Code.PLANNED
     dry_run: bool = False
+    internal_error: bool = False
     persist: Callable[[], None] | None = field(default=None, compare=False, repr=False)
 
     @cached_property
@@ -181,16 +160,17 @@ class PlanAbandoned(Exception):
     waiting (a compression timeout): the plan then remembers nothing for the session."""
 
 
-def _not_compressed(rt: Runtime, r: Route, body: bytes, why: str) -> RequestPlan:
+def _not_compressed(rt: Runtime, r: Route, body: bytes, why: str, error: bool = False) -> RequestPlan:
     """The plan when compressing failed or timed out (``why``): small bodies go on unchanged
     (fail open, as without the proxy); only when ``fail_open_max_bytes`` is set (not 0, the
     default), bodies over it are refused with 413 instead (for teams that would rather stop an
-    uncompressed huge request than pay for it)."""
+    uncompressed huge request than pay for it). ``error``: the failure was an internal error
+    (the plan's ``internal_error``)."""
     n = len(body)
     d, counting = r.dialect, r.counting
     limit = rt.settings.fail_open_max_bytes
     if d is None or not limit or n <= limit or counting:
-        return RequestPlan(Action.PASSTHROUGH, why[:300], bytes_before=n, bytes_after=n, code=Code.NOT_COMPRESSED, dry_run=counting)
+        return RequestPlan(Action.PASSTHROUGH, why[:300], bytes_before=n, bytes_after=n, code=Code.NOT_COMPRESSED, dry_run=counting, internal_error=error)
     msg = (
         f"headroom proxy: this {n}-byte request could not be compressed ({why[:120]}), and requests over "
         f"{limit} bytes (headroom fail_open_max_bytes) are not sent uncompressed. Compact the conversation "
@@ -198,7 +178,7 @@ def _not_compressed(rt: Runtime, r: Route, body: bytes, why: str) -> RequestPlan
     )
     return RequestPlan(
         Action.REJECT, why[:300], d, status=413, error_body=json.dumps(r.wire.error_body(msg, too_large=True)).encode(),
-        bytes_before=n, code=Code.NOT_COMPRESSED_TOO_LARGE,
+        bytes_before=n, code=Code.NOT_COMPRESSED_TOO_LARGE, internal_error=error,
     )  # fmt: skip
 
 
@@ -234,26 +214,28 @@ def plan_request(
         return replay_only(rt, method, path, headers, body, str(e)[:200], defer, r)
     except Exception as e:  # noqa: BLE001 - fail open, loudly
         log.exception("headroom: compression failed; sending what was sent before, nothing new compressed")
-        return replay_only(rt, method, path, headers, body, f"internal error: {type(e).__name__}: {e}", defer, r)
+        return replay_only(rt, method, path, headers, body, f"internal error: {type(e).__name__}: {e}", defer, r, error=True)
 
 
 def replay_only(
-    rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes, why: str, defer: bool = False, route_: Route | None = None
+    rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes, why: str, defer: bool = False, route_: Route | None = None,
+    error: bool = False,
 ) -> RequestPlan:
     """The fallback when compressing failed or timed out (``why``): the session's earlier
     messages are still replayed byte for byte and ``tools`` still sent as before (so the
     provider's cached prefix does not flip), reusing earlier decisions only; nothing new is
     compressed, counted or injected. A body over ``fail_open_max_bytes`` (when set) is refused (413) as the
-    fallback cannot shrink it. If even the fallback fails: :func:`_not_compressed`."""
+    fallback cannot shrink it. If even the fallback fails: :func:`_not_compressed`. ``error``:
+    the failure was an internal error (kept as the plan's ``internal_error``)."""
     r = route_ if route_ is not None else route(method, path)
     try:
         plan = _plan(rt, r, path, headers, body, None, fast=True, defer=defer)
         if plan.action != Action.REJECT and plan.dialect is not None and not plan.dry_run and 0 < rt.settings.fail_open_max_bytes < plan.bytes_after:
-            return _not_compressed(rt, r, body, why)  # too large to send uncompressed
-        return replace(plan, reason=f"{why[:150]}; fallback: {plan.reason}"[:300], code=Code.FALLBACK)
+            return _not_compressed(rt, r, body, why, error)  # too large to send uncompressed
+        return replace(plan, reason=f"{why[:150]}; fallback: {plan.reason}"[:300], code=Code.FALLBACK, internal_error=error)
     except Exception as e:  # noqa: BLE001
         log.exception("headroom: the fallback failed too")
-        return _not_compressed(rt, r, body, f"{why[:150]}; fallback failed: {type(e).__name__}: {e}")
+        return _not_compressed(rt, r, body, f"{why[:150]}; fallback failed: {type(e).__name__}: {e}", error)
 
 
 class _CommitGate:

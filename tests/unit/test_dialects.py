@@ -154,3 +154,17 @@ def test_record_turn_reads_model_tools_usage_and_calls_through_the_dialect(tmp_p
     assert (row.model, row.dialect, row.usage_input_tokens, row.usage_output_tokens) == (body["model"], d.value, 7, 2)
     (name,) = tools
     assert name in ("Bash", "shell") and tools[name] == (1, 1)
+
+
+@pytest.mark.parametrize(
+    ("code", "internal_error", "action"),
+    [(Code.BYPASS, False, "bypass"), (Code.SIGNED, False, "unchanged"), (Code.FALLBACK, True, "error"), (Code.NOT_COMPRESSED, True, "error"), (Code.FALLBACK, False, "unchanged")],
+)
+def test_ledger_action_follows_the_plan_code_not_its_words(tmp_path, code, internal_error, action):
+    sessions = open_database(f"sqlite:///{tmp_path / 'h.db'}")
+    d = Dialect.ANTHROPIC_MESSAGES
+    # the reason's words are deliberately misleading: the row must follow the code
+    plan = RequestPlan(Action.PASSTHROUGH, "internal error: bypass header", d, client_body=dict(BODIES[d]), code=code, internal_error=internal_error)
+    ledger.record_turn(sessions, plan, user_agent="claude-cli/1.0", status_code=200)
+    with sessions() as s:
+        assert s.execute(select(RequestOutcome)).scalar_one().action == action
