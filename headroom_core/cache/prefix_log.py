@@ -81,11 +81,11 @@ class PrefixLog:
                                                        tools_json=json.dumps(prefix.tools), created_at=now, last_seen_at=now), ["fingerprint"])
                 else:
                     row.last_seen_at = now
-                s.add(CacheSessionPrefix(
+                insert_ignore(s, CacheSessionPrefix, dict(
                     session_key=session_key, fingerprint=fp, project=project, dialect=dialect, client=client[:64],
                     previous_fingerprint=prev_fp, similarity=diff.similarity if diff else None,
                     changes=json.dumps([asdict(c) for c in diff.changes] if diff else []), first_seen_at=now,
-                ))
+                ), ["session_key", "fingerprint"])  # the same session through two proxies at once: recorded once
                 s.flush()
                 self._prune(s, project)
         return diff
