@@ -33,6 +33,7 @@ from headroom_core.wire.rawjson import Raw
 from headroom_core.wire.signed import body_signature
 
 import headroom_stream_relay
+from headroom_headers import header_dict
 from headroom_options import State
 
 log = logging.getLogger("headroom")
@@ -154,10 +155,10 @@ class LLMTraffic:
         if rt is None or flow.response is not None:
             return
         req = flow.request
-        headers = {k.lower(): v for k, v in req.headers.items()}
+        headers = header_dict(req.headers)
         sig = body_signature(headers, req.path)
-        for k in [k for k in req.headers.keys() if k.lower().startswith("x-headroom-")]:
-            if sig is None or k.lower() not in sig.signed_headers:
+        for k in [k for k in headers if k.startswith("x-headroom-")]:
+            if sig is None or k not in sig.signed_headers:
                 del req.headers[k]
         r = route(req.method, req.path)  # the dialect, detected once for the whole request
         d = r.dialect
@@ -229,7 +230,7 @@ class LLMTraffic:
 
     async def responseheaders(self, flow: http.HTTPFlow) -> None:
         st: FlowState | None = flow.metadata.get("headroom")
-        if st is not None and st.stored is not None:
+        if st is not None and st.stored is not None and not st.stored.done():
             # the session's state is stored before the client sees its answer: the client's next
             # turn may reach another proxy of a team (one database), which must find it
             await asyncio.wait([st.stored], timeout=AFTER_WAIT_SECONDS)

@@ -48,6 +48,7 @@ from headroom_core.wire import responses_ws as rws
 from headroom_core.wire.dialects import Route
 
 import headroom_ws_close
+from headroom_headers import header_dict
 from headroom_options import State
 
 log = logging.getLogger("headroom")
@@ -90,7 +91,7 @@ class ResponsesWebSocket:
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if flow.request.headers.get("upgrade", "").lower() != "websocket":
             return
-        headers = {k.lower(): v for k, v in flow.request.headers.items()}
+        headers = header_dict(flow.request.headers)
         flow.metadata[KEY] = WsFlowState(headers, rws.is_responses_path(flow.request.path))
 
     def websocket_message(self, flow: http.HTTPFlow) -> Coroutine[Any, Any, None] | None:

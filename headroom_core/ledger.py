@@ -65,7 +65,7 @@ def record(
     entry = Entry()  # one request's rows and counts
     _count_tools(entry, client, plan.project, offered, called, now)
     entry.add(
-        RequestOutcome(
+        dict(
             created_at=now,
             dialect=plan.dialect.value if plan.dialect else "",
             client=client,

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterable, cast
 
-from sqlalchemy import Table, case, func, select
+from sqlalchemy import Table, case, func, insert, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -40,17 +40,21 @@ log = logging.getLogger("headroom")
 
 @dataclass
 class Entry:
-    """One request's ledger write: its :class:`RequestOutcome` row (not yet attached to a
-    session) and ``(tool name, offered, called)`` counts for ``client`` and ``project``."""
+    """One request's ledger write: its ``request_outcomes`` row (column name → value, every
+    column of :class:`RequestOutcome` but the key) and ``(tool name, offered, called)`` counts
+    for ``client`` and ``project``.
 
-    rows: list[RequestOutcome] = field(default_factory=list)
+    Rows are column values, not ORM objects: building a mapped object costs about as much as the
+    whole request's plan for a small request, and the writer inserts them in one executemany."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
     client: str = ""
     project: str = ""
     tools: dict[str, list[int]] = field(default_factory=dict)
     seen_at: datetime | None = None
 
-    def add(self, row: RequestOutcome) -> None:
-        """Queue ``row`` with this entry (the ``Session.add`` of the ledger's write path)."""
+    def add(self, row: dict[str, Any]) -> None:
+        """Queue ``row`` (the values of one ``request_outcomes`` row) with this entry."""
         self.rows.append(row)
 
 
@@ -70,8 +74,12 @@ def write_entries(sessions: sessionmaker[Session], entries: Iterable[Entry]) -> 
             acc[3] = 0 if c else acc[3] + o
             if e.seen_at is not None and (acc[2] is None or e.seen_at > acc[2]):
                 acc[2] = e.seen_at
+    rows = [r for e in entries for r in e.rows]
     with sessions.begin() as s:
-        s.add_all([r for e in entries for r in e.rows])
+        if rows:
+            # one INSERT compiled once, executed for every row (executemany); all rows carry the
+            # same columns (ledger.record builds them)
+            s.execute(insert(cast(Table, RequestOutcome.__table__)), rows)
         if counts:
             _add_counts(s, counts)
 
