@@ -25,6 +25,13 @@ frame over ``ws_max_frame_bytes`` (or a body over ``max_body_bytes``), or a larg
 compression failed or timed out (over ``fail_open_max_bytes``, when set), is dropped and both the client
 and the upstream connection are closed with code 1009 and a reason that tells the agent to
 compact its context. Frames that are not JSON, not ``response.create``, or binary pass unchanged.
+
+The frame that ends a turn for the client (its terminal event, or the last frames the proxy
+releases in its place) goes out once the turn's ledger row is committed, as an HTTP answer does
+(at most ``_LEDGER_WAIT`` seconds): a proxy killed at any moment has every answered turn on disk.
+Only that connection's frames wait (mitmproxy relays a message when its async
+``websocket_message`` hook returns, and queues the connection's later events behind it, in
+order); other flows and connections go on.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ import json
 import logging
 import time
 from collections import deque
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Coroutine
 
@@ -49,6 +57,7 @@ from headroom_core.wire.dialects import Route
 
 import headroom_ws_close
 from headroom_headers import header_dict
+from headroom_llm import _LEDGER_WAIT  # one bound for both paths
 from headroom_options import State
 
 log = logging.getLogger("headroom")
@@ -95,7 +104,8 @@ class ResponsesWebSocket:
         flow.metadata[KEY] = WsFlowState(headers, rws.is_responses_path(flow.request.path))
 
     def websocket_message(self, flow: http.HTTPFlow) -> Coroutine[Any, Any, None] | None:
-        # Sync for server events (no await on their path), a coroutine for client frames.
+        # Sync for server events (no await on their path) except the one that ends a turn (it
+        # waits for the ledger's commit), a coroutine for client frames.
         rt = self.state.runtime
         st: WsFlowState | None = flow.metadata.get(KEY)
         if rt is None or st is None or flow.websocket is None:
@@ -111,8 +121,7 @@ class ResponsesWebSocket:
             return self._client_frame(flow, st)
         if st.pending and st.pending[0].loop is not None:
             return self._loop_event(flow, st, st.pending[0])
-        self._server_event(flow, st)
-        return None
+        return self._server_event(flow, st)
 
     async def _client_frame(self, flow: http.HTTPFlow, st: WsFlowState) -> None:
         rt = self.state.runtime
@@ -157,23 +166,25 @@ class ResponsesWebSocket:
         headroom_ws_close.close(flow, refusal.code, refusal.reason)
         self._record_later(flow, refusal.plan, None, refusal.code)
 
-    def _server_event(self, flow: http.HTTPFlow, st: WsFlowState) -> None:
+    def _server_event(self, flow: http.HTTPFlow, st: WsFlowState) -> Coroutine[Any, Any, None] | None:
+        """A server event of a turn without the proxy's tools: passes untouched; a terminal one
+        records the turn and is held until its row is committed (the coroutine returned)."""
         assert flow.websocket is not None
         msg = flow.websocket.messages[-1]
         if not st.pending or not msg.is_text:
-            return
+            return None
         content = msg.content
         if not any(t in content for t in _TERMINAL_BYTES):
-            return
+            return None
         try:
             event = json.loads(content)
         except ValueError:
-            return
+            return None
         if not isinstance(event, dict) or event.get("type") not in rws.TERMINAL_EVENTS:
-            return
+            return None
         turn = st.pending.popleft()
         resp = event.get("response") if isinstance(event.get("response"), dict) else None
-        self._record_later(flow, turn.plan, resp, 200 if event.get("type") != "error" else None)
+        return _after_commit(flow, self._record_later(flow, turn.plan, resp, 200 if event.get("type") != "error" else None))
 
     def _loop_event(self, flow: http.HTTPFlow, st: WsFlowState, turn: _Turn) -> Coroutine[Any, Any, None] | None:
         """A server event of a turn that offered the proxy's tools (see the module docstring)."""
@@ -188,8 +199,7 @@ class ResponsesWebSocket:
             _replace(flow, msg, step.frames)
         elif isinstance(step, ws_loop.Settle):
             return self._settle(flow, st, turn, step)
-        self._turn_over(flow, st, turn)
-        return None
+        return _after_commit(flow, self._turn_over(flow, st, turn))
 
     async def _settle(self, flow: http.HTTPFlow, st: WsFlowState, turn: _Turn, step: ws_loop.Settle) -> None:
         """The turn ended with held events: answer the proxy's calls off the event loop, then
@@ -209,15 +219,18 @@ class ResponsesWebSocket:
             _inject(flow, res.to_upstream, to_client=False)
         elif step.calls:
             log.warning("headroom: %s (WebSocket): proxy tool calls carried out and removed (client calls in the same turn, or rounds exhausted)", _where(flow))
-        self._turn_over(flow, st, turn)
+        wait = _after_commit(flow, self._turn_over(flow, st, turn))
+        if wait is not None:
+            await wait
 
-    def _turn_over(self, flow: http.HTTPFlow, st: WsFlowState, turn: _Turn) -> None:
-        """Record the turn once its loop saw the last terminal event the client gets."""
+    def _turn_over(self, flow: http.HTTPFlow, st: WsFlowState, turn: _Turn) -> Future | None:
+        """Record the turn once its loop saw the last terminal event the client gets; the future
+        of the row's commit (None: the turn goes on, or nothing was queued)."""
         loop = turn.loop
         if loop is None or not loop.done or not st.pending or st.pending[0] is not turn:
-            return
+            return None
         st.pending.popleft()
-        self._record_later(flow, turn.plan, loop.final, 200 if loop.final is not None else None, loop)
+        return self._record_later(flow, turn.plan, loop.final, 200 if loop.final is not None else None, loop)
 
     def websocket_end(self, flow: http.HTTPFlow) -> None:
         st: WsFlowState | None = flow.metadata.get(KEY)
@@ -226,19 +239,20 @@ class ResponsesWebSocket:
 
     def _record_later(
         self, flow: http.HTTPFlow, plan: RequestPlan, resp: dict[str, Any] | None, status: int | None, loop: ws_loop.WsRetrieveLoop | None = None
-    ) -> None:
-        """Queue the ledger row for the ledger's writer thread; the event stream never waits."""
-        self._record(plan, resp, status, flow.request.headers.get("user-agent", ""), loop)
+    ) -> Future | None:
+        """Queue the ledger row for the ledger's writer thread; the future of its commit (None:
+        not queued). Only the frame that ends the turn for the client waits for it."""
+        return self._record(plan, resp, status, flow.request.headers.get("user-agent", ""), loop)
 
     def _record(
         self, plan: RequestPlan, resp: dict[str, Any] | None, status: int | None, user_agent: str, loop: ws_loop.WsRetrieveLoop | None = None
-    ) -> None:
+    ) -> Future | None:
         rt = self.state.runtime
         if rt is None:
-            return
+            return None
         done = loop if loop is not None and loop.done else None
         try:
-            ledger.record_turn(
+            return ledger.record_turn(
                 rt.sessions,
                 plan,
                 user_agent=user_agent,
@@ -251,6 +265,23 @@ class ResponsesWebSocket:
             )
         except Exception:  # noqa: BLE001 - the ledger never breaks traffic
             log.exception("headroom: could not record the WebSocket turn")
+            return None
+
+
+def _after_commit(flow: http.HTTPFlow, committed: Future | None) -> Coroutine[Any, Any, None] | None:
+    """For a ``websocket_message`` hook: a coroutine that returns once ``committed`` (a ledger
+    row's commit) is done, or after ``_LEDGER_WAIT`` seconds (logged; the commit is never
+    cancelled); mitmproxy relays the current frame, and what was injected after it, when the
+    hook returns. None when there is nothing to wait for."""
+    if committed is None or committed.done():
+        return None
+
+    async def wait() -> None:
+        done, _ = await asyncio.wait({asyncio.wrap_future(committed)}, timeout=_LEDGER_WAIT)  # never cancels the commit
+        if not done:
+            log.warning("headroom: %s (WebSocket): the ledger row is not committed after %.0f s; answering anyway", _where(flow), _LEDGER_WAIT)
+
+    return wait()
 
 
 def _replace(flow: http.HTTPFlow, msg: WebSocketMessage, frames: tuple[bytes, ...]) -> None:

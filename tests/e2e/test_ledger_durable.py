@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sqlite3
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -188,3 +189,119 @@ def test_answered_requests_survive_kill_9(upstream, proxy_factory):
     while _counts(sessions)[0] < on_disk + 1 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _counts(sessions)[0] == on_disk + 1
+
+
+WS_CONNECTIONS, WS_TURNS = 4, 8  # 32 WebSocket turns over 4 connections at once
+HOLD_SECONDS = 0.25  # well under the 2 s an answer waits for its row at most
+
+
+class _OtherWriter:
+    """Another writer of the proxy's SQLite database, as a second proxy or the CLI sharing it
+    would be: :meth:`hold` takes the database's write lock (``BEGIN IMMEDIATE`` on its own
+    connection) for ``HOLD_SECONDS`` unless it holds it already, so the proxy's ledger commits
+    meanwhile wait for it (SQLite's busy timeout)."""
+
+    def __init__(self, path) -> None:
+        self.path, self.lock, self.db, self.held = path, threading.Lock(), None, False
+        self.timers: list[threading.Timer] = []
+
+    def hold(self) -> None:
+        with self.lock:
+            if self.held:
+                return
+            if self.db is None:
+                self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
+            self.db.execute("BEGIN IMMEDIATE")
+            self.held = True
+            t = threading.Timer(HOLD_SECONDS, self._release)
+            self.timers.append(t)
+            t.start()
+
+    def _release(self) -> None:
+        with self.lock:
+            self.db.execute("ROLLBACK")
+            self.held = False
+
+    def close(self) -> None:
+        for t in list(self.timers):
+            t.join(60)
+        if self.db is not None:
+            self.db.close()
+
+
+def _ws_rows(sessions) -> list[tuple[str, str, int | None]]:
+    """(model, dialect, status code) of every ``request_outcomes`` row, sorted."""
+    with sessions() as s:
+        return sorted((r.model, r.dialect, r.status_code) for r in s.scalars(select(RequestOutcome)))
+
+
+def test_answered_websocket_turns_survive_kill_9(upstream, proxy_factory):
+    """32 Responses turns over 4 WebSockets at once (Codex's ``response.create`` frames; every
+    other one with a new 60 KB tool output to compress, so it offers ``headroom_retrieve`` and
+    its events go through the proxy-tools loop; two connections end on such a turn, two on a
+    plain one), while another writer of the database holds its
+    write lock for a moment as each turn reaches the upstream (so the proxy's ledger commit is
+    not instant); ``kill -9`` of the proxy from the client thread the moment the last turn's
+    terminal event is received. The database then holds exactly the 32 answered turns, each
+    its own row (its own model name) of the Responses dialect with status 200 (a terminal event
+    goes to the client once its row is committed; before, the rows still queued were lost); a
+    restarted proxy finds them and counts a further WebSocket turn."""
+    from headroom_core.wire import responses_ws as rws
+    from tests.e2e.test_ws_e2e import create_frame, items
+    from tests.support.clients import ws_connect
+    from tests.support.proxy import ADDON_SCRIPT
+
+    px = proxy_factory(ADDON_SCRIPT, options={"headroom_compress_timeout_seconds": "600"})
+    other = _OtherWriter(px.home / "headroom.db")
+
+    def responder(rec):
+        other.hold()  # the turn's events go out now, its ledger row waits for the lock
+        return Reply.text("ok")
+
+    upstream.responder = responder
+    total = WS_CONNECTIONS * WS_TURNS
+    answered: list[str] = []  # the model names of the turns whose terminal event arrived
+    lock = threading.Lock()
+
+    def turn(ws, model: str, output: str) -> bool:
+        ws.send(create_frame(items(output, f"turn {model}: which rows are closed?"), model=model))
+        while True:
+            event = json.loads(ws.recv(timeout=300))
+            if event.get("type") in rws.TERMINAL_EVENTS:
+                return event["type"] == "response.completed"
+
+    def connection(c: int) -> None:
+        with ws_connect(upstream, px, additional_headers={"user-agent": "codex_cli_rs/0.50.0"}) as ws:
+            for k in range(WS_TURNS):
+                i = c * WS_TURNS + k
+                model = f"gpt-ws-kill-{i}"
+                assert turn(ws, model, _tool_output(i) if (i + c) % 2 == 0 else f"short output {i}")
+                with lock:
+                    answered.append(model)
+                    if len(answered) == total:  # the last answer: kill now, from this thread
+                        px.process.send_signal(signal.SIGKILL)
+                        return
+
+    try:
+        with ThreadPoolExecutor(WS_CONNECTIONS) as pool:
+            for f in [pool.submit(connection, c) for c in range(WS_CONNECTIONS)]:
+                f.result()
+        px.process.wait(30)
+    finally:
+        other.close()
+    upstream.responder = lambda rec: Reply.text("ok")
+    assert len(answered) == total
+    frames = [r for r in upstream.requests if r.method == "WS"]
+    looped = [r for r in frames if "headroom_retrieve" in [t.get("name") for t in r.json.get("tools", [])]]
+    assert (len(frames), len(looped)) == (total, total // 2)  # both of the addon's paths were taken
+    sessions = open_database(f"sqlite:///{px.home / 'headroom.db'}")
+    want = sorted((m, "openai-responses", 200) for m in answered)
+    assert _ws_rows(sessions) == want  # a fresh reader after the kill: every answered turn, no other row
+    px.restart()
+    assert _ws_rows(sessions) == want
+    with ws_connect(upstream, px, additional_headers={"user-agent": "codex_cli_rs/0.50.0"}) as ws:
+        assert turn(ws, "gpt-ws-after-restart", "short output after the restart")
+    deadline = time.monotonic() + 60
+    while len(_ws_rows(sessions)) < total + 1 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _ws_rows(sessions) == sorted(want + [("gpt-ws-after-restart", "openai-responses", 200)])
