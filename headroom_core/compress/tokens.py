@@ -132,8 +132,12 @@ class TokenCounter:
             if hit is not None:
                 self._cache.move_to_end(key)
                 return hit
-        # a lone surrogate (valid JSON, no UTF-8 form) counts as U+FFFD: tokenizers refuses it
-        n = len(self._tokenizer().encode(scrub(text), add_special_tokens=False).ids)
+        # a lone surrogate (valid JSON, no UTF-8 form) counts as U+FFFD: tokenizers refuses it.
+        # encode_batch, not encode: the same tokens, but the Rust side runs without the GIL
+        # (tokenizers' Python binding wraps encode_batch in allow_threads, encode not), so the
+        # proxy's event loop and other requests go on while a large tool output is counted
+        # (counting was 37% of the proxy's GIL time under bench/bench_load.py, profiled)
+        n = len(self._tokenizer().encode_batch([scrub(text)], add_special_tokens=False)[0].ids)
         with self._lock:
             self._cache[key] = n
             if len(self._cache) > self._cache_size:
