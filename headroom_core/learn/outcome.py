@@ -21,6 +21,7 @@ Evidence, in order:
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -51,8 +52,14 @@ _ERROR_WORDS = ("not found", "no such file", "cannot access", "traceback", "erro
 def has_error_line(body: str, limit: int = 20000) -> bool:
     """Whether the first ``limit`` characters of an output hold a well-known error line
     (:data:`_STRONG_ERROR_LINES`); only lines holding an error word (found with ``str.find``)
-    are tried, so a large output costs little."""
-    chunk = body[:limit]
+    are tried, so a large output costs little. Answers are remembered for the last 256
+    outputs: agents resend the history, and live learning reads the latest outputs again on
+    each of the next few requests."""
+    return _has_error_line(body[:limit])
+
+
+@functools.lru_cache(maxsize=256)
+def _has_error_line(chunk: str) -> bool:
     low = chunk.lower()
     starts: set[int] = set()
     for w in _ERROR_WORDS:
