@@ -33,6 +33,7 @@ from headroom_core.wire.rawjson import Raw
 from headroom_core.wire.signed import body_signature
 
 import headroom_stream_relay
+from headroom_commit import until_committed
 from headroom_headers import header_dict
 from headroom_options import State
 
@@ -43,8 +44,6 @@ logging.getLogger("httpx").setLevel(logging.WARNING)
 # Hop-by-hop and length headers are not copied into the proxy's own follow-up requests.
 _SKIP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "proxy-connection", "keep-alive", "accept-encoding", "content-encoding"}
 _FOLLOWUP_TIMEOUT = httpx.Timeout(600.0, connect=30.0)
-#: Longest a response waits for its ledger row to be committed (seconds).
-_LEDGER_WAIT = 2.0
 
 
 @dataclass
@@ -275,7 +274,7 @@ class LLMTraffic:
         # queued for the ledger's own writer thread (not behind the compression work); the answer
         # goes to the client once its row is committed (group commits: milliseconds), so a proxy
         # killed at any moment has every answered request on disk. A slow database holds an
-        # answer up by at most _LEDGER_WAIT seconds.
+        # answer up by at most LEDGER_WAIT seconds.
         if st.plan.tools is not None and "tokens_after" not in st.plan.tools.__dict__:
             await asyncio.to_thread(_ledger_figures, st.plan)  # not yet counted: off the event loop
         committed = self._record(flow, st)
@@ -284,9 +283,7 @@ class LLMTraffic:
         del flow.metadata["headroom"]
         st.stream = None
         if committed is not None:
-            done, _ = await asyncio.wait({asyncio.wrap_future(committed)}, timeout=_LEDGER_WAIT)  # never cancels the commit
-            if not done:
-                log.warning("headroom: %s: the ledger row is not committed after %.0f s; answering anyway", where(flow), _LEDGER_WAIT)
+            await until_committed(committed, where(flow))
 
     async def _answer(self, st: FlowState, call: ToolCall) -> str:
         if st.stored is not None:

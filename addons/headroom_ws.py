@@ -28,7 +28,7 @@ compact its context. Frames that are not JSON, not ``response.create``, or binar
 
 The frame that ends a turn for the client (its terminal event, or the last frames the proxy
 releases in its place) goes out once the turn's ledger row is committed, as an HTTP answer does
-(at most ``_LEDGER_WAIT`` seconds): a proxy killed at any moment has every answered turn on disk.
+(at most ``headroom_commit.LEDGER_WAIT`` seconds): a proxy killed at any moment has every answered turn on disk.
 Only that connection's frames wait (mitmproxy relays a message when its async
 ``websocket_message`` hook returns, and queues the connection's later events behind it, in
 order); other flows and connections go on.
@@ -56,8 +56,8 @@ from headroom_core.wire import responses_ws as rws
 from headroom_core.wire.dialects import Route
 
 import headroom_ws_close
+from headroom_commit import until_committed
 from headroom_headers import header_dict
-from headroom_llm import _LEDGER_WAIT  # one bound for both paths
 from headroom_options import State
 
 log = logging.getLogger("headroom")
@@ -269,19 +269,12 @@ class ResponsesWebSocket:
 
 
 def _after_commit(flow: http.HTTPFlow, committed: Future | None) -> Coroutine[Any, Any, None] | None:
-    """For a ``websocket_message`` hook: a coroutine that returns once ``committed`` (a ledger
-    row's commit) is done, or after ``_LEDGER_WAIT`` seconds (logged; the commit is never
-    cancelled); mitmproxy relays the current frame, and what was injected after it, when the
-    hook returns. None when there is nothing to wait for."""
+    """For a ``websocket_message`` hook: :func:`~headroom_commit.until_committed` of
+    ``committed`` (a ledger row's commit); mitmproxy relays the current frame, and what was
+    injected after it, when the hook returns. None when there is nothing to wait for."""
     if committed is None or committed.done():
         return None
-
-    async def wait() -> None:
-        done, _ = await asyncio.wait({asyncio.wrap_future(committed)}, timeout=_LEDGER_WAIT)  # never cancels the commit
-        if not done:
-            log.warning("headroom: %s (WebSocket): the ledger row is not committed after %.0f s; answering anyway", _where(flow), _LEDGER_WAIT)
-
-    return wait()
+    return until_committed(committed, f"{_where(flow)} (WebSocket)")
 
 
 def _replace(flow: http.HTTPFlow, msg: WebSocketMessage, frames: tuple[bytes, ...]) -> None:
