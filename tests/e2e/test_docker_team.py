@@ -105,7 +105,7 @@ def _health(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 
 def _pg_url() -> tuple[str, callable] | None:
-    from tests.e2e.test_memory_store import fresh_pg_database, pg_server_url
+    from tests.support.postgres import fresh_pg_database, pg_server_url
 
     server = pg_server_url()
     return None if server is None else fresh_pg_database(server)

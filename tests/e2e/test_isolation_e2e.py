@@ -27,7 +27,7 @@ from tests.support.clients import anthropic_client
 from tests.support.proxy import ADDON_SCRIPT
 from tests.support.upstream import Reply
 from tests.e2e.test_memory_e2e import BASH, wait_for_model
-from tests.e2e.test_memory_store import fresh_pg_database, pg_server_url
+from tests.support.postgres import fresh_pg_database, pg_server_url
 from tests.unit.test_request_plan import github_scenario
 
 SYSTEM = "You are Claude Code, Anthropic's CLI for coding.\n" + "Follow the repository's conventions. " * 300

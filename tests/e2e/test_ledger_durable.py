@@ -11,7 +11,6 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
-import pytest
 from sqlalchemy import func, select
 
 from headroom_core import ledger
@@ -23,22 +22,8 @@ from headroom_core.wire.blocks import Usage
 from headroom_core.wire.detect import Dialect
 from tests.support.clients import http_client, post_stream
 from tests.support.upstream import Reply
-from tests.e2e.test_memory_store import fresh_pg_database, pg_server_url
 
 N = 32
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def sessions(request, tmp_path):
-    if request.param == "sqlite":
-        yield open_database(f"sqlite:///{tmp_path / 'headroom.db'}")
-        return
-    server = pg_server_url()
-    if server is None:
-        pytest.skip("PostgreSQL cases need HEADROOM_TEST_PG_URL (eval \"$(scripts/postgres start)\") or PostgreSQL installed")
-    url, drop = fresh_pg_database(server)
-    yield open_database(url)
-    drop()
 
 
 def _plan(i: int) -> RequestPlan:

@@ -13,7 +13,8 @@ import pytest
 from tests.support.clients import anthropic_client, http_client, openai_client
 from tests.support.proxy import ADDON_SCRIPT, free_port
 from tests.support.upstream import Reply
-from tests.e2e.test_memory_store import MIGRATE, fresh_pg_database, pg_server_url
+from tests.e2e.test_memory_store import MIGRATE
+from tests.support.postgres import fresh_pg_database, pg_server_url
 
 SHOP = "/work/shop"
 OTHER = "/work/other"

@@ -13,10 +13,8 @@ from __future__ import annotations
 import threading
 from datetime import datetime, timedelta
 
-import pytest
 from sqlalchemy import select
 
-from headroom_core.db.engine import open_database
 from headroom_core.db.models import ToolUsage
 from headroom_core.learn.models import LearnFailure
 from headroom_core.learn.rules import Rule
@@ -24,7 +22,6 @@ from headroom_core.learn.steps import Step
 from headroom_core.learn.store import LearnStore
 from headroom_core.ledger import _count_tools
 from headroom_core.ledger_writer import Entry, write_entries
-from tests.e2e.test_memory_store import fresh_pg_database, pg_server_url
 
 THREADS = 8
 ROUNDS = 25
@@ -93,21 +90,6 @@ def _learn(sessions) -> None:
     assert failure.count == THREADS * ROUNDS and 1 < failure.sessions <= THREADS * ROUNDS
     lines = [line for got in given for line in got]
     assert lines and len(lines) == len(set(lines))  # each line given to the session once, by one writer
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def sessions(request, tmp_path):
-    if request.param == "sqlite":
-        yield open_database(f"sqlite:///{tmp_path / 'headroom.db'}")
-        return
-    server = pg_server_url()
-    if server is None:
-        pytest.skip("needs PostgreSQL: set HEADROOM_TEST_PG_URL (eval \"$(scripts/postgres start)\") or install PostgreSQL")
-    url, drop = fresh_pg_database(server)
-    try:
-        yield open_database(url)
-    finally:
-        drop()
 
 
 def test_tool_usage_counted_concurrently(sessions):

@@ -14,6 +14,8 @@ Fixtures (scope):
 - ``plain_proxy`` (module): mitmdump with no script, streaming bodies
   (``stream_large_bodies=1``) so SSE passes through incrementally.
 - ``headroom_proxy`` (module): mitmdump ``-s addons/headroom.py``.
+- ``sessions`` (function, two params): a ``sessionmaker`` on a fresh migrated SQLite file, then
+  on a fresh PostgreSQL database (:mod:`.postgres`; skipped, saying how to enable it, without one).
 
 and the plain helper :func:`start_proxy`, usable anywhere.
 """
@@ -26,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from .postgres import fresh_pg_database, pg_server_url
 from .proxy import ADDON_SCRIPT, MitmProxy
 from .upstream import Upstream
 
@@ -36,6 +39,7 @@ __all__ = [
     "proxy_factory",
     "plain_proxy",
     "headroom_proxy",
+    "sessions",
     "start_proxy",
     "ProxyFactory",
 ]
@@ -105,3 +109,21 @@ def headroom_proxy(module_proxy_factory: ProxyFactory) -> MitmProxy:
     if not ADDON_SCRIPT.exists():
         pytest.fail(f"{ADDON_SCRIPT} does not exist")
     return module_proxy_factory(ADDON_SCRIPT)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def sessions(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """A fresh database of each kind, opened (and migrated) with ``open_database``."""
+    from headroom_core.db.engine import open_database
+
+    if request.param == "sqlite":
+        yield open_database(f"sqlite:///{tmp_path / 'headroom.db'}")
+        return
+    server = pg_server_url()
+    if server is None:
+        pytest.skip("needs PostgreSQL: set HEADROOM_TEST_PG_URL (eval \"$(scripts/postgres start)\") or install PostgreSQL")
+    url, drop = fresh_pg_database(server)
+    try:
+        yield open_database(url)
+    finally:
+        drop()
