@@ -11,10 +11,11 @@ traffic are estimates; the provider's reported ``usage`` is the measured figure.
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from headroom_core import heap
 from headroom_core.surrogates import scrub
@@ -28,6 +29,48 @@ CL100K_PATTERN = (
     r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
     r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
 )
+
+
+#: Texts of more than twice this many characters are counted in pieces (see :func:`pieces`).
+PIECE_CHARS = 2048
+# Where a text may be cut without changing its cl100k_base count: a space between two printable
+# ASCII characters. Why: every alternative of CL100K_PATTERN that can hold a space holds it
+# either first (" ?[^\s\p{L}\p{N}]+…", "[^\r\n\p{L}\p{N}]?\p{L}+") or among whitespace
+# only ("\s+…"), so no pre-token runs from the non-space before the cut over the space; the
+# pattern has no look-behind, and its one look-ahead ("\s+(?!\S)") cannot end a piece that ends
+# in a non-space; BPE merges never cross pre-tokens. So the count of the whole is the sum of the
+# counts of the pieces (tests/unit/test_tokens.py checks it on the corpus, piece by piece).
+_CUT = re.compile(r"(?<=[!-~]) (?=[!-~])")
+
+
+def pieces(text: str, size: int = PIECE_CHARS) -> list[str]:
+    """``text`` cut into pieces of at least ``size`` characters (the last one aside) that join
+    back to ``text``. Each cut is at a safe point (see ``_CUT``) chosen by content
+    (content-defined chunking, as rsync and FastCDC do): the first safe point at least ``size``
+    characters after the previous cut whose 8 characters before it hash to 0 mod 16, else the
+    first safe point ``8 * size`` characters on. After a change the cuts soon fall where they fell
+    before, so a text that differs from one counted earlier in a few places (a tool list with one
+    tool more) shares most of its pieces. Python's string hash: the same cuts within a process
+    (where counts are cached), others in another; the counts are the same either way."""
+    out: list[str] = []
+    last = 0
+    n = len(text)
+    while n - last > 2 * size:
+        cut = -1
+        for m in _CUT.finditer(text, last + size, min(n, last + 8 * size)):
+            p = m.start()
+            if hash(text[p - 8 : p]) & 15 == 0:
+                cut = p
+                break
+        if cut < 0:
+            m2 = _CUT.search(text, last + 8 * size)
+            if m2 is None:
+                break
+            cut = m2.start()
+        out.append(text[last:cut])
+        last = cut
+    out.append(text[last:])
+    return out
 
 
 class TokenizerUnavailable(RuntimeError):
@@ -122,24 +165,49 @@ class TokenCounter:
 
     def count(self, text: str) -> int:
         """Number of tokens in ``text`` (0 for the empty string). Any ``str`` is counted, lone
-        surrogates included (each counts as U+FFFD would)."""
+        surrogates included (each counts as U+FFFD would). With the built-in cl100k_base, a long
+        text is counted in :func:`pieces`, each piece's count cached (exactly the count of the
+        whole: see ``_CUT``): a tool list counted before with one tool more or less costs the
+        pieces that changed (a 377 KB list: ~550 ms whole; its pieces new also run on all cores)."""
         if not text:
             return 0
-        data = text.encode("utf-8", "surrogatepass")
-        key = hashlib.blake2b(data, digest_size=16).digest()
+        if self._path or len(text) <= 2 * PIECE_CHARS:
+            return self._counts([text])[0]
+        key = self._key(text)
         with self._lock:
             hit = self._cache.get(key)
-            if hit is not None:
-                self._cache.move_to_end(key)
-                return hit
-        # a lone surrogate (valid JSON, no UTF-8 form) counts as U+FFFD: tokenizers refuses it.
-        # encode_batch, not encode: the same tokens, but the Rust side runs without the GIL
-        # (tokenizers' Python binding wraps encode_batch in allow_threads, encode not), so the
-        # proxy's event loop and other requests go on while a large tool output is counted
-        # (counting was 37% of the proxy's GIL time under bench/bench_load.py, profiled)
-        n = len(self._tokenizer().encode_batch([scrub(text)], add_special_tokens=False)[0].ids)
+        if hit is not None:  # the same long text again: one hash, not its pieces
+            return hit
+        n = sum(self._counts(pieces(text)))
         with self._lock:
             self._cache[key] = n
-            if len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
         return n
+
+    @staticmethod
+    def _key(text: str) -> bytes:
+        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+    def _counts(self, texts: list[str]) -> list[int]:
+        keys = [self._key(t) for t in texts]
+        out: list[int | None] = []
+        with self._lock:
+            for key in keys:
+                hit = self._cache.get(key)
+                if hit is not None:
+                    self._cache.move_to_end(key)
+                out.append(hit)
+        todo = [i for i, n in enumerate(out) if n is None]
+        if todo:
+            # a lone surrogate (valid JSON, no UTF-8 form) counts as U+FFFD: tokenizers refuses it.
+            # encode_batch, not encode: the same tokens, but the Rust side runs without the GIL
+            # (tokenizers' Python binding wraps encode_batch in allow_threads, encode not), so the
+            # proxy's event loop and other requests go on while a large tool output is counted
+            # (counting was 37% of the proxy's GIL time under bench/bench_load.py, profiled)
+            encoded = self._tokenizer().encode_batch([scrub(texts[i]) for i in todo], add_special_tokens=False)
+            with self._lock:
+                for i, e in zip(todo, encoded):
+                    out[i] = n = len(e.ids)
+                    self._cache[keys[i]] = n
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+        return cast(list[int], out)
