@@ -145,8 +145,11 @@ class Evidence:
 
 
 def evidence(rt: "Runtime", client: str, project: str) -> Evidence:
-    """The :class:`Evidence` of ``client`` in ``project`` (table ``tool_usage``). Raises
-    SQLAlchemy errors."""
+    """The :class:`Evidence` of ``client`` in ``project`` (table ``tool_usage``), the counts of
+    every request answered so far included (the ledger writer commits them just after the rows
+    the answers wait for: waited for here, at most a second). Raises SQLAlchemy errors."""
+    if "ledger" in rt.__dict__:  # a proxy that has recorded requests (else nothing is pending)
+        rt.ledger.flush(1.0)
     with rt.sessions() as s:
         rows = s.execute(select(ToolUsage.tool_name, ToolUsage.offered_since_called, ToolUsage.last_seen_at).where(ToolUsage.client == client, ToolUsage.project == project[:512])).all()
     return Evidence({name: int(n or 0) for name, n, _ in rows}, max((t for _, _, t in rows if t is not None), default=None))

@@ -89,6 +89,53 @@ def test_writer_batches_and_flushes(tmp_path):
     assert late.result(1) is False and _counts(sessions)[0] == 501
 
 
+def test_an_answer_waits_for_its_row_not_for_the_counts(tmp_path):
+    """The future an answer waits for resolves once the ``request_outcomes`` row is committed;
+    the ``tool_usage`` counts follow in their own transaction (a request offering 200 tools paid
+    ~10 ms of upserts before its answer). The counts' write is held here: the future is done
+    with the row on disk and no counts yet; :meth:`LedgerWriter.flush` returns once they are."""
+    import headroom_core.ledger_writer as lw
+
+    sessions = open_database(f"sqlite:///{tmp_path / 'headroom.db'}")
+    w = LedgerWriter(sessions)
+    release = threading.Event()
+    real_counts = lw.write_counts
+
+    def held_counts(*a):
+        release.wait(30)
+        real_counts(*a)
+
+    lw.write_counts = held_counts
+    try:
+        committed = _record(sessions, 0, w)
+        assert committed.result(30) is True  # answered while the counts are held
+        assert _counts(sessions) == (1, {})
+        assert not w.flush(0.2)  # the counts are pending
+        release.set()
+        assert w.flush(30)
+        assert _counts(sessions) == (1, {"Read": (2, 1), "Write": (1, 0)})
+    finally:
+        lw.write_counts = real_counts
+        release.set()
+        w.close(10)
+
+
+def test_held_counts_are_written_without_a_flush(tmp_path):
+    """Counts held back are written once ``counts_seconds`` have passed, merged: three requests'
+    counts, with no flush and no further request to carry them."""
+    sessions = open_database(f"sqlite:///{tmp_path / 'headroom.db'}")
+    w = LedgerWriter(sessions, counts_seconds=0.2)
+    try:
+        assert all(_record(sessions, i, w).result(30) for i in range(3))
+        deadline = time.monotonic() + 30
+        while _counts(sessions)[1] == {} and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _counts(sessions) == (3, {"Read": (6, 3), "Write": (3, 0)})
+        assert w.pending == 0
+    finally:
+        w.close(10)
+
+
 # --- kill -9 of a real mitmdump ---------------------------------------------------------------
 
 
