@@ -153,9 +153,15 @@ def test_ctrl_c_while_the_proxy_starts_leaves_nothing(tmp_path):
 
     from headroom_core.cli.proxy_process import ProxyAddress, probe
 
+    import sqlite3
+
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     env["HEADROOM_HOME"] = str(tmp_path)
+    # the proxy stays warming while its database is locked (another process migrating it, say):
+    # the Ctrl-C surely lands before it is ready, however fast or loaded the machine
+    lock = sqlite3.connect(tmp_path / "headroom.db", isolation_level=None)
+    lock.execute("BEGIN EXCLUSIVE")
     wrap = subprocess.Popen([HEADROOM, "wrap", "--port", str(port), "true"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     pidf = pid_file(tmp_path, port)
     deadline = time.monotonic() + 120
@@ -165,6 +171,7 @@ def test_ctrl_c_while_the_proxy_starts_leaves_nothing(tmp_path):
     proxy_pid = int(pidf.read_text())
     wrap.send_signal(signal.SIGINT)  # what Ctrl-C sends to the foreground process
     _, err = wrap.communicate(timeout=60)
+    lock.close()
     assert wrap.returncode == 130, err
     assert "interrupted while the proxy was starting; it is stopped, nothing was run" in err
     assert not pidf.exists()
