@@ -220,7 +220,9 @@ class LedgerWriter:
                 done.set_result(False)
                 return done
             self._submitted += 1
-        self._q.put((entry, done))
+            # queued under the lock: a flush or close that counted this entry queues its marker
+            # behind it, never ahead (SimpleQueue.put never blocks)
+            self._q.put((entry, done))
         return done
 
     def flush(self, timeout: float = 10.0) -> bool:
@@ -231,8 +233,7 @@ class LedgerWriter:
             target = self._submitted
             if self._done >= target:
                 return True
-        self._q.put(_FLUSH)
-        with self._cv:
+            self._q.put(_FLUSH)
             while self._done < target:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -245,7 +246,7 @@ class LedgerWriter:
         ok = self.flush(timeout)
         with self._cv:
             self._closed = True
-        self._q.put(None)
+            self._q.put(None)  # behind every entry submitted before the close
         self._thread.join(timeout=1.0)
         return ok
 

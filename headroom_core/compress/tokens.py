@@ -39,7 +39,7 @@ PIECE_CHARS = 2048
 # only ("\s+…"), so no pre-token runs from the non-space before the cut over the space; the
 # pattern has no look-behind, and its one look-ahead ("\s+(?!\S)") cannot end a piece that ends
 # in a non-space; BPE merges never cross pre-tokens. So the count of the whole is the sum of the
-# counts of the pieces (tests/unit/test_tokens.py checks it on the corpus, piece by piece).
+# counts of the pieces (tests/unit/test_token_pieces.py checks it on the corpus, cut far more often).
 _CUT = re.compile(r"(?<=[!-~]) (?=[!-~])")
 
 
@@ -176,11 +176,14 @@ class TokenCounter:
         key = self._key(text)
         with self._lock:
             hit = self._cache.get(key)
-        if hit is not None:  # the same long text again: one hash, not its pieces
-            return hit
+            if hit is not None:  # the same long text again: one hash, not its pieces
+                self._cache.move_to_end(key)
+                return hit
         n = sum(self._counts(pieces(text)))
         with self._lock:
             self._cache[key] = n
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
         return n
 
     @staticmethod

@@ -162,16 +162,18 @@ def test_ctrl_c_while_the_proxy_starts_leaves_nothing(tmp_path):
     # the Ctrl-C surely lands before it is ready, however fast or loaded the machine
     lock = sqlite3.connect(tmp_path / "headroom.db", isolation_level=None)
     lock.execute("BEGIN EXCLUSIVE")
-    wrap = subprocess.Popen([HEADROOM, "wrap", "--port", str(port), "true"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    pidf = pid_file(tmp_path, port)
-    deadline = time.monotonic() + 120
-    while not pidf.exists() and wrap.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert pidf.exists(), "the proxy did not start"
-    proxy_pid = int(pidf.read_text())
-    wrap.send_signal(signal.SIGINT)  # what Ctrl-C sends to the foreground process
-    _, err = wrap.communicate(timeout=60)
-    lock.close()
+    try:
+        wrap = subprocess.Popen([HEADROOM, "wrap", "--port", str(port), "true"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        pidf = pid_file(tmp_path, port)
+        deadline = time.monotonic() + 120
+        while not pidf.exists() and wrap.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert pidf.exists(), "the proxy did not start"
+        proxy_pid = int(pidf.read_text())
+        wrap.send_signal(signal.SIGINT)  # what Ctrl-C sends to the foreground process
+        _, err = wrap.communicate(timeout=60)
+    finally:
+        lock.close()
     assert wrap.returncode == 130, err
     assert "interrupted while the proxy was starting; it is stopped, nothing was run" in err
     assert not pidf.exists()
