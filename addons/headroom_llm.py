@@ -102,7 +102,7 @@ def _client_key(headers: dict[str, str], path: str) -> str:
 
 def _after_forwarding(rt, plan: RequestPlan, stored: concurrent.futures.Future, previous: concurrent.futures.Future | None, observed: concurrent.futures.Future) -> None:
     """Off the event loop, once the request is on its way: store the plan's session state (then
-    ``stored`` is done), count what only the ledger needs, then run the observers once the same
+    ``stored`` is done), then run the observers once the same
     client's ``previous`` request's observers are done (so learning sees a client's turns in
     order; then ``observed`` is done). Errors are logged, never raised."""
     try:
@@ -112,7 +112,6 @@ def _after_forwarding(rt, plan: RequestPlan, stored: concurrent.futures.Future, 
         log.exception("headroom: could not store the session's state for the next turn")
     finally:
         stored.set_result(None)
-    _ledger_figures(plan)
 
     def observe(_: object = None) -> None:
         try:
@@ -124,16 +123,6 @@ def _after_forwarding(rt, plan: RequestPlan, stored: concurrent.futures.Future, 
         observe()
     else:
         previous.add_done_callback(observe)  # now if done, else in the thread that finishes it
-
-
-def _ledger_figures(plan: RequestPlan) -> None:
-    """Count the ``tools`` tokens the ledger row reports (cached on the plan; a tools text
-    counted before is a cache hit). Errors are left for the ledger to meet."""
-    try:
-        if plan.tools is not None:
-            plan.tools.tokens_before, plan.tools.tokens_after
-    except Exception:  # noqa: BLE001
-        pass
 
 
 class LLMTraffic:
@@ -275,8 +264,6 @@ class LLMTraffic:
         # goes to the client once its row is committed (group commits: milliseconds), so a proxy
         # killed at any moment has every answered request on disk. A slow database holds an
         # answer up by at most LEDGER_WAIT seconds.
-        if st.plan.tools is not None and "tokens_after" not in st.plan.tools.__dict__:
-            await asyncio.to_thread(_ledger_figures, st.plan)  # not yet counted: off the event loop
         committed = self._record(flow, st)
         # the plan holds the parsed request (megabytes of objects for a large body) and the stream
         # loop's callback refers back to it: free it with the flow, not at a later cyclic collection

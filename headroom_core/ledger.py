@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -21,6 +21,7 @@ from headroom_core.wire.dialects import dialect as wire_dialect
 from headroom_core.plan_codes import Code
 
 if TYPE_CHECKING:  # the request walk is heavy to import; the ledger's readers do not need it
+    from headroom_core.compress.tools_figures import ToolsFigures
     from headroom_core.request_plan import RequestPlan
 
 
@@ -42,8 +43,9 @@ def record(
     project (atomically: concurrent requests all count).
 
     With a ``writer`` the row is queued for its background thread and this returns at once with
-    the future of its commit (:meth:`~headroom_core.ledger_writer.LedgerWriter.submit`); without
-    one it is written before returning (None). Raises SQLAlchemy's errors only in the second
+    the future of its commit (:meth:`~headroom_core.ledger_writer.LedgerWriter.submit`; queued
+    once the plan's ``tools`` figures are counted, in the background); without one it is written
+    before returning (None). Raises SQLAlchemy's errors only in the second
     case."""
     p = plan.pipeline
     action = {"rewrite": "compressed", "reject": "rejected"}.get(plan.action, "unchanged")
@@ -80,8 +82,8 @@ def record(
             tokens_before=(p.tokens_before if p else 0) + sum(b["tokens_before"] for b in replayed),
             tokens_after=(p.tokens_after if p else 0) + sum(b["tokens_after"] for b in replayed),
             blocks_compressed=sum(1 for b in p.blocks if b.changed) if p else 0,
-            tools_tokens_before=t.tokens_before if t else 0,
-            tools_tokens_after=t.tokens_after if t else 0,
+            tools_tokens_before=t.tokens_before if t is not None and t.counted else 0,
+            tools_tokens_after=t.tokens_after if t is not None and t.counted else 0,
             retrieve_rounds=rounds,
             status_code=status_code,
             usage_input_tokens=usage.input_tokens,
@@ -91,10 +93,40 @@ def record(
             detail=json.dumps(detail, default=str),
         )
     )
+    if t is not None and not t.counted:
+        if writer is not None:
+            # the tools are still being counted (a list new to this process): the row is
+            # submitted once they are, from the counting thread; the caller waits on this future
+            return _submit_when_counted(writer, entry, t)
+        t.future.result()
+        _tools_figures(entry, t)
     if writer is not None:
         return writer.submit(entry)
     write_entries(sessions, [entry])
     return None
+
+
+def _tools_figures(entry: Entry, t: ToolsFigures) -> None:
+    entry.rows[-1].update(tools_tokens_before=t.tokens_before, tools_tokens_after=t.tokens_after)
+
+
+def _submit_when_counted(writer: LedgerWriter, entry: Entry, t: ToolsFigures) -> Future:
+    """Submit ``entry`` once ``t`` is counted (its figures filled in); the returned future
+    resolves as :meth:`LedgerWriter.submit`'s does."""
+    outer: Future = Future()
+
+    def relay(inner: Future) -> None:
+        try:
+            outer.set_result(inner.result())
+        except InvalidStateError:  # the waiter cancelled it
+            pass
+
+    def submit(_: Future) -> None:
+        _tools_figures(entry, t)
+        writer.submit(entry).add_done_callback(relay)
+
+    t.future.add_done_callback(submit)
+    return outer
 
 
 def record_turn(

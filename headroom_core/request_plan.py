@@ -56,7 +56,7 @@ from headroom_core.compress.pipeline import PipelineResult, compress_outputs
 from headroom_core.compress.result import CompressResult
 from headroom_core.compress.router import classify, compress_text, hint_for, with_text_path
 from headroom_core.compress.worker import WORKER_MIN_CHARS, CompressTimeout, Job
-from headroom_core.compress.tokens import TokenCounter
+from headroom_core.compress.tools_figures import ToolsFigures
 from headroom_core.extensions import RequestContext
 from headroom_core.plan_codes import Action, Code
 from headroom_core.inject import tail_text_edits
@@ -76,25 +76,6 @@ BYPASS_HEADER = "x-headroom-bypass"
 #: Seconds the fallback after a compression timeout may take (it replays and looks up only).
 FALLBACK_MIN_SECONDS = 15.0
 SESSION_HEADER = "x-headroom-session"
-
-
-@dataclass(frozen=True)
-class ToolsFigures:
-    """The ``tools`` array as the client sent it and as forwarded (JSON texts), counted only
-    when read (by the ledger, after forwarding): ``tokens_before``/``tokens_after`` in tokens."""
-
-    before: str
-    after: str
-    reason: str
-    counter: TokenCounter
-
-    @cached_property
-    def tokens_before(self) -> int:
-        return self.counter.count(self.before) if self.before else 0
-
-    @cached_property
-    def tokens_after(self) -> int:
-        return self.counter.count(self.after) if self.after else 0
 
 
 @dataclass(frozen=True)

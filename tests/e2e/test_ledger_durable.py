@@ -10,6 +10,7 @@ import sqlite3
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 
 from sqlalchemy import func, select
 
@@ -133,6 +134,43 @@ def test_held_counts_are_written_without_a_flush(tmp_path):
             time.sleep(0.05)
         assert _counts(sessions) == want and w.pending == 0
     finally:
+        w.close(10)
+
+
+def test_a_row_waits_for_its_tools_figures_without_blocking_the_caller(tmp_path):
+    """A tool list new to the process is counted in the background from the moment the plan
+    decides it: recording the turn meanwhile returns at once (the WebSocket addon records on the
+    event loop), and the row is committed, with the exact figures, once they are counted."""
+    from headroom_core.compress.tokens import TokenCounter
+    from headroom_core.compress.tools_figures import ToolsFigures
+    from tests.conftest import TOKENIZER_HOME
+
+    gate = threading.Event()
+
+    class Held(TokenCounter):
+        def count(self, text: str) -> int:
+            gate.wait(30)
+            return super().count(text)
+
+    real = TokenCounter(TOKENIZER_HOME)
+    before = json.dumps([{"name": "Read", "description": "Reads a file from the local filesystem. " * 40, "input_schema": {"type": "object"}}])
+    after = json.dumps([{"name": "Read", "description": "Reads a file.", "input_schema": {"type": "object"}}])
+    sessions = open_database(f"sqlite:///{tmp_path / 'headroom.db'}")
+    w = LedgerWriter(sessions)
+    try:
+        plan = replace(_plan(0), tools=ToolsFigures(before, after, "minified", Held(TOKENIZER_HOME)))
+        committed = ledger.record(sessions, plan, user_agent="claude-cli/1.0.62", model="claude-sonnet-4", status_code=200, usage=Usage(input_tokens=10),
+                                  rounds=0, offered=["Read"], called=[], writer=w)
+        assert committed is not None and not committed.done() and not plan.tools.counted
+        assert _counts(sessions)[0] == 0
+        gate.set()
+        assert committed.result(30) is True
+        with sessions() as s:
+            row = s.scalars(select(RequestOutcome)).one()
+        assert (row.tools_tokens_before, row.tools_tokens_after) == (real.count(before), real.count(after))
+        assert row.tools_tokens_before > 10 * row.tools_tokens_after > 0
+    finally:
+        gate.set()
         w.close(10)
 
 
