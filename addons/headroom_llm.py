@@ -60,6 +60,7 @@ class FlowState:
     usage: Usage = field(default_factory=Usage)
     called: list[str] = field(default_factory=list)
     stored: Any = None  # the session state's store (a future): awaited before the client sees the response
+    observed: Future | None = None  # the observers' run: awaited before the client has the end of it
 
 
 def where(flow: http.HTTPFlow) -> str:
@@ -205,6 +206,7 @@ class LLMTraffic:
         previous = before[1] if before is not None else None
         loop = asyncio.get_running_loop()
         loop.run_in_executor(None, _after_forwarding, rt, plan, stored, previous, observed)
+        st.observed = observed
         mine = (st.stored, observed)
         self._after[client] = mine
 
@@ -269,8 +271,10 @@ class LLMTraffic:
         # loop's callback refers back to it: free it with the flow, not at a later cyclic collection
         del flow.metadata["headroom"]
         st.stream = None
-        if committed is not None:
-            await until_committed(committed, where(flow))
+        # and what the request taught is written: the client's next turn may reach another
+        # proxy of a team, which must find it (one proxy's next request waits for it anyway)
+        if (committed is not None and not committed.done()) or (st.observed is not None and not st.observed.done()):
+            await until_committed(committed, where(flow), st.observed)
 
     async def _answer(self, st: FlowState, call: ToolCall) -> str:
         if st.stored is not None:

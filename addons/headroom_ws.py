@@ -76,6 +76,7 @@ class _Turn:
     plan: RequestPlan
     started: float
     loop: ws_loop.WsRetrieveLoop | None = None
+    taught: Future | None = None  # the observers' run; the frame that ends the turn waits for it
 
 
 @dataclass
@@ -149,14 +150,14 @@ class ResponsesWebSocket:
             msg.content = frame.with_body(plan.body)
             log.info("headroom: %s (WebSocket): %s, %d -> %d bytes", _where(flow), plan.reason, plan.bytes_before, plan.bytes_after)
         if plan.dialect is not None:
-            asyncio.get_running_loop().run_in_executor(None, run_observers, rt, plan)
+            taught = asyncio.get_running_loop().run_in_executor(None, run_observers, rt, plan)
             loop = None
             if plan.hidden_tools:
                 sent = plan.body if plan.action is Action.REWRITE and plan.body is not None else frame.body_bytes
                 loop = ws_loop.WsRetrieveLoop(
                     sent.decode("utf-8"), plan.hidden_tools, s.retrieve_max_rounds, frame.text[: frame.start], frame.text[frame.end :]
                 )
-            st.pending.append(_Turn(plan, time.monotonic(), loop))
+            st.pending.append(_Turn(plan, time.monotonic(), loop, _concurrent(taught)))
 
     def _refuse(self, flow: http.HTTPFlow, st: WsFlowState, refusal: ws_policy.Refusal) -> None:
         assert flow.websocket is not None
@@ -184,7 +185,7 @@ class ResponsesWebSocket:
             return None
         turn = st.pending.popleft()
         resp = event.get("response") if isinstance(event.get("response"), dict) else None
-        return _after_commit(flow, self._record_later(flow, turn.plan, resp, 200 if event.get("type") != "error" else None))
+        return _after_commit(flow, self._record_later(flow, turn.plan, resp, 200 if event.get("type") != "error" else None), turn.taught)
 
     def _loop_event(self, flow: http.HTTPFlow, st: WsFlowState, turn: _Turn) -> Coroutine[Any, Any, None] | None:
         """A server event of a turn that offered the proxy's tools (see the module docstring)."""
@@ -199,7 +200,7 @@ class ResponsesWebSocket:
             _replace(flow, msg, step.frames)
         elif isinstance(step, ws_loop.Settle):
             return self._settle(flow, st, turn, step)
-        return _after_commit(flow, self._turn_over(flow, st, turn))
+        return _after_commit(flow, self._turn_over(flow, st, turn), turn.taught if turn.loop.done else None)
 
     async def _settle(self, flow: http.HTTPFlow, st: WsFlowState, turn: _Turn, step: ws_loop.Settle) -> None:
         """The turn ended with held events: answer the proxy's calls off the event loop, then
@@ -219,7 +220,7 @@ class ResponsesWebSocket:
             _inject(flow, res.to_upstream, to_client=False)
         elif step.calls:
             log.warning("headroom: %s (WebSocket): proxy tool calls carried out and removed (client calls in the same turn, or rounds exhausted)", _where(flow))
-        wait = _after_commit(flow, self._turn_over(flow, st, turn))
+        wait = _after_commit(flow, self._turn_over(flow, st, turn), turn.taught if turn.loop.done else None)
         if wait is not None:
             await wait
 
@@ -268,13 +269,21 @@ class ResponsesWebSocket:
             return None
 
 
-def _after_commit(flow: http.HTTPFlow, committed: Future | None) -> Coroutine[Any, Any, None] | None:
+def _after_commit(flow: http.HTTPFlow, committed: Future | None, taught: Future | None = None) -> Coroutine[Any, Any, None] | None:
     """For a ``websocket_message`` hook: :func:`~headroom_commit.until_committed` of
-    ``committed`` (a ledger row's commit); mitmproxy relays the current frame, and what was
-    injected after it, when the hook returns. None when there is nothing to wait for."""
-    if committed is None or committed.done():
+    ``committed`` (a ledger row's commit) and ``taught`` (the turn's observers); mitmproxy relays
+    the current frame, and what was injected after it, when the hook returns. None when there is
+    nothing to wait for."""
+    if (committed is None or committed.done()) and (taught is None or taught.done()):
         return None
-    return until_committed(committed, f"{_where(flow)} (WebSocket)")
+    return until_committed(committed, f"{_where(flow)} (WebSocket)", taught)
+
+
+def _concurrent(f: asyncio.Future) -> Future:
+    """A ``concurrent.futures.Future`` done when the asyncio future ``f`` is (result or not)."""
+    out: Future = Future()
+    f.add_done_callback(lambda _: out.set_result(None))
+    return out
 
 
 def _replace(flow: http.HTTPFlow, msg: WebSocketMessage, frames: tuple[bytes, ...]) -> None:

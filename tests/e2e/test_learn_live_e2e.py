@@ -165,3 +165,41 @@ def test_openai_chat_and_responses_tool_outputs_are_learned_from(upstream, proxy
     ]
     client.responses.create(model="gpt-4.1", input=items, extra_headers={"x-headroom-project": project})
     assert settled(lambda: store.evidence(project, RULE_ID), 2) == 2
+
+
+# --- a team: what one proxy learned is there for the next proxy ------------------------------
+
+#: Loaded before the addon in one proxy: its observers (learning) start 1.5 s late, as on a
+#: loaded machine; the answer must still not reach the client before they have written.
+SLOW_OBSERVERS = """
+import time
+import headroom_core.request_plan as request_plan
+
+_real = request_plan.run_observers
+
+
+def _late(rt, plan):
+    time.sleep(1.5)
+    _real(rt, plan)
+
+
+request_plan.run_observers = _late
+"""
+
+
+def test_the_next_turn_on_another_proxy_finds_what_the_answer_taught(upstream, proxy_factory, tmp_path):
+    """Two proxies of a team share one database. An agent's turn with a failed command goes
+    through proxy A, whose learning runs late; the moment A's answer arrives, a new session of the
+    same project goes through proxy B and already carries the failure as a past-failures line
+    (before, the answer went out as soon as its ledger row was committed, and B found nothing)."""
+    slow = tmp_path / "slow_observers.py"
+    slow.write_text(SLOW_OBSERVERS)
+    shared = {"headroom_db_url": f"sqlite:///{tmp_path / 'team.db'}", "headroom_secret_key_file": str(tmp_path / "team.key")}
+    a = proxy_factory([slow, ADDON_SCRIPT], options=shared)
+    b = proxy_factory(ADDON_SCRIPT, options=shared)
+    for p in (a, b):
+        p.wait_for_log(r"headroom: ready", timeout=120)
+    project = "/work/projects/team"
+    send(anthropic_client(upstream, a), project, failing_then_fixed("team task 1"))
+    send(anthropic_client(upstream, b), project, [{"role": "user", "content": "team task 2"}])
+    assert injected(upstream.last) == f"{BLOCK_HEADER}\n{BLOCK_TITLE}\n- `pytest tests` failed (command not found)\n</headroom-context>"
