@@ -18,9 +18,10 @@ LEDGER_WAIT = 2.0
 TAUGHT_WAIT = 10.0
 
 
-async def until_committed(committed: Future | None, where: str, taught: Future | None = None) -> None:
+async def until_committed(committed: Future | None, where: str, taught: Future | asyncio.Future | None = None) -> None:
     """Return once ``committed`` (the future :meth:`~headroom_core.ledger_writer.LedgerWriter.submit`
-    returned) and ``taught`` (the request's observers' run) are done, each or both None, or after
+    returned) and ``taught`` (the request's observers' run, a thread's or the event loop's
+    future) are done, each or both None, or after
     :data:`LEDGER_WAIT` / :data:`TAUGHT_WAIT` seconds (logged with ``where``, the flow's
     description). Waits for both at once; never cancels them, never raises."""
     await asyncio.gather(
@@ -29,7 +30,7 @@ async def until_committed(committed: Future | None, where: str, taught: Future |
     )
 
 
-async def _bounded(f: Future | None, seconds: float, where: str, what: str) -> None:
+async def _bounded(f: Future | asyncio.Future | None, seconds: float, where: str, what: str) -> None:
     if f is None or f.done():
         return
     done, _ = await asyncio.wait({asyncio.wrap_future(f)}, timeout=seconds)

@@ -76,7 +76,7 @@ class _Turn:
     plan: RequestPlan
     started: float
     loop: ws_loop.WsRetrieveLoop | None = None
-    taught: Future | None = None  # the observers' run; the frame that ends the turn waits for it
+    taught: asyncio.Future | None = None  # the observers' run; the frame that ends the turn waits for it
 
 
 @dataclass
@@ -157,7 +157,7 @@ class ResponsesWebSocket:
                 loop = ws_loop.WsRetrieveLoop(
                     sent.decode("utf-8"), plan.hidden_tools, s.retrieve_max_rounds, frame.text[: frame.start], frame.text[frame.end :]
                 )
-            st.pending.append(_Turn(plan, time.monotonic(), loop, _concurrent(taught)))
+            st.pending.append(_Turn(plan, time.monotonic(), loop, taught))
 
     def _refuse(self, flow: http.HTTPFlow, st: WsFlowState, refusal: ws_policy.Refusal) -> None:
         assert flow.websocket is not None
@@ -269,7 +269,7 @@ class ResponsesWebSocket:
             return None
 
 
-def _after_commit(flow: http.HTTPFlow, committed: Future | None, taught: Future | None = None) -> Coroutine[Any, Any, None] | None:
+def _after_commit(flow: http.HTTPFlow, committed: Future | None, taught: asyncio.Future | None = None) -> Coroutine[Any, Any, None] | None:
     """For a ``websocket_message`` hook: :func:`~headroom_commit.until_committed` of
     ``committed`` (a ledger row's commit) and ``taught`` (the turn's observers); mitmproxy relays
     the current frame, and what was injected after it, when the hook returns. None when there is
@@ -278,12 +278,6 @@ def _after_commit(flow: http.HTTPFlow, committed: Future | None, taught: Future 
         return None
     return until_committed(committed, f"{_where(flow)} (WebSocket)", taught)
 
-
-def _concurrent(f: asyncio.Future) -> Future:
-    """A ``concurrent.futures.Future`` done when the asyncio future ``f`` is (result or not)."""
-    out: Future = Future()
-    f.add_done_callback(lambda _: out.set_result(None))
-    return out
 
 
 def _replace(flow: http.HTTPFlow, msg: WebSocketMessage, frames: tuple[bytes, ...]) -> None:

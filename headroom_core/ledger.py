@@ -82,8 +82,8 @@ def record(
             tokens_before=(p.tokens_before if p else 0) + sum(b["tokens_before"] for b in replayed),
             tokens_after=(p.tokens_after if p else 0) + sum(b["tokens_after"] for b in replayed),
             blocks_compressed=sum(1 for b in p.blocks if b.changed) if p else 0,
-            tools_tokens_before=t.tokens_before if t is not None and t.counted else 0,
-            tools_tokens_after=t.tokens_after if t is not None and t.counted else 0,
+            tools_tokens_before=0,  # filled in below, once counted
+            tools_tokens_after=0,
             retrieve_rounds=rounds,
             status_code=status_code,
             usage_input_tokens=usage.input_tokens,
@@ -93,13 +93,12 @@ def record(
             detail=json.dumps(detail, default=str),
         )
     )
-    if t is not None and not t.counted:
-        if writer is not None:
-            # the tools are still being counted (a list new to this process): the row is
-            # submitted once they are, from the counting thread; the caller waits on this future
-            return _submit_when_counted(writer, entry, t)
-        t.future.result()
-        _tools_figures(entry, t)
+    if t is not None and not t.counted and writer is not None:
+        # the tools are still being counted (a list new to this process): the row is submitted
+        # once they are, from the counting thread; the caller waits on this future
+        return _submit_when_counted(writer, entry, t)
+    if t is not None:
+        _tools_figures(entry, t)  # without a writer: waits for the counting
     if writer is not None:
         return writer.submit(entry)
     write_entries(sessions, [entry])

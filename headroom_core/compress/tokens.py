@@ -180,10 +180,7 @@ class TokenCounter:
                 self._cache.move_to_end(key)
                 return hit
         n = sum(self._counts(pieces(text)))
-        with self._lock:
-            self._cache[key] = n
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+        self._put([(key, n)])
         return n
 
     @staticmethod
@@ -207,10 +204,13 @@ class TokenCounter:
             # proxy's event loop and other requests go on while a large tool output is counted
             # (counting was 37% of the proxy's GIL time under bench/bench_load.py, profiled)
             encoded = self._tokenizer().encode_batch([scrub(texts[i]) for i in todo], add_special_tokens=False)
-            with self._lock:
-                for i, e in zip(todo, encoded):
-                    out[i] = n = len(e.ids)
-                    self._cache[keys[i]] = n
-                while len(self._cache) > self._cache_size:
-                    self._cache.popitem(last=False)
+            for i, e in zip(todo, encoded):
+                out[i] = len(e.ids)
+            self._put([(keys[i], cast(int, out[i])) for i in todo])
         return cast(list[int], out)
+
+    def _put(self, counts: list[tuple[bytes, int]]) -> None:
+        with self._lock:
+            self._cache.update(counts)
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
