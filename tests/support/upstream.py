@@ -357,6 +357,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     server_version = "headroom-test-upstream"
     sys_version = ""
     timeout = 60
+    # TCP_NODELAY: the status line and headers go out in one write and the body in the next; with
+    # Nagle's algorithm the body would wait for the peer's delayed ACK (~40 ms on Linux), a stall
+    # of this test server, not of the proxy in front of it.
+    disable_nagle_algorithm = True
     server: _TLSServer
 
     def setup(self) -> None:
