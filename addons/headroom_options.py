@@ -10,6 +10,7 @@ from typing import Optional
 from mitmproxy import ctx, exceptions
 
 from headroom_core import heap
+from headroom_core.gc_freeze import freeze_long_lived
 from headroom_core.runtime import Runtime
 from headroom_core.settings import Settings, SettingsError, load_settings, setting_help
 
@@ -66,6 +67,7 @@ def _warm_up(rt: Runtime) -> None:
         rt.sealer
         rt.extensions
         rt.counter.count("warm up")
+        freeze_long_lived("the warm-up")  # full collections stop walking what lives as long as the process
         logging.info("headroom: ready (database, secret key and vocabulary loaded)")
     except Exception:  # noqa: BLE001 - requests will fail open and log it again
         logging.exception("headroom: warm-up failed (database or tokenizer); traffic passes unchanged until it works")

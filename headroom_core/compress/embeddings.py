@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from headroom_core import heap
+from headroom_core.gc_freeze import freeze_long_lived
 from headroom_core.surrogates import scrub
 
 if TYPE_CHECKING:
@@ -126,6 +127,7 @@ class Embedder:
             model = SentenceTransformer(path, device="cpu", local_files_only=True)
             model.encode(["warm up"], normalize_embeddings=True, show_progress_bar=False)
             self._model = model
+            freeze_long_lived("the embedding model")
             heap.trim()  # loading leaves tens of MiB of freed heap behind
             log.info("headroom: embedding model %s loaded from %s", MODEL_NAME, path)
         except Exception as e:  # noqa: BLE001 - kept as the reason; callers fall back
