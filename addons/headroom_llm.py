@@ -25,7 +25,7 @@ from headroom_core import ledger
 from headroom_core.ccr.loop import StreamLoop, StreamTap, complete_json, sum_usage
 from headroom_core.extensions import answer_call
 from headroom_core.scope import credential
-from headroom_core.request_plan import Action, Code, RequestPlan, plan_request_async, run_observers
+from headroom_core.request_plan import Action, Code, RequestPlan, plan_request_async, run_diagnostics, run_observers
 from headroom_core.wire.blocks import ToolCall, Usage
 from headroom_core.wire.decode import TooLarge, decode_limited, decoder_for
 from headroom_core.wire.dialects import Route, dialect, route
@@ -101,11 +101,12 @@ def _client_key(headers: dict[str, str], path: str) -> str:
     return hashlib.sha256(f"{credential(headers, path)}\0{headers.get('x-headroom-project', '')}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _after_forwarding(rt, plan: RequestPlan, stored: concurrent.futures.Future, previous: concurrent.futures.Future | None, observed: concurrent.futures.Future) -> None:
+def _after_forwarding(rt, plan: RequestPlan, stored: concurrent.futures.Future, observed: concurrent.futures.Future, logged: concurrent.futures.Future, previous: "_After | None") -> None:
     """Off the event loop, once the request is on its way: store the plan's session state (then
-    ``stored`` is done), then run the observers once the same
-    client's ``previous`` request's observers are done (so learning sees a client's turns in
-    order; then ``observed`` is done). Errors are logged, never raised."""
+    ``stored`` is done); then, once the same client's ``previous`` request's observers are done,
+    run the observers (so learning sees a client's turns in order; then ``observed`` is done);
+    then, once ``previous``'s diagnostics are done, the diagnostics (then ``logged`` is done).
+    Errors are logged, never raised."""
     try:
         if plan.persist is not None:
             plan.persist()
@@ -114,16 +115,35 @@ def _after_forwarding(rt, plan: RequestPlan, stored: concurrent.futures.Future, 
     finally:
         stored.set_result(None)
 
+    def diagnose(_: object = None) -> None:
+        try:
+            run_diagnostics(rt, plan)
+        finally:
+            logged.set_result(None)
+
     def observe(_: object = None) -> None:
         try:
             run_observers(rt, plan)
         finally:
             observed.set_result(None)
+        if previous is None:
+            diagnose()
+        else:
+            previous.logged.add_done_callback(diagnose)  # now if done, else in the thread that finishes it
 
     if previous is None:
         observe()
     else:
-        previous.add_done_callback(observe)  # now if done, else in the thread that finishes it
+        previous.observed.add_done_callback(observe)
+
+
+@dataclass(frozen=True)
+class _After:
+    """What runs after a client's latest request was forwarded: its observers' run and its
+    diagnostics' run (each set in a thread)."""
+
+    observed: concurrent.futures.Future
+    logged: concurrent.futures.Future
 
 
 class LLMTraffic:
@@ -136,8 +156,8 @@ class LLMTraffic:
 
     def __init__(self, state: State) -> None:
         self.state = state
-        #: per client: (the session state's store, the observers' run) of its latest request
-        self._after: dict[str, tuple[asyncio.Future, concurrent.futures.Future]] = {}
+        #: per client: what runs after its latest request was forwarded
+        self._after: dict[str, _After] = {}
 
     async def request(self, flow: http.HTTPFlow) -> None:
         rt = self.state.runtime
@@ -177,10 +197,10 @@ class LLMTraffic:
                 return
         client = _client_key(headers, req.path)
         before = self._after.get(client)
-        if before is not None and not before[1].done():
+        if before is not None and not before.observed.done():
             # the same client's previous request is still storing its session state or being
             # learned from: this turn must see both (bounded: a stuck store never stops traffic)
-            await asyncio.wait([asyncio.wrap_future(before[1])], timeout=AFTER_WAIT_SECONDS)
+            await asyncio.wait([asyncio.wrap_future(before.observed)], timeout=AFTER_WAIT_SECONDS)
         plan = await plan_request_async(rt, req.method, req.path, headers, body, rt.settings.compress_timeout_seconds, defer=True, route_=r)
         st = FlowState(plan, time.monotonic(), sent=body)
         flow.metadata["headroom"] = st
@@ -198,25 +218,25 @@ class LLMTraffic:
         if plan.hidden_tools:
             req.headers["accept-encoding"] = "identity"
         # what the session must remember (originals, the bytes sent), then learning and memory
-        # capture, run once the request is on its way, off the event loop; answering a proxy
-        # tool waits for the store, the same client's next request for both
+        # capture, then the prefix log, run once the request is on its way, off the event loop;
+        # answering a proxy tool waits for the store, the end of the answer and the same
+        # client's next request for the store and the observers, nothing for the prefix log
         stored: concurrent.futures.Future = concurrent.futures.Future()
         observed: concurrent.futures.Future = concurrent.futures.Future()
-        st.stored = asyncio.wrap_future(stored)
-        previous = before[1] if before is not None else None
+        logged: concurrent.futures.Future = concurrent.futures.Future()
+        mine = _After(observed, logged)
+        st.stored, st.observed = asyncio.wrap_future(stored), observed
         loop = asyncio.get_running_loop()
-        loop.run_in_executor(None, _after_forwarding, rt, plan, stored, previous, observed)
-        st.observed = observed
-        mine = (st.stored, observed)
+        loop.run_in_executor(None, _after_forwarding, rt, plan, stored, observed, logged, before)
         self._after[client] = mine
 
-        def forget(_f: object) -> None:  # in the thread that ran the observers
+        def forget(_f: object) -> None:  # in the thread that ran the diagnostics
             try:
                 loop.call_soon_threadsafe(lambda: self._after.pop(client, None) if self._after.get(client) is mine else None)
             except RuntimeError:  # the loop is closed: shutting down
                 pass
 
-        observed.add_done_callback(forget)
+        logged.add_done_callback(forget)
 
     async def responseheaders(self, flow: http.HTTPFlow) -> None:
         st: FlowState | None = flow.metadata.get("headroom")

@@ -51,7 +51,7 @@ from mitmproxy.websocket import WebSocketMessage
 from headroom_core import ledger, ws_policy
 from headroom_core.ccr import ws_loop
 from headroom_core.extensions import answer_call
-from headroom_core.request_plan import Action, RequestPlan, plan_request_async, run_observers
+from headroom_core.request_plan import Action, RequestPlan, plan_request_async, run_diagnostics, run_observers
 from headroom_core.wire import responses_ws as rws
 from headroom_core.wire.dialects import Route
 
@@ -90,6 +90,8 @@ class WsFlowState:
     responses_path: bool
     pending: deque[_Turn] = field(default_factory=deque)
     closed: bool = False
+    #: the latest turn's diagnostics (after its observers and the turn before's diagnostics)
+    logged: asyncio.Future | None = None
 
 
 class ResponsesWebSocket:
@@ -151,6 +153,7 @@ class ResponsesWebSocket:
             log.info("headroom: %s (WebSocket): %s, %d -> %d bytes", _where(flow), plan.reason, plan.bytes_before, plan.bytes_after)
         if plan.dialect is not None:
             taught = asyncio.get_running_loop().run_in_executor(None, run_observers, rt, plan)
+            st.logged = asyncio.ensure_future(_diagnose(rt, plan, taught, st.logged))
             loop = None
             if plan.hidden_tools:
                 sent = plan.body if plan.action is Action.REWRITE and plan.body is not None else frame.body_bytes
@@ -267,6 +270,13 @@ class ResponsesWebSocket:
         except Exception:  # noqa: BLE001 - the ledger never breaks traffic
             log.exception("headroom: could not record the WebSocket turn")
             return None
+
+
+async def _diagnose(rt: Any, plan: RequestPlan, taught: asyncio.Future, previous: asyncio.Future | None) -> None:
+    """The turn's diagnostics (the prefix log), in a worker thread once its observers and the
+    previous turn's diagnostics are done; no frame waits for them."""
+    await asyncio.wait([f for f in (taught, previous) if f is not None])
+    await asyncio.get_running_loop().run_in_executor(None, run_diagnostics, rt, plan)
 
 
 def _after_commit(flow: http.HTTPFlow, committed: Future | None, taught: asyncio.Future | None = None) -> Coroutine[Any, Any, None] | None:

@@ -87,11 +87,17 @@ Observer = Callable[[RT, RequestContext], None]
 
 @dataclass
 class Extensions(Generic[RT]):
-    """The registered proxy tools (in offering order), injectors and observers."""
+    """The registered proxy tools (in offering order), injectors and observers.
+
+    ``observers`` write what a later request must find (learning, memory): the end of the answer
+    waits for them. ``diagnostics`` are observers whose records only reports read (the prefix
+    log): they run after the observers, and nothing a client sees waits for them.
+    """
 
     tools: list[ProxyTool[RT]] = field(default_factory=list)
     injectors: list[Injector[RT]] = field(default_factory=list)
     observers: list[Observer[RT]] = field(default_factory=list)
+    diagnostics: list[Observer[RT]] = field(default_factory=list)
 
 
 class HasExtensions(Protocol):

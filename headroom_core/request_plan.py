@@ -25,7 +25,8 @@ steps (:func:`_plan` calls them in order), each a small function with a typed re
    client's) and verified: ``_Splice``; :func:`_remember_step`: the session's state for the next
    turn (or the ``persist`` job); :func:`_what`: the reason in words.
 
-Observers (live learning, memory capture) run after forwarding: :func:`run_observers`.
+Observers (live learning, memory capture) run after forwarding: :func:`run_observers`; the
+diagnostic ones (the prefix log) after them: :func:`run_diagnostics`.
 """
 
 from __future__ import annotations
@@ -902,12 +903,22 @@ def _keep_originals(rt: Runtime, req: _Request, zone: LiveZone) -> None:
 
 
 def run_observers(rt: Runtime, plan: RequestPlan) -> None:
-    """Run the observers (live learning, memory capture, the prefix log) on a planned request,
-    after it was forwarded; failures are logged. Nothing runs for token counts or fallbacks."""
+    """Run the observers (live learning, memory capture) on a planned request, after it was
+    forwarded; failures are logged. Nothing runs for token counts or fallbacks."""
+    _observe(rt, plan, rt.extensions.observers)
+
+
+def run_diagnostics(rt: Runtime, plan: RequestPlan) -> None:
+    """Run the diagnostic observers (the prefix log) on a planned request, after its observers;
+    as :func:`run_observers`, but nothing a client sees waits for them."""
+    _observe(rt, plan, rt.extensions.diagnostics)
+
+
+def _observe(rt: Runtime, plan: RequestPlan, observers: list) -> None:
     ctx = plan.context
     if ctx is None or plan.dry_run or plan.code is not Code.PLANNED:
         return
-    for obs in rt.extensions.observers:
+    for obs in observers:
         _safe(obs, rt, ctx)
 
 

@@ -35,5 +35,5 @@ def observe_prefix(rt: "Runtime", ctx: RequestContext) -> None:
 
 
 def register(ext: "Extensions[Runtime]") -> None:
-    """Add the prefix observer to the request walk."""
-    ext.observers.append(observe_prefix)
+    """Add the prefix observer to the request walk (a diagnostic: no answer waits for it)."""
+    ext.diagnostics.append(observe_prefix)

@@ -16,7 +16,7 @@ from headroom_core.cache.prefix_log import PrefixLog, prefix_events
 from headroom_core.cache.session import session_key
 from headroom_core.db.models import RequestOutcome
 from headroom_core.project import resolve_project
-from headroom_core.request_plan import plan_request, run_observers
+from headroom_core.request_plan import plan_request, run_diagnostics, run_observers
 
 from tests.conftest import flow_files, load_flow
 
@@ -134,11 +134,13 @@ def test_prefix_log_per_session_on_the_corpus(runtime):
     assert log.observe(keys[-1], "/home/user/dev/stow/nvim", "anthropic-messages", "claude-code", volatile.prefix_of(corpus_bodies()[-1][1])) is None
 
 
-def test_observer_is_registered_in_the_request_walk(runtime):
+def test_observer_is_registered_in_the_request_walk_as_a_diagnostic(runtime):
     body = {"model": "claude-sonnet-4", "max_tokens": 10, "system": "Working directory: /p\nToday's date: 2025-08-06", "messages": [{"role": "user", "content": "hi"}]}
     run_observers(runtime, plan_request(runtime, "POST", "/v1/messages", {}, json.dumps(body).encode()))
+    assert prefix_events(runtime.sessions, project="/p") == []  # not an observer the answer waits for
+    run_diagnostics(runtime, plan_request(runtime, "POST", "/v1/messages", {}, json.dumps(body).encode()))
     body["system"] = body["system"].replace("08-06", "08-07")
-    run_observers(runtime, plan_request(runtime, "POST", "/v1/messages", {}, json.dumps(body).encode()))
+    run_diagnostics(runtime, plan_request(runtime, "POST", "/v1/messages", {}, json.dumps(body).encode()))
     events = prefix_events(runtime.sessions, project="/p")
     assert [tuple(c.kind for c in e.changes) for e in events] == [(), ("date",)]
     assert events[1].changes[0].after == "Today's date: 2025-08-07"
