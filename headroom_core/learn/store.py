@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+import threading
 import time
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Iterable, Sequence
 
@@ -58,10 +61,64 @@ def pair_hash(failed: Step, fixed: Step) -> str:
     return _hash(failed.signature, fixed.signature)
 
 
-#: Seconds a project seen with no recent failure is taken to have none (by this process; its
-#: own writes end that at once): the past-failures block is asked for on every request.
-QUIET_SECONDS = 5.0
-_quiet: dict[tuple[int, str], float] = {}
+#: Seconds this process trusts what it last read of a project's recent failures and rules (its
+#: own writes end that at once; another proxy's of a team show within this time): the
+#: past-failures block is asked for on every request, and most requests have nothing new to give.
+RECENT_SECONDS = 5.0
+#: Sessions whose lines already given are remembered in memory.
+GIVEN_SESSIONS = 4096
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """A recent failure as a past-failures line: the line, its hash (as recorded in
+    ``learn_fed_back``), when it was last seen, whether it is still recurring (not cleared
+    since), and the one session it was seen in (None: seen in several)."""
+
+    line: str
+    line_hash: str
+    last_seen_at: datetime
+    recurring: bool
+    only_session: str | None
+
+
+@dataclass(frozen=True)
+class _Recent:
+    """A project's recent failures as read from the database: ``since`` the window start they
+    were read with, trusted until ``expires`` (``time.monotonic()`` seconds)."""
+
+    since: datetime
+    expires: float
+    candidates: tuple[_Candidate, ...]
+
+
+class _Memory:
+    """What this process read of one database's recent failures (per project) and the lines each
+    session was given (per session key), with the write generation of every project so a read
+    that raced a write of this process is not kept."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.recent: dict[str, _Recent] = {}
+        self.generation: dict[str, int] = {}
+        self.given: OrderedDict[str, frozenset[str]] = OrderedDict()
+
+    def wrote(self, key: str) -> None:
+        with self.lock:
+            self.generation[key] = self.generation.get(key, 0) + 1
+            self.recent.pop(key, None)
+
+    def remember_given(self, key: str, hashes: frozenset[str]) -> None:
+        with self.lock:
+            self.given[key] = hashes
+            self.given.move_to_end(key)
+            while len(self.given) > GIVEN_SESSIONS:
+                self.given.popitem(last=False)
+
+
+#: per database (its engine, or the sessionmaker when it has no bind): what this process read
+_memories: "weakref.WeakKeyDictionary[object, _Memory]" = weakref.WeakKeyDictionary()
+_memories_lock = threading.Lock()
 
 
 class LearnStore:
@@ -70,8 +127,18 @@ class LearnStore:
     def __init__(self, sessions: sessionmaker[Session]) -> None:
         self.sessions = sessions
 
+    def _memory(self) -> _Memory:
+        db = self.sessions.kw.get("bind") or self.sessions
+        with _memories_lock:
+            mem = _memories.get(db)
+            if mem is None:
+                mem = _memories[db] = _Memory()
+            return mem
+
     def _noisy(self, project: str) -> None:
-        _quiet.pop((id(self.sessions.kw.get("bind")), project), None)
+        """This process writes failures or rules of ``project``: what it read of them is stale
+        (called before and after the write)."""
+        self._memory().wrote(project)
 
     # -- evidence and rules -------------------------------------------------------------------
 
@@ -80,7 +147,12 @@ class LearnStore:
         persist the rule when its distinct pairs reach ``threshold``, unless the reverse command
         rule also has evidence (a contradiction: both are then dropped). Returns True when the
         rule is persisted (or updated) by this call."""
-        now = now or utcnow()
+        try:
+            return self._add_evidence(project, session_key, phash, rule, threshold, now or utcnow())
+        finally:
+            self._noisy(project)
+
+    def _add_evidence(self, project: str, session_key: str, phash: str, rule: Rule, threshold: int, now: datetime) -> bool:
         with self.sessions() as s:
             row = dict(project=project, session_key=session_key, pair_hash=phash, rule_id=rule.id, rule_kind=rule.kind, rule_key=rule.key,
                        text=rule.text, supersede_key=rule.supersede_key, failure_key=rule.failure_key, created_at=now)
@@ -133,12 +205,14 @@ class LearnStore:
         many were given."""
         now = now or utcnow()
         n = 0
+        self._noisy(project)
         with self.sessions() as s:
             for r in rules:
                 self._upsert(s, project, r, r.evidence, source, now)
                 s.flush()
                 n += 1
             s.commit()
+        self._noisy(project)
         return n
 
     def rules(self, project: str) -> list[StoredRule]:
@@ -170,6 +244,7 @@ class LearnStore:
         with self.sessions() as s:
             if self._count_failures(s, project, session_key, failed, now):
                 s.commit()
+                self._noisy(project)
                 return
             for st in failed:
                 fk = failure_key(st)
@@ -189,6 +264,8 @@ class LearnStore:
                 s.commit()
             except IntegrityError:
                 s.rollback()
+            finally:
+                self._noisy(project)
 
     @staticmethod
     def _count_failures(s: Session, project: str, session_key: str, failed: Sequence[Step], now: datetime) -> bool:
@@ -237,6 +314,8 @@ class LearnStore:
             except IntegrityError:
                 s.rollback()
                 return 0
+            finally:
+                self._noisy(project)
         return n
 
     def clear_recovered(self, project: str, first_try: Sequence[Step], window: timedelta, now: datetime | None = None) -> int:
@@ -257,6 +336,8 @@ class LearnStore:
                     row.cleared_at = now
                     n += 1
             s.commit()
+        if n:
+            self._noisy(project)
         return n
 
     def past_failure_lines(self, project: str, session_key: str, window: timedelta, max_lines: int, now: datetime | None = None) -> list[str]:
@@ -264,38 +345,70 @@ class LearnStore:
         ``project`` in the last ``window`` that have not stopped recurring, each as its rule's
         sentence when a rule is known, else as "`cmd` failed (error)"; failures seen only in
         this very session and lines this session was already given are left out. The lines
-        returned are recorded as given."""
+        returned are recorded as given.
+
+        Most requests have nothing new to give: what this process read of the project (at most
+        :data:`RECENT_SECONDS` old, dropped at once when this process writes it) and the lines it
+        knows the session was given decide that without the database; anything that may be
+        given is read afresh and recorded in the database."""
         now = now or utcnow()
-        quiet_key = (id(self.sessions.kw.get("bind")), project)
-        if _quiet.get(quiet_key, 0.0) > time.monotonic():
+        since = now - window
+        mem = self._memory()
+        recent = self._recent(mem, project, since)
+        todo = [c for c in recent.candidates if c.recurring and c.last_seen_at >= since and c.only_session != session_key]
+        if not todo:
             return []
+        with mem.lock:
+            known = mem.given.get(session_key)
+        if known is not None and all(c.line_hash in known for c in todo):
+            return []
+        return self._give(mem, project, session_key, since, max_lines, now)
+
+    def _recent(self, mem: _Memory, project: str, since: datetime) -> _Recent:
+        """The project's recent failures as lines, from memory when fresh enough."""
+        with mem.lock:
+            got = mem.recent.get(project)
+            generation = mem.generation.get(project, 0)
+        if got is not None and got.expires > time.monotonic() and got.since <= since:
+            return got
+        expires = time.monotonic() + RECENT_SECONDS
         with self.sessions() as s:
-            rows = s.scalars(select(LearnFailure).where(LearnFailure.project == project, LearnFailure.last_seen_at >= now - window)
+            rows = s.scalars(select(LearnFailure).where(LearnFailure.project == project, LearnFailure.last_seen_at >= since)
                              .order_by(LearnFailure.last_seen_at.desc()).limit(50)).all()
-            if not rows:
-                _quiet[quiet_key] = time.monotonic() + QUIET_SECONDS
-                return []
-            rules = {r.failure_key: r.text for r in s.scalars(select(LearnedRule).where(LearnedRule.project == project)).all()}
+            rules = {r.failure_key: r.text for r in s.scalars(select(LearnedRule).where(LearnedRule.project == project)).all()} if rows else {}
+            candidates = tuple(_candidate(row, rules) for row in rows)
+        got = _Recent(since, expires, candidates)
+        with mem.lock:
+            if mem.generation.get(project, 0) == generation:  # no write of this process since the read began
+                mem.recent[project] = got
+        return got
+
+    def _give(self, mem: _Memory, project: str, session_key: str, since: datetime, max_lines: int, now: datetime) -> list[str]:
+        """:meth:`past_failure_lines` read afresh from the database, the lines given recorded."""
+        with self.sessions() as s:
+            rows = s.scalars(select(LearnFailure).where(LearnFailure.project == project, LearnFailure.last_seen_at >= since)
+                             .order_by(LearnFailure.last_seen_at.desc()).limit(50)).all()
+            rules = {r.failure_key: r.text for r in s.scalars(select(LearnedRule).where(LearnedRule.project == project)).all()} if rows else {}
             given = set(s.scalars(select(LearnFedBack.line_hash).where(LearnFedBack.session_key == session_key)).all())
             lines: list[str] = []
-            for row in rows:
-                if row.cleared_at is not None and row.cleared_at >= row.last_seen_at:
+            for c in (_candidate(row, rules) for row in rows):
+                if not c.recurring or c.only_session == session_key or c.line_hash in given or c.line in lines:
                     continue
-                if row.sessions == 1 and row.last_session_key == session_key:
-                    continue
-                line = rules.get(row.failure_key) or f"`{show(_failed_step(row))}` failed ({row.error or 'error'})"
-                h = _hash(line)
-                if h in given or line in lines:
-                    continue
-                lines.append(line)
+                lines.append(c.line)
                 if len(lines) >= max_lines:
                     break
-            if not lines:
-                return lines
-            # a line another thread (or proxy) gave this session just now is not given again
-            lines = [line for line in lines if insert_ignore(s, LearnFedBack, dict(session_key=session_key, line_hash=_hash(line), created_at=now), ["session_key", "line_hash"])]
-            s.commit()
-            return lines
+            if lines:
+                # a line another thread (or proxy) gave this session just now is not given again
+                lines = [line for line in lines if insert_ignore(s, LearnFedBack, dict(session_key=session_key, line_hash=_hash(line), created_at=now), ["session_key", "line_hash"])]
+                s.commit()
+        mem.remember_given(session_key, frozenset(given | {_hash(line) for line in lines}))
+        return lines
+
+
+def _candidate(row: LearnFailure, rules: dict[str, str]) -> _Candidate:
+    line = rules.get(row.failure_key) or f"`{show(_failed_step(row))}` failed ({row.error or 'error'})"
+    return _Candidate(line, _hash(line), row.last_seen_at, row.cleared_at is None or row.cleared_at < row.last_seen_at,
+                      row.last_session_key if row.sessions == 1 else None)
 
 
 def _parse_time(when: str) -> datetime | None:

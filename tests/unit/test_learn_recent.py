@@ -1,0 +1,82 @@
+"""The past-failures block is asked for on every request; the store answers "nothing new for
+this session" from memory: no SQL statement, while what it gives stays what the database holds
+(its own writes seen at once, another proxy's within ``RECENT_SECONDS``). A real SQLite file."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+from sqlalchemy import event
+
+from headroom_core.db.engine import open_database
+from headroom_core.learn.rules import Rule, failure_key
+from headroom_core.learn.steps import Step
+from headroom_core.learn.store import LearnStore
+
+PROJECT = "/work/projects/recent"
+DAY = timedelta(days=1)
+
+
+def failed(cmd: str, error: str) -> Step:
+    return Step(tool="Bash", command=cmd, target="", args=cmd, keys=frozenset(), ok=False, error=error, index=0)
+
+
+PYTEST = failed("pytest tests", "pytest: command not found")
+TWINE = failed("twine check dist/*", "No module named twine")
+
+
+def statements(sessions) -> list[str]:
+    """The SQL statements the store's engine runs from now on (a live list)."""
+    seen: list[str] = []
+    event.listen(sessions.kw["bind"], "before_cursor_execute", lambda *a: seen.append(a[2]))
+    return seen
+
+
+def two_proxies(tmp_path: Path) -> tuple[LearnStore, LearnStore]:
+    """Two stores on one database file with an engine each, as two proxy processes have."""
+    here = LearnStore(open_database(f"sqlite:///{tmp_path / 'team.db'}"))
+    there = LearnStore(open_database(f"sqlite:///{tmp_path}/./team.db"))  # another URL: another engine
+    assert here.sessions.kw["bind"] is not there.sessions.kw["bind"]
+    return here, there
+
+
+def test_nothing_new_is_answered_from_memory_and_own_writes_are_seen_at_once(tmp_path: Path):
+    store = LearnStore(open_database(f"sqlite:///{tmp_path / 'h.db'}"))
+    store.record_failures(PROJECT, "earlier", [PYTEST])
+    assert store.past_failure_lines(PROJECT, "s1", DAY, 5) == ["`pytest tests` failed (pytest: command not found)"]
+    sql = statements(store.sessions)
+    for _ in range(3):
+        assert store.past_failure_lines(PROJECT, "s1", DAY, 5) == []  # given once
+    assert sql == []
+    # this process learns more: the next request of the session gets it, no wait
+    store.record_failures(PROJECT, "earlier", [TWINE])
+    assert store.past_failure_lines(PROJECT, "s1", DAY, 5) == ["`twine check dist/*` failed (No module named twine)"]
+    # a rule for a failure already given is a new line (its sentence), given at once too
+    rule = Rule("command", "pytest tests", "`pytest tests` fails; use `python -m pytest tests`", "", failure_key(PYTEST), 5)
+    store.save_rules(PROJECT, [rule])
+    assert store.past_failure_lines(PROJECT, "s1", DAY, 5) == [rule.text]
+    # another session of the project still gets everything, once
+    assert sorted(store.past_failure_lines(PROJECT, "s2", DAY, 5)) == sorted([rule.text, "`twine check dist/*` failed (No module named twine)"])
+    assert store.past_failure_lines(PROJECT, "s2", DAY, 5) == []
+
+
+def test_another_proxys_write_is_seen_within_the_recent_seconds(tmp_path: Path):
+    here, there = two_proxies(tmp_path)
+    here.record_failures(PROJECT, "earlier", [PYTEST])
+    assert here.past_failure_lines(PROJECT, "s1", DAY, 5) == ["`pytest tests` failed (pytest: command not found)"]
+    there.record_failures(PROJECT, "elsewhere", [TWINE])
+    assert here.past_failure_lines(PROJECT, "s1", DAY, 5) == []  # read under RECENT_SECONDS ago: trusted
+    mem = here._memory()
+    mem.recent[PROJECT] = replace(mem.recent[PROJECT], expires=time.monotonic())  # RECENT_SECONDS have passed
+    assert here.past_failure_lines(PROJECT, "s1", DAY, 5) == ["`twine check dist/*` failed (No module named twine)"]
+
+
+def test_a_session_given_lines_by_another_proxy_is_not_given_them_again(tmp_path: Path):
+    here, there = two_proxies(tmp_path)
+    here.record_failures(PROJECT, "earlier", [PYTEST])
+    assert there.past_failure_lines(PROJECT, "s1", DAY, 5) == ["`pytest tests` failed (pytest: command not found)"]
+    assert here.past_failure_lines(PROJECT, "s1", DAY, 5) == []  # not in this process's memory: the database decides
+    assert here.past_failure_lines("/work/projects/other", "s1", DAY, 5) == []
