@@ -147,12 +147,7 @@ class LearnStore:
         persist the rule when its distinct pairs reach ``threshold``, unless the reverse command
         rule also has evidence (a contradiction: both are then dropped). Returns True when the
         rule is persisted (or updated) by this call."""
-        try:
-            return self._add_evidence(project, session_key, phash, rule, threshold, now or utcnow())
-        finally:
-            self._noisy(project)
-
-    def _add_evidence(self, project: str, session_key: str, phash: str, rule: Rule, threshold: int, now: datetime) -> bool:
+        now = now or utcnow()
         with self.sessions() as s:
             row = dict(project=project, session_key=session_key, pair_hash=phash, rule_id=rule.id, rule_kind=rule.kind, rule_key=rule.key,
                        text=rule.text, supersede_key=rule.supersede_key, failure_key=rule.failure_key, created_at=now)
@@ -166,13 +161,17 @@ class LearnStore:
                     LearnEvidence.project == project, LearnEvidence.rule_kind == "command", LearnEvidence.rule_key == rule.reverse_key)) or 0
                 if rev:
                     rev_ids = s.scalars(select(LearnEvidence.rule_id).where(LearnEvidence.project == project, LearnEvidence.rule_key == rule.reverse_key)).all()
+                    self._noisy(project)
                     s.execute(delete(LearnedRule).where(LearnedRule.project == project, LearnedRule.rule_id.in_([rule.id, *rev_ids])))
                     s.commit()
+                    self._noisy(project)
                     return False
             if n < threshold:
                 return False
+            self._noisy(project)
             self._upsert(s, project, rule, n, "live", now)
             s.commit()
+            self._noisy(project)
             return True
 
     def _upsert(self, s: Session, project: str, rule: Rule, evidence: int, source: str, now: datetime) -> None:
