@@ -8,6 +8,7 @@ exact bytes the client sent (the prompt cache sees the same prefix).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -323,10 +324,15 @@ def _removal(s: str, ks: int, ve: int) -> tuple[int, int, str]:
     return (ks, ve, "")
 
 
+@functools.lru_cache(maxsize=64)
+def _quoted(name: str) -> str:
+    return json.dumps(name)
+
+
 def strip_member(s: str, name: str) -> str:
     """``s`` (a JSON text) without any member called ``name``, at any depth; every other byte
     stays as it was. Containers whose text does not mention ``name`` are not walked."""
-    needle = json.dumps(name)
+    needle = _quoted(name)
     if needle not in s:
         return s
     splices: list[tuple[int, int, str]] = []

@@ -106,9 +106,46 @@ def common_suffix(a: str, b: str, limit: int) -> int:
     return lo
 
 
-def _array(s: str, i: int, reuse: list[tuple[tuple[int, int], Any]]) -> tuple[list[Any], list[tuple[int, int]], int, int]:
+#: Characters of an element's start that index the previous request's elements by text.
+_HEAD = 48
+
+
+def _known_elements(previous: BodyView | None, name: str, skip: int) -> dict[str, list[tuple[str, Any]]]:
+    """``previous``'s elements of array ``name`` after the first ``skip``, by their first
+    :data:`_HEAD` characters: ``[(element text, value)]``."""
+    if previous is None or name not in previous.elements:
+        return {}
+    out: dict[str, list[tuple[str, Any]]] = {}
+    t = previous.text
+    values = previous.parsed[name]
+    for k, (a, b) in enumerate(previous.elements[name]):
+        if k >= skip:
+            out.setdefault(t[a : a + _HEAD], []).append((t[a:b], values[k]))
+    return out
+
+
+def _element(s: str, j: int, known: dict[str, list[tuple[str, Any]]]) -> tuple[Any, int]:
+    """The JSON value at ``s[j]`` and its end: an element of the previous request with the same
+    text keeps its value (the text is a whole JSON value, and the character after it ends a
+    value here: the same parse), else parsed."""
+    for text, value in known.get(s[j : j + _HEAD], ()):
+        end = j + len(text)
+        if s.startswith(text, j) and end < len(s) and s[end] in _AFTER_ELEMENT:
+            return value, end
+    return _decoder.raw_decode(s, j)
+
+
+#: What may follow an array element: whitespace, a comma or the array's end.
+_AFTER_ELEMENT = frozenset(" \t\n\r,]")
+
+
+def _array(
+    s: str, i: int, reuse: list[tuple[tuple[int, int], Any]], known: dict[str, list[tuple[str, Any]]] | None = None
+) -> tuple[list[Any], list[tuple[int, int]], int, int]:
     """Parse the array starting at ``s[i]`` ("["): its values, element spans, end, and how many
-    leading elements came from ``reuse`` (``(span, value)`` pairs known to be at the same place)."""
+    leading elements came from ``reuse`` (``(span, value)`` pairs known to be at the same place).
+    Elements after those whose text is one of ``known``'s (:func:`_known_elements`) keep its
+    value instead of being parsed again."""
     values: list[Any] = []
     spans: list[tuple[int, int]] = []
     j = _ws(s, i + 1)
@@ -125,7 +162,7 @@ def _array(s: str, i: int, reuse: list[tuple[tuple[int, int], Any]]) -> tuple[li
         elif s[j] != "]":
             raise ViewError(f"expected ',' or ']' at {j}")
     while s[j] != "]":
-        value, end = _decoder.raw_decode(s, j)
+        value, end = _element(s, j, known) if known else _decoder.raw_decode(s, j)
         values.append(value)
         spans.append((j, end))
         j = _ws(s, end)
@@ -176,7 +213,7 @@ def parse_view(text: str, previous: BodyView | None = None) -> BodyView:
                 reused_members.add(name)
             elif name in ARRAYS and s[j] == "[":
                 reuse = _reusable_elements(previous, name, j, prefix)
-                value, spans, end, taken = _array(s, j, reuse)
+                value, spans, end, taken = _array(s, j, reuse, _known_elements(previous, name, len(reuse)))
                 start = j
                 elements[name] = tuple(spans)
                 if name != "tools":
