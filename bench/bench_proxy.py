@@ -11,7 +11,11 @@ project root. Not a test: it asserts nothing, it prints tables.
    pass sees the session as the proxy first does. Reported: the addon's added latency (addon
    minus plain mitmdump, per request, whole exchange as the client sees it) as median / p95 /
    max, for the first request of each session and for the requests after it separately, and for
-   passthrough requests (not LLM calls: ``GET /v1/models``).
+   passthrough requests (not LLM calls: ``GET /v1/models``). Measured twice: with an upstream
+   that answers at once (the worst case: nothing the proxy does after forwarding can overlap
+   the model), and with one that answers after ``--first-byte-ms`` (default 500 ms, a model's
+   time to first byte: the proxy's work after forwarding overlaps it, as against a real
+   provider).
 2. **Where the time goes.** The same requests planned in-process
    (:func:`headroom_core.request_plan.plan_request` as the addon calls it, storing deferred as
    in the proxy) under ``cProfile`` with the thread's CPU time as its clock (steady on a busy
@@ -77,9 +81,10 @@ def recorded(flow: dict) -> tuple[bytes, dict[str, str]]:
     return json.dumps(body).encode(), {"content-type": "application/json"}
 
 
-def exchange(client: httpx.Client, up: Upstream, url: str, path: str, body: bytes, reply: tuple[bytes, dict[str, str]], ua: str) -> float:
-    """Milliseconds for one whole exchange (the response read to its end)."""
-    up.raw(200, reply[0], reply[1])
+def exchange(client: httpx.Client, up: Upstream, url: str, path: str, body: bytes, reply: tuple[bytes, dict[str, str]], ua: str, wait: float = 0.0) -> float:
+    """Milliseconds for one whole exchange (the response read to its end); the upstream waits
+    ``wait`` seconds before answering."""
+    up.raw(200, reply[0], reply[1], wait=wait)
     t0 = time.perf_counter()
     with client.stream("POST", url + path, content=body, headers={"content-type": "application/json", "user-agent": ua}) as r:
         for _ in r.iter_raw():
@@ -94,7 +99,7 @@ def passthrough(client: httpx.Client, up: Upstream, url: str) -> float:
     return (time.perf_counter() - t0) * 1000
 
 
-def latency(passes: int, console: Console) -> None:
+def latency(passes: int, console: Console, wait: float = 0.0) -> None:
     all_sessions = sessions()
     first: list[float] = []
     later: list[float] = []
@@ -115,13 +120,14 @@ def latency(passes: int, console: Console) -> None:
                             ua = flow["request"]["headers"].get("user-agent", "bench")
                             order = ["direct", "plain", "addon"]
                             order = order[(n + p) % 3 :] + order[: (n + p) % 3]
-                            t = {k: exchange(paths[k], up, up.url, path, body, reply, ua) for k in order}
+                            t = {k: exchange(paths[k], up, up.url, path, body, reply, ua, wait) for k in order}
                             direct_ms.append(t["direct"])
                             plain_ms.append(t["plain"])
                             (first if n == 0 else later).append(t["addon"] - t["plain"])
                             tp = {k: passthrough(paths[k], up, up.url) for k in ("plain", "addon")}
                             through.append(tp["addon"] - tp["plain"])
-    t = Table(title=f"Latency the addon adds over plain mitmdump (ms; whole exchange; {passes} passes, interleaved)")
+    when = f"an upstream answering after {wait * 1000:.0f} ms, as a model's time to first byte" if wait else "an upstream answering at once"
+    t = Table(title=f"Latency the addon adds over plain mitmdump (ms; whole exchange; {passes} passes, interleaved; {when})")
     for c in ("requests", "n", "median", "p95", "max"):
         t.add_column(c, justify="left" if c == "requests" else "right")
     for label, xs in (("LLM calls after the first of a session", later), ("first request of a session", first), ("passthrough (GET /v1/models)", through)):
@@ -253,6 +259,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--throughput-requests", type=int, default=2000)
+    ap.add_argument("--first-byte-ms", type=float, default=500.0,
+                    help="also measure the latency with an upstream that answers after this many ms (a model's time to first byte); 0: not")
     ap.add_argument("--skip", choices=("latency", "profile", "throughput"), action="append", default=[])
     args = ap.parse_args()
     console = Console(width=160)
@@ -260,6 +268,8 @@ def main() -> None:
         profile(console)
     if "latency" not in args.skip:
         latency(args.passes, console)
+        if args.first_byte_ms > 0:
+            latency(args.passes, console, args.first_byte_ms / 1000)
     if "throughput" not in args.skip:
         throughput(args.throughput_requests, console)
 

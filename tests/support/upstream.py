@@ -298,8 +298,9 @@ class RawReply:
 
     ``body`` may be bytes, str, or a JSON-able object (serialised, with a JSON content
     type unless given). With ``chunks`` the body is sent chunked, piece by piece, with
-    ``delay`` seconds between pieces. ``close`` drops the connection after the reply
-    (``abort=True`` drops it before sending anything).
+    ``delay`` seconds between pieces. ``wait``: seconds before the status line (a model's
+    time to first byte). ``close`` drops the connection after the reply (``abort=True`` drops
+    it before sending anything).
     """
 
     status: int = 200
@@ -309,6 +310,7 @@ class RawReply:
     delay: float = 0.0
     close: bool = False
     abort: bool = False
+    wait: float = 0.0
 
 
 @dataclass
@@ -430,6 +432,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if raw.abort:
             self._hard_close()
             return
+        if raw.wait:
+            time.sleep(raw.wait)
         self.send_response_only(raw.status)
         names = {k.lower() for k, _ in raw.headers}
         for k, v in raw.headers:
@@ -1201,13 +1205,15 @@ class Upstream:
         close: bool = False,
         abort: bool = False,
         path: str | None = None,
+        wait: float = 0.0,
     ) -> RawReply:
         """Queue a raw reply for the next request (to any path, or only ``path``).
 
         ``body`` may be bytes, str, or a JSON-able object (then ``Content-Type:
         application/json`` is added unless given). ``chunks`` sends a chunked body piece by
-        piece with ``delay`` seconds between pieces. ``close`` closes the connection after
-        the reply; ``abort`` drops it without any response. Returns the queued reply.
+        piece with ``delay`` seconds between pieces; ``wait`` seconds pass before the status
+        line. ``close`` closes the connection after the reply; ``abort`` drops it without any
+        response. Returns the queued reply.
         """
         hdrs = list(headers.items()) if isinstance(headers, dict) else list(headers or [])
         if isinstance(body, str):
@@ -1221,7 +1227,7 @@ class Upstream:
         ch = None
         if chunks is not None:
             ch = tuple(c.encode() if isinstance(c, str) else bytes(c) for c in chunks)
-        item = RawReply(status=status, headers=tuple(hdrs), body=data, chunks=ch, delay=delay, close=close, abort=abort)
+        item = RawReply(status=status, headers=tuple(hdrs), body=data, chunks=ch, delay=delay, close=close, abort=abort, wait=wait)
         with self._lock:
             self._queue.append(_Scripted(item, path))
         return item
