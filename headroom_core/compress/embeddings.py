@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from headroom_core import heap
-from headroom_core.gc_freeze import freeze_long_lived
+from headroom_core.gc_tuning import freeze_long_lived
 from headroom_core.surrogates import scrub
 
 if TYPE_CHECKING:
