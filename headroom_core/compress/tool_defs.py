@@ -48,7 +48,7 @@ import copy
 import fnmatch
 import re
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from headroom_core.wire.tool_defs import rebuild_tool, tool_definition
 
@@ -239,6 +239,13 @@ def _container(tool: Any) -> tuple[dict, str] | None:
     return found
 
 
+def minify_container(c: dict, schema_key: str) -> dict:
+    """One tool definition's container (``name``, ``description``, schema under
+    ``schema_key``) minified on its own, before any dedupe across tools: a new dict, the input
+    not mutated."""
+    return _minify_container(c, schema_key)
+
+
 def _minify_container(c: dict, schema_key: str) -> dict:
     name = c["name"]
     out: dict = {}
@@ -393,6 +400,7 @@ def minify_tools(
     exclude: tuple[str, ...] = (),
     dedupe: bool = True,
     dedupe_min_chars: int = DEFAULT_DEDUPE_MIN_CHARS,
+    minify_one: Callable[[int, dict, str], dict] | None = None,
 ) -> ToolsResult:
     """Minify a request's ``tools`` array deterministically; the input is never mutated.
 
@@ -402,6 +410,9 @@ def minify_tools(
     ``("mcp__*",)``); matching tools are returned as the same object.
     ``dedupe``: replace long passages repeated across tools by references (below).
     ``dedupe_min_chars``: shortest passage, in characters, that may be replaced.
+    ``minify_one``: ``(index, container, schema key) -> minified container``, each tool's own
+    minification (before dedupe) when the caller keeps them (it must return a new dict each
+    time: dedupe edits it in place); default computed here.
 
     Dedupe rule. Descriptions (a tool's own and every schema ``description``) are split into
     paragraphs at blank lines (``"\\n\\n"`` after normalisation). Going through the tools in list
@@ -441,7 +452,8 @@ def minify_tools(
         name = container["name"]
         if any(fnmatch.fnmatchcase(name, pat) for pat in exclude):
             continue
-        minified[i] = (tool, _minify_container(container, schema_key), schema_key)
+        own = minify_one(i, container, schema_key) if minify_one is not None else _minify_container(container, schema_key)
+        minified[i] = (tool, own, schema_key)
 
     if not minified:
         return ToolsResult(tools, False, (), "no tool definitions to minify")

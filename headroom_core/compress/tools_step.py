@@ -10,13 +10,18 @@ minifier did not mean to change keep their exact characters (``1e400`` is not tu
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 from headroom_core.compress.tokens import TokenCounter
-from headroom_core.compress.tool_defs import minify_tools
+from headroom_core.compress.tool_defs import minify_container, minify_tools
 from headroom_core.wire import jsonedit
+
+#: Tools whose own minification and written text are kept (a tool is ~1-3 KB of JSON: a few MB).
+TOOL_ENTRIES = 2048
 
 
 @dataclass(frozen=True)
@@ -32,11 +37,47 @@ class ToolsOutcome:
     reason: str
 
 
+class _Lru:
+    """A small thread-safe LRU map (``bytes`` keys)."""
+
+    def __init__(self, entries: int) -> None:
+        self._d: OrderedDict[bytes, Any] = OrderedDict()
+        self._n = entries
+        self._lock = threading.Lock()
+
+    def get(self, key: bytes) -> Any:
+        with self._lock:
+            hit = self._d.get(key)
+            if hit is not None:
+                self._d.move_to_end(key)
+            return hit
+
+    def put(self, key: bytes, value: Any) -> None:
+        with self._lock:
+            self._d[key] = value
+            self._d.move_to_end(key)
+            while len(self._d) > self._n:
+                self._d.popitem(last=False)
+
+
+def _key(*parts: str) -> bytes:
+    h = hashlib.blake2b(digest_size=20)
+    for p in parts:
+        b = p.encode("utf-8", "surrogatepass")
+        h.update(len(b).to_bytes(8, "big"))
+        h.update(b)
+    return h.digest()
+
+
 class ToolsMinifier:
     """Minifies a request's ``tools`` once per distinct ``tools`` text (LRU of ``entries``).
 
     A client resends the same tools on every turn, so after the first turn the result (and its
-    token counts, the expensive part: about 0.25 s for 229 tools) comes from memory.
+    token counts, the expensive part: about 0.25 s for 229 tools) comes from memory. A list not
+    seen before (a tool added, an MCP server connected, a new session whose tools differ in a
+    description) pays only for its tools not seen before: each tool's own minification and its
+    written text are kept by the tool's exact JSON text (:data:`TOOL_ENTRIES`); the dedupe
+    across tools runs on the whole list every time (it depends on the order and the others).
     """
 
     def __init__(self, counter: TokenCounter, exclude: tuple[str, ...], entries: int = 64) -> None:
@@ -45,6 +86,8 @@ class ToolsMinifier:
         self._cache: OrderedDict[bytes, ToolsOutcome] = OrderedDict()
         self._entries = entries
         self._lock = threading.Lock()
+        self._own = _Lru(TOOL_ENTRIES)  # tool text -> its own minified container, as JSON text
+        self._written = _Lru(TOOL_ENTRIES)  # (tool text, new value) -> the text written for it
 
     def run(self, tools_text: str, tools: list, count: bool = True) -> ToolsOutcome:
         """``tools_text`` is the exact JSON text of ``tools`` in the request (the cache key, and
@@ -60,17 +103,34 @@ class ToolsMinifier:
             if hit is not None:
                 self._cache.move_to_end(key)
                 return hit
-        res = minify_tools(tools, exclude=self._exclude)
+        spans = jsonedit.element_spans(tools_text, ()) if isinstance(tools, list) else []
+        texts = [tools_text[a:b] for a, b in spans]
+        if isinstance(tools, list) and len(texts) != len(tools):
+            raise ValueError("tools_text is not the JSON text of tools")
+
+        def own(i: int, container: dict, schema_key: str) -> dict:
+            # kept as JSON text: the dedupe edits the dict it gets, so each use parses a new one
+            k = _key(schema_key, texts[i])
+            hit = self._own.get(k)
+            if hit is None:
+                hit = json.dumps(minify_container(container, schema_key))
+                self._own.put(k, hit)
+            return json.loads(hit)
+
+        res = minify_tools(tools, exclude=self._exclude, minify_one=own)
         repl: list[tuple[int, jsonedit.RawJSON]] = []
         saved = 0
         if res.changed:
-            spans = jsonedit.element_spans(tools_text, ())
             for i, (old, new) in enumerate(zip(tools, res.tools)):
-                if new is old:
+                if new is old or new == old:
                     continue
                 a, b = spans[i]
-                text = jsonedit.reserialize(tools_text[a:b], old, new)
-                if text != tools_text[a:b]:
+                k = _key(texts[i], json.dumps(new))
+                text = self._written.get(k)
+                if text is None:
+                    text = jsonedit.reserialize(texts[i], old, new)
+                    self._written.put(k, text)
+                if text != texts[i]:
                     repl.append((i, jsonedit.RawJSON(text)))
                     saved += (b - a) - len(text)
         # decided on characters, not tokens, so the fallback (no counting) decides the same way
