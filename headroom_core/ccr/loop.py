@@ -97,6 +97,7 @@ class StreamLoop:
         self.done = False
         self.pending: Pending | None = None
         self.texts: list[str] = []
+        self._messages: list[dict[str, Any] | None] = []  # texts parsed, in order (None: not an object)
         self._state = reply.ViewState()
         self._view = reply.StreamView(hidden, self._state, 0)
         self._parser = SSEParser()
@@ -209,16 +210,15 @@ class StreamLoop:
 
     @property
     def messages(self) -> list[dict[str, Any]]:
-        """Every round's response object, parsed."""
-        out = []
-        for t in self.texts:
+        """Every round's response object, parsed (each text once: usage, calls and the ledger
+        all read them)."""
+        while len(self._messages) < len(self.texts):
             try:
-                v = Raw(t).value
+                v = Raw(self.texts[len(self._messages)]).value
             except ValueError:
-                continue
-            if isinstance(v, dict):
-                out.append(v)
-        return out
+                v = None
+            self._messages.append(v if isinstance(v, dict) else None)
+        return [m for m in self._messages if m is not None]
 
     @property
     def called(self) -> list[str]:

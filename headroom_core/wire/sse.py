@@ -16,6 +16,7 @@ from typing import Any
 from headroom_core.wire import rawjson
 
 _BOUNDARY = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+_LINE_END = re.compile(r"\r\n|\n|\r")
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class SSEEvent:
 def _parse_event(raw: bytes) -> SSEEvent:
     event = None
     data: list[str] = []
-    for line in re.split(r"\r\n|\n|\r", raw.decode("utf-8", "replace")):
+    for line in _LINE_END.split(raw.decode("utf-8", "replace")):
         if not line or line.startswith(":"):
             continue
         field, _, value = line.partition(":")
