@@ -106,33 +106,63 @@ def common_suffix(a: str, b: str, limit: int) -> int:
     return lo
 
 
-#: Characters of an element's start that index the previous request's elements by text.
-_HEAD = 48
+#: Characters of an element's start that index the previous request's elements by text (enough
+#: to hold a message's tool call id or a tool's name).
+_HEAD = 128
+#: Elements with the same start tried at most, after the one following the last found.
+_TRIES = 4
 
 
-def _known_elements(previous: BodyView | None, name: str, skip: int) -> dict[str, list[tuple[str, Any]]]:
-    """``previous``'s elements of array ``name`` after the first ``skip``, by their first
-    :data:`_HEAD` characters: ``[(element text, value)]``."""
+class _Known:
+    """The previous request's elements of one array (after the first ``skip``) to find again by
+    text, wherever they now are. Elements mostly keep their order, so the one after the last
+    found is tried first; else at most :data:`_TRIES` with the same first :data:`_HEAD`
+    characters. Each try compares one element's text: the work stays linear in the array."""
+
+    def __init__(self, text: str, spans: tuple[tuple[int, int], ...], values: list[Any], skip: int) -> None:
+        self.text = text
+        self.spans = spans
+        self.values = values
+        self.next = skip
+        self.by_head: dict[str, list[int]] = {}
+        for k in range(skip, len(spans)):
+            a, _b = spans[k]
+            self.by_head.setdefault(text[a : a + _HEAD], []).append(k)
+
+    def find(self, s: str, j: int) -> tuple[Any, int] | None:
+        """The value and end of the element at ``s[j]`` if it is one of these, else None."""
+        head = s[j : j + _HEAD]
+        ks = self.by_head.get(head)
+        if not ks:
+            return None
+        tries = [self.next] if self.next < len(self.spans) and self.text.startswith(head, self.spans[self.next][0]) else []
+        tries += [k for k in ks[:_TRIES] if k != self.next]
+        for k in tries:
+            a, b = self.spans[k]
+            end = j + (b - a)
+            # a whole JSON value with the same text, and what follows it here ends a value: the same parse
+            if end < len(s) and s[end] in _AFTER_ELEMENT and s.startswith(self.text[a:b], j):
+                self.next = k + 1
+                return self.values[k], end
+        return None
+
+
+def _known_elements(previous: BodyView | None, name: str, skip: int) -> _Known | None:
+    """``previous``'s elements of array ``name`` after the first ``skip`` (None: none)."""
     if previous is None or name not in previous.elements:
-        return {}
-    out: dict[str, list[tuple[str, Any]]] = {}
-    t = previous.text
-    values = previous.parsed[name]
-    for k, (a, b) in enumerate(previous.elements[name]):
-        if k >= skip:
-            out.setdefault(t[a : a + _HEAD], []).append((t[a:b], values[k]))
-    return out
+        return None
+    spans = previous.elements[name]
+    values = previous.parsed.get(name)
+    if not isinstance(values, list) or len(values) != len(spans) or skip >= len(spans):
+        return None
+    return _Known(previous.text, spans, values, skip)
 
 
-def _element(s: str, j: int, known: dict[str, list[tuple[str, Any]]]) -> tuple[Any, int]:
+def _element(s: str, j: int, known: _Known) -> tuple[Any, int]:
     """The JSON value at ``s[j]`` and its end: an element of the previous request with the same
-    text keeps its value (the text is a whole JSON value, and the character after it ends a
-    value here: the same parse), else parsed."""
-    for text, value in known.get(s[j : j + _HEAD], ()):
-        end = j + len(text)
-        if s.startswith(text, j) and end < len(s) and s[end] in _AFTER_ELEMENT:
-            return value, end
-    return _decoder.raw_decode(s, j)
+    text keeps its value, else parsed."""
+    found = known.find(s, j)
+    return found if found is not None else _decoder.raw_decode(s, j)
 
 
 #: What may follow an array element: whitespace, a comma or the array's end.
@@ -140,7 +170,7 @@ _AFTER_ELEMENT = frozenset(" \t\n\r,]")
 
 
 def _array(
-    s: str, i: int, reuse: list[tuple[tuple[int, int], Any]], known: dict[str, list[tuple[str, Any]]] | None = None
+    s: str, i: int, reuse: list[tuple[tuple[int, int], Any]], known: _Known | None = None
 ) -> tuple[list[Any], list[tuple[int, int]], int, int]:
     """Parse the array starting at ``s[i]`` ("["): its values, element spans, end, and how many
     leading elements came from ``reuse`` (``(span, value)`` pairs known to be at the same place).
@@ -162,7 +192,7 @@ def _array(
         elif s[j] != "]":
             raise ViewError(f"expected ',' or ']' at {j}")
     while s[j] != "]":
-        value, end = _element(s, j, known) if known else _decoder.raw_decode(s, j)
+        value, end = _element(s, j, known) if known is not None else _decoder.raw_decode(s, j)
         values.append(value)
         spans.append((j, end))
         j = _ws(s, end)
@@ -210,6 +240,8 @@ def parse_view(text: str, previous: BodyView | None = None) -> BodyView:
                 value, (start, end), els = old
                 if els is not None:
                     elements[name] = els
+                else:  # a duplicate key: the earlier member's element spans are not this value's
+                    elements.pop(name, None)
                 reused_members.add(name)
             elif name in ARRAYS and s[j] == "[":
                 reuse = _reusable_elements(previous, name, j, prefix)

@@ -55,3 +55,28 @@ def test_elements_after_a_change_keep_their_values_instead_of_being_parsed_again
     assert view.parsed == json.loads(new)
     assert view.parsed["tools"][1] is not prev.parsed["tools"][0]  # changed: parsed anew
     assert all(view.parsed["tools"][k + 1] is prev.parsed["tools"][k] for k in range(1, 5))  # moved, same text: kept
+
+
+def test_a_duplicate_key_leaves_no_element_spans_of_the_earlier_member_behind():
+    """json.loads keeps a duplicate key's last value: spans of the earlier array must not be
+    taken for that value's elements by the next request."""
+    for name, last in (("messages", '"Zq"'), ("tools", '{"x": 1}')):
+        first = f'{{"{name}": [0, "{"a" * 60}"], "{name}": {last}}}'
+        second = first  # reused as it is
+        third = f'{{"{name}": [0, "{"a" * 60}"]}}'
+        v1 = parse_view(first)
+        v2 = parse_view(second, v1)
+        assert name not in v2.elements and v2.parsed == json.loads(second)
+        assert parse_view(third, v2).parsed == json.loads(third)
+
+
+def test_many_elements_with_the_same_start_after_an_early_edit():
+    """Agent histories: thousands of tool results whose text starts the same; the first message
+    edited, every later one found again (in order) and the result is the parse of the text."""
+    msgs = [{"role": "user", "content": [{"tool_use_id": "toolu_", "type": "tool_result", "content": f"result {i}"}]} for i in range(3000)]
+    old = json.dumps({"messages": [{"role": "user", "content": "hi"}] + msgs})
+    new = json.dumps({"messages": [{"role": "user", "content": "hi, edited"}] + msgs[:1500] + [{"role": "user", "content": "x"}] + msgs[1500:]})
+    prev = parse_view(old)
+    view = parse_view(new, prev)
+    assert view.parsed == json.loads(new)
+    assert view.parsed["messages"][1] is prev.parsed["messages"][1] and view.parsed["messages"][-1] is prev.parsed["messages"][-1]
