@@ -101,12 +101,17 @@ def _client_key(headers: dict[str, str], path: str) -> str:
     return hashlib.sha256(f"{credential(headers, path)}\0{headers.get('x-headroom-project', '')}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _after_forwarding(rt, plan: RequestPlan, stored: concurrent.futures.Future, observed: concurrent.futures.Future, logged: concurrent.futures.Future, previous: "_After | None") -> None:
+#: The diagnostics (the prefix log) of every request, one at a time in the order their observers
+#: finished (a client's observers run in its turns' order, so its turns are recorded in order);
+#: a backlog waits in this queue, nothing waits for it.
+_DIAGNOSTICS = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="headroom-diagnostics")
+
+
+def _after_forwarding(rt, plan: RequestPlan, stored: concurrent.futures.Future, observed: concurrent.futures.Future, previous: concurrent.futures.Future | None) -> None:
     """Off the event loop, once the request is on its way: store the plan's session state (then
     ``stored`` is done); then, once the same client's ``previous`` request's observers are done,
-    run the observers (so learning sees a client's turns in order; then ``observed`` is done);
-    then, once ``previous``'s diagnostics are done, the diagnostics (then ``logged`` is done).
-    Errors are logged, never raised."""
+    run the observers (so learning sees a client's turns in order; then ``observed`` is done) and
+    queue the diagnostics. Errors are logged, never raised."""
     try:
         if plan.persist is not None:
             plan.persist()
@@ -115,35 +120,22 @@ def _after_forwarding(rt, plan: RequestPlan, stored: concurrent.futures.Future, 
     finally:
         stored.set_result(None)
 
-    def diagnose(_: object = None) -> None:
-        try:
-            run_diagnostics(rt, plan)
-        finally:
-            logged.set_result(None)
-
     def observe(_: object = None) -> None:
         try:
             run_observers(rt, plan)
+        except Exception:  # noqa: BLE001 - run_observers logs its observers' errors; anything else too
+            log.exception("headroom: the observers of a request failed")
         finally:
+            try:
+                _DIAGNOSTICS.submit(run_diagnostics, rt, plan)  # before the next turn's observers can queue theirs
+            except RuntimeError:  # shutting down
+                pass
             observed.set_result(None)
-        if previous is None:
-            diagnose()
-        else:
-            previous.logged.add_done_callback(diagnose)  # now if done, else in the thread that finishes it
 
     if previous is None:
         observe()
     else:
-        previous.observed.add_done_callback(observe)
-
-
-@dataclass(frozen=True)
-class _After:
-    """What runs after a client's latest request was forwarded: its observers' run and its
-    diagnostics' run (each set in a thread)."""
-
-    observed: concurrent.futures.Future
-    logged: concurrent.futures.Future
+        previous.add_done_callback(observe)  # now if done, else in the thread that finishes it
 
 
 class LLMTraffic:
@@ -156,8 +148,8 @@ class LLMTraffic:
 
     def __init__(self, state: State) -> None:
         self.state = state
-        #: per client: what runs after its latest request was forwarded
-        self._after: dict[str, _After] = {}
+        #: per client: the observers' run of its latest request
+        self._after: dict[str, concurrent.futures.Future] = {}
 
     async def request(self, flow: http.HTTPFlow) -> None:
         rt = self.state.runtime
@@ -197,10 +189,10 @@ class LLMTraffic:
                 return
         client = _client_key(headers, req.path)
         before = self._after.get(client)
-        if before is not None and not before.observed.done():
+        if before is not None and not before.done():
             # the same client's previous request is still storing its session state or being
             # learned from: this turn must see both (bounded: a stuck store never stops traffic)
-            await asyncio.wait([asyncio.wrap_future(before.observed)], timeout=AFTER_WAIT_SECONDS)
+            await asyncio.wait([asyncio.wrap_future(before)], timeout=AFTER_WAIT_SECONDS)
         plan = await plan_request_async(rt, req.method, req.path, headers, body, rt.settings.compress_timeout_seconds, defer=True, route_=r)
         st = FlowState(plan, time.monotonic(), sent=body)
         flow.metadata["headroom"] = st
@@ -223,20 +215,18 @@ class LLMTraffic:
         # client's next request for the store and the observers, nothing for the prefix log
         stored: concurrent.futures.Future = concurrent.futures.Future()
         observed: concurrent.futures.Future = concurrent.futures.Future()
-        logged: concurrent.futures.Future = concurrent.futures.Future()
-        mine = _After(observed, logged)
         st.stored, st.observed = asyncio.wrap_future(stored), observed
         loop = asyncio.get_running_loop()
-        loop.run_in_executor(None, _after_forwarding, rt, plan, stored, observed, logged, before)
-        self._after[client] = mine
+        loop.run_in_executor(None, _after_forwarding, rt, plan, stored, observed, before)
+        self._after[client] = observed
 
-        def forget(_f: object) -> None:  # in the thread that ran the diagnostics
+        def forget(_f: object) -> None:  # in the thread that ran the observers
             try:
-                loop.call_soon_threadsafe(lambda: self._after.pop(client, None) if self._after.get(client) is mine else None)
+                loop.call_soon_threadsafe(lambda: self._after.pop(client, None) if self._after.get(client) is observed else None)
             except RuntimeError:  # the loop is closed: shutting down
                 pass
 
-        logged.add_done_callback(forget)
+        observed.add_done_callback(forget)
 
     async def responseheaders(self, flow: http.HTTPFlow) -> None:
         st: FlowState | None = flow.metadata.get("headroom")
@@ -407,7 +397,9 @@ class LLMTraffic:
             return None
 
     def done(self) -> None:
-        """On shutdown: commit the ledger rows still queued (up to 10 s)."""
+        """On shutdown: commit the ledger rows still queued (up to 10 s); diagnostics not yet
+        run are dropped."""
+        _DIAGNOSTICS.shutdown(wait=False, cancel_futures=True)
         rt = self.state.runtime
         if rt is not None and "ledger" in rt.__dict__:
             rt.ledger.close(10.0)

@@ -52,3 +52,32 @@ def test_answers_do_not_wait_for_the_prefix_log_which_records_the_turns_in_order
     gate.touch()
     events = settled(lambda: [tuple(c.kind for c in e.changes) for e in prefix_events(sessions, project="/work/projects/prefix")], [(), ("date",)])
     assert events == [(), ("date",)]
+
+
+#: Loaded before the addon: every request's observers raise (a bug, a database gone).
+RAISING_OBSERVERS = """
+import headroom_core.request_plan as request_plan
+
+
+def _broken(rt, plan):
+    raise RuntimeError("observers broken")
+
+
+request_plan.run_observers = _broken
+"""
+
+
+def test_observers_that_raise_stop_neither_the_client_nor_the_prefix_log(upstream, proxy_factory, tmp_path):
+    broken = tmp_path / "raising_observers.py"
+    broken.write_text(RAISING_OBSERVERS)
+    proxy = proxy_factory([broken, ADDON_SCRIPT])
+    proxy.wait_for_log(r"headroom: ready", timeout=120)
+    client = anthropic_client(upstream, proxy, max_retries=0, timeout=60)
+    system = "You are a coding agent.\nWorking directory: /work/projects/broken\nToday's date: 2025-08-06"
+    messages = [{"role": "user", "content": "list the files"}]
+    for s in (system, system.replace("08-06", "08-07"), system.replace("08-06", "08-08")):
+        assert client.messages.create(model="claude-sonnet-4-5", max_tokens=64, system=s, messages=messages).type == "message"
+    sessions = open_database(f"sqlite:///{Path(proxy.home) / 'headroom.db'}")
+    events = settled(lambda: [tuple(c.kind for c in e.changes) for e in prefix_events(sessions, project="/work/projects/broken")], [(), ("date",), ("date",)])
+    assert events == [(), ("date",), ("date",)]
+    assert "observers broken" in proxy.log_text()
