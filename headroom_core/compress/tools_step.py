@@ -14,14 +14,15 @@ import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
 
 from headroom_core.compress.tokens import TokenCounter
 from headroom_core.compress.tool_defs import minify_container, minify_tools
 from headroom_core.wire import jsonedit
 
-#: Tools whose own minification and written text are kept (a tool is ~1-3 KB of JSON: a few MB).
+#: Tools whose own minification and written text are kept (a tool is ~1-3 KB of JSON), and the
+#: characters each of the two caches holds at most (MCP servers may define very large tools).
 TOOL_ENTRIES = 2048
+TOOL_CHARS = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -38,26 +39,35 @@ class ToolsOutcome:
 
 
 class _Lru:
-    """A small thread-safe LRU map (``bytes`` keys)."""
+    """A small thread-safe LRU map of ``bytes`` keys to texts, bounded by entries and by the
+    characters of its texts (a text over the bound is not kept)."""
 
-    def __init__(self, entries: int) -> None:
-        self._d: OrderedDict[bytes, Any] = OrderedDict()
+    def __init__(self, entries: int, chars: int) -> None:
+        self._d: OrderedDict[bytes, str] = OrderedDict()
         self._n = entries
+        self._max_chars = chars
+        self._chars = 0
         self._lock = threading.Lock()
 
-    def get(self, key: bytes) -> Any:
+    def get(self, key: bytes) -> str | None:
         with self._lock:
             hit = self._d.get(key)
             if hit is not None:
                 self._d.move_to_end(key)
             return hit
 
-    def put(self, key: bytes, value: Any) -> None:
+    def put(self, key: bytes, value: str) -> None:
+        if len(value) > self._max_chars:
+            return
         with self._lock:
+            old = self._d.pop(key, None)
+            if old is not None:
+                self._chars -= len(old)
             self._d[key] = value
-            self._d.move_to_end(key)
-            while len(self._d) > self._n:
-                self._d.popitem(last=False)
+            self._chars += len(value)
+            while len(self._d) > self._n or self._chars > self._max_chars:
+                _k, v = self._d.popitem(last=False)
+                self._chars -= len(v)
 
 
 def _key(*parts: str) -> bytes:
@@ -86,8 +96,8 @@ class ToolsMinifier:
         self._cache: OrderedDict[bytes, ToolsOutcome] = OrderedDict()
         self._entries = entries
         self._lock = threading.Lock()
-        self._own = _Lru(TOOL_ENTRIES)  # tool text -> its own minified container, as JSON text
-        self._written = _Lru(TOOL_ENTRIES)  # (tool text, new value) -> the text written for it
+        self._own = _Lru(TOOL_ENTRIES, TOOL_CHARS)  # tool text -> its own minified container, as JSON text
+        self._written = _Lru(TOOL_ENTRIES, TOOL_CHARS)  # (tool text, new value) -> the text written for it
 
     def run(self, tools_text: str, tools: list, count: bool = True) -> ToolsOutcome:
         """``tools_text`` is the exact JSON text of ``tools`` in the request (the cache key, and

@@ -60,3 +60,12 @@ def test_a_new_list_gives_what_a_fresh_minifier_gives_and_minifies_only_tools_no
         seen |= {json.dumps(t) for t in v}
     calls.clear()
     assert outcome(warm, tools) == outcome(ToolsMinifier(counter, ()), tools)  # the first list again, after all that
+
+
+def test_the_per_tool_caches_hold_a_bounded_number_of_characters():
+    lru = tools_step._Lru(entries=10, chars=100)
+    for i in range(5):
+        lru.put(bytes([i]), "x" * 30)
+    assert [lru.get(bytes([i])) is not None for i in range(5)] == [False, False, True, True, True]  # 90 of 100 kept
+    lru.put(b"big", "y" * 101)
+    assert lru.get(b"big") is None and lru.get(bytes([4])) == "x" * 30  # too big: not kept, nothing evicted
