@@ -10,7 +10,7 @@ from typing import Optional
 from mitmproxy import ctx, exceptions
 
 from headroom_core import heap
-from headroom_core.gc_tuning import freeze_long_lived, raise_young_threshold
+from headroom_core.gc_tuning import freeze_long_lived
 from headroom_core.runtime import Runtime
 from headroom_core.settings import Settings, SettingsError, load_settings, setting_help
 
@@ -33,7 +33,6 @@ class HeadroomOptions:
 
     def load(self, loader) -> None:
         heap.limit_arenas()  # threads made from now on share two malloc arenas, not 8 per core
-        raise_young_threshold()  # a parsed request is tens of thousands of containers
         for name in OPTION_NAMES:
             loader.add_option(f"headroom_{name}", Optional[str], None, setting_help(name))
 

@@ -1,12 +1,11 @@
-"""GC tuning: what lived before a freeze is left out of later collections, garbage is not kept;
-the young generation's threshold is raised, the older ones kept."""
+"""GC tuning: what lived before a freeze is left out of later collections; garbage is not kept."""
 
 from __future__ import annotations
 
 import gc
 import weakref
 
-from headroom_core.gc_tuning import YOUNG_THRESHOLD, freeze_long_lived, raise_young_threshold
+from headroom_core.gc_tuning import freeze_long_lived
 
 
 class _Node:
@@ -33,12 +32,3 @@ def test_objects_alive_at_the_freeze_leave_the_collected_generations_and_garbage
     finally:
         gc.unfreeze()
     assert any(o is kept for o in gc.get_objects())
-
-
-def test_the_young_threshold_is_raised_and_the_older_ones_kept() -> None:
-    before = gc.get_threshold()
-    try:
-        raise_young_threshold()
-        assert gc.get_threshold() == (YOUNG_THRESHOLD, before[1], before[2])
-    finally:
-        gc.set_threshold(*before)
