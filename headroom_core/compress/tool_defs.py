@@ -243,10 +243,6 @@ def minify_container(c: dict, schema_key: str) -> dict:
     """One tool definition's container (``name``, ``description``, schema under
     ``schema_key``) minified on its own, before any dedupe across tools: a new dict, the input
     not mutated."""
-    return _minify_container(c, schema_key)
-
-
-def _minify_container(c: dict, schema_key: str) -> dict:
     name = c["name"]
     out: dict = {}
     for key, value in c.items():
@@ -452,7 +448,7 @@ def minify_tools(
         name = container["name"]
         if any(fnmatch.fnmatchcase(name, pat) for pat in exclude):
             continue
-        own = minify_one(i, container, schema_key) if minify_one is not None else _minify_container(container, schema_key)
+        own = minify_one(i, container, schema_key) if minify_one is not None else minify_container(container, schema_key)
         minified[i] = (tool, own, schema_key)
 
     if not minified:

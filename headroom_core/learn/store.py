@@ -136,8 +136,8 @@ class LearnStore:
             return mem
 
     def _noisy(self, project: str) -> None:
-        """This process writes failures or rules of ``project``: what it read of them is stale
-        (called before and after the write)."""
+        """This process wrote failures or rules of ``project``: what it read of them is stale
+        (called after the write; a read that began before it is not kept, see :class:`_Memory`)."""
         self._memory().wrote(project)
 
     # -- evidence and rules -------------------------------------------------------------------
@@ -161,14 +161,12 @@ class LearnStore:
                     LearnEvidence.project == project, LearnEvidence.rule_kind == "command", LearnEvidence.rule_key == rule.reverse_key)) or 0
                 if rev:
                     rev_ids = s.scalars(select(LearnEvidence.rule_id).where(LearnEvidence.project == project, LearnEvidence.rule_key == rule.reverse_key)).all()
-                    self._noisy(project)
                     s.execute(delete(LearnedRule).where(LearnedRule.project == project, LearnedRule.rule_id.in_([rule.id, *rev_ids])))
                     s.commit()
                     self._noisy(project)
                     return False
             if n < threshold:
                 return False
-            self._noisy(project)
             self._upsert(s, project, rule, n, "live", now)
             s.commit()
             self._noisy(project)
@@ -204,7 +202,6 @@ class LearnStore:
         many were given."""
         now = now or utcnow()
         n = 0
-        self._noisy(project)
         with self.sessions() as s:
             for r in rules:
                 self._upsert(s, project, r, r.evidence, source, now)
@@ -238,7 +235,6 @@ class LearnStore:
         """Note failed calls seen in ``session_key`` (the latest occurrence's details are kept)."""
         if not failed:
             return
-        self._noisy(project)
         now = now or utcnow()
         with self.sessions() as s:
             if self._count_failures(s, project, session_key, failed, now):
@@ -290,7 +286,6 @@ class LearnStore:
         failures of ``project`` for the past-failures block, dated by the log (``when``; now when
         the log has no time). A failure already recorded at a later time is left as it is; running
         twice over the same logs changes nothing. Returns how many rows were added or updated."""
-        self._noisy(project)
         now = now or utcnow()
         n = 0
         with self.sessions() as s:
@@ -372,11 +367,7 @@ class LearnStore:
             return got
         expires = time.monotonic() + RECENT_SECONDS
         with self.sessions() as s:
-            rows = s.scalars(select(LearnFailure).where(LearnFailure.project == project, LearnFailure.last_seen_at >= since)
-                             .order_by(LearnFailure.last_seen_at.desc()).limit(50)).all()
-            rules = {r.failure_key: r.text for r in s.scalars(select(LearnedRule).where(LearnedRule.project == project)).all()} if rows else {}
-            candidates = tuple(_candidate(row, rules) for row in rows)
-        got = _Recent(since, expires, candidates)
+            got = _Recent(since, expires, _candidates(s, project, since))
         with mem.lock:
             if mem.generation.get(project, 0) == generation:  # no write of this process since the read began
                 mem.recent[project] = got
@@ -385,12 +376,10 @@ class LearnStore:
     def _give(self, mem: _Memory, project: str, session_key: str, since: datetime, max_lines: int, now: datetime) -> list[str]:
         """:meth:`past_failure_lines` read afresh from the database, the lines given recorded."""
         with self.sessions() as s:
-            rows = s.scalars(select(LearnFailure).where(LearnFailure.project == project, LearnFailure.last_seen_at >= since)
-                             .order_by(LearnFailure.last_seen_at.desc()).limit(50)).all()
-            rules = {r.failure_key: r.text for r in s.scalars(select(LearnedRule).where(LearnedRule.project == project)).all()} if rows else {}
+            candidates = _candidates(s, project, since)
             given = set(s.scalars(select(LearnFedBack.line_hash).where(LearnFedBack.session_key == session_key)).all())
             lines: list[str] = []
-            for c in (_candidate(row, rules) for row in rows):
+            for c in candidates:
                 if not c.recurring or c.only_session == session_key or c.line_hash in given or c.line in lines:
                     continue
                 lines.append(c.line)
@@ -402,6 +391,14 @@ class LearnStore:
                 s.commit()
         mem.remember_given(session_key, frozenset(given | {_hash(line) for line in lines}))
         return lines
+
+
+def _candidates(s: Session, project: str, since: datetime) -> tuple[_Candidate, ...]:
+    """The 50 failures of ``project`` seen most recently since ``since``, as lines."""
+    rows = s.scalars(select(LearnFailure).where(LearnFailure.project == project, LearnFailure.last_seen_at >= since)
+                     .order_by(LearnFailure.last_seen_at.desc()).limit(50)).all()
+    rules = {r.failure_key: r.text for r in s.scalars(select(LearnedRule).where(LearnedRule.project == project)).all()} if rows else {}
+    return tuple(_candidate(row, rules) for row in rows)
 
 
 def _candidate(row: LearnFailure, rules: dict[str, str]) -> _Candidate:
