@@ -5,6 +5,7 @@
   ``headroom learn`` (offline); per project.
 - :class:`LearnFailure`: a failure seen live, per project, for the past-failures block.
 - :class:`LearnFedBack`: which past-failure lines a session was already given.
+- :class:`LearnGeneration`: per project, a counter every write of failures or rules adds one to.
 
 Project keys are those of :func:`headroom_core.project.resolve_project` (the agent's working
 directory, or the ``x-headroom-project`` header); nothing is ever shared across projects.
@@ -115,3 +116,14 @@ class LearnFedBack(Base):
     session_key: Mapped[str] = mapped_column(String(64), primary_key=True)
     line_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
     created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class LearnGeneration(Base):
+    """How many times ``project``'s failures or rules were written (``generation``, +1 in the
+    same transaction as each write): a proxy that remembers what it read of them reads this one
+    row to know whether any proxy on the database wrote since (``migrations/versions/0007_learn_generation.py``)."""
+
+    __tablename__ = "learn_generations"
+
+    project: Mapped[str] = mapped_column(String(512), primary_key=True)
+    generation: Mapped[int] = mapped_column(Integer)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-import time
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -23,8 +22,8 @@ from sqlalchemy import case, delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from headroom_core.db.upsert import dialect_insert, insert_ignore
-from headroom_core.learn.models import LearnedRule, LearnEvidence, LearnFailure, LearnFedBack
+from headroom_core.db.upsert import dialect_insert, insert_ignore, upsert
+from headroom_core.learn.models import LearnedRule, LearnEvidence, LearnFailure, LearnFedBack, LearnGeneration
 from headroom_core.learn.pairing import corrects
 from headroom_core.learn.rules import Rule, failure_key, show
 from headroom_core.learn.steps import Step
@@ -61,10 +60,6 @@ def pair_hash(failed: Step, fixed: Step) -> str:
     return _hash(failed.signature, fixed.signature)
 
 
-#: Seconds this process trusts what it last read of a project's recent failures and rules (its
-#: own writes end that at once; another proxy's of a team show within this time): the
-#: past-failures block is asked for on every request, and most requests have nothing new to give.
-RECENT_SECONDS = 5.0
 #: Sessions whose lines already given are remembered in memory.
 GIVEN_SESSIONS = 4096
 
@@ -85,28 +80,22 @@ class _Candidate:
 @dataclass(frozen=True)
 class _Recent:
     """A project's recent failures as read from the database: ``since`` the window start they
-    were read with, trusted until ``expires`` (``time.monotonic()`` seconds)."""
+    were read with, at the project's write ``generation`` (:class:`~.models.LearnGeneration`)."""
 
     since: datetime
-    expires: float
+    generation: int
     candidates: tuple[_Candidate, ...]
 
 
 class _Memory:
-    """What this process read of one database's recent failures (per project) and the lines each
-    session was given (per session key), with the write generation of every project so a read
-    that raced a write of this process is not kept."""
+    """What this process read of one database's recent failures (per project, valid while the
+    project's write generation is the same) and the lines each session was given (per session
+    key, at most :data:`GIVEN_SESSIONS`)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.recent: dict[str, _Recent] = {}
-        self.generation: dict[str, int] = {}
         self.given: OrderedDict[str, frozenset[str]] = OrderedDict()
-
-    def wrote(self, key: str) -> None:
-        with self.lock:
-            self.generation[key] = self.generation.get(key, 0) + 1
-            self.recent.pop(key, None)
 
     def remember_given(self, key: str, hashes: frozenset[str]) -> None:
         with self.lock:
@@ -114,6 +103,18 @@ class _Memory:
             self.given.move_to_end(key)
             while len(self.given) > GIVEN_SESSIONS:
                 self.given.popitem(last=False)
+
+
+def _wrote(s: Session, project: str) -> None:
+    """Add one to ``project``'s write generation in the transaction of ``s`` (call it last,
+    after the write's other statements: every writer then takes the generation row's lock after
+    its own rows, so two writers never wait on each other crosswise)."""
+    upsert(s, LearnGeneration, {"project": project, "generation": 1}, ["project"], update=(), add=("generation",))
+
+
+def _generation(s: Session, project: str) -> int:
+    """``project``'s write generation (0 before its first write)."""
+    return s.scalar(select(LearnGeneration.generation).where(LearnGeneration.project == project)) or 0
 
 
 #: per database (its engine, or the sessionmaker when it has no bind): what this process read
@@ -134,11 +135,6 @@ class LearnStore:
             if mem is None:
                 mem = _memories[db] = _Memory()
             return mem
-
-    def _noisy(self, project: str) -> None:
-        """This process wrote failures or rules of ``project``: what it read of them is stale
-        (called after the write; a read that began before it is not kept, see :class:`_Memory`)."""
-        self._memory().wrote(project)
 
     # -- evidence and rules -------------------------------------------------------------------
 
@@ -162,14 +158,14 @@ class LearnStore:
                 if rev:
                     rev_ids = s.scalars(select(LearnEvidence.rule_id).where(LearnEvidence.project == project, LearnEvidence.rule_key == rule.reverse_key)).all()
                     s.execute(delete(LearnedRule).where(LearnedRule.project == project, LearnedRule.rule_id.in_([rule.id, *rev_ids])))
+                    _wrote(s, project)
                     s.commit()
-                    self._noisy(project)
                     return False
             if n < threshold:
                 return False
             self._upsert(s, project, rule, n, "live", now)
+            _wrote(s, project)
             s.commit()
-            self._noisy(project)
             return True
 
     def _upsert(self, s: Session, project: str, rule: Rule, evidence: int, source: str, now: datetime) -> None:
@@ -207,8 +203,8 @@ class LearnStore:
                 self._upsert(s, project, r, r.evidence, source, now)
                 s.flush()
                 n += 1
+            _wrote(s, project)
             s.commit()
-        self._noisy(project)
         return n
 
     def rules(self, project: str) -> list[StoredRule]:
@@ -238,8 +234,8 @@ class LearnStore:
         now = now or utcnow()
         with self.sessions() as s:
             if self._count_failures(s, project, session_key, failed, now):
+                _wrote(s, project)
                 s.commit()
-                self._noisy(project)
                 return
             for st in failed:
                 fk = failure_key(st)
@@ -256,11 +252,11 @@ class LearnStore:
                 row.tool, row.command, row.target, row.args, row.error = st.tool[:256], st.command[:4000], st.target, st.args[:4000], st.error
                 row.last_session_key, row.last_seen_at = session_key, now
             try:
+                s.flush()
+                _wrote(s, project)
                 s.commit()
             except IntegrityError:
                 s.rollback()
-            finally:
-                self._noisy(project)
 
     @staticmethod
     def _count_failures(s: Session, project: str, session_key: str, failed: Sequence[Step], now: datetime) -> bool:
@@ -304,12 +300,11 @@ class LearnStore:
                     n += 1
                 s.flush()
             try:
+                _wrote(s, project)
                 s.commit()
             except IntegrityError:
                 s.rollback()
                 return 0
-            finally:
-                self._noisy(project)
         return n
 
     def clear_recovered(self, project: str, first_try: Sequence[Step], window: timedelta, now: datetime | None = None) -> int:
@@ -329,9 +324,10 @@ class LearnStore:
                 if any(corrects(f, ok) for ok in first_try):
                     row.cleared_at = now
                     n += 1
+            if n:
+                s.flush()
+                _wrote(s, project)
             s.commit()
-        if n:
-            self._noisy(project)
         return n
 
     def past_failure_lines(self, project: str, session_key: str, window: timedelta, max_lines: int, now: datetime | None = None) -> list[str]:
@@ -341,10 +337,10 @@ class LearnStore:
         this very session and lines this session was already given are left out. The lines
         returned are recorded as given.
 
-        Most requests have nothing new to give: what this process read of the project (at most
-        :data:`RECENT_SECONDS` old, dropped at once when this process writes it) and the lines it
-        knows the session was given decide that without the database; anything that may be
-        given is read afresh and recorded in the database."""
+        Most requests have nothing new to give: what this process read of the project (kept
+        while the project's write generation, one row, shows no write by any proxy since) and
+        the lines it knows the session was given decide that with one primary-key read; anything
+        that may be given is read afresh and recorded in the database."""
         now = now or utcnow()
         since = now - window
         mem = self._memory()
@@ -359,18 +355,18 @@ class LearnStore:
         return self._give(mem, project, session_key, since, max_lines, now)
 
     def _recent(self, mem: _Memory, project: str, since: datetime) -> _Recent:
-        """The project's recent failures as lines, from memory when fresh enough."""
-        with mem.lock:
-            got = mem.recent.get(project)
-            generation = mem.generation.get(project, 0)
-        if got is not None and got.expires > time.monotonic() and got.since <= since:
-            return got
-        expires = time.monotonic() + RECENT_SECONDS
+        """The project's recent failures as lines, from memory while no proxy wrote them since
+        (the generation is read before the failures: a write between the two reads only makes
+        the next request read them again)."""
         with self.sessions() as s:
-            got = _Recent(since, expires, _candidates(s, project, since))
+            generation = _generation(s, project)
+            with mem.lock:
+                got = mem.recent.get(project)
+            if got is not None and got.generation == generation and got.since <= since:
+                return got
+            got = _Recent(since, generation, _candidates(s, project, since))
         with mem.lock:
-            if mem.generation.get(project, 0) == generation:  # no write of this process since the read began
-                mem.recent[project] = got
+            mem.recent[project] = got
         return got
 
     def _give(self, mem: _Memory, project: str, session_key: str, since: datetime, max_lines: int, now: datetime) -> list[str]:
