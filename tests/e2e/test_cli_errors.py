@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from headroom_core.settings import load_settings, normalize_db_url
+from tests.support.proxy import free_port
 
 HEADROOM = str(Path(sys.executable).parent / "headroom")
 
@@ -59,7 +60,8 @@ def test_database_urls(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
     bad = f"sqlite:///{blocker}/headroom.db"
-    for args in (("stats", "--db-url", bad), ("proxy", "--db-url", bad), ("wrap", "--db-url", bad, "true")):
+    port = str(free_port())  # not 8080: a proxy of the user's may run there (wrap would reuse it)
+    for args in (("stats", "--db-url", bad), ("proxy", "--db-url", bad, "--port", port), ("wrap", "--db-url", bad, "--port", port, "true")):
         out = _run(tmp_path, *args)
         assert out.returncode == 2, (args, out.stderr)
         assert out.stderr == f"headroom {args[0]}: {bad}: {blocker} is a file, not a folder\n"
