@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import threading
@@ -11,6 +12,7 @@ from mitmproxy import ctx, exceptions
 
 from headroom_core import heap
 from headroom_core.gc_tuning import freeze_long_lived
+from headroom_core.memory.service import service as memory_service
 from headroom_core.runtime import Runtime
 from headroom_core.settings import Settings, SettingsError, load_settings, setting_help
 
@@ -22,6 +24,11 @@ class State:
 
     def __init__(self) -> None:
         self.runtime: Runtime | None = None
+
+
+#: Seconds after ``running`` the embedding model starts loading with memory on (mitmproxy's
+#: start-up check, which exits on an error logged, ends within the same loop iteration).
+MODEL_START_DELAY = 1.0
 
 
 class HeadroomOptions:
@@ -37,6 +44,12 @@ class HeadroomOptions:
             loader.add_option(f"headroom_{name}", Optional[str], None, setting_help(name))
 
     def running(self) -> None:
+        rt = self.state.runtime
+        if rt is not None and rt.settings.memory:
+            # memory search needs the embedding model from the first request: it loads in its
+            # own thread, started just after mitmproxy's start-up (its error check exits on any
+            # error logged until then, and a missing model only means text search)
+            asyncio.get_running_loop().call_later(MODEL_START_DELAY, memory_service, rt)
         # mitmproxy keeps --set values of options nobody declared; a misspelt headroom_* would
         # silently do nothing
         unknown = sorted(k for k in getattr(ctx.options, "deferred", {}) if k.startswith("headroom_"))
@@ -59,8 +72,9 @@ class HeadroomOptions:
 
 
 def _warm_up(rt: Runtime) -> None:
-    # The embedding model (torch included, about 490 MiB resident) is not loaded here:
-    # prose/HTML compression and memory search start loading it the first time they need it.
+    # The embedding model (torch included, about 490 MiB resident) is not loaded here: with
+    # memory on it starts loading once mitmproxy runs (see ``running``), otherwise prose/HTML
+    # compression starts loading it the first time it needs it.
     heap.start_trimmer()
     try:
         rt.sessions

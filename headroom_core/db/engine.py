@@ -97,6 +97,9 @@ def migrate(engine: Engine) -> None:
 
     Raises :class:`DatabaseError` naming the URL (password hidden) when it fails.
     """
+    # Alembic's own progress lines ("setup plugin …" on import, "Context impl …") would land in
+    # the proxy's log; what was migrated is said once below
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     from alembic import command
     from alembic.config import Config
 

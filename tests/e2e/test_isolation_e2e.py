@@ -60,7 +60,7 @@ def carries_memory(body: dict) -> bool:
 @pytest.fixture(scope="module")
 def proxy(module_proxy_factory, upstream_server):
     p = module_proxy_factory(ADDON_SCRIPT, options={"headroom_memory": "true"})
-    wait_for_model(p, anthropic_client(upstream_server, p))
+    wait_for_model(p)
     headroom_cli(p.home, "memory", "add", MEMORY, "--project", "A")
     upstream_server.reset()
     return p
@@ -143,8 +143,8 @@ def test_isolation_holds_with_two_proxies_on_one_postgresql(upstream, module_pro
     env = {"HEADROOM_DB_URL": pg_url, "HEADROOM_SECRET_KEY_FILE": str(key_file)}
     one = module_proxy_factory(ADDON_SCRIPT, options={"headroom_memory": "true"}, env=env)
     two = module_proxy_factory(ADDON_SCRIPT, options={"headroom_memory": "true"}, env=env)
-    wait_for_model(one, anthropic_client(upstream, one))
-    wait_for_model(two, anthropic_client(upstream, two))
+    wait_for_model(one)
+    wait_for_model(two)
     headroom_cli(one.home, "memory", "add", MEMORY, "--project", "A", env=env)
     upstream.reset()
     question = QUESTION + " (team)"

@@ -25,18 +25,29 @@ BASH = {"name": "Bash", "description": "Run a shell command.", "input_schema": {
 SHELL = {"type": "function", "name": "shell", "description": "Run a shell command.", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}
 
 
-def wait_for_model(proxy, client) -> None:
-    """The model loads in the background on the first request; wait until the log says it did."""
-    client.messages.create(model="claude-sonnet-4-5", max_tokens=5, system=CLAUDE_SYSTEM, messages=[{"role": "user", "content": "warm up"}])
+def wait_for_model(proxy) -> None:
+    """With memory on the model loads in the background from the start; wait until the log says
+    it did."""
     proxy.wait_for_log(r"headroom: embedding model all-MiniLM-L6-v2 loaded", timeout=240)
 
 
 @pytest.fixture(scope="module")
 def proxy(module_proxy_factory, upstream_server):
     p = module_proxy_factory(ADDON_SCRIPT, options={"headroom_memory": "true"})
-    wait_for_model(p, anthropic_client(upstream_server, p))
+    wait_for_model(p)
     upstream_server.reset()
     return p
+
+
+def test_with_memory_on_the_embedding_model_loads_at_start_not_at_the_first_request(upstream_server, proxy):
+    # the fixture sent nothing: the model loaded while the proxy warmed up, so a session's first
+    # request already gets semantic memory search (not the text fallback)
+    log = proxy.log_text()
+    loaded = re.search(r"headroom: embedding model all-MiniLM-L6-v2 loaded", log)
+    assert loaded is not None
+    first_flow = log.find("/v1/messages")
+    assert first_flow == -1 or loaded.start() < first_flow
+    assert "memory search falls back to text search" not in log
 
 
 def claude(upstream, proxy):

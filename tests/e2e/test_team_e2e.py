@@ -130,8 +130,7 @@ def team(upstream_server, tmp_path_factory):
         _start_at_once(proxies)
         t = Team(cluster, url, proxies, env, log_offset=offset)
         for p in proxies:
-            wait_for_model(p, anthropic_client(upstream_server, p))
-            t.sent += 1
+            wait_for_model(p)
         upstream_server.reset()
         yield t
     finally:
