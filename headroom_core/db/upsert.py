@@ -63,8 +63,8 @@ def upsert(
         else:
             for c in cols:
                 setattr(row, c, values[c])
-            for c in add:
-                setattr(row, c, (getattr(row, c) or 0) + values[c])
+            for c in add:  # as SQL (``SET c = coalesce(c, 0) + :v``): a concurrent writer's increment is kept
+                setattr(row, c, func.coalesce(getattr(model, c), 0) + values[c])
         return
     s.execute(_statement(dialect, model, tuple(keys), cols, tuple(add)), dict(values))
 

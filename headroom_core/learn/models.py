@@ -1,4 +1,5 @@
-"""Tables of the failure learner (created by migration ``0003_learn``).
+"""Tables of the failure learner (created by migration ``0003_learn``; ``learn_generations`` by
+``0007_learn_generation``).
 
 - :class:`LearnEvidence`: one failure -> correction pair seen live, counted once per session.
 - :class:`LearnedRule`: a rule that reached its evidence threshold (live) or came from
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import DateTime, Index, Integer, String, Text
+from sqlalchemy import BigInteger, DateTime, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
@@ -126,4 +127,4 @@ class LearnGeneration(Base):
     __tablename__ = "learn_generations"
 
     project: Mapped[str] = mapped_column(String(512), primary_key=True)
-    generation: Mapped[int] = mapped_column(Integer)
+    generation: Mapped[int] = mapped_column(BigInteger)

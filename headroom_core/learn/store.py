@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -60,6 +61,10 @@ def pair_hash(failed: Step, fixed: Step) -> str:
     return _hash(failed.signature, fixed.signature)
 
 
+#: Seconds a read of a project's recent failures is trusted at most, even with its write
+#: generation unchanged: a backstop for writers that do not count (a proxy of an older version
+#: during a rolling upgrade, a restored ``learn_generations`` table).
+TRUST_SECONDS = 60.0
 #: Sessions whose lines already given are remembered in memory.
 GIVEN_SESSIONS = 4096
 
@@ -80,17 +85,19 @@ class _Candidate:
 @dataclass(frozen=True)
 class _Recent:
     """A project's recent failures as read from the database: ``since`` the window start they
-    were read with, at the project's write ``generation`` (:class:`~.models.LearnGeneration`)."""
+    were read with, at the project's write ``generation`` (:class:`~.models.LearnGeneration`),
+    at ``read_at`` (``time.monotonic()`` seconds)."""
 
     since: datetime
     generation: int
+    read_at: float
     candidates: tuple[_Candidate, ...]
 
 
 class _Memory:
     """What this process read of one database's recent failures (per project, valid while the
-    project's write generation is the same) and the lines each session was given (per session
-    key, at most :data:`GIVEN_SESSIONS`)."""
+    project's write generation is the same, at most :data:`TRUST_SECONDS`) and the lines each
+    session was given (per session key, at most :data:`GIVEN_SESSIONS`)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -106,9 +113,9 @@ class _Memory:
 
 
 def _wrote(s: Session, project: str) -> None:
-    """Add one to ``project``'s write generation in the transaction of ``s`` (call it last,
-    after the write's other statements: every writer then takes the generation row's lock after
-    its own rows, so two writers never wait on each other crosswise)."""
+    """Add one to ``project``'s write generation in the transaction of ``s``. Call it last,
+    after the write's other statements (flushed): a writer then holds the generation row's lock
+    only while it waits for nothing else, so the row adds no deadlock."""
     upsert(s, LearnGeneration, {"project": project, "generation": 1}, ["project"], update=(), add=("generation",))
 
 
@@ -209,11 +216,12 @@ class LearnStore:
         now = now or utcnow()
         n = 0
         with self.sessions() as s:
-            for r in rules:
+            for r in sorted(rules, key=lambda r: r.id):  # one order for every writer: no crosswise row locks
                 self._upsert(s, project, r, r.evidence, source, now)
                 s.flush()
                 n += 1
-            _wrote(s, project)
+            if n:
+                _wrote(s, project)
             s.commit()
         return n
 
@@ -293,28 +301,37 @@ class LearnStore:
         the log has no time). A failure already recorded at a later time is left as it is; running
         twice over the same logs changes nothing. Returns how many rows were added or updated."""
         now = now or utcnow()
+        for _attempt in range(2):  # a row a proxy inserted meanwhile fails the first; the second finds it
+            n = self._record_known(project, problems, now)
+            if n is not None:
+                return n
+        return 0
+
+    def _record_known(self, project: str, problems: Sequence["KnownProblem"], now: datetime) -> int | None:
+        """:meth:`record_known_problems` in one transaction; None when it lost a race (rolled back)."""
         n = 0
         with self.sessions() as s:
-            for p in problems:
-                seen = _parse_time(p.when) or now
-                st = p.step
-                row = s.get(LearnFailure, (project, p.failure_key))
-                if row is None:
-                    s.add(LearnFailure(project=project, failure_key=p.failure_key, tool=st.tool[:256], command=st.command[:4000],
-                                       target=st.target, args=st.args[:4000], error=st.error, count=p.count, sessions=len(p.sources),
-                                       last_session_key=p.session[:64], first_seen_at=seen, last_seen_at=seen, cleared_at=None))
-                    n += 1
-                elif row.last_seen_at < seen:
-                    row.count, row.sessions = max(row.count, p.count), max(row.sessions, len(p.sources))
-                    row.error, row.last_seen_at, row.last_session_key = st.error, seen, p.session[:64]
-                    n += 1
-                s.flush()
             try:
-                _wrote(s, project)
+                for p in problems:
+                    seen = _parse_time(p.when) or now
+                    st = p.step
+                    row = s.get(LearnFailure, (project, p.failure_key))
+                    if row is None:
+                        s.add(LearnFailure(project=project, failure_key=p.failure_key, tool=st.tool[:256], command=st.command[:4000],
+                                           target=st.target, args=st.args[:4000], error=st.error, count=p.count, sessions=len(p.sources),
+                                           last_session_key=p.session[:64], first_seen_at=seen, last_seen_at=seen, cleared_at=None))
+                        n += 1
+                    elif row.last_seen_at < seen:
+                        row.count, row.sessions = max(row.count, p.count), max(row.sessions, len(p.sources))
+                        row.error, row.last_seen_at, row.last_session_key = st.error, seen, p.session[:64]
+                        n += 1
+                    s.flush()  # a row a proxy inserted meanwhile raises here
+                if n:
+                    _wrote(s, project)
                 s.commit()
             except IntegrityError:
                 s.rollback()
-                return 0
+                return None
         return n
 
     def clear_recovered(self, project: str, first_try: Sequence[Step], window: timedelta, now: datetime | None = None) -> int:
@@ -349,7 +366,8 @@ class LearnStore:
 
         Most requests have nothing new to give: what this process read of the project (kept
         while the project's write generation, one row, shows no write by any proxy since) and
-        the lines it knows the session was given decide that with one primary-key read; anything
+        the lines it knows the session was given decide that with one primary-key read (and a
+        fresh read at least every :data:`TRUST_SECONDS`); anything
         that may be given is read afresh and recorded in the database."""
         now = now or utcnow()
         since = now - window
@@ -371,10 +389,11 @@ class LearnStore:
         generation = _generation(self.sessions, project)
         with mem.lock:
             got = mem.recent.get(project)
-        if got is not None and got.generation == generation and got.since <= since:
+        read_at = time.monotonic()
+        if got is not None and got.generation == generation and got.since <= since and read_at - got.read_at < TRUST_SECONDS:
             return got
         with self.sessions() as s:
-            got = _Recent(since, generation, _candidates(s, project, since))
+            got = _Recent(since, generation, read_at, _candidates(s, project, since))
         with mem.lock:
             mem.recent[project] = got
         return got
@@ -393,7 +412,11 @@ class LearnStore:
                     break
             if lines:
                 # a line another thread (or proxy) gave this session just now is not given again
-                lines = [line for line in lines if insert_ignore(s, LearnFedBack, dict(session_key=session_key, line_hash=_hash(line), created_at=now), ["session_key", "line_hash"])]
+                # (in hash order: two requests of one session insert the same rows in one order,
+                # so neither waits for a row the other holds while holding one it wants)
+                fresh = {h for h in sorted({_hash(line) for line in lines})
+                         if insert_ignore(s, LearnFedBack, dict(session_key=session_key, line_hash=h, created_at=now), ["session_key", "line_hash"])}
+                lines = [line for line in lines if _hash(line) in fresh]
                 s.commit()
         mem.remember_given(session_key, frozenset(given | {_hash(line) for line in lines}))
         return lines

@@ -21,7 +21,7 @@ def upgrade() -> None:
     op.create_table(
         "learn_generations",
         sa.Column("project", sa.String(length=512), nullable=False),
-        sa.Column("generation", sa.Integer(), nullable=False),
+        sa.Column("generation", sa.BigInteger(), nullable=False),
         sa.PrimaryKeyConstraint("project"),
     )
 
