@@ -96,7 +96,12 @@ def write_bundle(ca_cert: Path, dest: Path, base: Path | None = None, extra: tup
     """Write ``dest`` = the ``base`` roots (default :func:`system_bundle`), the ``extra`` CA files,
     then the proxy's CA, for ``SSL_CERT_FILE``-style settings that replace the default roots (so hosts reached
     without the proxy still verify). Rewritten only when its content would change (atomic
-    rename). Raises :class:`OSError` when ``ca_cert`` cannot be read or ``dest`` written."""
+    rename). A ``base`` that is ``dest`` itself (a shell that already exports ``SSL_CERT_FILE``
+    as this bundle) is not built upon: the system roots are, so the bundle does not grow a copy
+    of the CA with every run. Raises :class:`OSError` when ``ca_cert`` cannot be read or ``dest``
+    written."""
+    if base is not None and dest.exists() and base.resolve() == dest.resolve():
+        base = None
     base = base if base is not None else system_bundle()
     roots = base.read_bytes() if base is not None else b""
     for p in extra:

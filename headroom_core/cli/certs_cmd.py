@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 
 from headroom_core.cli import agent_env as ae
-from headroom_core.cli.ca import BUNDLE, ca_info, default_confdir, in_bundle, install_plan, is_admin, system_bundle
+from headroom_core.cli.ca import BUNDLE, ca_info, default_confdir, in_bundle, install_plan, is_admin, system_bundle, write_bundle
 from headroom_core.cli.ui import copyable
 from headroom_core.settings import headroom_home
 
@@ -46,10 +46,16 @@ def certs(
     say(f"[bold]private key[/] (never share, never copy into images): {info.key_path}{key_note}")
     sysb = system_bundle()
     say(f"system store ({sysb}): {'[green]trusted[/]' if in_bundle(c, sysb) else 'not trusted (`headroom certs --install`, or use `headroom wrap`)'}")
+    try:  # the bundle named below exists once this command ran (not only after `headroom wrap`)
+        roots, extra = ae.bundle_sources(os.environ)  # what `headroom wrap` builds it from
+        write_bundle(c, home / BUNDLE, roots, extra)
+        bundle_note = "written now"
+    except OSError as e:
+        bundle_note = f"[red]could not be written: {e}[/]"
     say("\n[bold]trust it per runtime[/] (`headroom wrap` sets all of these for the agent):")
     say(f"  Node (Claude Code, Gemini CLI, cursor-agent):  export NODE_EXTRA_CA_CERTS={c}")
     say(f"  Python (Aider, SDKs), Go, curl, git, Codex:    export SSL_CERT_FILE={home / BUNDLE}")
-    say(f"     (the bundle is the system roots plus this CA; `headroom wrap` writes it; also {', '.join(v for v in ae.BUNDLE_VARS if v != 'SSL_CERT_FILE')})")
+    say(f"     (the bundle is the system roots plus this CA, {bundle_note}; also {', '.join(v for v in ae.BUNDLE_VARS if v != 'SSL_CERT_FILE')})")
     say("  Java (a copy of the JDK's trust store, so its own roots stay trusted, plus this CA):")
     for line in java_recipe(c, home / JAVA_STORE):
         say(f"    {line}")

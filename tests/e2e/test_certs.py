@@ -33,6 +33,8 @@ def test_certs_shows_the_ca_and_how_to_trust_it(home):
     assert str(info.cert_path) in out.stdout and info.sha256 in out.stdout and str(info.key_path) in out.stdout
     assert f"NODE_EXTRA_CA_CERTS={info.cert_path}" in out.stdout and f"SSL_CERT_FILE={home / 'ca-bundle.pem'}" in out.stdout
     assert "keytool -importcert" in out.stdout
+    # the bundle it names exists now (it was written only by `headroom wrap` before)
+    assert in_bundle(info.cert_path, home / "ca-bundle.pem")
 
 
 def test_certs_without_a_ca_says_how_to_make_one(tmp_path):
@@ -77,3 +79,19 @@ def test_bundle_holds_the_roots_and_the_ca(home, tmp_path):
     mtime = dest.stat().st_mtime_ns
     write_bundle(ca, dest, roots)  # unchanged content: not rewritten
     assert dest.stat().st_mtime_ns == mtime
+
+
+def test_a_bundle_built_on_itself_does_not_grow(home, tmp_path):
+    # a shell that followed `headroom certs` exports SSL_CERT_FILE as the bundle; `wrap` and
+    # `certs` then take it as the roots to build on: the bundle must stay one CA copy
+    ca = home / "mitmproxy" / "mitmproxy-ca-cert.pem"
+    dest = write_bundle(ca, tmp_path / "ca-bundle.pem")
+    first = dest.read_bytes()
+    for _ in range(3):
+        write_bundle(ca, dest, dest)
+    assert dest.read_bytes() == first and first.count(b"# Headroom proxy CA") == 1
+    env = {"HEADROOM_HOME": str(home), "PATH": "/usr/bin:/bin", "COLUMNS": "300", "SSL_CERT_FILE": str(home / "ca-bundle.pem")}
+    for _ in range(2):
+        out = subprocess.run([HEADROOM, "certs"], env=env, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+    assert (home / "ca-bundle.pem").read_bytes().count(b"# Headroom proxy CA") == 1
