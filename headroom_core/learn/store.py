@@ -403,23 +403,23 @@ class LearnStore:
         with self.sessions() as s:
             candidates = _candidates(s, project, since)
             given = set(s.scalars(select(LearnFedBack.line_hash).where(LearnFedBack.session_key == session_key)).all())
-            lines: list[str] = []
+            chosen: dict[str, str] = {}  # line hash -> line, in the candidates' order
             for c in candidates:
-                if not c.recurring or c.only_session == session_key or c.line_hash in given or c.line in lines:
+                if not c.recurring or c.only_session == session_key or c.line_hash in given or c.line_hash in chosen:
                     continue
-                lines.append(c.line)
-                if len(lines) >= max_lines:
+                chosen[c.line_hash] = c.line
+                if len(chosen) >= max_lines:
                     break
-            if lines:
+            fresh: set[str] = set()
+            if chosen:
                 # a line another thread (or proxy) gave this session just now is not given again
                 # (in hash order: two requests of one session insert the same rows in one order,
                 # so neither waits for a row the other holds while holding one it wants)
-                fresh = {h for h in sorted({_hash(line) for line in lines})
+                fresh = {h for h in sorted(chosen)
                          if insert_ignore(s, LearnFedBack, dict(session_key=session_key, line_hash=h, created_at=now), ["session_key", "line_hash"])}
-                lines = [line for line in lines if _hash(line) in fresh]
                 s.commit()
-        mem.remember_given(session_key, frozenset(given | {_hash(line) for line in lines}))
-        return lines
+        mem.remember_given(session_key, frozenset(given | fresh))
+        return [line for h, line in chosen.items() if h in fresh]
 
 
 def _candidates(s: Session, project: str, since: datetime) -> tuple[_Candidate, ...]:
