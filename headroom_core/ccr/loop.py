@@ -251,7 +251,8 @@ class StreamTap:
     the upstream's encoding), else the loop's output (decoded: the proxy removed the response's
     ``content-encoding``). The empty chunk (end of the stream) returns the round's tail; what
     follows (answering proxy calls, follow-ups) is the caller's, from :attr:`StreamLoop.pending`.
-    A chunk that cannot be decoded ends the response (:meth:`StreamLoop.fail`).
+    A chunk that cannot be decoded ends the response (:meth:`StreamLoop.fail`); a compressed
+    stream cut short ends as a plain one cut short does.
     """
 
     def __init__(self, loop: StreamLoop, decoder: Any = None) -> None:
@@ -266,7 +267,7 @@ class StreamTap:
         try:
             data = chunk
             if self.decoder is not None:
-                data = self.decoder.feed(chunk) if chunk else self.decoder.flush()
+                data = self.decoder.feed(chunk) if chunk else self._flush()
         except ValueError as e:
             self.broken = True
             log.warning("headroom: the upstream's %s stream could not be decoded: %s", "compressed", e)
@@ -285,6 +286,19 @@ class StreamTap:
             return []
         out = tail + end
         return [out] if out else []
+
+
+    def _flush(self) -> bytes:
+        """The decoder's last bytes at the end of the stream. A compressed stream cut short (its
+        end missing) is a stream cut short, as a plain one: what was decoded goes on and
+        :meth:`StreamLoop.end_round` judges the events (a first response goes to the client as
+        it came), not a decoding failure with a made-up ending."""
+        assert self.decoder is not None
+        try:
+            return self.decoder.flush()
+        except ValueError as e:
+            log.info("headroom: the upstream's compressed stream ended early (%s)", e)
+            return b""
 
 
 AsyncAnswer = Callable[[ToolCall], Awaitable[str]]

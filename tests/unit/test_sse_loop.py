@@ -193,6 +193,27 @@ def test_stream_tap_decodes_a_gzipped_stream():
     assert out == data and tap.loop.done  # decoded for the client (the proxy drops content-encoding)
 
 
+@pytest.mark.parametrize("gzipped", [False, True])
+def test_a_first_response_cut_short_reaches_the_client_as_it_came_compressed_or_not(gzipped):
+    import gzip
+    import zlib
+
+    data = anthropic_rounds()[0][0]
+    cut = data[: data.index(b"event: content_block_stop")]  # the upstream's connection ended here
+    tap = StreamTap(StreamLoop(reply_anthropic, ANTHROPIC_REQUEST, HIDDEN, 3), decoder_for("gzip") if gzipped else None)
+    if gzipped:  # what a gzip stream cut at the same point decodes to: the same events, no ending
+        z = gzip.compress(data)
+        cut_z = z[: len(z) * len(cut) // len(data)]
+        cut = zlib.decompressobj(31).decompress(cut_z)
+        wire = cut_z
+    else:
+        wire = cut
+    chunks = [tap(wire[i : i + 50]) for i in range(0, len(wire), 50)] + [tap(b"")]
+    out = b"".join(b"".join(c) if isinstance(c, list) else c for c in chunks)
+    assert out == cut and b"message_stop" not in out  # no made-up ending, as with a plain stream
+    assert tap.loop.done and tap.loop.pending is None and not tap.broken
+
+
 @pytest.mark.parametrize("dialect", list(DIALECTS))
 def test_json_loop_merges_and_survives_a_failing_follow_up(dialect):
     reply, request, _, rounds_of = DIALECTS[dialect]
