@@ -13,8 +13,9 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import cast
 
-from sqlalchemy import bindparam, delete, select, update
+from sqlalchemy import Table, bindparam, delete, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from headroom_core.cache.frozen import FrozenEntry
@@ -61,6 +62,16 @@ def _skeletons(text: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 _REVISION = select(SessionState.revision).where(SessionState.session_key == bindparam("key"))
+
+# The statements of a save, built once as Core statements on the tables (values as bound
+# parameters): SQLAlchemy's compiled cache serves them, and no ORM layer runs per call.
+_S = cast(Table, SessionState.__table__)
+_F = cast(Table, FrozenMessage.__table__)
+_BUMP = update(_S).where(_S.c.session_key == bindparam("key")).values(revision=_S.c.revision + 1, updated_at=bindparam("now")).returning(_S.c.revision)
+_BUMP_TOOLS = _BUMP.values(
+    proxy_tools=bindparam("p_proxy_tools"), tools_hash=bindparam("p_tools_hash"), tools_text=bindparam("p_tools_text"), tool_skeletons=bindparam("p_tool_skeletons")
+)
+_TRUNCATE = delete(_F).where(_F.c.session_key == bindparam("key"), _F.c.position >= bindparam("n"))
 
 
 def _row_name(key: str, what: str) -> str:
@@ -151,7 +162,7 @@ class SessionStore:
         now = _now()
         changed_tools = tools != old.tools
         prev = {e.position: e for e in old.messages}
-        changed = [e for e in messages if prev.get(e.position) != e]
+        changed = [e for e in messages if (p := prev.get(e.position)) is not e and p != e]  # most are the same objects
         if old.known and not changed_tools and not changed and len(messages) == len(old.messages):
             return old
         rows = [
@@ -170,13 +181,14 @@ class SessionStore:
             )
             for e in changed
         ]
-        values: dict = {"revision": SessionState.revision + 1, "updated_at": now}
+        bump, values = _BUMP, {"key": key, "now": now}
         if changed_tools or not old.known:
+            bump = _BUMP_TOOLS
             values.update(
-                proxy_tools=json.dumps(list(tools.proxy_tools)),
-                tools_hash=tools.tools_hash,
-                tools_text=None if tools.text is None else self._sealer.seal(tools.text, _row_name(key, "tools")),
-                tool_skeletons=json.dumps({"skeletons": list(tools.skeletons), "seen": list(tools.seen)}) if tools.seen else None,
+                p_proxy_tools=json.dumps(list(tools.proxy_tools)),
+                p_tools_hash=tools.tools_hash,
+                p_tools_text=None if tools.text is None else self._sealer.seal(tools.text, _row_name(key, "tools")),
+                p_tool_skeletons=json.dumps({"skeletons": list(tools.skeletons), "seen": list(tools.seen)}) if tools.seen else None,
             )
         with self._sessions.begin() as s:
             insert_ignore(
@@ -185,9 +197,9 @@ class SessionStore:
                 dict(session_key=key, dialect=dialect, proxy_tools="[]", tools_hash="", revision=0, created_at=now, updated_at=now),
                 ["session_key"],
             )
-            revision = s.execute(update(SessionState).where(SessionState.session_key == key).values(**values).returning(SessionState.revision)).scalar_one()
+            revision = s.execute(bump, values).scalar_one()
             if len(messages) < len(old.messages) or not old.known:
-                s.execute(delete(FrozenMessage).where(FrozenMessage.session_key == key, FrozenMessage.position >= len(messages)))
+                s.execute(_TRUNCATE, {"key": key, "n": len(messages)})
             upsert_many(s, FrozenMessage, rows, ["session_key", "position"])
         rec = SessionRecord(key, True, revision, tools, tuple(messages))
         self._remember(rec)

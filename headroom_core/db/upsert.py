@@ -7,9 +7,9 @@ backends fall back to read-then-write inside the caller's transaction.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, cast
 
-from sqlalchemy import ColumnElement, func
+from sqlalchemy import ColumnElement, Table, func
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -37,12 +37,15 @@ def _statement(dialect: str, model: type, keys: tuple[str, ...], cols: tuple[str
     k = (dialect, model, keys, cols, add, returning)
     stmt = _STATEMENTS.get(k)
     if stmt is None:
-        ins = sqlite.insert(model) if dialect == "sqlite" else postgresql.insert(model)
+        # on the model's Table, not the mapped class: a Core statement skips the ORM's bulk
+        # persistence layer (about half of a small upsert's time)
+        t = cast(Table, model.__table__)  # type: ignore[attr-defined]
+        ins = sqlite.insert(t) if dialect == "sqlite" else postgresql.insert(t)
         set_: dict[str, ColumnElement[Any]] = {c: ins.excluded[c] for c in cols}
-        set_.update({c: func.coalesce(getattr(model, c), 0) + ins.excluded[c] for c in add})
+        set_.update({c: func.coalesce(t.c[c], 0) + ins.excluded[c] for c in add})
         stmt = ins.on_conflict_do_update(index_elements=list(keys), set_=set_) if set_ else ins.on_conflict_do_nothing(index_elements=list(keys))
         if returning:
-            stmt = stmt.returning(getattr(model, keys[0]))
+            stmt = stmt.returning(t.c[keys[0]])
         _STATEMENTS[k] = stmt
     return stmt
 
