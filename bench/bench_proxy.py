@@ -4,12 +4,15 @@ Run ``.venv/bin/python bench/bench_proxy.py [--passes N] [--throughput-requests 
 project root. Not a test: it asserts nothing, it prints tables.
 
 1. **Added latency, real sessions.** Every session of ``../shared/corpus/anthropic-flows``
-   (``session-<name>-NN.json``, in order) is replayed through three paths, interleaved request by
-   request (the order of the three rotates): direct to a local HTTPS upstream that answers with
-   the recorded response, through a plain ``mitmdump``, and through ``mitmdump -s
-   addons/headroom.py``. Each pass starts both proxies afresh (a new Headroom home), so every
+   (``session-<name>-NN.json``, in order) is replayed through four paths, interleaved request by
+   request (the order rotates): direct to a local HTTPS upstream that answers with the recorded
+   response, through a plain ``mitmdump`` on its defaults (each body read whole before it is
+   forwarded, as the addon must read an LLM request to compress it), through a plain
+   ``mitmdump`` streaming every body (``stream_large_bodies=1``: the request reaches the
+   upstream while the client is still sending it), and through ``mitmdump -s
+   addons/headroom.py``. Each pass starts the proxies afresh (a new Headroom home), so every
    pass sees the session as the proxy first does. Reported: the addon's added latency (addon
-   minus plain mitmdump, per request, whole exchange as the client sees it) as median / p95 /
+   minus each plain mitmdump, per request, whole exchange as the client sees it) as median / p95 /
    max, for the first request of each session and for the requests after it separately, and for
    passthrough requests (not LLM calls: ``GET /v1/models``). Measured twice: with an upstream
    that answers at once (the worst case: nothing the proxy does after forwarding can overlap
@@ -101,39 +104,53 @@ def passthrough(client: httpx.Client, up: Upstream, url: str) -> float:
 
 def latency(passes: int, console: Console, wait: float = 0.0) -> None:
     all_sessions = sessions()
-    first: list[float] = []
-    later: list[float] = []
-    through: list[float] = []
-    direct_ms: list[float] = []
-    plain_ms: list[float] = []
+    #: added latency per baseline ("plain": mitmdump on its defaults, bodies read whole, as the
+    #: addon reads an LLM request; "streamed": mitmdump streaming every body, the faster one)
+    first: dict[str, list[float]] = defaultdict(list)
+    later: dict[str, list[float]] = defaultdict(list)
+    through: dict[str, list[float]] = defaultdict(list)
+    ms: dict[str, list[float]] = defaultdict(list)
     with Upstream() as up:
         for p in range(passes):
-            with MitmProxy(None, options={"stream_large_bodies": "1"}) as plain, MitmProxy(ADDON_SCRIPT) as hr:
+            with MitmProxy(None) as plain, MitmProxy(None, options={"stream_large_bodies": "1"}) as streamed, MitmProxy(ADDON_SCRIPT) as hr:
                 hr.wait_for_log(r"headroom: database", timeout=120)
                 _wait_warm(hr)
                 time.sleep(5)  # the addon's warm-up (database, vocabulary, model) settles
-                with direct_http_client(up, timeout=300) as cd, http_client(plain, timeout=300) as cp, http_client(hr, timeout=300) as ch:
-                    paths = {"direct": cd, "plain": cp, "addon": ch}
+                with (
+                    direct_http_client(up, timeout=300) as cd,
+                    http_client(plain, timeout=300) as cp,
+                    http_client(streamed, timeout=300) as cs,
+                    http_client(hr, timeout=300) as ch,
+                ):
+                    paths = {"direct": cd, "plain": cp, "streamed": cs, "addon": ch}
                     for _name, reqs in all_sessions.items():
                         for n, (_req, path, body, flow) in enumerate(reqs):
                             reply = recorded(flow)
                             ua = flow["request"]["headers"].get("user-agent", "bench")
-                            order = ["direct", "plain", "addon"]
-                            order = order[(n + p) % 3 :] + order[: (n + p) % 3]
+                            order = list(paths)
+                            k0 = (n + p) % len(order)
+                            order = order[k0:] + order[:k0]
                             t = {k: exchange(paths[k], up, up.url, path, body, reply, ua, wait) for k in order}
-                            direct_ms.append(t["direct"])
-                            plain_ms.append(t["plain"])
-                            (first if n == 0 else later).append(t["addon"] - t["plain"])
-                            tp = {k: passthrough(paths[k], up, up.url) for k in ("plain", "addon")}
-                            through.append(tp["addon"] - tp["plain"])
+                            for k, v in t.items():
+                                ms[k].append(v)
+                            tp = {k: passthrough(paths[k], up, up.url) for k in ("plain", "streamed", "addon")}
+                            for base in ("plain", "streamed"):
+                                (first if n == 0 else later)[base].append(t["addon"] - t[base])
+                                through[base].append(tp["addon"] - tp[base])
     when = f"an upstream answering after {wait * 1000:.0f} ms, as a model's time to first byte" if wait else "an upstream answering at once"
     t = Table(title=f"Latency the addon adds over plain mitmdump (ms; whole exchange; {passes} passes, interleaved; {when})")
-    for c in ("requests", "n", "median", "p95", "max"):
-        t.add_column(c, justify="left" if c == "requests" else "right")
-    for label, xs in (("LLM calls after the first of a session", later), ("first request of a session", first), ("passthrough (GET /v1/models)", through)):
-        t.add_row(label, str(len(xs)), f"{statistics.median(xs):.1f}", f"{pct(xs, 0.95):.1f}", f"{max(xs):.1f}")
+    for c in ("requests", "over", "n", "median", "p95", "max"):
+        t.add_column(c, justify="left" if c in ("requests", "over") else "right")
+    for label, per in (("LLM calls after the first of a session", later), ("first request of a session", first), ("passthrough (GET /v1/models)", through)):
+        for base, over in (("plain", "mitmdump"), ("streamed", "mitmdump, bodies streamed")):
+            xs = per[base]
+            t.add_row(label if base == "plain" else "", over, str(len(xs)), f"{statistics.median(xs):.1f}", f"{pct(xs, 0.95):.1f}", f"{max(xs):.1f}")
     console.print(t)
-    console.print(f"for scale: median exchange direct {statistics.median(direct_ms):.1f} ms, through plain mitmdump {statistics.median(plain_ms):.1f} ms")
+    console.print(
+        "for scale: median exchange "
+        + ", ".join(f"{k} {statistics.median(ms[k]):.1f} ms" for k in ("direct", "plain", "streamed", "addon"))
+        + " (plain: mitmdump on its defaults; streamed: with stream_large_bodies=1)"
+    )
 
 
 def profile(console: Console) -> None:
