@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Iterable, cast
 
-from sqlalchemy import Table, case, func, insert, select
+from sqlalchemy import Connection, Table, case, func, insert, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -69,9 +69,15 @@ def write_entries(sessions: sessionmaker[Session], entries: Iterable[Entry]) -> 
 
 def write_rows(sessions: sessionmaker[Session], entries: Iterable[Entry]) -> None:
     """Write the ``request_outcomes`` rows of ``entries`` in one transaction (one executemany:
-    about a millisecond for a request's row on SQLite). Raises SQLAlchemy's errors."""
-    with sessions.begin() as s:
-        _add_rows(s, list(entries))
+    about 0.2 ms for a request's row on SQLite). Raises SQLAlchemy's errors."""
+    engine = sessions.kw.get("bind")
+    if engine is None:
+        with sessions.begin() as s:
+            _add_rows(s, list(entries))
+        return
+    # on an engine connection: an ORM session around one Core INSERT doubled its time
+    with engine.begin() as c:
+        _add_rows(c, list(entries))
 
 
 def write_counts(sessions: sessionmaker[Session], entries: Iterable[Entry]) -> None:
@@ -99,12 +105,15 @@ def _merged_counts(entries: list[Entry]) -> dict[tuple[str, str, str], list]:
     return counts
 
 
-def _add_rows(s: Session, entries: list[Entry]) -> None:
+#: The ``request_outcomes`` INSERT, built once (executed with a list of rows: executemany).
+_INSERT_ROWS = insert(cast(Table, RequestOutcome.__table__))
+
+
+def _add_rows(s: Session | Connection, entries: list[Entry]) -> None:
     rows = [r for e in entries for r in e.rows]
     if rows:
-        # one INSERT compiled once, executed for every row (executemany); all rows carry the
-        # same columns (ledger.record builds them)
-        s.execute(insert(cast(Table, RequestOutcome.__table__)), rows)
+        # all rows carry the same columns (ledger.record builds them)
+        s.execute(_INSERT_ROWS, rows)
 
 
 def _add_counts(s: Session, counts: dict[tuple[str, str, str], list]) -> None:
