@@ -36,11 +36,14 @@ together (in that priority, rarest first), plus at most :data:`MAX_QUERY` query 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
 from statistics import median
 from typing import TypeGuard
+
+from headroom_core.compress.query_match import passages_with
 
 MIN_ITEMS = 8
 HEAD = 2
@@ -96,12 +99,15 @@ class Selection:
         return {r: n for r, n in out.items() if n}
 
 
+@functools.lru_cache(maxsize=64)
 def query_words(query: str) -> tuple[str, ...]:
-    """Distinct lowercased words of ``query`` with 3+ characters, minus stopwords, in order."""
-    out: list[str] = []
+    """Distinct lowercased words of ``query`` with 3+ characters, minus stopwords, in order.
+    Cached: one query (the latest user text, often tens of KB with a coding agent's reminders)
+    is asked for by every compressor of every tool output until the user writes again."""
+    out: dict[str, None] = {}  # insertion-ordered set: a long query is not quadratic
     for w in _WORD.findall((query or "").lower()):
-        if len(w) >= 3 and w not in STOPWORDS and w not in out:
-            out.append(w)
+        if len(w) >= 3 and w not in STOPWORDS:
+            out[w] = None
     return tuple(out)
 
 
@@ -256,17 +262,13 @@ def _strings(item: object, out: list[str], depth: int = 0) -> list[str]:
 
 
 def _query_hits(items: list[object], words: tuple[str, ...]) -> dict[int, int]:
-    """Item index → number of distinct discriminating query words it contains."""
+    """Item index → number of distinct discriminating query words it contains (a word in at
+    most half of the items; :func:`~.query_match.passages_with` over each item's strings)."""
     if not words:
         return {}
-    n = len(items)
     texts = ["\n".join(_strings(it, [])).lower() for it in items]
     hits: dict[int, int] = {}
-    for w in words:
-        rx = re.compile(r"(?<![^\W_])" + re.escape(w))
-        matched = [i for i, t in enumerate(texts) if rx.search(t)]
-        if not matched or len(matched) * 2 > n:
-            continue
+    for matched in passages_with(words, texts, most=len(items) // 2, ignore_case=False).values():
         for i in matched:
             hits[i] = hits.get(i, 0) + 1
     return hits

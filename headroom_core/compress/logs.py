@@ -61,6 +61,7 @@ from drain3.template_miner_config import TemplateMinerConfig
 
 from headroom_core.compress.markers import make_marker, offload_key
 from headroom_core.compress.json_select import query_words
+from headroom_core.compress.query_match import passages_with_any
 from headroom_core.compress.gain import precheck
 from headroom_core.compress.logshape import analyse, header_of
 from headroom_core.compress.repeats import Run, find_runs, fold_note
@@ -314,21 +315,6 @@ def _word_or_star(token: str) -> str:
     return t if _WORD_TOKEN_RE.fullmatch(t) else "*"
 
 
-def _query_matcher(words: tuple[str, ...], lines: list[str]) -> re.Pattern[str] | None:
-    if not words:
-        return None
-    nonblank = [ln for ln in lines if ln.strip()]
-    useful = []
-    for w in words:
-        rx = re.compile(r"(?<![^\W_])" + re.escape(w), re.IGNORECASE)
-        hits = sum(1 for ln in nonblank if rx.search(ln))
-        if 0 < hits <= len(nonblank) / 2:
-            useful.append(re.escape(w))
-    if not useful:
-        return None
-    return re.compile(r"(?<![^\W_])(?:" + "|".join(useful) + ")", re.IGNORECASE)
-
-
 def messages_of(lines: list[str]) -> list[str]:
     """The message part of each line: the text after the header when the line carries the log's
     dominant header shape (:mod:`~headroom_core.compress.logshape`), else the whole line.
@@ -364,9 +350,11 @@ def select_lines(lines: list[str], query: str) -> LogSelection:
             i = max(end, i + 1)
         else:
             i += 1
-    rx = _query_matcher(query_words(query), lines)
-    if rx is not None:
-        hits = [i for i, ln in enumerate(lines) if rx.search(ln)]
+    # a query word found in at most half of the non-blank lines picks the lines holding it
+    nonblank = [i for i, ln in enumerate(lines) if ln.strip()]
+    found = passages_with_any(query_words(query), [lines[i] for i in nonblank], most=len(nonblank) // 2, ignore_case=True)
+    if found:
+        hits = sorted(nonblank[k] for k in found)
         if len(hits) > MAX_QUERY:
             half = MAX_QUERY // 2
             hits = hits[:half] + hits[-(MAX_QUERY - half) :]

@@ -42,6 +42,7 @@ for byte.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -50,6 +51,7 @@ import numpy as np
 from headroom_core.compress.markers import make_marker, offload_key
 from headroom_core.compress import embeddings
 from headroom_core.compress.json_select import STOPWORDS, query_words
+from headroom_core.compress.query_match import passages_with_any
 from headroom_core.compress.gain import precheck
 from headroom_core.compress.result import CompressResult, Offload
 from headroom_core.compress.tokens import TokenCounter
@@ -234,18 +236,6 @@ def _words(s: str) -> set[str]:
     return {w for w in _WORD_RE.findall(s.lower()) if len(w) >= 3 and w not in STOPWORDS}
 
 
-def _query_regex(words: tuple[str, ...], passages: list[str]) -> re.Pattern[str] | None:
-    useful = []
-    for w in words:
-        rx = re.compile(r"(?<![^\W_])" + re.escape(w), re.IGNORECASE)
-        hits = sum(1 for p in passages if rx.search(p))
-        if 0 < hits <= QUERY_MAX_SHARE * len(passages):
-            useful.append(re.escape(w))
-    if not useful:
-        return None
-    return re.compile(r"(?<![^\W_])(?:" + "|".join(useful) + ")", re.IGNORECASE)
-
-
 def _bonus(text: str, lead: bool) -> float:
     return INFO_BONUS * info_kinds(text) + (LEAD_BONUS if lead else 0.0)
 
@@ -324,11 +314,9 @@ def select_passages(text: str, query: str, counter: TokenCounter, *, use_model: 
         if p.kind == "heading":
             reasons[i] = "heading"
     reasons.setdefault(0, "first")
-    rx = _query_regex(query_words(query), texts)
-    if rx is not None:
-        for i, t in enumerate(texts):
-            if rx.search(t):
-                reasons.setdefault(i, "query")
+    # a query word found in at most QUERY_MAX_SHARE of the passages picks them
+    for i in sorted(passages_with_any(query_words(query), texts, most=math.floor(QUERY_MAX_SHARE * len(texts)), ignore_case=True)):
+        reasons.setdefault(i, "query")
     tokens = [counter.count(t) for t in texts]
     total = sum(tokens)
     target = max(MIN_KEEP_TOKENS, TARGET_RATIO * total)

@@ -227,6 +227,16 @@ def test_nested_results_and_query_match(counter):
     _check_markers(markers, len(shown), 15, text)
 
 
+def test_query_words_of_a_pasted_log_are_its_distinct_words_in_order():
+    # a user message holding a pasted log or file (here 12,000 distinct words, each three
+    # times): every word once, where it first appears; short words and stopwords left out
+    words = [f"w{i:05d}x" for i in range(12000)]
+    query = " ".join(words + ["the", "an", "and"] + list(reversed(words)) + [w.upper() for w in words])
+    got = query_words(query)
+    assert got == tuple(words)
+    assert query_words(query) == got  # asked again (every compressor asks): the same words
+
+
 def test_query_word_common_to_all_items_does_not_pin_everything():
     issues = _issues()
     sel = select_items(issues, query_words("show me test issue 7"))
