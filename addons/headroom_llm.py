@@ -118,7 +118,8 @@ def _after_forwarding(rt, plan: RequestPlan, stored: concurrent.futures.Future, 
     except Exception:  # noqa: BLE001 - the request went on; the next turn starts anew
         log.exception("headroom: could not store the session's state for the next turn")
     finally:
-        stored.set_result(None)
+        if not stored.done():  # cancelled by an awaiting task that was cancelled
+            stored.set_result(None)
 
     def observe(_: object = None) -> None:
         try:
@@ -130,7 +131,8 @@ def _after_forwarding(rt, plan: RequestPlan, stored: concurrent.futures.Future, 
                 _DIAGNOSTICS.submit(run_diagnostics, rt, plan)  # before the next turn's observers can queue theirs
             except RuntimeError:  # shutting down
                 pass
-            observed.set_result(None)
+            if not observed.done():
+                observed.set_result(None)
 
     if previous is None:
         observe()
@@ -291,7 +293,7 @@ class LLMTraffic:
 
     async def _answer(self, st: FlowState, call: ToolCall) -> str:
         if st.stored is not None:
-            await st.stored  # the originals this request offloaded are stored
+            await asyncio.shield(st.stored)  # the originals this request offloaded are stored (a cancelled answer must not cancel the store's future)
         rt = self.state.runtime
         assert rt is not None  # a flow with a plan was planned with it
         return await asyncio.to_thread(answer_call, rt, st.plan.context, call)

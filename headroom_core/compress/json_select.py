@@ -99,7 +99,7 @@ class Selection:
         return {r: n for r, n in out.items() if n}
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=8)
 def query_words(query: str) -> tuple[str, ...]:
     """Distinct lowercased words of ``query`` with 3+ characters, minus stopwords, in order.
     Cached: one query (the latest user text, often tens of KB with a coding agent's reminders)
