@@ -33,6 +33,7 @@ from sqlalchemy import Connection, Table, case, func, insert, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from headroom_core.db.engine import core_connection
 from headroom_core.db.models import RequestOutcome, ToolUsage
 
 log = logging.getLogger("headroom")
@@ -70,13 +71,7 @@ def write_entries(sessions: sessionmaker[Session], entries: Iterable[Entry]) -> 
 def write_rows(sessions: sessionmaker[Session], entries: Iterable[Entry]) -> None:
     """Write the ``request_outcomes`` rows of ``entries`` in one transaction (one executemany:
     about 0.2 ms for a request's row on SQLite). Raises SQLAlchemy's errors."""
-    engine = sessions.kw.get("bind")
-    if engine is None:
-        with sessions.begin() as s:
-            _add_rows(s, list(entries))
-        return
-    # on an engine connection: an ORM session around one Core INSERT doubled its time
-    with engine.begin() as c:
+    with core_connection(sessions, begin=True) as c:
         _add_rows(c, list(entries))
 
 

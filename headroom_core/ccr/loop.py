@@ -287,7 +287,6 @@ class StreamTap:
         out = tail + end
         return [out] if out else []
 
-
     def _flush(self) -> bytes:
         """The decoder's last bytes at the end of the stream. A compressed stream cut short (its
         end missing) is a stream cut short, as a plain one: what was decoded goes on and

@@ -9,9 +9,11 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -150,3 +152,18 @@ def open_database(url: str) -> sessionmaker[Session]:
             migrate(eng)
             _engines[url] = eng
     return sessionmaker(eng, expire_on_commit=False)
+
+
+@contextmanager
+def core_connection(sessions: sessionmaker[Session], begin: bool = False) -> Iterator[Connection | Session]:
+    """Where to run a Core statement on the database of ``sessions``: a connection of its engine
+    (an ORM session around one prebuilt Core statement about doubles its cost), or a session
+    when the sessionmaker has no engine bound. With ``begin`` it is one transaction, committed
+    when the block ends and rolled back when it raises. Raises SQLAlchemy's errors."""
+    bind = sessions.kw.get("bind")
+    if bind is None:
+        with sessions.begin() if begin else sessions() as s:
+            yield s
+    else:
+        with bind.begin() if begin else bind.connect() as c:
+            yield c

@@ -23,6 +23,7 @@ from sqlalchemy import bindparam, case, delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from headroom_core.db.engine import core_connection
 from headroom_core.db.upsert import dialect_insert, insert_ignore, upsert
 from headroom_core.learn.models import LearnedRule, LearnEvidence, LearnFailure, LearnFedBack, LearnGeneration
 from headroom_core.learn.pairing import corrects
@@ -126,11 +127,7 @@ _GENERATION = select(LearnGeneration.generation).where(LearnGeneration.project =
 def _generation(sessions: sessionmaker[Session], project: str) -> int:
     """``project``'s write generation (0 before its first write), read on a connection of the
     engine (SQLAlchemy Core: one primary-key read, its compiled form cached)."""
-    bind = sessions.kw.get("bind")
-    if bind is None:
-        with sessions() as s:
-            return s.execute(_GENERATION, {"project": project}).scalar() or 0
-    with bind.connect() as c:
+    with core_connection(sessions) as c:
         return c.execute(_GENERATION, {"project": project}).scalar() or 0
 
 
