@@ -16,7 +16,7 @@ import logging
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import httpx
 from mitmproxy import ctx, http
@@ -59,8 +59,10 @@ class FlowState:
     rounds: int = 0
     usage: Usage = field(default_factory=Usage)
     called: list[str] = field(default_factory=list)
-    stored: Any = None  # the session state's store (a future): awaited before the client sees the response
+    stored: Future | None = None  # the session state's store: awaited before the client sees the response
     observed: Future | None = None  # the observers' run: awaited before the client has the end of it
+    prepared: ledger.PreparedTurn | None = None  # the ledger row, built off the loop once the observers ran
+    answered: bool = False  # the response hook ran: the row is built there if it was not prepared
 
 
 def where(flow: http.HTTPFlow) -> str:
@@ -93,6 +95,8 @@ def _too_large(r: Route, size: int, limit: int) -> RequestPlan:
 
 #: Longest a request waits for its client's previous request to finish storing (seconds).
 AFTER_WAIT_SECONDS = 30.0
+#: Clients whose latest request's observers are kept (a done one is dropped past this many).
+_AFTER_KEEP = 256
 
 
 def _client_key(headers: dict[str, str], path: str) -> str:
@@ -107,11 +111,15 @@ def _client_key(headers: dict[str, str], path: str) -> str:
 _DIAGNOSTICS = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="headroom-diagnostics")
 
 
-def _after_forwarding(rt, plan: RequestPlan, stored: concurrent.futures.Future, observed: concurrent.futures.Future, previous: concurrent.futures.Future | None) -> None:
+def _after_forwarding(
+    rt, plan: RequestPlan, stored: concurrent.futures.Future, observed: concurrent.futures.Future, previous: concurrent.futures.Future | None,
+    prepare: Callable[[], None] | None = None,
+) -> None:
     """Off the event loop, once the request is on its way: store the plan's session state (then
     ``stored`` is done); then, once the same client's ``previous`` request's observers are done,
-    run the observers (so learning sees a client's turns in order; then ``observed`` is done) and
-    queue the diagnostics. Errors are logged, never raised."""
+    run the observers (so learning sees a client's turns in order), call ``prepare`` (the ledger
+    row's part known before the response; then ``observed`` is done) and queue the diagnostics.
+    Errors are logged, never raised."""
     try:
         if plan.persist is not None:
             plan.persist()
@@ -126,6 +134,11 @@ def _after_forwarding(rt, plan: RequestPlan, stored: concurrent.futures.Future, 
             run_observers(rt, plan)
         except Exception:  # noqa: BLE001 - run_observers logs its observers' errors; anything else too
             log.exception("headroom: the observers of a request failed")
+        try:
+            if prepare is not None:
+                prepare()
+        except Exception:  # noqa: BLE001 - the response hook builds the row itself then
+            log.exception("headroom: could not prepare the request's ledger row")
         finally:
             try:
                 _DIAGNOSTICS.submit(run_diagnostics, rt, plan)  # before the next turn's observers can queue theirs
@@ -215,30 +228,31 @@ class LLMTraffic:
         # capture, then the prefix log, run once the request is on its way, off the event loop;
         # answering a proxy tool waits for the store, the end of the answer and the same
         # client's next request for the store and the observers, nothing for the prefix log
+        # (thread futures: nothing wakes the event loop when they complete unless a hook awaits one)
         stored: concurrent.futures.Future = concurrent.futures.Future()
         observed: concurrent.futures.Future = concurrent.futures.Future()
-        st.stored, st.observed = asyncio.wrap_future(stored), observed
+        st.stored, st.observed = stored, observed
+        user_agent = req.headers.get("user-agent", "")
+
+        def prepare() -> None:  # in the worker thread, unless the response came first
+            if not st.answered:
+                st.prepared = ledger.prepare_turn(plan, user_agent=user_agent)
+
         loop = asyncio.get_running_loop()
         # started in the loop's next step: mitmproxy writes the request upstream in this one,
         # right after the hook returns (ConnectionHandler.server_event is synchronous); a worker
         # thread taking the GIL meanwhile slowed that write, ~4 ms a request (bench_proxy)
-        loop.call_soon(loop.run_in_executor, None, _after_forwarding, rt, plan, stored, observed, before)
+        loop.call_soon(loop.run_in_executor, None, _after_forwarding, rt, plan, stored, observed, before, prepare)
         self._after[client] = observed
-
-        def forget(_f: object) -> None:  # in the thread that ran the observers
-            try:
-                loop.call_soon_threadsafe(lambda: self._after.pop(client, None) if self._after.get(client) is observed else None)
-            except RuntimeError:  # the loop is closed: shutting down
-                pass
-
-        observed.add_done_callback(forget)
+        if len(self._after) > _AFTER_KEEP:  # clients whose latest observers are done: forgotten
+            self._after = {k: f for k, f in self._after.items() if not f.done()}
 
     async def responseheaders(self, flow: http.HTTPFlow) -> None:
         st: FlowState | None = flow.metadata.get("headroom")
         if st is not None and st.stored is not None and not st.stored.done():
             # the session's state is stored before the client sees its answer: the client's next
             # turn may reach another proxy of a team (one database), which must find it
-            await asyncio.wait([st.stored], timeout=AFTER_WAIT_SECONDS)
+            await asyncio.wait([asyncio.wrap_future(st.stored)], timeout=AFTER_WAIT_SECONDS)
         if st is None or st.plan.dialect is None or flow.response is None:
             return
         resp = flow.response
@@ -254,8 +268,8 @@ class LLMTraffic:
             log.warning("headroom: %s: SSE with unknown content-encoding %r passes unread%s", where(flow), encoding, "; the proxy cannot answer its tools" if hidden else "")
             resp.stream = True
             return
-        request = st.sent.decode("utf-8", "replace") if hidden else None
-        st.stream = StreamLoop(dialect(st.plan.dialect).reply, request, hidden, rt.settings.retrieve_max_rounds)
+        # the request's text is needed only for a follow-up: decoded then
+        st.stream = StreamLoop(dialect(st.plan.dialect).reply, st.sent if hidden else None, hidden, rt.settings.retrieve_max_rounds)
         resp.stream = StreamTap(st.stream, decoder)
         if hidden:
             # the proxy may replace the tail of this stream: its length is no longer known, and
@@ -289,11 +303,13 @@ class LLMTraffic:
         # and what the request taught is written: the client's next turn may reach another
         # proxy of a team, which must find it (one proxy's next request waits for it anyway)
         if (committed is not None and not committed.done()) or (st.observed is not None and not st.observed.done()):
-            await until_committed(committed, where(flow), st.observed)
+            await until_committed(committed, lambda: where(flow), st.observed)
 
     async def _answer(self, st: FlowState, call: ToolCall) -> str:
-        if st.stored is not None:
-            await asyncio.shield(st.stored)  # the originals this request offloaded are stored (a cancelled answer must not cancel the store's future)
+        if st.stored is not None and not st.stored.done():
+            # the originals this request offloaded are stored (shielded: a cancelled answer must
+            # not cancel the store's future through its asyncio wrapper)
+            await asyncio.shield(asyncio.wrap_future(st.stored))
         rt = self.state.runtime
         assert rt is not None  # a flow with a plan was planned with it
         return await asyncio.to_thread(answer_call, rt, st.plan.context, call)
@@ -386,7 +402,11 @@ class LLMTraffic:
         """Queue the flow's ledger row; the future of its commit (None: not queued)."""
         rt = self.state.runtime
         assert rt is not None
+        st.answered = True
+        status = flow.response.status_code if flow.response else None
         try:
+            if st.prepared is not None:  # built off the loop while the upstream answered
+                return ledger.finish_turn(st.prepared, status_code=status, usage=st.usage, rounds=st.rounds, called=st.called, writer=rt.ledger)
             return ledger.record_turn(
                 rt.sessions,
                 st.plan,

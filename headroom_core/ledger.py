@@ -6,7 +6,7 @@ import json
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 from sqlalchemy import String, case, cast, func, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -25,6 +25,110 @@ if TYPE_CHECKING:  # the request walk is heavy to import; the ledger's readers d
     from headroom_core.request_plan import RequestPlan
 
 
+@dataclass(frozen=True)
+class PreparedTurn:
+    """A request's ledger row built before its response, from what the plan knows: ``entry``
+    (its ``request_outcomes`` row without the response's figures; its tool counts without the
+    ``called`` ones), ``offered`` (the tool names the client offered, the proxy's own left out),
+    and the ``plan`` (its tools' token figures may still be being counted). :func:`finish_turn`
+    adds the response and queues it. Building the row (the compression detail as JSON, the
+    per-tool counts) costs ~0.3 ms for a long session's request: done this way it runs off the
+    event loop while the upstream answers, not between the response's end and the client."""
+
+    entry: Entry
+    offered: tuple[str, ...]
+    client: str
+    now: datetime
+    plan: RequestPlan
+
+
+def prepare_turn(plan: RequestPlan, *, user_agent: str) -> PreparedTurn:
+    """The ledger row of ``plan`` but what its response says (see :class:`PreparedTurn`): the
+    model and the offered tools are read from the client's body through the plan's dialect.
+    Raises nothing for a plan of any dialect (no dialect: no model, no tools)."""
+    body = plan.client_body or {}
+    wire = wire_dialect(plan.dialect) if plan.dialect is not None else None
+    offered = tuple(n for n in wire.tool_names(body) if n not in plan.hidden_tools) if wire is not None else ()
+    p = plan.pipeline
+    action = {"rewrite": "compressed", "reject": "rejected"}.get(plan.action, "unchanged")
+    if plan.code is Code.BYPASS:
+        action = "bypass"
+    elif plan.internal_error:
+        action = "error"
+    detail = [asdict(b) for b in p.blocks] if p else []
+    client = client_name(user_agent)
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    # replayed messages carry the savings decided in an earlier turn: they count again, each
+    # block under its own kind (so the kinds add up to the totals)
+    replayed: list[dict[str, Any]] = [
+        {"kind": kind, "changed": True, "cached": True, "replayed": True, "tool_name": tool, "tokens_before": before, "tokens_after": after}
+        for kind, tool, before, after in (plan.live.blocks if plan.live else ())
+    ]
+    detail += replayed
+    entry = Entry()  # one request's rows and counts
+    entry.add(
+        dict(
+            created_at=now,
+            dialect=plan.dialect.value if plan.dialect else "",
+            client=client,
+            project=plan.project[:512],
+            model=str(body.get("model", "") or "")[:128],
+            session_key=plan.session_key,
+            action=action,
+            reason=plan.reason[:300],
+            body_bytes_before=plan.bytes_before,
+            # a refused request (413) went nowhere: it saved nothing
+            body_bytes_after=plan.bytes_before if plan.action == "reject" else plan.bytes_after,
+            tokens_before=(p.tokens_before if p else 0) + sum(b["tokens_before"] for b in replayed),
+            tokens_after=(p.tokens_after if p else 0) + sum(b["tokens_after"] for b in replayed),
+            blocks_compressed=sum(1 for b in p.blocks if b.changed) if p else 0,
+            tools_tokens_before=0,  # filled in once counted
+            tools_tokens_after=0,
+            retrieve_rounds=0,
+            status_code=None,
+            usage_input_tokens=None,
+            usage_output_tokens=None,
+            usage_cache_read_tokens=None,
+            usage_cache_write_tokens=None,
+            detail=json.dumps(detail, default=str),
+        )
+    )
+    return PreparedTurn(entry, offered, client, now, plan)
+
+
+def finish_turn(
+    prepared: PreparedTurn, *, status_code: int | None, usage: Usage, rounds: int, called: list[str], writer: LedgerWriter | None, sessions: sessionmaker[Session] | None = None
+) -> Future | None:
+    """Add the response's figures to ``prepared`` (its status, ``usage``, the follow-up
+    ``rounds``, the ``called`` tool names) and queue its row for ``writer``'s thread: returns the
+    future of its commit (:meth:`~headroom_core.ledger_writer.LedgerWriter.submit`; submitted
+    once the plan's ``tools`` figures are counted, in the background). Without a writer the row
+    is written through ``sessions`` before returning (None; raises SQLAlchemy's errors). Call
+    once per prepared turn."""
+    e, plan = prepared.entry, prepared.plan
+    e.rows[-1].update(
+        retrieve_rounds=rounds,
+        status_code=status_code,
+        usage_input_tokens=usage.input_tokens,
+        usage_output_tokens=usage.output_tokens,
+        usage_cache_read_tokens=usage.cache_read_tokens,
+        usage_cache_write_tokens=usage.cache_write_tokens,
+    )
+    _count_tools(e, prepared.client, plan.project, prepared.offered, called, prepared.now)
+    t = plan.tools
+    if t is not None and not t.counted and writer is not None:
+        # the tools are still being counted (a list new to this process): the row is submitted
+        # once they are, from the counting thread; the caller waits on this future
+        return _submit_when_counted(writer, e, t)
+    if t is not None:
+        _tools_figures(e, t)  # without a writer: waits for the counting
+    if writer is not None:
+        return writer.submit(e)
+    assert sessions is not None, "finish_turn needs a writer or sessions"
+    write_entries(sessions, [e])
+    return None
+
+
 def record(
     sessions: sessionmaker[Session],
     plan: RequestPlan,
@@ -40,69 +144,16 @@ def record(
 ) -> Future | None:
     """Write one :class:`RequestOutcome` row for ``plan`` and what the response said, and count
     the ``offered`` tool names and the ``called`` ones (the model's tool calls) per client and
-    project (atomically: concurrent requests all count).
+    project (atomically: concurrent requests all count): :func:`prepare_turn` and
+    :func:`finish_turn` at once, with ``model`` and ``offered`` as given.
 
     With a ``writer`` the row is queued for its background thread and this returns at once with
-    the future of its commit (:meth:`~headroom_core.ledger_writer.LedgerWriter.submit`; queued
-    once the plan's ``tools`` figures are counted, in the background); without one it is written
-    before returning (None). Raises SQLAlchemy's errors only in the second
-    case."""
-    p = plan.pipeline
-    action = {"rewrite": "compressed", "reject": "rejected"}.get(plan.action, "unchanged")
-    if plan.code is Code.BYPASS:
-        action = "bypass"
-    elif plan.internal_error:
-        action = "error"
-    detail = [asdict(b) for b in p.blocks] if p else []
-    t = plan.tools
-    client = client_name(user_agent)
-    now = datetime.now(timezone.utc).replace(tzinfo=None)
-    # replayed messages carry the savings decided in an earlier turn: they count again, each
-    # block under its own kind (so the kinds add up to the totals)
-    replayed: list[dict[str, Any]] = [
-        {"kind": kind, "changed": True, "cached": True, "replayed": True, "tool_name": tool, "tokens_before": before, "tokens_after": after}
-        for kind, tool, before, after in (plan.live.blocks if plan.live else ())
-    ]
-    detail += replayed
-    entry = Entry()  # one request's rows and counts
-    _count_tools(entry, client, plan.project, offered, called, now)
-    entry.add(
-        dict(
-            created_at=now,
-            dialect=plan.dialect.value if plan.dialect else "",
-            client=client,
-            project=plan.project[:512],
-            model=(model or "")[:128],
-            session_key=plan.session_key,
-            action=action,
-            reason=plan.reason[:300],
-            body_bytes_before=plan.bytes_before,
-            # a refused request (413) went nowhere: it saved nothing
-            body_bytes_after=plan.bytes_before if plan.action == "reject" else plan.bytes_after,
-            tokens_before=(p.tokens_before if p else 0) + sum(b["tokens_before"] for b in replayed),
-            tokens_after=(p.tokens_after if p else 0) + sum(b["tokens_after"] for b in replayed),
-            blocks_compressed=sum(1 for b in p.blocks if b.changed) if p else 0,
-            tools_tokens_before=0,  # filled in below, once counted
-            tools_tokens_after=0,
-            retrieve_rounds=rounds,
-            status_code=status_code,
-            usage_input_tokens=usage.input_tokens,
-            usage_output_tokens=usage.output_tokens,
-            usage_cache_read_tokens=usage.cache_read_tokens,
-            usage_cache_write_tokens=usage.cache_write_tokens,
-            detail=json.dumps(detail, default=str),
-        )
-    )
-    if t is not None and not t.counted and writer is not None:
-        # the tools are still being counted (a list new to this process): the row is submitted
-        # once they are, from the counting thread; the caller waits on this future
-        return _submit_when_counted(writer, entry, t)
-    if t is not None:
-        _tools_figures(entry, t)  # without a writer: waits for the counting
-    if writer is not None:
-        return writer.submit(entry)
-    write_entries(sessions, [entry])
-    return None
+    the future of its commit; without one it is written before returning (None). Raises
+    SQLAlchemy's errors only in the second case."""
+    prepared = prepare_turn(plan, user_agent=user_agent)
+    prepared.entry.rows[-1]["model"] = (model or "")[:128]
+    prepared = replace(prepared, offered=tuple(offered))
+    return finish_turn(prepared, status_code=status_code, usage=usage, rounds=rounds, called=list(called), writer=writer, sessions=sessions)
 
 
 def _tools_figures(entry: Entry, t: ToolsFigures) -> None:
@@ -146,20 +197,16 @@ def record_turn(
     again, on the event loop); ``usage`` and ``called`` (tool names the model called) are read from
     ``response`` (a non-streamed response object) when not given. Then :func:`record`, which
     says what is returned and raised."""
-    body = plan.client_body or {}
+    prepared = prepare_turn(plan, user_agent=user_agent)
     wire = wire_dialect(plan.dialect) if plan.dialect is not None else None
-    offered = [n for n in wire.tool_names(body) if n not in plan.hidden_tools] if wire is not None else []
     if usage is None:
         usage = wire.usage(response) if wire is not None and response else Usage()
     if called is None:
         called = [c.name for c in wire.response_tool_calls(response)] if wire is not None and response else []
-    return record(
-        sessions, plan, user_agent=user_agent, model=str(body.get("model", "")), status_code=status_code, usage=usage, rounds=rounds,
-        offered=offered, called=called, writer=writer,
-    )  # fmt: skip
+    return finish_turn(prepared, status_code=status_code, usage=usage, rounds=rounds, called=called, writer=writer, sessions=sessions)
 
 
-def _count_tools(e: Entry, client: str, project: str, offered: list[str], called: list[str], now: datetime) -> None:
+def _count_tools(e: Entry, client: str, project: str, offered: Iterable[str], called: Iterable[str], now: datetime) -> None:
     counts: dict[str, list[int]] = {}
     for name in offered:
         counts.setdefault(str(name)[:256], [0, 0])[0] += 1

@@ -78,7 +78,7 @@ class StreamLoop:
     """One streamed response (see the module docstring).
 
     ``reply``: the dialect's ``headroom_core.wire.reply_*`` module; ``request``: the JSON text of
-    the request as it went upstream; ``hidden``: the proxy's tool names offered in it;
+    the request as it went upstream (or its UTF-8 bytes, decoded only if a follow-up is made); ``hidden``: the proxy's tool names offered in it;
     ``max_rounds``: the most follow-ups. With no hidden tools (``tap``) the loop only reads:
     :meth:`feed` returns its input unchanged.
 
@@ -87,7 +87,7 @@ class StreamLoop:
     response object as the provider would have sent it unstreamed.
     """
 
-    def __init__(self, reply: ModuleType, request: str | None, hidden: frozenset[str], max_rounds: int) -> None:
+    def __init__(self, reply: ModuleType, request: str | bytes | None, hidden: frozenset[str], max_rounds: int) -> None:
         self.reply = reply
         self.request = request
         self.hidden = hidden
@@ -159,7 +159,8 @@ class StreamLoop:
         p = self.pending
         if p is None or not p.follow_up or self.request is None:
             raise RuntimeError("next_request() needs a pending follow-up")
-        body = self.reply.followup(self.request, self.texts[-1], results)
+        request = self.request.decode("utf-8", "replace") if isinstance(self.request, bytes) else self.request
+        body = self.reply.followup(request, self.texts[-1], results)
         self.pending = None
         self.request = body
         self.rounds += 1

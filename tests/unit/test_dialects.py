@@ -15,6 +15,7 @@ from headroom_core.request_plan import Action, Code, RequestPlan, plan_request
 from headroom_core.runtime import Runtime
 from headroom_core.settings import load_settings
 from headroom_core.wire import dialects, responses_ws as rws
+from headroom_core.wire.blocks import Usage
 from headroom_core.wire.detect import Dialect
 from headroom_core.wire.dialects import REGISTRY, Route, WireDialect, route
 from headroom_core.wire.request_view import view_of
@@ -154,6 +155,32 @@ def test_record_turn_reads_model_tools_usage_and_calls_through_the_dialect(tmp_p
     assert (row.model, row.dialect, row.usage_input_tokens, row.usage_output_tokens) == (body["model"], d.value, 7, 2)
     (name,) = tools
     assert name in ("Bash", "shell") and tools[name] == (1, 1)
+
+
+@pytest.mark.parametrize("d", list(Dialect))
+def test_a_row_prepared_before_the_response_is_the_row_written_in_one_step(tmp_path, d):
+    """The HTTP addon builds the row off the event loop while the upstream answers
+    (prepare_turn) and adds the response at its end (finish_turn): same row, same counts."""
+    body = dict(BODIES[d])
+    plan = RequestPlan(Action.REWRITE, "compressed 1 block", d, client_body=body, project="/src/app", session_key="s", bytes_before=900, bytes_after=400)
+    usage = Usage(input_tokens=7, output_tokens=2, cache_read_tokens=5, cache_write_tokens=1)
+    rows = []
+    for how in ("one step", "prepared"):
+        sessions = open_database(f"sqlite:///{tmp_path / (how + '.db')}")
+        if how == "one step":
+            ledger.record_turn(sessions, plan, user_agent="claude-cli/1.0", status_code=200, usage=usage, rounds=1, called=["Bash"])
+        else:
+            prepared = ledger.prepare_turn(plan, user_agent="claude-cli/1.0")
+            ledger.finish_turn(prepared, status_code=200, usage=usage, rounds=1, called=["Bash"], writer=None, sessions=sessions)
+        with sessions() as s:
+            row = s.execute(select(RequestOutcome)).scalar_one()
+            tools = sorted((t.client, t.project, t.tool_name, t.offered, t.called) for t in s.execute(select(ToolUsage)).scalars())
+        cols = {c.name: getattr(row, c.name) for c in RequestOutcome.__table__.columns if c.name not in ("id", "created_at")}
+        rows.append((cols, tools))
+    assert rows[0] == rows[1]
+    cols, tools = rows[1]
+    assert (cols["status_code"], cols["retrieve_rounds"], cols["usage_input_tokens"], cols["usage_cache_read_tokens"], cols["model"]) == (200, 1, 7, 5, body["model"])
+    assert cols["action"] == "compressed" and cols["body_bytes_after"] == 400 and tools
 
 
 @pytest.mark.parametrize(
