@@ -256,25 +256,30 @@ async def plan_request_async(
     """
     r = route_ if route_ is not None else route(method, path)
     gate = _CommitGate()
+    ctx = contextvars.copy_context()  # as asyncio.to_thread: the worker sees the caller's context
     if timeout_s > 0:
-        _DEADLINE.set(time.monotonic() + timeout_s)  # the worker thread sees it (to_thread copies the context)
-    task = asyncio.ensure_future(asyncio.to_thread(plan_request, rt, method, path, headers, body, gate.commit, defer, r))
+        ctx.run(_DEADLINE.set, time.monotonic() + timeout_s)  # in the worker's context only
+    # submitted now and awaited as one future (no task around a to_thread coroutine, no shield or
+    # wait_for): the plan's result reaches the hook in two steps of the event loop, not six
+    loop = asyncio.get_running_loop()
+    task = loop.run_in_executor(None, ctx.run, plan_request, rt, method, path, headers, body, gate.commit, defer, r)
     if timeout_s <= 0:
         return await task
+    done, _ = await asyncio.wait((task,), timeout=timeout_s)  # never cancels the plan
+    if done:
+        return task.result()
+    # the plan ran past the timeout
+    if not gate.abandon():
+        return await task
+    log.warning("headroom: compressing a %d-byte request took over %s s; sending what was sent before, nothing new compressed", len(body), timeout_s)
+    why = f"compression timed out after {timeout_s} s"
+    fallback = asyncio.ensure_future(asyncio.to_thread(replay_only, rt, method, path, headers, body, why, defer, r))
     try:
-        return await asyncio.wait_for(asyncio.shield(task), timeout_s)
+        # the fallback only replays and looks up, and it is what keeps the provider's cached
+        # prefix: it gets at least FALLBACK_MIN_SECONDS whatever the timeout
+        return await asyncio.wait_for(asyncio.shield(fallback), max(timeout_s, FALLBACK_MIN_SECONDS))
     except asyncio.TimeoutError:
-        if not gate.abandon():
-            return await task
-        log.warning("headroom: compressing a %d-byte request took over %s s; sending what was sent before, nothing new compressed", len(body), timeout_s)
-        why = f"compression timed out after {timeout_s} s"
-        fallback = asyncio.ensure_future(asyncio.to_thread(replay_only, rt, method, path, headers, body, why, defer, r))
-        try:
-            # the fallback only replays and looks up, and it is what keeps the provider's cached
-            # prefix: it gets at least FALLBACK_MIN_SECONDS whatever the timeout
-            return await asyncio.wait_for(asyncio.shield(fallback), max(timeout_s, FALLBACK_MIN_SECONDS))
-        except asyncio.TimeoutError:
-            return _not_compressed(rt, r, body, why + "; fallback timed out too")
+        return _not_compressed(rt, r, body, why + "; fallback timed out too")
 
 
 # ---------------------------------------------------------------------------------------------
