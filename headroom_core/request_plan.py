@@ -876,8 +876,8 @@ def _check_markers(text: str, spliced: jsonedit.Spliced) -> None:
     old = new = 0
     for a, b, n in spliced.splices:
         na = spliced.map(a)
-        old += marker_count(text[a:b])
-        new += marker_count(spliced.text[na : na + n])
+        old += marker_count(text, a, b)
+        new += marker_count(spliced.text, na, na + n)
     if old != new:
         raise BreakpointError(f"cache_control breakpoints changed in the edited parts: {old} -> {new}")
 
