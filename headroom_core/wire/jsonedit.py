@@ -34,11 +34,15 @@ class RawJSON(str):
     __slots__ = ()
 
 
-def dumps(value: Any) -> str:
+def dumps(value: Any, ascii: bool = False) -> str:
     """Compact JSON for a value the proxy writes (UTF-8 kept, no spaces; lone surrogates, which
-    have no UTF-8 form, as ``\\uXXXX`` escapes). A :class:`RawJSON` value is written as it is."""
+    have no UTF-8 form, as ``\\uXXXX`` escapes). ``ascii``: every character past U+007F as a
+    ``\\uXXXX`` escape too (RFC 8259 §7; astral ones as surrogate pairs), for a document the
+    client wrote in ASCII. A :class:`RawJSON` value is written as it is."""
     if isinstance(value, RawJSON):
         return str(value)
+    if ascii:
+        return json.dumps(value, ensure_ascii=True, separators=(",", ":"))
     return escape_in_json(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
 
@@ -210,10 +214,13 @@ def apply_spliced(s: str, edits: Iterable["Edit"], locator: "Locator | None" = N
     loc = locator or Locator(s)
     span = loc.span  # noqa: F811 - one locator for all edits of this document
     created: dict[Any, tuple[int, list[str]]] = {}
+    # a client that escaped every non-ASCII character gets the proxy's values written the same
+    # way: its text stays ASCII (1 byte a character in memory; encoding it is a copy)
+    asc = s.isascii()
     for e in edits:
         if isinstance(e, Replace):
             a, b = span(e.path)
-            splices.append((a, b, dumps(e.value)))
+            splices.append((a, b, dumps(e.value, asc)))
             continue
         if isinstance(e, ReplaceRaw):
             a, b = span(e.path)
@@ -235,17 +242,17 @@ def apply_spliced(s: str, edits: Iterable["Edit"], locator: "Locator | None" = N
             sep = "" if inner.endswith("{") else ","
             if e.path[0] in created:  # a later Append to the key an earlier one created
                 i, values = created[e.path[0]]
-                values.append(dumps(e.value))
-                splices[i] = (end, end, f"{sep}{dumps(e.path[0])}:[{','.join(values)}]")
+                values.append(dumps(e.value, asc))
+                splices[i] = (end, end, f"{sep}{dumps(e.path[0], asc)}:[{','.join(values)}]")
                 continue
-            created[e.path[0]] = (len(splices), [dumps(e.value)])
-            splices.append((end, end, f"{sep}{dumps(e.path[0])}:[{dumps(e.value)}]"))
+            created[e.path[0]] = (len(splices), [dumps(e.value, asc)])
+            splices.append((end, end, f"{sep}{dumps(e.path[0], asc)}:[{dumps(e.value, asc)}]"))
             continue
         if s[a] != "[":
             raise JSONPathError(f"{e.path}: not an array")
         close = b - 1
         empty = s[a + 1 : close].strip() == ""
-        splices.append((close, close, ("" if empty else ",") + dumps(e.value)))
+        splices.append((close, close, ("" if empty else ",") + dumps(e.value, asc)))
     splices.sort(key=lambda t: (t[0], t[1]))
     pieces: list[str] = []
     pos = 0
@@ -408,13 +415,13 @@ def reserialize(text: str, old: Any, new: Any) -> str:
     """
     start = _ws(text, 0)
     out: list[str] = []
-    _reserialize(text, start, old, new, out)
+    _reserialize(text, start, old, new, out, text.isascii())
     return "".join(out)
 
 
-def _reserialize(s: str, i: int, old: Any, new: Any, out: list[str]) -> int:
+def _reserialize(s: str, i: int, old: Any, new: Any, out: list[str], asc: bool) -> int:
     """Append the text for ``new`` to ``out``; ``s[i:]`` starts with ``old``'s text. Returns the
-    end of ``old``'s text."""
+    end of ``old``'s text. ``asc``: values written with ASCII escapes only (``s`` is ASCII)."""
     if new is old:
         end = _skip_value(s, i)
         out.append(compact(s[i:end]))
@@ -443,12 +450,12 @@ def _reserialize(s: str, i: int, old: Any, new: Any, out: list[str]) -> int:
             first = False
             out.append(s[k0:k1] + ":")
             if last[name] == n and name in old:
-                _reserialize(s, v0, old[name], new[name], out)
+                _reserialize(s, v0, old[name], new[name], out, asc)
             else:
                 out.append(compact(s[v0:v1]))
         for name, value in new.items():
             if name not in last:
-                out.append(("" if first else ",") + dumps(name) + ":" + dumps(value))
+                out.append(("" if first else ",") + dumps(name, asc) + ":" + dumps(value, asc))
                 first = False
         out.append("}")
         return j + 1
@@ -459,7 +466,7 @@ def _reserialize(s: str, i: int, old: Any, new: Any, out: list[str]) -> int:
         while s[j] != "]":
             if n:
                 out.append(",")
-            j = _ws(s, _reserialize(s, j, old[n], new[n], out))
+            j = _ws(s, _reserialize(s, j, old[n], new[n], out, asc))
             if s[j] == ",":
                 j = _ws(s, j + 1)
             n += 1
@@ -467,5 +474,5 @@ def _reserialize(s: str, i: int, old: Any, new: Any, out: list[str]) -> int:
         return j + 1
     end = _skip_value(s, i)
     same = new is old or (type(new) is type(old) and not isinstance(new, (dict, list)) and new == old)
-    out.append(compact(s[i:end]) if same else dumps(new))
+    out.append(compact(s[i:end]) if same else dumps(new, asc))
     return end

@@ -209,6 +209,8 @@ def test_recorded_session_prefix_is_byte_stable_across_turns_and_restart(upstrea
     assert compared > 900  # the check did look at the growing history (tools, system, messages)
     # requests the proxy rewrote (tool definitions minified) were compared, not just passthroughs
     assert sum(ex.client != ex.upstream for ex in exchanges) >= 25
+    # the client escapes every non-ASCII character: what the proxy wrote into its bodies too
+    assert all(ex.client.isascii() for ex in exchanges) and all(ex.upstream.isascii() for ex in exchanges)
     # what the user pays: the session costs less with the proxy than without, cache-priced
     without, with_proxy = cache_priced(exchanges, counter)
     print(f"cache-priced input cost: {without.usd:.4f} USD without, {with_proxy.usd:.4f} USD with the proxy")

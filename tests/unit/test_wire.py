@@ -120,3 +120,36 @@ def test_openai_shapes():
     (r,) = openai_responses.tool_outputs(resp)
     assert (r.path, r.tool_name) == (("input", 2, "output"), "shell")
     assert openai_responses.latest_user_text(resp) == "q?"
+
+
+# A client that escapes every non-ASCII character (Claude Code's bodies are ASCII) gets the
+# proxy's values written the same way: the text stays ASCII, which keeps every string operation
+# on a 450 KB body at one byte a character (a single "…" made the whole text two bytes a
+# character: session-a's plan 4.2 -> 3.0 ms median). The values are the same once parsed.
+NON_ASCII = "elided … → • ≤ é 😀 and a lone \ud83d half"
+
+
+def test_values_spliced_into_an_ascii_body_are_escaped_and_parse_to_the_same_value():
+    src = '{"messages":[{"role":"user","content":"caf\\u00e9"}],"m":1}'
+    out = jsonedit.apply(src, [jsonedit.Replace(("messages", 0, "content"), NON_ASCII), jsonedit.Append(("extra",), {"k": "→"})])
+    assert out.isascii()
+    assert json.loads(out)["messages"][0]["content"] == NON_ASCII and json.loads(out)["extra"] == [{"k": "→"}]
+    assert out.startswith('{"messages":[{"role":"user","content":"elided \\u2026 \\u2192')  # JSON's \uXXXX escapes
+    assert "\\ud83d\\ude00" in out and "\\ud83d half" in out  # astral: a surrogate pair; lone: its escape
+
+
+def test_values_spliced_into_a_utf8_body_are_written_as_utf8():
+    src = '{"messages":[{"role":"user","content":"café"}]}'
+    out = jsonedit.apply(src, [jsonedit.Replace(("messages", 0, "content"), NON_ASCII)])
+    assert "elided … → • ≤ é 😀" in out and "\\ud83d half" in out  # the lone surrogate has no UTF-8 form
+    assert json.loads(out)["messages"][0]["content"] == NON_ASCII
+
+
+def test_reserialize_writes_changed_values_as_the_source_text_does():
+    ascii_src = '{"name":"Read","description":"Reads \\u2192 a file","n":1e400}'
+    old = json.loads(ascii_src)
+    new = {**old, "description": "Reads → a file."}
+    out = jsonedit.reserialize(ascii_src, old, new)
+    assert out.isascii() and json.loads(out)["description"] == "Reads → a file." and '"n":1e400' in out
+    utf8_src = '{"name":"Read","description":"Reads → a file"}'
+    assert jsonedit.reserialize(utf8_src, json.loads(utf8_src), {"name": "Read", "description": "Reads → a file."}) == '{"name":"Read","description":"Reads → a file."}'
