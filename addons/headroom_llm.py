@@ -231,6 +231,8 @@ class LLMTraffic:
                 log.info("headroom: %s: %s, %d -> %d bytes", where(flow), plan.reason, plan.bytes_before, plan.bytes_after)
         if plan.dry_run:  # a token count: planned like the request it measures, nothing else
             flow.metadata.pop("headroom", None)
+            if announce is not None:
+                announce()
             return
         if plan.hidden_tools:
             req.headers["accept-encoding"] = "identity"

@@ -38,17 +38,20 @@ class PreparedTurn:
     entry: Entry
     offered: tuple[str, ...]
     client: str
-    now: datetime
     plan: RequestPlan
 
 
-def prepare_turn(plan: RequestPlan, *, user_agent: str) -> PreparedTurn:
+def prepare_turn(plan: RequestPlan, *, user_agent: str, model: str | None = None, offered: Iterable[str] | None = None) -> PreparedTurn:
     """The ledger row of ``plan`` but what its response says (see :class:`PreparedTurn`): the
-    model and the offered tools are read from the client's body through the plan's dialect.
-    Raises nothing for a plan of any dialect (no dialect: no model, no tools)."""
+    ``model`` and the ``offered`` tools are read from the client's body through the plan's
+    dialect unless given. Raises nothing for a plan of any dialect (no dialect: no model, no
+    tools)."""
     body = plan.client_body or {}
-    wire = wire_dialect(plan.dialect) if plan.dialect is not None else None
-    offered = tuple(n for n in wire.tool_names(body) if n not in plan.hidden_tools) if wire is not None else ()
+    if model is None:
+        model = str(body.get("model", ""))
+    if offered is None:
+        wire = wire_dialect(plan.dialect) if plan.dialect is not None else None
+        offered = (n for n in wire.tool_names(body) if n not in plan.hidden_tools) if wire is not None else ()
     p = plan.pipeline
     action = {"rewrite": "compressed", "reject": "rejected"}.get(plan.action, "unchanged")
     if plan.code is Code.BYPASS:
@@ -57,7 +60,6 @@ def prepare_turn(plan: RequestPlan, *, user_agent: str) -> PreparedTurn:
         action = "error"
     detail = [asdict(b) for b in p.blocks] if p else []
     client = client_name(user_agent)
-    now = datetime.now(timezone.utc).replace(tzinfo=None)
     # replayed messages carry the savings decided in an earlier turn: they count again, each
     # block under its own kind (so the kinds add up to the totals)
     replayed: list[dict[str, Any]] = [
@@ -68,11 +70,11 @@ def prepare_turn(plan: RequestPlan, *, user_agent: str) -> PreparedTurn:
     entry = Entry()  # one request's rows and counts
     entry.add(
         dict(
-            created_at=now,
+            created_at=None,  # when the response ended: finish_turn
             dialect=plan.dialect.value if plan.dialect else "",
             client=client,
             project=plan.project[:512],
-            model=str(body.get("model", "") or "")[:128],
+            model=(model or "")[:128],
             session_key=plan.session_key,
             action=action,
             reason=plan.reason[:300],
@@ -93,7 +95,7 @@ def prepare_turn(plan: RequestPlan, *, user_agent: str) -> PreparedTurn:
             detail=json.dumps(detail, default=str),
         )
     )
-    return PreparedTurn(entry, offered, client, now, plan)
+    return PreparedTurn(entry, tuple(offered), client, plan)
 
 
 def finish_turn(
@@ -106,7 +108,9 @@ def finish_turn(
     is written through ``sessions`` before returning (None; raises SQLAlchemy's errors). Call
     once per prepared turn."""
     e, plan = prepared.entry, prepared.plan
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
     e.rows[-1].update(
+        created_at=now,
         retrieve_rounds=rounds,
         status_code=status_code,
         usage_input_tokens=usage.input_tokens,
@@ -114,7 +118,7 @@ def finish_turn(
         usage_cache_read_tokens=usage.cache_read_tokens,
         usage_cache_write_tokens=usage.cache_write_tokens,
     )
-    _count_tools(e, prepared.client, plan.project, prepared.offered, called, prepared.now)
+    _count_tools(e, prepared.client, plan.project, prepared.offered, called, now)
     t = plan.tools
     if t is not None and not t.counted and writer is not None:
         # the tools are still being counted (a list new to this process): the row is submitted
@@ -150,9 +154,7 @@ def record(
     With a ``writer`` the row is queued for its background thread and this returns at once with
     the future of its commit; without one it is written before returning (None). Raises
     SQLAlchemy's errors only in the second case."""
-    prepared = prepare_turn(plan, user_agent=user_agent)
-    prepared.entry.rows[-1]["model"] = (model or "")[:128]
-    prepared = replace(prepared, offered=tuple(offered))
+    prepared = prepare_turn(plan, user_agent=user_agent, model=model, offered=offered)
     return finish_turn(prepared, status_code=status_code, usage=usage, rounds=rounds, called=list(called), writer=writer, sessions=sessions)
 
 

@@ -526,8 +526,9 @@ def _compose(raw: str, spans: list[tuple[int, int]], order: list[int], repl: dic
         return out
     head, tail = raw[: spans[0][0]], raw[spans[-1][1] :]
     sep = raw[spans[0][1] : spans[1][0]] if len(spans) > 1 else ","
-    items = [jsonedit.dumps(repl[i]) if i in repl else jsonedit.strip_member(raw[spans[n][0] : spans[n][1]], "cache_control") for i, n in enumerate(order)]
-    out = head + sep.join(items + [jsonedit.dumps(t) for t in extra]) + tail
+    asc = raw.isascii()  # written as the client writes (as jsonedit.apply does in the branch above)
+    items = [jsonedit.dumps(repl[i], asc) if i in repl else jsonedit.strip_member(raw[spans[n][0] : spans[n][1]], "cache_control") for i, n in enumerate(order)]
+    out = head + sep.join(items + [jsonedit.dumps(t, asc) for t in extra]) + tail
     for k, value in marks:
         out = jsonedit.insert_member(out, (k,), "cache_control", jsonedit.dumps(value))
     return out

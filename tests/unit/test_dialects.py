@@ -4,6 +4,7 @@ WebSocket size policy by code, and the one ledger entry point."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 
 import pytest
 from sqlalchemy import select
@@ -171,9 +172,12 @@ def test_a_row_prepared_before_the_response_is_the_row_written_in_one_step(tmp_p
             ledger.record_turn(sessions, plan, user_agent="claude-cli/1.0", status_code=200, usage=usage, rounds=1, called=["Bash"])
         else:
             prepared = ledger.prepare_turn(plan, user_agent="claude-cli/1.0")
+            answered = datetime.now(timezone.utc).replace(tzinfo=None)  # the response ends after the row was prepared
             ledger.finish_turn(prepared, status_code=200, usage=usage, rounds=1, called=["Bash"], writer=None, sessions=sessions)
         with sessions() as s:
             row = s.execute(select(RequestOutcome)).scalar_one()
+            if how == "prepared":  # dated when the response ended, as a row written in one step is
+                assert row.created_at >= answered and all(t.last_seen_at >= answered for t in s.execute(select(ToolUsage)).scalars())
             tools = sorted((t.client, t.project, t.tool_name, t.offered, t.called) for t in s.execute(select(ToolUsage)).scalars())
         cols = {c.name: getattr(row, c.name) for c in RequestOutcome.__table__.columns if c.name not in ("id", "created_at")}
         rows.append((cols, tools))
