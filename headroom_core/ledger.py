@@ -70,7 +70,6 @@ def prepare_turn(plan: RequestPlan, *, user_agent: str, model: str | None = None
     entry = Entry()  # one request's rows and counts
     entry.add(
         dict(
-            created_at=None,  # when the response ended: finish_turn
             dialect=plan.dialect.value if plan.dialect else "",
             client=client,
             project=plan.project[:512],
@@ -86,13 +85,8 @@ def prepare_turn(plan: RequestPlan, *, user_agent: str, model: str | None = None
             blocks_compressed=sum(1 for b in p.blocks if b.changed) if p else 0,
             tools_tokens_before=0,  # filled in once counted
             tools_tokens_after=0,
-            retrieve_rounds=0,
-            status_code=None,
-            usage_input_tokens=None,
-            usage_output_tokens=None,
-            usage_cache_read_tokens=None,
-            usage_cache_write_tokens=None,
             detail=json.dumps(detail, default=str),
+            # the date, status, usage and rounds are the response's: added by finish_turn
         )
     )
     return PreparedTurn(entry, tuple(offered), client, plan)
@@ -197,8 +191,8 @@ def record_turn(
     and the tools offered (the proxy's own left out) are read from the client's body through the
     plan's dialect (the proxy changes neither, and the forwarded body would have to be parsed
     again, on the event loop); ``usage`` and ``called`` (tool names the model called) are read from
-    ``response`` (a non-streamed response object) when not given. Then :func:`record`, which
-    says what is returned and raised."""
+    ``response`` (a non-streamed response object) when not given. Then :func:`finish_turn`,
+    which says what is returned and raised."""
     prepared = prepare_turn(plan, user_agent=user_agent)
     wire = wire_dialect(plan.dialect) if plan.dialect is not None else None
     if usage is None:
