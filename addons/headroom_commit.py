@@ -1,5 +1,7 @@
-"""An answer goes to the client once its ledger row is committed (HTTP response, or the frame
-that ends a WebSocket turn): a proxy killed at any moment has every answered request on disk.
+"""An answer goes to the client once its ledger row is durable (HTTP response, or the frame
+that ends a WebSocket turn): in the ledger journal, which takes microseconds and needs no wait
+(:mod:`headroom_core.ledger_journal`), else committed; a proxy killed at any moment has every
+answered request on disk (in the journal, written to the database by the next start).
 It also waits for what its request taught (live learning, memory capture: the observers, run
 after forwarding): the client's next turn may reach another proxy of a team (one database),
 which must find it, as one proxy's next request does."""

@@ -303,10 +303,10 @@ class LLMTraffic:
             st.usage, st.rounds, st.called = st.stream.usage, st.stream.rounds, st.stream.called
         elif st.plan.dialect is not None and st.plan.action != "reject":
             await self._complete_json(flow, st)
-        # queued for the ledger's own writer thread (not behind the compression work); the answer
-        # goes to the client once its row is committed (group commits: milliseconds), so a proxy
-        # killed at any moment has every answered request on disk. A slow database holds an
-        # answer up by at most LEDGER_WAIT seconds.
+        # journaled (one write to a file) and queued for the ledger's own writer thread (not
+        # behind the compression work): a proxy killed at any moment has every answered request
+        # on disk. Without a journal, or with the tools still being counted, the answer waits
+        # for the row's commit (at most LEDGER_WAIT seconds).
         committed = self._record(flow, st)
         # the plan holds the parsed request (megabytes of objects for a large body) and the stream
         # loop's callback refers back to it: free it with the flow, not at a later cyclic collection

@@ -81,6 +81,7 @@ def _warm_up(rt: Runtime) -> None:
         rt.sealer
         rt.extensions
         rt.counter.count("warm up")
+        rt.ledger.recover()  # what a killed proxy answered but had not committed
         freeze_long_lived("the warm-up")  # full collections stop walking what lives as long as the process
         logging.info("headroom: ready (database, secret key and vocabulary loaded)")
     except Exception:  # noqa: BLE001 - requests will fail open and log it again

@@ -27,8 +27,9 @@ and the upstream connection are closed with code 1009 and a reason that tells th
 compact its context. Frames that are not JSON, not ``response.create``, or binary pass unchanged.
 
 The frame that ends a turn for the client (its terminal event, or the last frames the proxy
-releases in its place) goes out once the turn's ledger row is committed, as an HTTP answer does
-(at most ``headroom_commit.LEDGER_WAIT`` seconds): a proxy killed at any moment has every answered turn on disk.
+releases in its place) goes out once the turn's ledger row is durable, as an HTTP answer does:
+in the ledger journal (at once), or committed when there is no journal (at most
+``headroom_commit.LEDGER_WAIT`` seconds): a proxy killed at any moment has every answered turn on disk.
 Only that connection's frames wait (mitmproxy relays a message when its async
 ``websocket_message`` hook returns, and queues the connection's later events behind it, in
 order); other flows and connections go on.

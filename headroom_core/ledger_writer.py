@@ -12,9 +12,11 @@ Two faults this module exists for:
   own thread that takes what was submitted and commits it at once (everything queued meanwhile
   goes in the same transaction), so a request's row is on disk within one commit's time
   (milliseconds; bounded by ``flush_seconds`` plus the database's own latency), and a restart
-  finds it (SQLite in WAL mode keeps committed transactions across a killed process). The HTTP
-  addon awaits the future :meth:`LedgerWriter.submit` returns before the answer goes out, so
-  every answered request is on disk.
+  finds it (SQLite in WAL mode keeps committed transactions across a killed process). Before
+  that, :meth:`LedgerWriter.submit` writes the entry to the ledger journal
+  (:mod:`headroom_core.ledger_journal`): the addons await the future it returns before the
+  answer goes out, which is done at once for a journaled entry (else once committed), so every
+  answered request is on disk, and the next start writes what a killed proxy had not committed.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ import queue
 from concurrent.futures import Future
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Iterable, cast
+from typing import TYPE_CHECKING, Any, Callable, Iterable, cast
 
 from sqlalchemy import Connection, Table, case, func, insert, select
 from sqlalchemy.exc import IntegrityError, OperationalError
@@ -35,6 +38,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from headroom_core.db.engine import core_connection
 from headroom_core.db.models import RequestOutcome, ToolUsage
+
+if TYPE_CHECKING:
+    from headroom_core.ledger_journal import LedgerJournal, Segment
 
 log = logging.getLogger("headroom")
 
@@ -53,9 +59,13 @@ class Entry:
     project: str = ""
     tools: dict[str, list[int]] = field(default_factory=dict)
     seen_at: datetime | None = None
+    #: the entry's id (32 hex characters, ``uuid4``), in its rows' ``entry_id`` column and its
+    #: journal line (:mod:`headroom_core.ledger_journal`)
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def add(self, row: dict[str, Any]) -> None:
         """Queue ``row`` (the values of one ``request_outcomes`` row) with this entry."""
+        row["entry_id"] = self.id
         self.rows.append(row)
 
 
@@ -66,6 +76,17 @@ def write_entries(sessions: sessionmaker[Session], entries: Iterable[Entry]) -> 
     with sessions.begin() as s:
         _add_rows(s, entries)
         _add_counts(s, _merged_counts(entries))
+
+
+def _missing(sessions: sessionmaker[Session], entries: list[Entry]) -> list[Entry]:
+    """Those of ``entries`` none of whose rows is in ``request_outcomes`` (by ``entry_id``; an
+    entry's rows are committed in one transaction). Raises SQLAlchemy's errors."""
+    have: set[str] = set()
+    ids = [e.id for e in entries]
+    with sessions() as s:
+        for i in range(0, len(ids), 500):
+            have.update(s.scalars(select(RequestOutcome.entry_id).where(RequestOutcome.entry_id.in_(ids[i : i + 500]))))
+    return [e for e in entries if e.id not in have and e.rows]
 
 
 def write_rows(sessions: sessionmaker[Session], entries: Iterable[Entry]) -> None:
@@ -192,14 +213,22 @@ class LedgerWriter:
     """
 
     def __init__(
-        self, sessions: sessionmaker[Session], *, flush_seconds: float = 0.0, counts_seconds: float = 1.0, max_batch: int = 500, retries: int = 5
+        self,
+        sessions: sessionmaker[Session],
+        *,
+        flush_seconds: float = 0.0,
+        counts_seconds: float = 1.0,
+        max_batch: int = 500,
+        retries: int = 5,
+        journal: LedgerJournal | None = None,
     ) -> None:
         self._sessions = sessions
+        self._journal = journal
         self._flush_s = flush_seconds
         self._counts_s = counts_seconds
         self._max = max_batch
         self._retries = retries
-        self._q: queue.SimpleQueue[tuple[Entry, Future] | str | None] = queue.SimpleQueue()
+        self._q: queue.SimpleQueue[tuple[Entry, Future, Segment | None] | str | None] = queue.SimpleQueue()
         self._cv = threading.Condition()
         self._submitted = 0
         self._done = 0
@@ -215,19 +244,61 @@ class LedgerWriter:
         with self._cv:
             return self._submitted - self._done
 
+    @property
+    def journaled(self) -> bool:
+        """Whether entries are journaled (:mod:`headroom_core.ledger_journal`)."""
+        return self._journal is not None
+
     def submit(self, entry: Entry) -> Future:
-        """Queue ``entry`` for the next commit; the future resolves to True once its row is
-        committed, False when it was dropped (a failed commit, or submitted after :meth:`close`)."""
+        """Queue ``entry`` for the next commit; the future resolves to True once the entry is
+        durable: at once when it is in the journal (a restart after ``kill -9`` writes it), else
+        once its row is committed; False when it was dropped (a failed commit, or submitted
+        after :meth:`close`). With a journal this writes one line to a file (microseconds)."""
         done: Future = Future()
+        seg: Segment | None = None
         with self._cv:
             if self._closed:
                 done.set_result(False)
                 return done
+            if self._journal is not None:
+                try:
+                    seg = self._journal.append(entry)
+                except OSError as e:  # a full disk: this answer waits for the commit instead
+                    log.warning("headroom: ledger journal not written (%s); the answer waits for the database", e)
             self._submitted += 1
             # queued under the lock: a flush or close that counted this entry queues its marker
             # behind it, never ahead (SimpleQueue.put never blocks)
-            self._q.put((entry, done))
+            self._q.put((entry, done, seg))
+        if seg is not None:
+            done.set_result(True)
         return done
+
+    def recover(self) -> int:
+        """Write the journaled entries of processes that ended (``kill -9``, a failed commit)
+        that the database lacks (by ``entry_id``), rows and counts, and delete their segments;
+        the number of entries written. Called once at start-up, off the event loop. Raises
+        nothing: a segment that cannot be written is logged and kept for a later start."""
+        if self._journal is None:
+            return 0
+        from headroom_core.ledger_journal import orphans  # it imports Entry from here
+
+        written = 0
+        for o in orphans(self._journal.directory):
+            try:
+                missing = _missing(self._sessions, o.entries)
+                if missing:
+                    write_entries(self._sessions, missing)
+            except Exception:  # noqa: BLE001 - kept for a later start
+                log.exception("headroom: ledger journal %s could not be written; kept", o.path)
+                o.release()
+                continue
+            o.remove()
+            written += len(missing)
+            if o.skipped:
+                log.warning("headroom: ledger journal %s: %d unreadable lines skipped", o.path, o.skipped)
+        if written:
+            log.info("headroom: %d answered requests written to the ledger from the journal of a stopped proxy", written)
+        return written
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait up to ``timeout`` seconds until everything submitted is committed, counts
@@ -252,6 +323,8 @@ class LedgerWriter:
             self._closed = True
             self._q.put(None)  # behind every entry submitted before the close
         self._thread.join(timeout=1.0)
+        if self._journal is not None and not self._thread.is_alive():
+            self._journal.close()
         return ok
 
     def _run(self) -> None:
@@ -269,7 +342,7 @@ class LedgerWriter:
                     return
                 continue
             assert isinstance(first, tuple)
-            batch: list[tuple[Entry, Future]] = [first]
+            batch: list[tuple[Entry, Future, Segment | None]] = [first]
             stop = now = False
             deadline = time.monotonic() + self._flush_s
             while len(batch) < self._max:
@@ -282,11 +355,13 @@ class LedgerWriter:
                     stop, now = item is None, True
                     break
                 batch.append(item)
-            entries = [e for e, _ in batch]
+            entries = [e for e, _, _ in batch]
             ok = self._write(write_rows, entries)
-            for _, done in batch:
-                if done.set_running_or_notify_cancel():  # False: the waiter cancelled it
+            for _, done, seg in batch:
+                if seg is None and done.set_running_or_notify_cancel():  # False: the waiter cancelled it
                     done.set_result(ok)
+            if self._journal is not None and ok:  # failed: their lines stay for a later start
+                self._journal.settle(seg for _, _, seg in batch if seg is not None)
             self._held += [Entry(client=e.client, project=e.project, tools=e.tools, seen_at=e.seen_at) for e in entries if e.tools]
             self._held_n += len(entries)
             if now or self._counts_s <= 0 or (counts_due is not None and time.monotonic() >= counts_due):

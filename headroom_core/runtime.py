@@ -3,8 +3,10 @@ token counter, originals store and decision cache. Built lazily, once."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from functools import cached_property
+from pathlib import Path
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -21,6 +23,8 @@ from headroom_core.db.engine import open_database
 from headroom_core.db.sealed import Sealer, load_secret, secret_path
 from headroom_core.extensions import Extensions
 from headroom_core.settings import Settings
+
+log = logging.getLogger("headroom")
 
 
 class Runtime:
@@ -42,8 +46,17 @@ class Runtime:
 
     @cached_property
     def ledger(self) -> LedgerWriter:
-        """The background writer of ledger rows (its thread starts on first use)."""
-        return LedgerWriter(self.sessions)
+        """The background writer of ledger rows (its thread starts on first use), journaling
+        into ``<home>/ledger-journal`` (:mod:`headroom_core.ledger_journal`); without a journal
+        (the folder cannot be written) answers wait for their rows' commits."""
+        from headroom_core.ledger_journal import LedgerJournal
+
+        try:
+            journal: LedgerJournal | None = LedgerJournal(Path(self.settings.home) / "ledger-journal")
+        except OSError as e:
+            log.warning("headroom: no ledger journal (%s); every answer waits for its row's commit", e)
+            journal = None
+        return LedgerWriter(self.sessions, journal=journal)
 
     @cached_property
     def sealer(self) -> Sealer:

@@ -90,7 +90,7 @@ class RequestOutcome(Base):
     """
 
     __tablename__ = "request_outcomes"
-    __table_args__ = (Index("ix_request_outcomes_created_at", "created_at"),)
+    __table_args__ = (Index("ix_request_outcomes_created_at", "created_at"), Index("ix_request_outcomes_entry_id", "entry_id"))
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     created_at: Mapped[datetime] = mapped_column(DateTime)
@@ -115,6 +115,10 @@ class RequestOutcome(Base):
     usage_cache_read_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
     usage_cache_write_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
     detail: Mapped[str] = mapped_column(Text, default="")
+    #: the ledger entry (one answered request) the row belongs to: a random hex id, also written
+    #: in the proxy's ledger journal, so a restart writes exactly the journaled rows the database
+    #: lacks (:mod:`headroom_core.ledger_journal`); None for rows written before it existed
+    entry_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
 
 
 class ToolUsage(Base):

@@ -285,12 +285,13 @@ class MitmProxy:
             data = data[self._log_offset :]
         return data.decode("utf-8", "replace")
 
-    def wait_for_log(self, pattern: str, timeout: float = 10.0) -> re.Match[str]:
-        """Wait until the log matches the regex ``pattern``; return the match."""
+    def wait_for_log(self, pattern: str, timeout: float = 10.0, *, since_start: bool = False) -> re.Match[str]:
+        """Wait until the log (of the current run only, with ``since_start``) matches the regex
+        ``pattern``; return the match."""
         rx = re.compile(pattern)
         deadline = time.monotonic() + timeout
         while True:
-            m = rx.search(self.log_text())
+            m = rx.search(self.log_text(since_start=since_start))
             if m:
                 return m
             if time.monotonic() > deadline:

@@ -1,0 +1,210 @@
+"""The ledger's write-ahead journal: an answered request is on disk before its answer goes out,
+without the answer waiting for a database commit.
+
+The caller of :meth:`~headroom_core.ledger_writer.LedgerWriter.submit` (mitmproxy's event loop,
+at a response's end) appends the request's ledger entry to a journal file as one JSON line: one
+``write(2)`` of about 1 KB to a file opened ``O_APPEND``, some microseconds. The kernel keeps what
+was written across a killed process (``kill -9``; not across a power cut, like SQLite's WAL
+with ``synchronous=NORMAL``). The ledger writer's thread commits the entry to the database
+milliseconds later, as before; then its line is no longer needed: a journal segment whose every
+entry is committed is emptied (``ftruncate``), or deleted once it was rotated out
+(``max_segment_bytes``). Before, the answer waited for the commit itself: ~1.2 ms of each
+request's latency (the writer thread's wake, the write, the event loop's wake) and ~1 ms of the
+proxy's CPU per request under load.
+
+Each process writes its own segments (``<pid>-<random>.jsonl`` in the journal folder, owner-only),
+each held under an exclusive ``flock`` while the process lives. A starting proxy (or any process
+opening the ledger) takes the segments nobody holds (:func:`orphans`: their writer died), and the
+writer adds the entries the database lacks, found by their ``entry_id``
+(:meth:`~headroom_core.ledger_writer.LedgerWriter.recover`). An entry whose commit failed stays
+in its segment for the next start. No secret is journaled: a ledger row holds figures, names and
+hashes (see ``README``: what is stored where).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import threading
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from sqlalchemy import DateTime
+
+from headroom_core.db.models import RequestOutcome
+from headroom_core.ledger_writer import Entry
+
+log = logging.getLogger("headroom")
+
+#: Columns of ``request_outcomes`` holding a datetime (journaled as ISO 8601 text).
+_DATETIME_COLUMNS = frozenset(c.name for c in RequestOutcome.__table__.columns if isinstance(c.type, DateTime))
+_SUFFIX = ".jsonl"
+
+
+def encode(entry: Entry) -> bytes:
+    """``entry`` as one journal line (ASCII JSON, ``\\n``-terminated; lone surrogates escaped)."""
+    rows = [{k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in r.items()} for r in entry.rows]
+    d = {"id": entry.id, "client": entry.client, "project": entry.project, "tools": entry.tools,
+         "seen_at": entry.seen_at.isoformat() if entry.seen_at else None, "rows": rows}
+    return (json.dumps(d, separators=(",", ":")) + "\n").encode("ascii")
+
+
+def decode(line: bytes) -> Entry:
+    """The :class:`Entry` of a journal line. Raises ``ValueError`` (and its ``json`` subclass),
+    ``KeyError`` or ``TypeError`` on a line that is not one."""
+    d = json.loads(line)
+    rows = [{k: (datetime.fromisoformat(v) if k in _DATETIME_COLUMNS and isinstance(v, str) else v) for k, v in r.items()} for r in d["rows"]]
+    seen = d.get("seen_at")
+    tools = {str(k): [int(o), int(c)] for k, (o, c) in d.get("tools", {}).items()}
+    return Entry(rows, str(d.get("client", "")), str(d.get("project", "")), tools, datetime.fromisoformat(seen) if seen else None, id=str(d["id"]))
+
+
+@dataclass(eq=False)
+class Segment:
+    """One journal file of this process: its open descriptor (held under ``flock``), its size in
+    bytes, and ``pending``, its entries not yet committed to the database."""
+
+    path: Path
+    fd: int
+    size: int = 0
+    pending: int = 0
+
+
+class LedgerJournal:
+    """This process's journal segments in ``directory`` (created owner-only). Thread-safe:
+    :meth:`append` from any thread (the event loop), :meth:`settle` from the ledger writer's.
+
+    Raises ``OSError`` when the folder or the first segment cannot be created."""
+
+    def __init__(self, directory: Path, *, max_segment_bytes: int = 4 << 20) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._max = max_segment_bytes
+        self._lock = threading.Lock()
+        self._old: list[Segment] = []  # rotated out, entries still pending
+        self._seg = self._open()
+
+    def _open(self) -> Segment:
+        path = self.directory / f"{os.getpid()}-{uuid.uuid4().hex[:12]}{_SUFFIX}"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: nobody else holds it
+        return Segment(path, fd)
+
+    def append(self, entry: Entry) -> Segment:
+        """Write ``entry``'s line; the segment it went to (for :meth:`settle`). Raises ``OSError``
+        (a full disk: nothing of the line is left behind)."""
+        line = encode(entry)
+        with self._lock:
+            seg = self._seg
+            view = memoryview(line)
+            try:
+                while view:
+                    view = view[os.write(seg.fd, view):]
+            except OSError:
+                os.ftruncate(seg.fd, seg.size)  # no torn line before the next one
+                raise
+            seg.size += len(line)
+            seg.pending += 1
+            return seg
+
+    def settle(self, segments: Iterable[Segment]) -> None:
+        """One committed entry for each of ``segments`` (what :meth:`append` returned); a segment
+        left with nothing pending is emptied (the current one) or deleted (a rotated one); the
+        current one is rotated once past ``max_segment_bytes``. Raises nothing: a failed file
+        operation is logged, and leaves a segment a later start replays (idempotent)."""
+        with self._lock:
+            for seg in segments:
+                seg.pending -= 1
+            cur = self._seg
+            try:
+                if cur.pending == 0 and cur.size:
+                    os.ftruncate(cur.fd, 0)
+                    cur.size = 0
+                elif cur.size > self._max:
+                    self._seg = self._open()
+                    self._old.append(cur)
+            except OSError as e:
+                log.warning("headroom: ledger journal %s: %s", cur.path, e)
+            for seg in [s for s in self._old if s.pending == 0]:
+                self._old.remove(seg)
+                _remove(seg.path, seg.fd)
+
+    def close(self) -> None:
+        """Delete the segments whose entries are all committed and release the rest (a later
+        start replays them)."""
+        with self._lock:
+            for seg in [*self._old, self._seg]:
+                if seg.pending == 0:
+                    _remove(seg.path, seg.fd)
+                else:
+                    os.close(seg.fd)
+            self._old = []
+
+
+def _remove(path: Path, fd: int) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as e:
+        log.warning("headroom: ledger journal %s: %s", path, e)
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class Orphan:
+    """A segment left by a process that ended (nobody holds its lock; this process does now):
+    its ``entries`` (unreadable lines skipped and counted in ``skipped``). :meth:`remove` once
+    its entries are in the database."""
+
+    path: Path
+    fd: int
+    entries: list[Entry] = field(default_factory=list)
+    skipped: int = 0
+
+    def remove(self) -> None:
+        """Delete the segment and release it."""
+        _remove(self.path, self.fd)
+
+    def release(self) -> None:
+        """Release the segment, kept for a later start."""
+        os.close(self.fd)
+
+
+def orphans(directory: Path) -> Iterator[Orphan]:
+    """The segments in ``directory`` no living process holds, each locked by this process
+    while the caller handles it (:meth:`Orphan.remove` or :meth:`Orphan.release`). Missing
+    folder: none."""
+    try:
+        paths = sorted(Path(directory).glob(f"*{_SUFFIX}"))
+    except OSError:
+        return
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            continue  # removed meanwhile
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)  # a living process's
+            continue
+        o = Orphan(path, fd)
+        try:
+            with os.fdopen(os.dup(fd), "rb") as f:
+                for line in f:
+                    if not line.strip():
+                        continue
+                    try:
+                        o.entries.append(decode(line))
+                    except (ValueError, KeyError, TypeError, AttributeError):
+                        o.skipped += 1
+        except OSError as e:
+            log.warning("headroom: ledger journal %s unreadable: %s", path, e)
+            o.release()
+            continue
+        yield o

@@ -1,0 +1,213 @@
+"""The ledger's write-ahead journal: an answered request is in a journal file before its answer
+goes out; the writer's commit empties it; a later start writes what a stopped process had
+journaled and the database lacks, exactly once."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from datetime import datetime
+
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.exc import OperationalError
+
+import headroom_core.ledger_writer as lw
+from headroom_core.db.engine import open_database
+from headroom_core.db.models import RequestOutcome, ToolUsage
+from headroom_core.ledger_journal import LedgerJournal, decode, encode, orphans
+from headroom_core.ledger_writer import Entry, LedgerWriter, write_entries
+
+WHEN = datetime(2026, 12, 2, 3, 4, 5, 678901)
+
+
+def _entry(i: int, project: str = "/src/app") -> Entry:
+    e = Entry(client="claude-code", project=project, tools={"Read": [1, 1], "Write": [1, 0]}, seen_at=WHEN)
+    e.add(dict(created_at=WHEN, dialect="anthropic-messages", client="claude-code", project=project, model=f"m{i}", session_key=f"s{i}",
+               action="compressed", reason="compressed 2 tool outputs", body_bytes_before=1000 + i, body_bytes_after=400, tokens_before=300,
+               tokens_after=100, blocks_compressed=2, tools_tokens_before=0, tools_tokens_after=0, retrieve_rounds=0, status_code=200,
+               usage_input_tokens=10, usage_output_tokens=None, usage_cache_read_tokens=None, usage_cache_write_tokens=None, detail="[]"))
+    return e
+
+
+def _rows(sessions) -> list[tuple[str, str]]:
+    with sessions() as s:
+        return sorted((r.model, r.entry_id) for r in s.scalars(select(RequestOutcome)))
+
+
+def _usage(sessions) -> dict[str, tuple[int, int]]:
+    with sessions() as s:
+        return {r.tool_name: (r.offered, r.called) for r in s.scalars(select(ToolUsage))}
+
+
+def _files(d) -> list[tuple[str, int]]:
+    return sorted((p.name, p.stat().st_size) for p in d.glob("*.jsonl"))
+
+
+@pytest.fixture
+def db(tmp_path):
+    return open_database(f"sqlite:///{tmp_path / 'headroom.db'}")
+
+
+def test_a_line_decodes_to_the_same_entry():
+    """Datetimes, counts, None and a lone surrogate (a tool that cut an emoji in half) come back
+    as they went in; the line is one ASCII line."""
+    e = _entry(1, project="/src/caf\u00e9 \ud83d")
+    line = encode(e)
+    assert line.endswith(b"\n") and line.count(b"\n") == 1 and line.isascii()
+    back = decode(line)
+    assert back == e
+    assert back.rows[0]["created_at"] == WHEN and back.rows[0]["entry_id"] == e.id and len(e.id) == 32
+
+
+def test_a_submitted_entry_is_journaled_before_its_commit_and_the_commit_empties_the_journal(db, tmp_path):
+    """The future resolves at once (the answer need not wait for the database); while the commit
+    is held the entry's line is in the journal (owner-only); once committed the segment is
+    emptied, and a clean close deletes it."""
+    journal = LedgerJournal(tmp_path / "journal")
+    held, real = threading.Event(), lw.write_rows
+
+    def slow_rows(*a):
+        held.wait(30)
+        real(*a)
+
+    lw.write_rows = slow_rows
+    w = LedgerWriter(db, journal=journal)
+    try:
+        e = _entry(0)
+        done = w.submit(e)
+        assert done.done() and done.result() is True and w.journaled
+        assert _rows(db) == []
+        (name, size), = _files(tmp_path / "journal")
+        path = tmp_path / "journal" / name
+        assert size == len(encode(e)) and decode(path.read_bytes()) == e
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE((tmp_path / "journal").stat().st_mode) == 0o700
+        held.set()
+        assert w.flush(30)
+        assert _rows(db) == [("m0", e.id)] and _usage(db) == {"Read": (1, 1), "Write": (1, 0)}
+        assert _files(tmp_path / "journal") == [(name, 0)]
+    finally:
+        lw.write_rows = real
+        held.set()
+        assert w.close(10)
+    assert _files(tmp_path / "journal") == []
+
+
+def test_a_restart_writes_exactly_what_the_database_lacks(db, tmp_path):
+    """A process journaled 5 entries and died (its segment unlocked) after committing 2 of them;
+    the next start writes the other 3, rows and tool counts, deletes the segment, and a second
+    recovery writes nothing."""
+    d = tmp_path / "journal"
+    dead = LedgerJournal(d)
+    entries = [_entry(i) for i in range(5)]
+    for e in entries:
+        dead.append(e)
+    write_entries(db, entries[:2])
+    os.close(dead._seg.fd)  # the process ends: its lock is gone, its file stays
+    w = LedgerWriter(db, journal=LedgerJournal(d))
+    try:
+        assert w.recover() == 3
+        assert _rows(db) == sorted((f"m{i}", entries[i].id) for i in range(5))
+        assert _usage(db) == {"Read": (5, 5), "Write": (5, 0)}
+        assert [n for n, _ in _files(d)] == [w._journal._seg.path.name]  # the dead one is gone
+        assert w.recover() == 0 and len(_rows(db)) == 5
+    finally:
+        w.close(10)
+
+
+def test_a_living_process_segment_is_left_alone(db, tmp_path):
+    """Another process's segment (locked while it lives; here another open of the file) is
+    neither written nor deleted."""
+    d = tmp_path / "journal"
+    living = LedgerJournal(d)
+    living.append(_entry(0))
+    w = LedgerWriter(db, journal=LedgerJournal(d))
+    try:
+        assert w.recover() == 0 and _rows(db) == []
+        assert living._seg.path.exists()
+    finally:
+        w.close(10)
+        living.close()
+
+
+def test_an_unreadable_line_is_skipped_and_the_rest_written(db, tmp_path):
+    d = tmp_path / "journal"
+    dead = LedgerJournal(d)
+    dead.append(_entry(0))
+    os.write(dead._seg.fd, b'{"id": "torn", "rows": [\n')
+    dead.append(_entry(1))
+    os.close(dead._seg.fd)
+    (o,) = list(orphans(d))
+    assert (len(o.entries), o.skipped) == (2, 1)
+    o.release()
+    w = LedgerWriter(db, journal=LedgerJournal(d))
+    try:
+        assert w.recover() == 2 and [m for m, _ in _rows(db)] == ["m0", "m1"]
+    finally:
+        w.close(10)
+
+
+def test_an_entry_whose_commit_failed_is_written_by_the_next_start(db, tmp_path):
+    """The database refuses the commit (retries exhausted): the answer went out, its line stays
+    in the journal after the writer closes, and the next start writes it."""
+    d = tmp_path / "journal"
+    real = lw.write_rows
+
+    def refuse(*a):
+        raise OperationalError("INSERT", {}, Exception("database is locked"))
+
+    lw.write_rows = refuse
+    try:
+        w = LedgerWriter(db, journal=LedgerJournal(d), retries=0)
+        e = _entry(7)
+        assert w.submit(e).result(1) is True
+        w.flush(10)
+        w.close(10)
+    finally:
+        lw.write_rows = real
+    assert _rows(db) == [] and len(_files(d)) == 1
+    w2 = LedgerWriter(db, journal=LedgerJournal(d))
+    try:
+        assert w2.recover() == 1 and _rows(db) == [("m7", e.id)]
+    finally:
+        w2.close(10)
+
+
+def test_segments_rotate_and_are_deleted_once_committed(db, tmp_path):
+    """Past ``max_segment_bytes`` the journal moves on to a new segment; a rotated segment is
+    deleted once all its entries are committed: 200 entries leave one empty segment."""
+    d = tmp_path / "journal"
+    journal = LedgerJournal(d, max_segment_bytes=4096)
+    opened, real_open = [], journal._open
+    journal._open = lambda: opened.append(1) or real_open()  # type: ignore[method-assign]
+    held, real_rows = threading.Event(), lw.write_rows
+    lw.write_rows = lambda *a: held.wait(30) and real_rows(*a)
+    w = LedgerWriter(db, journal=journal)
+    try:
+        for i in range(200):
+            w.submit(_entry(i))
+            if i == 100:
+                held.set()  # a burst journaled while the first commit waits, then the rest
+        assert w.flush(60)
+        assert opened  # rotated at least once
+        with db() as s:
+            assert s.scalar(select(func.count(RequestOutcome.id))) == 200
+        (f,) = _files(d)
+        assert f[1] == 0
+    finally:
+        lw.write_rows = real_rows
+        held.set()
+        w.close(10)
+
+
+def test_without_a_journal_the_future_waits_for_the_commit(db):
+    """A writer without a journal (the folder cannot be written) resolves an entry's future
+    once its row is committed, as before."""
+    w = LedgerWriter(db)
+    try:
+        e = _entry(3)
+        assert w.submit(e).result(30) is True and not w.journaled
+        assert _rows(db) == [("m3", e.id)]
+    finally:
+        w.close(10)
