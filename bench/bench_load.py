@@ -23,8 +23,9 @@ turns in ``--rounds`` rounds, so a change in the machine's load hits both alike.
 cost on content it has decided before: replayed prefix, cached decisions).
 
 ``--kill-after N``: instead, send a burst to Headroom only, ``kill -9`` it once ``N`` requests
-were answered, and report how many answered requests are in the ledger afterwards (and after a
-restart).
+were answered, and report how many answered requests are in the ledger right afterwards
+(committed) and after a restart (the restart writes what the ledger journal holds and the
+database lacks).
 
 Run: ``.venv/bin/python bench/bench_load.py [--requests 10000] [--concurrency 32]``.
 Not a test: it asserts nothing.
@@ -512,7 +513,7 @@ def kill9(up_port: int, templates, args) -> None:
         p.join()
         rows_now = ledger_rows(px.home, 0, 0.01)
         px.restart()
-        time.sleep(2)
+        px.wait_for_log(r"headroom: ready", timeout=120, since_start=True)  # the journal is written before it
         rows_after = ledger_rows(px.home, 0, 0.01)
         print(f"kill -9 after {answered} answered requests (client saw {len(res['latencies'])} answered in all, "
               f"{res['errors']} failed when the proxy died): {rows_now} ledger rows right after the kill, {rows_after} after a restart "

@@ -17,8 +17,13 @@ each held under an exclusive ``flock`` while the process lives. A starting proxy
 opening the ledger) takes the segments nobody holds (:func:`orphans`: their writer died), and the
 writer adds the entries the database lacks, found by their ``entry_id``
 (:meth:`~headroom_core.ledger_writer.LedgerWriter.recover`). An entry whose commit failed stays
-in its segment for the next start. No secret is journaled: a ledger row holds figures, names and
-hashes (see ``README``: what is stored where).
+in its segment for the next start; one the database refuses outright goes to
+``<segment>.bad``. No secret is journaled: a ledger row holds figures, names and hashes (see
+``README``: what is stored where).
+
+The write runs on the event loop, as mitmproxy's own log output does: a home on a file system
+that stalls writes (a hung network mount) would stall the proxy with it. Headroom's home is
+meant to be local (it holds the SQLite database too).
 """
 
 from __future__ import annotations
@@ -84,15 +89,25 @@ class LedgerJournal:
     def __init__(self, directory: Path, *, max_segment_bytes: int = 4 << 20) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.directory, 0o700)  # also a folder made before, or under another umask
         self._max = max_segment_bytes
         self._lock = threading.Lock()
         self._old: list[Segment] = []  # rotated out, entries still pending
         self._seg = self._open()
 
     def _open(self) -> Segment:
-        path = self.directory / f"{os.getpid()}-{uuid.uuid4().hex[:12]}{_SUFFIX}"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: nobody else holds it
+        name = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        tmp, path = self.directory / f".{name}.tmp", self.directory / f"{name}{_SUFFIX}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+        try:
+            # locked before it gets a name orphans() looks at: another process's start never
+            # takes (and deletes) a segment between its creation and its lock
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.rename(tmp, path)
+        except OSError:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            raise
         return Segment(path, fd)
 
     def append(self, entry: Entry) -> Segment:
@@ -106,7 +121,11 @@ class LedgerJournal:
                 while view:
                     view = view[os.write(seg.fd, view):]
             except OSError:
-                os.ftruncate(seg.fd, seg.size)  # no torn line before the next one
+                try:
+                    os.ftruncate(seg.fd, seg.size)  # no torn line before the next one
+                except OSError:  # the next lines go to a new segment (this one: a start skips its torn line)
+                    self._old.append(seg)
+                    self._seg = self._open()
                 raise
             seg.size += len(line)
             seg.pending += 1

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import queue
 from concurrent.futures import Future
 import threading
@@ -263,7 +264,7 @@ class LedgerWriter:
             if self._journal is not None:
                 try:
                     seg = self._journal.append(entry)
-                except OSError as e:  # a full disk: this answer waits for the commit instead
+                except Exception as e:  # noqa: BLE001 - a full disk: this answer waits for the commit instead
                     log.warning("headroom: ledger journal not written (%s); the answer waits for the database", e)
             self._submitted += 1
             # queued under the lock: a flush or close that counted this entry queues its marker
@@ -288,12 +289,14 @@ class LedgerWriter:
                 missing = _missing(self._sessions, o.entries)
                 if missing:
                     write_entries(self._sessions, missing)
-            except Exception:  # noqa: BLE001 - kept for a later start
+                written += len(missing)
+            except OperationalError:  # the database is unavailable: all kept for a later start
                 log.exception("headroom: ledger journal %s could not be written; kept", o.path)
                 o.release()
                 continue
+            except Exception:  # noqa: BLE001 - some entry the database refuses: each on its own
+                written += self._recover_each(o.path, missing)
             o.remove()
-            written += len(missing)
             if o.skipped:
                 log.warning("headroom: ledger journal %s: %d unreadable lines skipped", o.path, o.skipped)
         if written:
@@ -326,6 +329,25 @@ class LedgerWriter:
         if self._journal is not None and not self._thread.is_alive():
             self._journal.close()
         return ok
+
+    def _recover_each(self, path: Any, entries: list[Entry]) -> int:
+        """Write ``entries`` one transaction each; those the database refuses are moved aside
+        to ``<segment>.bad`` (logged) so they never hold up the others. The number written."""
+        from headroom_core.ledger_journal import encode
+
+        written, bad = 0, []
+        for e in entries:
+            try:
+                write_entries(self._sessions, [e])
+                written += 1
+            except Exception as err:  # noqa: BLE001 - set aside, with its reason in the log
+                log.error("headroom: ledger journal %s: entry %s refused by the database (%s); kept in %s.bad", path, e.id, err, path)
+                bad.append(e)
+        if bad:
+            fd = os.open(f"{path}.bad", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            with os.fdopen(fd, "ab") as f:
+                f.write(b"".join(encode(e) for e in bad))
+        return written
 
     def _run(self) -> None:
         counts_due: float | None = None  # when the held counts are written
@@ -362,7 +384,8 @@ class LedgerWriter:
                     done.set_result(ok)
             if self._journal is not None and ok:  # failed: their lines stay for a later start
                 self._journal.settle(seg for _, _, seg in batch if seg is not None)
-            self._held += [Entry(client=e.client, project=e.project, tools=e.tools, seen_at=e.seen_at) for e in entries if e.tools]
+            # counts of rows not written stay with their journal lines: a start writes both
+            self._held += [Entry(client=e.client, project=e.project, tools=e.tools, seen_at=e.seen_at) for e, _, seg in batch if e.tools and (ok or seg is None)]
             self._held_n += len(entries)
             if now or self._counts_s <= 0 or (counts_due is not None and time.monotonic() >= counts_due):
                 self._write_held()

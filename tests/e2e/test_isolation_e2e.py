@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -82,9 +83,14 @@ def test_two_api_keys_in_one_project_never_share_a_session(upstream, proxy):
     two = ask(upstream, proxy, "A", question, key="sk-ant-user-two")
     assert carries_memory(one) and carries_memory(two)
     sessions = open_database(f"sqlite:///{Path(proxy.home) / 'headroom.db'}")
-    with sessions() as s:
-        rows = s.scalars(select(RequestOutcome).order_by(RequestOutcome.id.desc()).limit(2)).all()
-    assert rows[0].session_key != rows[1].session_key
+    deadline = time.monotonic() + 30  # the rows are committed just after the answers
+    while True:
+        with sessions() as s:
+            rows = s.scalars(select(RequestOutcome).order_by(RequestOutcome.id.desc()).limit(2)).all()
+        if len(rows) == 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert len(rows) == 2 and rows[0].session_key != rows[1].session_key
     # and no credential is stored anywhere, in clear or as an unkeyed hash
     raw = b"".join(p.read_bytes() for p in Path(proxy.home).glob("headroom.db*"))
     assert b"sk-ant-user-one" not in raw and b"sk-ant-user-two" not in raw

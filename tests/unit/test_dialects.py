@@ -179,7 +179,8 @@ def test_a_row_prepared_before_the_response_is_the_row_written_in_one_step(tmp_p
             if how == "prepared":  # dated when the response ended, as a row written in one step is
                 assert row.created_at >= answered and all(t.last_seen_at >= answered for t in s.execute(select(ToolUsage)).scalars())
             tools = sorted((t.client, t.project, t.tool_name, t.offered, t.called) for t in s.execute(select(ToolUsage)).scalars())
-        cols = {c.name: getattr(row, c.name) for c in RequestOutcome.__table__.columns if c.name not in ("id", "created_at")}
+        assert row.entry_id is not None and len(row.entry_id) == 32  # each answered request its own id
+        cols = {c.name: getattr(row, c.name) for c in RequestOutcome.__table__.columns if c.name not in ("id", "created_at", "entry_id")}
         rows.append((cols, tools))
     assert rows[0] == rows[1]
     cols, tools = rows[1]

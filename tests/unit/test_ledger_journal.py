@@ -167,11 +167,61 @@ def test_an_entry_whose_commit_failed_is_written_by_the_next_start(db, tmp_path)
     finally:
         lw.write_rows = real
     assert _rows(db) == [] and len(_files(d)) == 1
+    assert _usage(db) == {}  # its counts stay with its line, not written without its row
     w2 = LedgerWriter(db, journal=LedgerJournal(d))
     try:
         assert w2.recover() == 1 and _rows(db) == [("m7", e.id)]
+        assert _usage(db) == {"Read": (1, 1), "Write": (1, 0)}  # counted once
     finally:
         w2.close(10)
+
+
+def test_an_entry_the_database_refuses_is_set_aside_and_the_others_written(db, tmp_path):
+    """A journaled entry the database can never take (here a NOT NULL column without a value:
+    a line from another version) does not hold up the rest of its segment: the others are written,
+    it goes to ``<segment>.bad`` (owner-only), and the segment is gone."""
+    d = tmp_path / "journal"
+    dead = LedgerJournal(d)
+    good, odd = _entry(1), _entry(2)
+    odd.rows[0]["dialect"] = None
+    for e in (good, odd, _entry(3)):
+        dead.append(e)
+    path = dead._seg.path
+    os.close(dead._seg.fd)
+    w = LedgerWriter(db, journal=LedgerJournal(d))
+    try:
+        assert w.recover() == 2 and [m for m, _ in _rows(db)] == ["m1", "m3"]
+        bad = path.with_name(path.name + ".bad")
+        assert not path.exists() and [decode(x).id for x in bad.read_bytes().splitlines()] == [odd.id]
+        assert stat.S_IMODE(bad.stat().st_mode) == 0o600
+        assert w.recover() == 0  # set aside for good: not retried at every start
+    finally:
+        w.close(10)
+
+
+def test_an_entry_the_journal_cannot_hold_waits_for_its_commit(db, tmp_path):
+    """An entry whose line cannot be written (here a value JSON cannot encode; a full disk
+    alike) is not lost: its future resolves once its row is committed."""
+    w = LedgerWriter(db, journal=LedgerJournal(tmp_path / "journal"))
+    try:
+        e = _entry(4)
+        e.rows[0]["detail"] = b"[]"  # bytes: the database takes them, JSON does not
+        done = w.submit(e)
+        assert done.result(30) is True and _rows(db) == [("m4", e.id)]
+        assert _files(tmp_path / "journal")[0][1] == 0  # nothing of it in the journal
+    finally:
+        w.close(10)
+
+
+def test_a_segment_is_named_only_once_locked(tmp_path):
+    """A segment is created under a hidden name, locked, then renamed: a start that looks for
+    orphans never sees an unlocked new segment (it would delete it, and this process would
+    journal into a deleted file). Nothing hidden is left behind."""
+    d = tmp_path / "journal"
+    j = LedgerJournal(d)
+    assert [p.name for p in d.iterdir()] == [j._seg.path.name] and j._seg.path.suffix == ".jsonl"
+    assert list(orphans(d)) == []  # locked: not an orphan
+    j.close()
 
 
 def test_segments_rotate_and_are_deleted_once_committed(db, tmp_path):
