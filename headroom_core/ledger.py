@@ -13,7 +13,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from headroom_core.clients import client_name
 from headroom_core.db.models import RequestOutcome, ToolUsage
-from headroom_core.ledger_writer import Entry, LedgerWriter, write_entries
+from headroom_core.ledger_entry import Entry
+from headroom_core.ledger_writer import LedgerWriter, write_entries
 from headroom_core.pricing import PriceTable, RequestCost, request_cost
 from headroom_core.wire.blocks import Usage
 from headroom_core.wire.dialects import SEPARATE_CACHE_DIALECTS

@@ -42,7 +42,7 @@ from typing import Iterable, Iterator
 from sqlalchemy import DateTime
 
 from headroom_core.db.models import RequestOutcome
-from headroom_core.ledger_writer import Entry
+from headroom_core.ledger_entry import Entry
 
 log = logging.getLogger("headroom")
 

@@ -28,10 +28,7 @@ import queue
 from concurrent.futures import Future
 import threading
 import time
-import uuid
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Iterable, cast
+from typing import Any, Callable, Iterable, cast
 
 from sqlalchemy import Connection, Table, case, func, insert, select
 from sqlalchemy.exc import IntegrityError, OperationalError
@@ -40,34 +37,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from headroom_core.db.engine import core_connection
 from headroom_core.db.models import RequestOutcome, ToolUsage
 
-if TYPE_CHECKING:
-    from headroom_core.ledger_journal import LedgerJournal, Segment
+from headroom_core.ledger_entry import Entry
+from headroom_core.ledger_journal import LedgerJournal, Segment, encode, orphans
+
 
 log = logging.getLogger("headroom")
-
-
-@dataclass
-class Entry:
-    """One request's ledger write: its ``request_outcomes`` row (column name → value, every
-    column of :class:`RequestOutcome` but the key) and ``(tool name, offered, called)`` counts
-    for ``client`` and ``project``.
-
-    Rows are column values, not ORM objects: building a mapped object costs about as much as the
-    whole request's plan for a small request, and the writer inserts them in one executemany."""
-
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    client: str = ""
-    project: str = ""
-    tools: dict[str, list[int]] = field(default_factory=dict)
-    seen_at: datetime | None = None
-    #: the entry's id (32 hex characters, ``uuid4``), in its rows' ``entry_id`` column and its
-    #: journal line (:mod:`headroom_core.ledger_journal`)
-    id: str = field(default_factory=lambda: uuid.uuid4().hex)
-
-    def add(self, row: dict[str, Any]) -> None:
-        """Queue ``row`` (the values of one ``request_outcomes`` row) with this entry."""
-        row["entry_id"] = self.id
-        self.rows.append(row)
 
 
 def write_entries(sessions: sessionmaker[Session], entries: Iterable[Entry]) -> None:
@@ -281,8 +255,6 @@ class LedgerWriter:
         nothing: a segment that cannot be written is logged and kept for a later start."""
         if self._journal is None:
             return 0
-        from headroom_core.ledger_journal import orphans  # it imports Entry from here
-
         written = 0
         for o in orphans(self._journal.directory):
             try:
@@ -333,8 +305,6 @@ class LedgerWriter:
     def _recover_each(self, path: Any, entries: list[Entry]) -> int:
         """Write ``entries`` one transaction each; those the database refuses are moved aside
         to ``<segment>.bad`` (logged) so they never hold up the others. The number written."""
-        from headroom_core.ledger_journal import encode
-
         written, bad = 0, []
         for e in entries:
             try:

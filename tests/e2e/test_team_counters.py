@@ -21,7 +21,8 @@ from headroom_core.learn.rules import Rule
 from headroom_core.learn.steps import Step
 from headroom_core.learn.store import LearnStore
 from headroom_core.ledger import _count_tools
-from headroom_core.ledger_writer import Entry, write_entries
+from headroom_core.ledger_entry import Entry
+from headroom_core.ledger_writer import write_entries
 
 THREADS = 8
 ROUNDS = 25

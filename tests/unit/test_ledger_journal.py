@@ -17,7 +17,8 @@ import headroom_core.ledger_writer as lw
 from headroom_core.db.engine import open_database
 from headroom_core.db.models import RequestOutcome, ToolUsage
 from headroom_core.ledger_journal import LedgerJournal, decode, encode, orphans
-from headroom_core.ledger_writer import Entry, LedgerWriter, write_entries
+from headroom_core.ledger_entry import Entry
+from headroom_core.ledger_writer import LedgerWriter, write_entries
 
 WHEN = datetime(2026, 12, 2, 3, 4, 5, 678901)
 
