@@ -3,10 +3,21 @@ counts, as the ledger writer commits them and the ledger journal keeps them."""
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+#: Entry ids: 20 random hex characters per process (``uuid4``), then a 12-digit hex counter: as
+#: unique as a ``uuid4`` per entry, without a system call per request.
+_PREFIX = uuid.uuid4().hex[:20]
+_COUNTER = itertools.count()
+
+
+def new_entry_id() -> str:
+    """A fresh entry id: 32 hex characters, unique across processes and restarts."""
+    return f"{_PREFIX}{next(_COUNTER):012x}"
 
 
 @dataclass
@@ -23,9 +34,9 @@ class Entry:
     project: str = ""
     tools: dict[str, list[int]] = field(default_factory=dict)
     seen_at: datetime | None = None
-    #: the entry's id (32 hex characters, ``uuid4``), in its rows' ``entry_id`` column and its
-    #: journal line (:mod:`headroom_core.ledger_journal`)
-    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    #: the entry's id (32 hex characters, :func:`new_entry_id`), in its rows' ``entry_id`` column
+    #: and its journal line (:mod:`headroom_core.ledger_journal`)
+    id: str = field(default_factory=new_entry_id)
 
     def add(self, row: dict[str, Any]) -> None:
         """Queue ``row`` (the values of one ``request_outcomes`` row) with this entry."""
