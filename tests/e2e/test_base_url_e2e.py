@@ -76,6 +76,18 @@ def _ledger_rows(home: Path, expect: int) -> int:
     return n
 
 
+def _settled_rows(home: Path) -> int:
+    """The ledger rows once earlier answers' rows are all committed (the count unchanged for
+    half a second: they are committed within milliseconds of their answers)."""
+    n, same_since = _ledger_rows(home, 0), time.monotonic()
+    while time.monotonic() - same_since < 0.5:
+        time.sleep(0.1)
+        m = _ledger_rows(home, 0)
+        if m != n:
+            n, same_since = m, time.monotonic()
+    return n
+
+
 def test_anthropic_sdk_with_base_url(base_proxy, upstream):
     import anthropic
 
@@ -107,7 +119,7 @@ def test_api_call_to_the_proxy_port_gets_provider_error_and_is_not_recorded(base
     import openai
 
     port = base_proxy["port"]
-    before = _ledger_rows(base_proxy["home"], 0)
+    before = _settled_rows(base_proxy["home"])  # the earlier tests' requests on this proxy
     a = anthropic.Anthropic(base_url=f"http://127.0.0.1:{port}", api_key="test-key", max_retries=0, http_client=httpx.Client(trust_env=False, timeout=60))
     with pytest.raises(anthropic.BadRequestError) as ai:
         a.messages.create(model="claude-sonnet-4-5", max_tokens=10, messages=[{"role": "user", "content": "x" * 5000}])
