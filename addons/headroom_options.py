@@ -81,8 +81,17 @@ def _warm_up(rt: Runtime) -> None:
         rt.sealer
         rt.extensions
         rt.counter.count("warm up")
-        rt.ledger.recover()  # what a killed proxy answered but had not committed
+        _recover_ledger(rt)
         freeze_long_lived("the warm-up")  # full collections stop walking what lives as long as the process
         logging.info("headroom: ready (database, secret key and vocabulary loaded)")
     except Exception:  # noqa: BLE001 - requests will fail open and log it again
         logging.exception("headroom: warm-up failed (database or tokenizer); traffic passes unchanged until it works")
+
+
+def _recover_ledger(rt: Runtime) -> None:
+    """Write what a killed proxy answered but had not committed (the ledger journal); a failure
+    is logged as the ledger's and never stops the start."""
+    try:
+        rt.ledger.recover()
+    except Exception:  # noqa: BLE001 - the proxy runs on; the journal stays for a later start
+        logging.exception("headroom: the ledger journal of a stopped proxy could not be written")

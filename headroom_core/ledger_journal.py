@@ -32,6 +32,7 @@ import fcntl
 import json
 import logging
 import os
+import stat
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -60,8 +61,9 @@ def encode(entry: Entry) -> bytes:
 
 
 def decode(line: bytes) -> Entry:
-    """The :class:`Entry` of a journal line. Raises ``ValueError`` (and its ``json`` subclass),
-    ``KeyError`` or ``TypeError`` on a line that is not one."""
+    """The :class:`Entry` of a journal line. Raises on a line that is not one: ``ValueError``
+    (and its ``json`` subclass), ``KeyError``, ``TypeError``, ``AttributeError``, and
+    ``RecursionError`` or ``OverflowError`` from ``json`` (nesting too deep, ``Infinity``)."""
     d = json.loads(line)
     rows = [{k: (datetime.fromisoformat(v) if k in _DATETIME_COLUMNS and isinstance(v, str) else v) for k, v in r.items()} for r in d["rows"]]
     seen = d.get("seen_at")
@@ -177,13 +179,18 @@ def _remove(path: Path, fd: int) -> None:
 @dataclass
 class Orphan:
     """A segment left by a process that ended (nobody holds its lock; this process does now):
-    its ``entries`` (unreadable lines skipped and counted in ``skipped``). :meth:`remove` once
-    its entries are in the database."""
+    its ``entries``, each id once, and the ``unreadable`` lines (kept aside by the writer, never
+    deleted). :meth:`remove` once its entries are in the database."""
 
     path: Path
     fd: int
     entries: list[Entry] = field(default_factory=list)
-    skipped: int = 0
+    unreadable: list[bytes] = field(default_factory=list)
+
+    @property
+    def skipped(self) -> int:
+        """How many lines could not be read."""
+        return len(self.unreadable)
 
     def remove(self) -> None:
         """Delete the segment and release it."""
@@ -194,36 +201,60 @@ class Orphan:
         os.close(self.fd)
 
 
+#: Longest journal line read back (bytes): a ledger line is a few KB; longer is not one.
+MAX_LINE_BYTES = 16 << 20
+
+
 def orphans(directory: Path) -> Iterator[Orphan]:
     """The segments in ``directory`` no living process holds, each locked by this process
-    while the caller handles it (:meth:`Orphan.remove` or :meth:`Orphan.release`). Missing
-    folder: none."""
+    while the caller handles it (:meth:`Orphan.remove` or :meth:`Orphan.release`). Only regular
+    files are read (not a symbolic link, FIFO or device named like a segment: skipped with a
+    warning); a line longer than :data:`MAX_LINE_BYTES` or not an entry is unreadable. Missing
+    folder: none. Raises nothing."""
     try:
         paths = sorted(Path(directory).glob(f"*{_SUFFIX}"))
     except OSError:
         return
     for path in paths:
         try:
-            fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
-        except OSError:
-            continue  # removed meanwhile
+            # O_NONBLOCK: a FIFO named like a segment must not block the start; O_NOFOLLOW: nor a
+            # link to a device
+            fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        except OSError as e:
+            if path.exists() or path.is_symlink():
+                log.warning("headroom: ledger journal %s skipped: %s", path, e)
+            continue  # else removed meanwhile
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            log.warning("headroom: ledger journal %s skipped: not a regular file", path)
+            continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)  # a living process's
             continue
         o = Orphan(path, fd)
+        seen: set[str] = set()
         try:
             with os.fdopen(os.dup(fd), "rb") as f:
-                for line in f:
+                while line := f.readline(MAX_LINE_BYTES + 1):
+                    if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+                        while (rest := f.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
+                            pass  # the rest of an overlong line
+                        o.unreadable.append(line[:1024] + b" [cut]\n")
+                        continue
                     if not line.strip():
                         continue
                     try:
-                        o.entries.append(decode(line))
-                    except (ValueError, KeyError, TypeError, AttributeError):
-                        o.skipped += 1
-        except OSError as e:
-            log.warning("headroom: ledger journal %s unreadable: %s", path, e)
+                        entry = decode(line)
+                    except Exception:  # noqa: BLE001 - any malformed line: kept aside
+                        o.unreadable.append(line if line.endswith(b"\n") else line + b"\n")
+                        continue
+                    if entry.id not in seen:  # the same line twice (a copied file): one entry
+                        seen.add(entry.id)
+                        o.entries.append(entry)
+        except OSError as err:
+            log.warning("headroom: ledger journal %s unreadable: %s", path, err)
             o.release()
             continue
         yield o

@@ -53,6 +53,13 @@ def write_entries(sessions: sessionmaker[Session], entries: Iterable[Entry]) -> 
         _add_counts(s, _merged_counts(entries))
 
 
+def _set_aside(path: Any, lines: list[bytes]) -> None:
+    """Append ``lines`` to ``<path>.bad`` (owner-only). Raises ``OSError``."""
+    fd = os.open(f"{path}.bad", os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "ab") as f:
+        f.write(b"".join(lines))
+
+
 def _missing(sessions: sessionmaker[Session], entries: list[Entry]) -> list[Entry]:
     """Those of ``entries`` none of whose rows is in ``request_outcomes`` (by ``entry_id``; an
     entry's rows are committed in one transaction). Raises SQLAlchemy's errors."""
@@ -251,26 +258,39 @@ class LedgerWriter:
     def recover(self) -> int:
         """Write the journaled entries of processes that ended (``kill -9``, a failed commit)
         that the database lacks (by ``entry_id``), rows and counts, and delete their segments;
-        the number of entries written. Called once at start-up, off the event loop. Raises
-        nothing: a segment that cannot be written is logged and kept for a later start."""
+        the number of entries written. Entries the database refuses and lines that are not
+        entries are kept in ``<segment>.bad`` (logged). Called once at start-up, off the event
+        loop. Raises nothing: a segment that cannot be written is logged and kept for a later
+        start."""
         if self._journal is None:
             return 0
         written = 0
+        seen: set[str] = set()  # an entry in two segments (a copied file) is written once
         for o in orphans(self._journal.directory):
             try:
-                missing = _missing(self._sessions, o.entries)
+                missing = [e for e in _missing(self._sessions, o.entries) if e.id not in seen]
                 if missing:
                     write_entries(self._sessions, missing)
+                seen.update(e.id for e in missing)
                 written += len(missing)
+                bad: list[Entry] = []
             except OperationalError:  # the database is unavailable: all kept for a later start
                 log.exception("headroom: ledger journal %s could not be written; kept", o.path)
                 o.release()
                 continue
             except Exception:  # noqa: BLE001 - some entry the database refuses: each on its own
-                written += self._recover_each(o.path, missing)
+                n, bad = self._write_each(o.path, missing)
+                seen.update(e.id for e in missing if e not in bad)
+                written += n
+            if bad or o.unreadable:
+                try:
+                    _set_aside(o.path, [encode(e) for e in bad] + o.unreadable)
+                except Exception:  # noqa: BLE001 - nothing is deleted that is not kept elsewhere
+                    log.exception("headroom: ledger journal %s: could not set lines aside; kept", o.path)
+                    o.release()
+                    continue
+                log.warning("headroom: ledger journal %s: %d lines not written (%d unreadable, %d refused), kept in %s.bad", o.path, len(bad) + o.skipped, o.skipped, len(bad), o.path)
             o.remove()
-            if o.skipped:
-                log.warning("headroom: ledger journal %s: %d unreadable lines skipped", o.path, o.skipped)
         if written:
             log.info("headroom: %d answered requests written to the ledger from the journal of a stopped proxy", written)
         return written
@@ -302,22 +322,18 @@ class LedgerWriter:
             self._journal.close()
         return ok
 
-    def _recover_each(self, path: Any, entries: list[Entry]) -> int:
-        """Write ``entries`` one transaction each; those the database refuses are moved aside
-        to ``<segment>.bad`` (logged) so they never hold up the others. The number written."""
+    def _write_each(self, path: Any, entries: list[Entry]) -> tuple[int, list[Entry]]:
+        """Write ``entries`` one transaction each: ``(how many were written, those the
+        database refused)``, each refusal logged."""
         written, bad = 0, []
         for e in entries:
             try:
                 write_entries(self._sessions, [e])
                 written += 1
             except Exception as err:  # noqa: BLE001 - set aside, with its reason in the log
-                log.error("headroom: ledger journal %s: entry %s refused by the database (%s); kept in %s.bad", path, e.id, err, path)
+                log.error("headroom: ledger journal %s: entry %s refused by the database (%s)", path, e.id, err)
                 bad.append(e)
-        if bad:
-            fd = os.open(f"{path}.bad", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-            with os.fdopen(fd, "ab") as f:
-                f.write(b"".join(encode(e) for e in bad))
-        return written
+        return written, bad
 
     def _run(self) -> None:
         counts_due: float | None = None  # when the held counts are written

@@ -132,19 +132,49 @@ def test_a_living_process_segment_is_left_alone(db, tmp_path):
         living.close()
 
 
-def test_an_unreadable_line_is_skipped_and_the_rest_written(db, tmp_path):
+def test_lines_that_are_not_entries_are_kept_aside_and_the_rest_written(db, tmp_path, monkeypatch):
+    """A torn line, a line nested past the parser's recursion limit, a number JSON reads as
+    infinity and a line longer than any entry (its first KB): each kept in ``<segment>.bad``,
+    the entries around them written, the same entry twice (a copied line) once."""
+    import headroom_core.ledger_journal as lj
+
+    monkeypatch.setattr(lj, "MAX_LINE_BYTES", 4096)
     d = tmp_path / "journal"
     dead = LedgerJournal(d)
-    dead.append(_entry(0))
-    os.write(dead._seg.fd, b'{"id": "torn", "rows": [\n')
+    first = _entry(0)
+    odd = [b'{"id": "torn", "rows": [\n', b"[" * 100_000 + b"\n", b'{"id":"x","tools":{"R":[Infinity,0]},"rows":[]}\n']
+    dead.append(first)
+    for line in odd:
+        os.write(dead._seg.fd, line)
+    os.write(dead._seg.fd, encode(first))  # the same entry again
+    os.write(dead._seg.fd, b"y" * 10_000 + b"\n")  # overlong
     dead.append(_entry(1))
+    path = dead._seg.path
     os.close(dead._seg.fd)
-    (o,) = list(orphans(d))
-    assert (len(o.entries), o.skipped) == (2, 1)
-    o.release()
     w = LedgerWriter(db, journal=LedgerJournal(d))
     try:
         assert w.recover() == 2 and [m for m, _ in _rows(db)] == ["m0", "m1"]
+        kept = path.with_name(path.name + ".bad").read_bytes().splitlines(keepends=True)
+        assert kept == [odd[0], b"[" * 1024 + b" [cut]\n", odd[2], b"y" * 1024 + b" [cut]\n"]  # as read; overlong: the first KB
+        assert not path.exists()
+    finally:
+        w.close(10)
+
+
+def test_what_is_not_a_regular_file_is_skipped(db, tmp_path):
+    """A FIFO, a link to a device and a folder named like a segment neither block the start,
+    nor are read, nor deleted; a real segment beside them is written."""
+    d = tmp_path / "journal"
+    dead = LedgerJournal(d)
+    dead.append(_entry(5))
+    os.close(dead._seg.fd)
+    os.mkfifo(d / "fifo.jsonl")
+    (d / "zero.jsonl").symlink_to("/dev/zero")
+    (d / "dir.jsonl").mkdir()
+    w = LedgerWriter(db, journal=LedgerJournal(d))
+    try:
+        assert w.recover() == 1 and [m for m, _ in _rows(db)] == ["m5"]
+        assert all((d / n).exists() or (d / n).is_symlink() for n in ("fifo.jsonl", "zero.jsonl", "dir.jsonl"))
     finally:
         w.close(10)
 
