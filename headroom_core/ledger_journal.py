@@ -66,6 +66,8 @@ def decode(line: bytes) -> Entry:
     ``RecursionError`` or ``OverflowError`` from ``json`` (nesting too deep, ``Infinity``)."""
     d = json.loads(line)
     rows = [{k: (datetime.fromisoformat(v) if k in _DATETIME_COLUMNS and isinstance(v, str) else v) for k, v in r.items()} for r in d["rows"]]
+    if not rows:
+        raise ValueError("an entry without a row")
     seen = d.get("seen_at")
     tools = {str(k): [int(o), int(c)] for k, (o, c) in d.get("tools", {}).items()}
     return Entry(rows, str(d.get("client", "")), str(d.get("project", "")), tools, datetime.fromisoformat(seen) if seen else None, id=str(d["id"]))
@@ -203,6 +205,8 @@ class Orphan:
 
 #: Longest journal line read back (bytes): a ledger line is a few KB; longer is not one.
 MAX_LINE_BYTES = 16 << 20
+#: Largest segment read back (bytes): a segment rotates past 4 MB; a larger file is not one.
+MAX_SEGMENT_BYTES = 1 << 30
 
 
 def orphans(directory: Path) -> Iterator[Orphan]:
@@ -220,13 +224,20 @@ def orphans(directory: Path) -> Iterator[Orphan]:
             # O_NONBLOCK: a FIFO named like a segment must not block the start; O_NOFOLLOW: nor a
             # link to a device
             fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            continue  # removed meanwhile
         except OSError as e:
-            if path.exists() or path.is_symlink():
-                log.warning("headroom: ledger journal %s skipped: %s", path, e)
-            continue  # else removed meanwhile
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            log.warning("headroom: ledger journal %s skipped: %s", path, e)
+            continue
+        try:
+            st = os.fstat(fd)
+        except OSError as e:
+            st = None
+            log.warning("headroom: ledger journal %s skipped: %s", path, e)
+        if st is None or not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SEGMENT_BYTES:
             os.close(fd)
-            log.warning("headroom: ledger journal %s skipped: not a regular file", path)
+            if st is not None:
+                log.warning("headroom: ledger journal %s skipped: %s", path, "not a regular file" if not stat.S_ISREG(st.st_mode) else f"{st.st_size} bytes, larger than any segment")
             continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -25,6 +25,7 @@ import functools
 import logging
 import os
 import queue
+import stat
 from concurrent.futures import Future
 import threading
 import time
@@ -54,9 +55,12 @@ def write_entries(sessions: sessionmaker[Session], entries: Iterable[Entry]) -> 
 
 
 def _set_aside(path: Any, lines: list[bytes]) -> None:
-    """Append ``lines`` to ``<path>.bad`` (owner-only). Raises ``OSError``."""
-    fd = os.open(f"{path}.bad", os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    """Append ``lines`` to ``<path>.bad`` (owner-only, a regular file: a FIFO or link there is
+    refused, never waited on). Raises ``OSError``."""
+    fd = os.open(f"{path}.bad", os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0), 0o600)
     with os.fdopen(fd, "ab") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path}.bad is not a regular file")
         f.write(b"".join(lines))
 
 
@@ -269,6 +273,11 @@ class LedgerWriter:
         for o in orphans(self._journal.directory):
             try:
                 missing = [e for e in _missing(self._sessions, o.entries) if e.id not in seen]
+            except Exception:  # noqa: BLE001 - the database cannot say what it has: all kept
+                log.exception("headroom: ledger journal %s could not be checked; kept", o.path)
+                o.release()
+                continue
+            try:
                 if missing:
                     write_entries(self._sessions, missing)
                 seen.update(e.id for e in missing)
@@ -279,7 +288,12 @@ class LedgerWriter:
                 o.release()
                 continue
             except Exception:  # noqa: BLE001 - some entry the database refuses: each on its own
-                n, bad = self._write_each(o.path, missing)
+                try:
+                    n, bad = self._write_each(o.path, missing)
+                except OperationalError:  # unavailable meanwhile: the rest next start (by entry_id)
+                    log.exception("headroom: ledger journal %s could not be written; kept", o.path)
+                    o.release()
+                    continue
                 seen.update(e.id for e in missing if e not in bad)
                 written += n
             if bad or o.unreadable:
@@ -324,12 +338,15 @@ class LedgerWriter:
 
     def _write_each(self, path: Any, entries: list[Entry]) -> tuple[int, list[Entry]]:
         """Write ``entries`` one transaction each: ``(how many were written, those the
-        database refused)``, each refusal logged."""
+        database refused)``, each refusal logged. Raises ``OperationalError`` (the database
+        unavailable: not a refusal)."""
         written, bad = 0, []
         for e in entries:
             try:
                 write_entries(self._sessions, [e])
                 written += 1
+            except OperationalError:
+                raise
             except Exception as err:  # noqa: BLE001 - set aside, with its reason in the log
                 log.error("headroom: ledger journal %s: entry %s refused by the database (%s)", path, e.id, err)
                 bad.append(e)

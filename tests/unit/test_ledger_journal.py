@@ -292,3 +292,74 @@ def test_without_a_journal_the_future_waits_for_the_commit(db):
         assert _rows(db) == [("m3", e.id)]
     finally:
         w.close(10)
+
+
+def _dead_segment(d, *entries: Entry):
+    dead = LedgerJournal(d)
+    for e in entries:
+        dead.append(e)
+    os.close(dead._seg.fd)
+    return dead._seg.path
+
+
+def test_a_database_that_cannot_say_what_it_has_keeps_every_segment(db, tmp_path, monkeypatch):
+    """The lookup of what the database has fails (not the usual "unavailable" error): every
+    segment is kept as it was, nothing is written twice, and a later start writes all."""
+    from sqlalchemy.exc import DatabaseError
+
+    d = tmp_path / "journal"
+    first, second = _dead_segment(d, _entry(1)), _dead_segment(d, _entry(2))
+
+    def broken(*a):
+        raise DatabaseError("SELECT", {}, Exception("database disk image is malformed"))
+
+    monkeypatch.setattr(lw, "_missing", broken)
+    w = LedgerWriter(db, journal=LedgerJournal(d))
+    try:
+        assert w.recover() == 0 and _rows(db) == [] and first.exists() and second.exists()
+        monkeypatch.undo()
+        assert w.recover() == 2 and sorted(m for m, _ in _rows(db)) == ["m1", "m2"]
+    finally:
+        w.close(10)
+
+
+def test_a_database_lost_midway_keeps_the_segment_not_in_bad(db, tmp_path, monkeypatch):
+    """One entry is refused, so the entries are written one by one; the database then becomes
+    unavailable: the segment is kept whole (nothing goes to ``.bad`` for being unlucky), and
+    the next start writes each entry once."""
+    d = tmp_path / "journal"
+    odd = _entry(2)
+    odd.rows[0]["dialect"] = None
+    path = _dead_segment(d, _entry(1), odd, _entry(3))
+    real, calls = lw.write_entries, []
+
+    def flaky(sessions, entries):
+        calls.append(len(entries))
+        if len(calls) == 3:  # the batch, the first on its own, then: gone
+            raise OperationalError("INSERT", {}, Exception("database is locked"))
+        return real(sessions, entries)
+
+    monkeypatch.setattr(lw, "write_entries", flaky)
+    w = LedgerWriter(db, journal=LedgerJournal(d))
+    try:
+        assert w.recover() == 0 and path.exists() and not path.with_name(path.name + ".bad").exists()
+        assert [m for m, _ in _rows(db)] == ["m1"]
+        monkeypatch.undo()
+        assert w.recover() == 1 and sorted(m for m, _ in _rows(db)) == ["m1", "m3"]  # m1 not twice
+        assert path.with_name(path.name + ".bad").exists() and not path.exists()
+    finally:
+        w.close(10)
+
+
+def test_a_fifo_where_the_bad_file_goes_never_blocks_the_start(db, tmp_path):
+    d = tmp_path / "journal"
+    odd = _entry(2)
+    odd.rows[0]["dialect"] = None
+    path = _dead_segment(d, _entry(1), odd)
+    os.mkfifo(path.with_name(path.name + ".bad"))
+    w = LedgerWriter(db, journal=LedgerJournal(d))
+    try:
+        assert w.recover() == 1 and [m for m, _ in _rows(db)] == ["m1"]
+        assert path.exists()  # the refused entry had nowhere to go: its segment is kept
+    finally:
+        w.close(10)
