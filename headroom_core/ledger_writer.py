@@ -72,7 +72,7 @@ def _missing(sessions: sessionmaker[Session], entries: list[Entry]) -> list[Entr
     with sessions() as s:
         for i in range(0, len(ids), 500):
             have.update(s.scalars(select(RequestOutcome.entry_id).where(RequestOutcome.entry_id.in_(ids[i : i + 500]))))
-    return [e for e in entries if e.id not in have and e.rows]
+    return [e for e in entries if e.id not in have]
 
 
 def write_rows(sessions: sessionmaker[Session], entries: Iterable[Entry]) -> None:
@@ -272,38 +272,15 @@ class LedgerWriter:
         seen: set[str] = set()  # an entry in two segments (a copied file) is written once
         for o in orphans(self._journal.directory):
             try:
-                missing = [e for e in _missing(self._sessions, o.entries) if e.id not in seen]
-            except Exception:  # noqa: BLE001 - the database cannot say what it has: all kept
-                log.exception("headroom: ledger journal %s could not be checked; kept", o.path)
-                o.release()
-                continue
-            try:
-                if missing:
-                    write_entries(self._sessions, missing)
-                seen.update(e.id for e in missing)
-                written += len(missing)
-                bad: list[Entry] = []
-            except OperationalError:  # the database is unavailable: all kept for a later start
-                log.exception("headroom: ledger journal %s could not be written; kept", o.path)
-                o.release()
-                continue
-            except Exception:  # noqa: BLE001 - some entry the database refuses: each on its own
-                try:
-                    n, bad = self._write_each(o.path, missing)
-                except OperationalError:  # unavailable meanwhile: the rest next start (by entry_id)
-                    log.exception("headroom: ledger journal %s could not be written; kept", o.path)
-                    o.release()
-                    continue
-                seen.update(e.id for e in missing if e not in bad)
-                written += n
-            if bad or o.unreadable:
-                try:
+                n, bad = self._recover_segment(o.path, o.entries, seen)
+                written += n  # in the database, whatever happens to the segment
+                if bad or o.unreadable:
                     _set_aside(o.path, [encode(e) for e in bad] + o.unreadable)
-                except Exception:  # noqa: BLE001 - nothing is deleted that is not kept elsewhere
-                    log.exception("headroom: ledger journal %s: could not set lines aside; kept", o.path)
-                    o.release()
-                    continue
-                log.warning("headroom: ledger journal %s: %d lines not written (%d unreadable, %d refused), kept in %s.bad", o.path, len(bad) + o.skipped, o.skipped, len(bad), o.path)
+                    log.warning("headroom: ledger journal %s: %d lines not written (%d unreadable, %d refused), kept in %s.bad", o.path, len(bad) + o.skipped, o.skipped, len(bad), o.path)
+            except Exception:  # noqa: BLE001 - the database unavailable, or .bad unwritable: all kept
+                log.exception("headroom: ledger journal %s could not be written; kept for a later start", o.path)
+                o.release()
+                continue
             o.remove()
         if written:
             log.info("headroom: %d answered requests written to the ledger from the journal of a stopped proxy", written)
@@ -336,21 +313,29 @@ class LedgerWriter:
             self._journal.close()
         return ok
 
-    def _write_each(self, path: Any, entries: list[Entry]) -> tuple[int, list[Entry]]:
-        """Write ``entries`` one transaction each: ``(how many were written, those the
-        database refused)``, each refusal logged. Raises ``OperationalError`` (the database
-        unavailable: not a refusal)."""
-        written, bad = 0, []
-        for e in entries:
-            try:
-                write_entries(self._sessions, [e])
-                written += 1
-            except OperationalError:
-                raise
-            except Exception as err:  # noqa: BLE001 - set aside, with its reason in the log
-                log.error("headroom: ledger journal %s: entry %s refused by the database (%s)", path, e.id, err)
-                bad.append(e)
-        return written, bad
+    def _recover_segment(self, path: Any, entries: list[Entry], seen: set[str]) -> tuple[int, list[Entry]]:
+        """Write those of a segment's ``entries`` the database lacks and ``seen`` does not hold,
+        in one transaction, else one transaction each: ``(how many were written, those the
+        database refused)``; ``seen`` gets the written ids. Raises ``OperationalError`` (the
+        database unavailable: not a refusal) and any error of the lookup."""
+        missing = [e for e in _missing(self._sessions, entries) if e.id not in seen]
+        bad: list[Entry] = []
+        try:
+            if missing:
+                write_entries(self._sessions, missing)
+        except OperationalError:
+            raise
+        except Exception:  # noqa: BLE001 - some entry the database refuses: each on its own
+            for e in missing:
+                try:
+                    write_entries(self._sessions, [e])
+                except OperationalError:
+                    raise
+                except Exception as err:  # noqa: BLE001 - set aside, with its reason in the log
+                    log.error("headroom: ledger journal %s: entry %s refused by the database (%s)", path, e.id, err)
+                    bad.append(e)
+        seen.update(e.id for e in missing if e not in bad)
+        return len(missing) - len(bad), bad
 
     def _run(self) -> None:
         counts_due: float | None = None  # when the held counts are written

@@ -18,6 +18,7 @@ from headroom_core.ccr.store import OriginalsStore
 from headroom_core.compress.tokens import TokenCounter
 from headroom_core.compress.tools_step import ToolsMinifier
 from headroom_core.compress.worker import CompressWorker
+from headroom_core.ledger_journal import LedgerJournal
 from headroom_core.ledger_writer import LedgerWriter
 from headroom_core.db.engine import open_database
 from headroom_core.db.sealed import Sealer, load_secret, secret_path
@@ -49,8 +50,6 @@ class Runtime:
         """The background writer of ledger rows (its thread starts on first use), journaling
         into ``<home>/ledger-journal`` (:mod:`headroom_core.ledger_journal`); without a journal
         (the folder cannot be written) answers wait for their rows' commits."""
-        from headroom_core.ledger_journal import LedgerJournal
-
         try:
             journal: LedgerJournal | None = LedgerJournal(Path(self.settings.home) / "ledger-journal")
         except OSError as e:
