@@ -26,7 +26,8 @@ project root. Not a test: it asserts nothing, it prints tables.
 3. **Throughput.** Small Messages requests (a 1 KB body) at concurrency 32 (32 agents, each
    its own key and conversation) through plain mitmdump (its defaults, and with every body
    streamed) and through the addon: requests per second, the ratios, and the proxy's CPU
-   milliseconds per request (steadier than req/s on a shared machine).
+   milliseconds per request (steadier than req/s on a shared machine). For scale, mitmdump with
+   two reference addons (``bench/reference_addons/``): an empty async hook, and one thread hop.
 """
 
 from __future__ import annotations
@@ -220,6 +221,10 @@ def _cpu_seconds(pid: int) -> float:
 _PLAIN = ("plain mitmdump", None, None)
 _PLAIN_STREAM = ("plain mitmdump, bodies streamed", None, {"stream_large_bodies": "1"})
 _ADDON = ("mitmdump -s headroom", ADDON_SCRIPT, None)
+_REFERENCE = REPO / "bench" / "reference_addons"
+#: What any addon pays, for scale: an async hook that does nothing, and one that awaits a thread
+_EMPTY_ASYNC = ("plain mitmdump + an empty async hook", str(_REFERENCE / "empty_async_hook.py"), None)
+_ONE_HOP = ("plain mitmdump + one thread hop", str(_REFERENCE / "one_thread_hop.py"), None)
 
 
 def throughput(n: int, console: Console) -> None:
@@ -227,12 +232,15 @@ def throughput(n: int, console: Console) -> None:
     defaults, and with every body streamed), the addon, twice each, interleaved. Each of the 32
     clients is its own agent (its own API key and conversation), sending its request again and
     again. Also the proxy's CPU milliseconds per request: on a shared machine req/s swings with
-    the neighbours, CPU per request much less."""
+    the neighbours, CPU per request much less. For scale, two reference addons run too: an async
+    request hook that does nothing, and one that awaits a call that does nothing in a worker
+    thread (the least an addon pays that keeps blocking work off the event loop)."""
     rows = []
     with Upstream() as up:
-        for label, script, options in (_PLAIN, _ADDON, _PLAIN_STREAM, _PLAIN, _ADDON, _PLAIN_STREAM):
+        runs = (_PLAIN, _ADDON, _PLAIN_STREAM, _EMPTY_ASYNC, _ONE_HOP)
+        for label, script, options in runs + runs:
             with MitmProxy(script, options=options) as px:
-                if script is not None:
+                if script == ADDON_SCRIPT:
                     px.wait_for_log(r"headroom: database", timeout=120)
                     _wait_warm(px)
                 errors = 0
