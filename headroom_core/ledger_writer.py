@@ -146,7 +146,7 @@ def _add_counts(s: Session, counts: dict[tuple[str, str, str], list]) -> None:
                         row.offered += v["offered"]
                         row.called += v["called"]
                         row.offered_since_called = v["offered_since_called"] if v["called"] else (row.offered_since_called or 0) + v["offered_since_called"]
-                        row.last_seen_at = v["last_seen_at"]
+                        row.last_seen_at = max((t for t in (row.last_seen_at, v["last_seen_at"]) if t is not None), default=None)
                     s.flush()
                 break
             except IntegrityError:
@@ -156,7 +156,8 @@ def _add_counts(s: Session, counts: dict[tuple[str, str, str], list]) -> None:
 @functools.cache
 def _upsert(dialect: str) -> Any:
     """The ``tool_usage`` counter upsert of ``dialect`` (``"sqlite"`` or ``"postgresql"``), with
-    a bound parameter per column: executed with a list of rows."""
+    a bound parameter per column: executed with a list of rows. ``last_seen_at`` never moves
+    back (SQLite's two-argument ``max``, PostgreSQL's ``GREATEST``)."""
     from sqlalchemy.dialects import postgresql, sqlite
 
     T = cast(Table, ToolUsage.__table__)  # typed FromClause on a mapped class; it is the Table
@@ -171,7 +172,12 @@ def _upsert(dialect: str) -> Any:
                 (stmt.excluded.called > 0, stmt.excluded.offered_since_called),
                 else_=func.coalesce(T.c.offered_since_called, 0) + stmt.excluded.offered_since_called,
             ),
-            "last_seen_at": stmt.excluded.last_seen_at,
+            # the later of the two: an entry recovered after a crash may be older than the row
+            "last_seen_at": (
+                func.max(func.coalesce(T.c.last_seen_at, stmt.excluded.last_seen_at), func.coalesce(stmt.excluded.last_seen_at, T.c.last_seen_at))
+                if dialect == "sqlite"
+                else func.greatest(T.c.last_seen_at, stmt.excluded.last_seen_at)
+            ),
         },
     )
 

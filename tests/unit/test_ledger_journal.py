@@ -363,3 +363,21 @@ def test_a_fifo_where_the_bad_file_goes_never_blocks_the_start(db, tmp_path):
         assert path.exists()  # the refused entry had nowhere to go: its segment is kept
     finally:
         w.close(10)
+
+
+def test_an_older_entry_written_later_never_moves_last_seen_back(sessions):
+    """A journal recovered after a crash may hold entries older than rows already written: the
+    tool counts add up, and ``last_seen_at`` stays the latest (both databases' upserts)."""
+    newer, older = _entry(1), _entry(2)
+    newer.seen_at = datetime(2026, 12, 2, 4, 0, 0, 123456)
+    older.seen_at = datetime(2026, 12, 1, 23, 59, 59, 999999)
+    write_entries(sessions, [newer])
+    write_entries(sessions, [older])
+    with sessions() as s:
+        rows = {r.tool_name: (r.offered, r.called, r.last_seen_at) for r in s.scalars(select(ToolUsage))}
+    assert rows == {"Read": (2, 2, newer.seen_at), "Write": (2, 0, newer.seen_at)}
+    later = _entry(3)
+    later.seen_at = datetime(2026, 12, 2, 5, 0, 0, 1)
+    write_entries(sessions, [later])  # a later one still moves it on
+    with sessions() as s:
+        assert {r.last_seen_at for r in s.scalars(select(ToolUsage))} == {later.seen_at}
