@@ -146,7 +146,8 @@ def _add_counts(s: Session, counts: dict[tuple[str, str, str], list]) -> None:
                         row.offered += v["offered"]
                         row.called += v["called"]
                         row.offered_since_called = v["offered_since_called"] if v["called"] else (row.offered_since_called or 0) + v["offered_since_called"]
-                        row.last_seen_at = max((t for t in (row.last_seen_at, v["last_seen_at"]) if t is not None), default=None)
+                        if v["last_seen_at"] is not None and (row.last_seen_at is None or v["last_seen_at"] > row.last_seen_at):
+                            row.last_seen_at = v["last_seen_at"]
                     s.flush()
                 break
             except IntegrityError:
