@@ -183,6 +183,10 @@ def _upsert(dialect: str) -> Any:
     )
 
 
+#: At most this many entries whose commit failed are held in memory to be written again (~1 KB
+#: each); the lines of any more stay in the journal for the next start.
+RETRY_KEEP = 10_000
+
 #: Queued by :meth:`LedgerWriter.flush`: write the counts held back now.
 _FLUSH = "flush"
 
@@ -200,8 +204,11 @@ class LedgerWriter:
     costs 200 counter upserts (~10 ms of the GIL) per write, which its answer no longer waits
     for, and under load one write counts many requests. A killed proxy may lose the counts of its
     last ``counts_seconds``, never an answered request's row. A failed commit is retried
-    (``retries`` times, backing off from 0.1 s) and then logged and dropped: the ledger never
-    holds up traffic. :meth:`flush` waits until everything submitted so far is committed, counts
+    (``retries`` times, backing off from 0.1 s) and then logged: the ledger never holds up
+    traffic. A journaled entry's line stays, and the entry is written again every
+    ``retry_seconds`` until the database takes it (each once, by entry id; at most
+    ``RETRY_KEEP`` entries held for this, the others written by the next start); an entry
+    without a journal is dropped. :meth:`flush` waits until everything submitted so far is committed, counts
     included; :meth:`close` flushes and stops the thread (mitmproxy's ``done`` hook).
     """
 
@@ -214,6 +221,7 @@ class LedgerWriter:
         max_batch: int = 500,
         retries: int = 5,
         journal: LedgerJournal | None = None,
+        retry_seconds: float = 10.0,
     ) -> None:
         self._sessions = sessions
         self._journal = journal
@@ -228,6 +236,9 @@ class LedgerWriter:
         self._closed = False
         self._held: list[Entry] = []  # counts not written yet (the thread's own)
         self._held_n = 0  # entries whose rows are written and counts held
+        self._retry_s = retry_seconds
+        self._failed: list[tuple[Entry, Segment]] = []  # journaled entries whose commit failed
+        self._retry_at: float | None = None  # when they are tried again
         self._thread = threading.Thread(target=self._run, name="headroom-ledger", daemon=True)
         self._thread.start()
 
@@ -348,7 +359,8 @@ class LedgerWriter:
         counts_due: float | None = None  # when the held counts are written
         while True:
             try:
-                wait = None if counts_due is None else max(0.0, counts_due - time.monotonic())
+                due = [t for t in (counts_due, self._retry_at) if t is not None]
+                wait = max(0.0, min(due) - time.monotonic()) if due else None
                 first = self._q.get(timeout=wait)
             except queue.Empty:
                 first = _FLUSH
@@ -357,6 +369,7 @@ class LedgerWriter:
                 counts_due = None
                 if first is None:
                     return
+                self._retry_if_due()
                 continue
             assert isinstance(first, tuple)
             batch: list[tuple[Entry, Future, Segment | None]] = [first]
@@ -377,8 +390,14 @@ class LedgerWriter:
             for _, done, seg in batch:
                 if seg is None and done.set_running_or_notify_cancel():  # False: the waiter cancelled it
                     done.set_result(ok)
-            if self._journal is not None and ok:  # failed: their lines stay for a later start
+            if self._journal is not None and ok:
                 self._journal.settle(seg for _, _, seg in batch if seg is not None)
+            elif not ok:  # their lines stay in the journal: tried again later, else by a later start
+                self._failed += [(e, seg) for e, _, seg in batch if seg is not None][: max(0, RETRY_KEEP - len(self._failed))]
+                if self._failed and self._retry_at is None:
+                    self._retry_at = time.monotonic() + self._retry_s
+            if ok:
+                self._retry_if_due()
             # counts of rows not written stay with their journal lines: a start writes both
             self._held += [Entry(client=e.client, project=e.project, tools=e.tools, seen_at=e.seen_at) for e, _, seg in batch if e.tools and (ok or seg is None)]
             self._held_n += len(entries)
@@ -389,6 +408,27 @@ class LedgerWriter:
                 counts_due = time.monotonic() + self._counts_s
             if stop:
                 return
+
+    def _retry_if_due(self) -> None:
+        """Write the journaled entries whose commit failed, once ``retry_seconds`` have passed
+        since it failed: those the database lacks (by entry id: a commit reported as failed may
+        have landed), rows and counts in one transaction, and settle their journal lines. The
+        database still unavailable: tried again ``retry_seconds`` later. An entry it refuses
+        stays in the journal for the next start, which sets it aside. Raises nothing."""
+        if not self._failed or self._retry_at is None or time.monotonic() < self._retry_at:
+            return
+        assert self._journal is not None  # only journaled entries are kept for a retry
+        items, self._failed, self._retry_at = self._failed, [], None
+        try:
+            n, bad = self._recover_segment(self._journal.directory, [e for e, _ in items], set())
+        except Exception as e:  # noqa: BLE001 - still unavailable: their lines stay, tried again later
+            log.warning("headroom: %d ledger entries still not written (%s); trying again in %g s", len(items), e, self._retry_s)
+            self._failed, self._retry_at = items + self._failed, time.monotonic() + self._retry_s
+            return
+        refused = {e.id for e in bad}
+        self._journal.settle(seg for e, seg in items if e.id not in refused)
+        if n:
+            log.info("headroom: %d ledger entries written on a later try", n)
 
     def _write_held(self) -> None:
         if self._held:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import stat
 import threading
+import time
 from datetime import datetime
 
 import pytest
@@ -207,6 +208,46 @@ def test_an_entry_whose_commit_failed_is_written_by_the_next_start(db, tmp_path)
         w2.close(10)
 
 
+def test_an_entry_whose_commit_failed_is_written_once_the_database_is_back(db, tmp_path):
+    """The database is unavailable for one commit (retries exhausted): the running writer tries
+    the entry again ``retry_seconds`` later and writes it once, counts included; its journal line
+    is then settled, so a clean close leaves no segment behind."""
+    d = tmp_path / "journal"
+    real, calls = lw.write_rows, []
+
+    def unavailable_once(*a):
+        calls.append(1)
+        if len(calls) == 1:
+            raise OperationalError("INSERT", {}, Exception("database is locked"))
+        real(*a)
+
+    lw.write_rows = unavailable_once
+    try:
+        w = LedgerWriter(db, journal=LedgerJournal(d), retries=0, retry_seconds=0.05)
+        first = _entry(1)
+        assert w.submit(first).result(1) is True
+        w.flush(10)
+        assert _rows(db) == [] and _usage(db) == {}  # failed: only in the journal so far
+        second = _entry(2)
+        w.submit(second)
+        w.flush(10)
+        deadline = time.monotonic() + 10
+        while len(_rows(db)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _rows(db) == sorted([("m1", first.id), ("m2", second.id)])
+        w.flush(10)
+        assert _usage(db) == {"Read": (2, 2), "Write": (2, 0)}  # each entry counted once
+        w.close(10)
+    finally:
+        lw.write_rows = real
+    assert _files(d) == []  # every line settled: nothing for a later start
+    w2 = LedgerWriter(db, journal=LedgerJournal(d))
+    try:
+        assert w2.recover() == 0
+    finally:
+        w2.close(10)
+
+
 def test_an_entry_the_database_refuses_is_set_aside_and_the_others_written(db, tmp_path):
     """A journaled entry the database can never take (here a NOT NULL column without a value:
     a line from another version) does not hold up the rest of its segment: the others are written,
@@ -262,12 +303,20 @@ def test_segments_rotate_and_are_deleted_once_committed(db, tmp_path):
     journal = LedgerJournal(d, max_segment_bytes=4096)
     opened, real_open = [], journal._open
     journal._open = lambda: opened.append(1) or real_open()  # type: ignore[method-assign]
-    held, real_rows = threading.Event(), lw.write_rows
-    lw.write_rows = lambda *a: held.wait(30) and real_rows(*a)
+    held, entered, real_rows = threading.Event(), threading.Event(), lw.write_rows
+
+    def held_rows(*a):
+        entered.set()
+        held.wait(30)
+        real_rows(*a)
+
+    lw.write_rows = held_rows
     w = LedgerWriter(db, journal=journal)
     try:
         for i in range(200):
             w.submit(_entry(i))
+            if i == 0:
+                assert entered.wait(30)  # the first commit has started (and waits)
             if i == 100:
                 held.set()  # a burst journaled while the first commit waits, then the rest
         assert w.flush(60)
