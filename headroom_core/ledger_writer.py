@@ -75,6 +75,19 @@ def _missing(sessions: sessionmaker[Session], entries: list[Entry]) -> list[Entr
     return [e for e in entries if e.id not in have]
 
 
+def write_missing(sessions: sessionmaker[Session], entries: Iterable[Entry]) -> int:
+    """For entries whose row commit was reported failed (it may have landed) and whose counts
+    were never written: in one transaction, the rows of those the database lacks (by
+    ``entry_id``) and the tool counts of all of them. Returns how many entries' rows it wrote.
+    Raises SQLAlchemy's errors (nothing written then)."""
+    entries = list(entries)
+    missing = _missing(sessions, entries)
+    with sessions.begin() as s:
+        _add_rows(s, missing)
+        _add_counts(s, _merged_counts(entries))
+    return len(missing)
+
+
 def write_rows(sessions: sessionmaker[Session], entries: Iterable[Entry]) -> None:
     """Write the ``request_outcomes`` rows of ``entries`` in one transaction (one executemany:
     about 0.2 ms for a request's row on SQLite). Raises SQLAlchemy's errors."""
@@ -145,7 +158,9 @@ def _add_counts(s: Session, counts: dict[tuple[str, str, str], list]) -> None:
                     else:
                         row.offered += v["offered"]
                         row.called += v["called"]
-                        row.offered_since_called = v["offered_since_called"] if v["called"] else (row.offered_since_called or 0) + v["offered_since_called"]
+                        older = v["last_seen_at"] is not None and row.last_seen_at is not None and v["last_seen_at"] < row.last_seen_at
+                        if not older:
+                            row.offered_since_called = v["offered_since_called"] if v["called"] else (row.offered_since_called or 0) + v["offered_since_called"]
                         if v["last_seen_at"] is not None and (row.last_seen_at is None or v["last_seen_at"] > row.last_seen_at):
                             row.last_seen_at = v["last_seen_at"]
                     s.flush()
@@ -168,8 +183,10 @@ def _upsert(dialect: str) -> Any:
         set_={
             "offered": T.c.offered + stmt.excluded.offered,
             "called": T.c.called + stmt.excluded.called,
-            # called in this batch: the count since the last call; else it grows
+            # called in this batch: the count since the last call; else it grows. An entry older
+            # than the row (recovered after a crash, or written on a later try) leaves it as is
             "offered_since_called": case(
+                (stmt.excluded.last_seen_at < T.c.last_seen_at, T.c.offered_since_called),
                 (stmt.excluded.called > 0, stmt.excluded.offered_since_called),
                 else_=func.coalesce(T.c.offered_since_called, 0) + stmt.excluded.offered_since_called,
             ),
@@ -386,7 +403,7 @@ class LedgerWriter:
                     break
                 batch.append(item)
             entries = [e for e, _, _ in batch]
-            ok = self._write(write_rows, entries)
+            ok = self._write(write_rows, entries, rows=True)
             for _, done, seg in batch:
                 if seg is None and done.set_running_or_notify_cancel():  # False: the waiter cancelled it
                     done.set_result(ok)
@@ -411,22 +428,39 @@ class LedgerWriter:
 
     def _retry_if_due(self) -> None:
         """Write the journaled entries whose commit failed, once ``retry_seconds`` have passed
-        since it failed: those the database lacks (by entry id: a commit reported as failed may
-        have landed), rows and counts in one transaction, and settle their journal lines. The
+        since it failed: the rows of those the database lacks (by entry id: a commit reported as
+        failed may have landed) and the counts of all of them (never written: a failed batch's
+        counts are not held), in one transaction, and settle their journal lines. The
         database still unavailable: tried again ``retry_seconds`` later. An entry it refuses
         stays in the journal for the next start, which sets it aside. Raises nothing."""
         if not self._failed or self._retry_at is None or time.monotonic() < self._retry_at:
             return
         assert self._journal is not None  # only journaled entries are kept for a retry
         items, self._failed, self._retry_at = self._failed, [], None
+        settled: list[Segment] = []
+        done: set[str] = set()  # written, or refused (left in the journal for the next start)
+        n = 0
         try:
-            n, bad = self._recover_segment(self._journal.directory, [e for e, _ in items], set())
+            try:
+                n = write_missing(self._sessions, [e for e, _ in items])
+                settled, done = [seg for _, seg in items], {e.id for e, _ in items}
+            except OperationalError:
+                raise
+            except Exception:  # noqa: BLE001 - an entry the database refuses: each on its own
+                for e, seg in items:
+                    try:
+                        n += write_missing(self._sessions, [e])
+                        settled.append(seg)
+                    except OperationalError:
+                        raise
+                    except Exception as err:  # noqa: BLE001 - its line stays; the next start sets it aside
+                        log.error("headroom: ledger entry %s refused by the database (%s); left in the journal", e.id, err)
+                    done.add(e.id)
         except Exception as e:  # noqa: BLE001 - still unavailable: their lines stay, tried again later
-            log.warning("headroom: %d ledger entries still not written (%s); trying again in %g s", len(items), e, self._retry_s)
-            self._failed, self._retry_at = items + self._failed, time.monotonic() + self._retry_s
-            return
-        refused = {e.id for e in bad}
-        self._journal.settle(seg for e, seg in items if e.id not in refused)
+            left = [(en, seg) for en, seg in items if en.id not in done]
+            log.warning("headroom: %d ledger entries still not written (%s); trying again in %g s", len(left), e, self._retry_s)
+            self._failed, self._retry_at = left + self._failed, time.monotonic() + self._retry_s
+        self._journal.settle(settled)
         if n:
             log.info("headroom: %d ledger entries written on a later try", n)
 
@@ -438,11 +472,13 @@ class LedgerWriter:
             self._cv.notify_all()
         self._held, self._held_n = [], 0
 
-    def _write(self, write: Callable[[sessionmaker[Session], Iterable[Entry]], None], batch: list[Entry]) -> bool:
+    def _write(self, write: Callable[[sessionmaker[Session], Iterable[Entry]], None], batch: list[Entry], rows: bool = False) -> bool:
+        """``write(sessions, batch)``, retried on a database error; ``rows``: a retry writes only
+        the entries the database lacks (a commit reported as failed may have landed)."""
         delay = 0.1
         for attempt in range(self._retries + 1):
             try:
-                write(self._sessions, batch)
+                write(self._sessions, batch if attempt == 0 or not rows else _missing(self._sessions, batch))
                 return True
             except (OperationalError, IntegrityError) as e:
                 if attempt == self._retries:

@@ -86,12 +86,15 @@ def pieces(text: str, size: int = PIECE_CHARS) -> list[str]:
     cut depends on its own 8 characters only, and the minimum is small against the average, so
     after a change the cuts fall again where they fell before within a piece or so: a text that
     differs from one counted earlier in a few places (a tool list with one tool more) shares all
-    but the changed pieces. The same cuts in every process."""
+    but the changed pieces. The same cuts in every process. Raises ``ValueError`` when ``size``
+    is below 1."""
+    if size < 1:
+        raise ValueError(f"pieces of {size} characters")
     n = len(text)
     if n <= 2 * size:
         return [text]
     pos, h = _safe_cuts(text)
-    cuts = pos[h < min(2**32 - 1, (2**32 * 16) // max(size, 1))]
+    cuts = pos[h < min(2**32 - 1, (2**32 * 16) // size)]
     least = max(1, size // 4)
     out: list[str] = []
     last = 0

@@ -430,3 +430,51 @@ def test_an_older_entry_written_later_never_moves_last_seen_back(sessions):
     write_entries(sessions, [later])  # a later one still moves it on
     with sessions() as s:
         assert {r.last_seen_at for r in s.scalars(select(ToolUsage))} == {later.seen_at}
+
+
+def test_an_older_entry_written_later_leaves_offered_since_called_as_is(sessions):
+    """In time order: a call (the count since the last call resets to 0), then two offers (2). The
+    call's entry written last, as a recovery or a later try does, must not reset it."""
+    called, offered1, offered2 = _entry(1), _entry(2), _entry(3)
+    called.tools, called.seen_at = {"Write": [1, 1]}, datetime(2026, 1, 1)
+    offered1.tools, offered1.seen_at = {"Write": [1, 0]}, datetime(2026, 1, 2)
+    offered2.tools, offered2.seen_at = {"Write": [1, 0]}, datetime(2026, 1, 3)
+    for e in (offered1, offered2, called):
+        write_entries(sessions, [e])
+    with sessions() as s:
+        r = s.scalars(select(ToolUsage)).one()
+        assert (r.offered, r.called, r.offered_since_called, r.last_seen_at) == (3, 1, 2, datetime(2026, 1, 3))
+
+
+def test_a_commit_reported_failed_that_landed_is_written_once_counts_included(db, tmp_path):
+    """The connection is lost right after the commit: the batch is reported failed though its row
+    landed. The writer's own retry (``retries``) writes no second row, and the later try writes
+    the counts the failed batch never wrote, once."""
+    d = tmp_path / "journal"
+    real, calls = lw.write_rows, []
+
+    def lands_then_fails(*a):
+        calls.append(1)
+        real(*a)
+        if len(calls) <= 2:
+            raise OperationalError("COMMIT", {}, Exception("connection lost after the commit"))
+
+    lw.write_rows = lands_then_fails
+    try:
+        w = LedgerWriter(db, journal=LedgerJournal(d), retries=1, retry_seconds=0.05)
+        first = _entry(1)
+        assert w.submit(first).result(1) is True
+        w.flush(10)
+        assert _rows(db) == [("m1", first.id)]  # written once, though tried twice
+        w.submit(_entry(2))
+        w.flush(10)
+        deadline = time.monotonic() + 10
+        while _usage(db) != {"Read": (2, 2), "Write": (2, 0)} and time.monotonic() < deadline:
+            time.sleep(0.02)
+            w.flush(10)
+        assert _usage(db) == {"Read": (2, 2), "Write": (2, 0)}
+        assert len(_rows(db)) == 2
+        w.close(10)
+    finally:
+        lw.write_rows = real
+    assert _files(d) == []

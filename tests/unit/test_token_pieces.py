@@ -48,6 +48,8 @@ def test_pieces_join_back_and_cut_at_spaces():
         assert b[0] == " " and a[-1] != " " and b[1] != " "  # a space between two non-spaces
     assert pieces("short", 40) == ["short"]
     assert pieces("x" * 500, 40) == ["x" * 500]  # nowhere to cut: one piece
+    with pytest.raises(ValueError):
+        pieces(text, 0)
 
 
 @pytest.mark.parametrize("size", [1, 16, 200])
