@@ -323,7 +323,8 @@ class LedgerWriter:
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait up to ``timeout`` seconds until everything submitted is committed, counts
-        included (written now, not ``counts_seconds`` later); True if so."""
+        included (written now, not ``counts_seconds`` later); True if so. An entry whose commit
+        failed counts as done: it waits in the journal for a later try (or start)."""
         deadline = time.monotonic() + timeout
         with self._cv:
             target = self._submitted
