@@ -88,6 +88,35 @@ def write_missing(sessions: sessionmaker[Session], entries: Iterable[Entry]) -> 
     return len(missing)
 
 
+def _together_else_each(
+    write: Callable[[list[Entry]], object], entries: list[Entry], where: str, written: Callable[[Entry], None]
+) -> list[Entry]:
+    """``write(entries)`` in one transaction, else (the database refuses some entry) one
+    transaction per entry; ``written`` is called for each entry written. Returns the entries
+    refused (each logged with ``where``). Raises ``OperationalError`` (the database unavailable,
+    not a refusal): what was written before stays written."""
+    bad: list[Entry] = []
+    try:
+        if entries:
+            write(entries)
+        for e in entries:
+            written(e)
+    except OperationalError:
+        raise
+    except Exception:  # noqa: BLE001 - some entry the database refuses: each on its own
+        for e in entries:
+            try:
+                write([e])
+            except OperationalError:
+                raise
+            except Exception as err:  # noqa: BLE001 - set aside, with its reason in the log
+                log.error("headroom: %s: entry %s refused by the database (%s)", where, e.id, err)
+                bad.append(e)
+            else:
+                written(e)
+    return bad
+
+
 def write_rows(sessions: sessionmaker[Session], entries: Iterable[Entry]) -> None:
     """Write the ``request_outcomes`` rows of ``entries`` in one transaction (one executemany:
     about 0.2 ms for a request's row on SQLite). Raises SQLAlchemy's errors."""
@@ -355,22 +384,7 @@ class LedgerWriter:
         database refused)``; ``seen`` gets the written ids. Raises ``OperationalError`` (the
         database unavailable: not a refusal) and any error of the lookup."""
         missing = [e for e in _missing(self._sessions, entries) if e.id not in seen]
-        bad: list[Entry] = []
-        try:
-            if missing:
-                write_entries(self._sessions, missing)
-        except OperationalError:
-            raise
-        except Exception:  # noqa: BLE001 - some entry the database refuses: each on its own
-            for e in missing:
-                try:
-                    write_entries(self._sessions, [e])
-                except OperationalError:
-                    raise
-                except Exception as err:  # noqa: BLE001 - set aside, with its reason in the log
-                    log.error("headroom: ledger journal %s: entry %s refused by the database (%s)", path, e.id, err)
-                    bad.append(e)
-        seen.update(e.id for e in missing if e not in bad)
+        bad = _together_else_each(lambda es: write_entries(self._sessions, es), missing, f"ledger journal {path}", lambda e: seen.add(e.id))
         return len(missing) - len(bad), bad
 
     def _run(self) -> None:
@@ -408,14 +422,14 @@ class LedgerWriter:
             for _, done, seg in batch:
                 if seg is None and done.set_running_or_notify_cancel():  # False: the waiter cancelled it
                     done.set_result(ok)
-            if self._journal is not None and ok:
-                self._journal.settle(seg for _, _, seg in batch if seg is not None)
-            elif not ok:  # their lines stay in the journal: tried again later, else by a later start
+            if ok:
+                if self._journal is not None:
+                    self._journal.settle(seg for _, _, seg in batch if seg is not None)
+                self._retry_if_due()
+            else:  # their lines stay in the journal: tried again later, else by a later start
                 self._failed += [(e, seg) for e, _, seg in batch if seg is not None][: max(0, RETRY_KEEP - len(self._failed))]
                 if self._failed and self._retry_at is None:
                     self._retry_at = time.monotonic() + self._retry_s
-            if ok:
-                self._retry_if_due()
             # counts of rows not written stay with their journal lines: a start writes both
             self._held += [Entry(client=e.client, project=e.project, tools=e.tools, seen_at=e.seen_at) for e, _, seg in batch if e.tools and (ok or seg is None)]
             self._held_n += len(entries)
@@ -438,32 +452,20 @@ class LedgerWriter:
             return
         assert self._journal is not None  # only journaled entries are kept for a retry
         items, self._failed, self._retry_at = self._failed, [], None
+        segment = {e.id: seg for e, seg in items}
         settled: list[Segment] = []
-        done: set[str] = set()  # written, or refused (left in the journal for the next start)
-        n = 0
         try:
-            try:
-                n = write_missing(self._sessions, [e for e, _ in items])
-                settled, done = [seg for _, seg in items], {e.id for e, _ in items}
-            except OperationalError:
-                raise
-            except Exception:  # noqa: BLE001 - an entry the database refuses: each on its own
-                for e, seg in items:
-                    try:
-                        n += write_missing(self._sessions, [e])
-                        settled.append(seg)
-                    except OperationalError:
-                        raise
-                    except Exception as err:  # noqa: BLE001 - its line stays; the next start sets it aside
-                        log.error("headroom: ledger entry %s refused by the database (%s); left in the journal", e.id, err)
-                    done.add(e.id)
+            bad = _together_else_each(
+                lambda es: write_missing(self._sessions, es), [e for e, _ in items], "ledger", lambda e: settled.append(segment.pop(e.id))
+            )
+            for e in bad:  # its line stays: the next start sets it aside
+                del segment[e.id]
         except Exception as e:  # noqa: BLE001 - still unavailable: their lines stay, tried again later
-            left = [(en, seg) for en, seg in items if en.id not in done]
-            log.warning("headroom: %d ledger entries still not written (%s); trying again in %g s", len(left), e, self._retry_s)
-            self._failed, self._retry_at = left + self._failed, time.monotonic() + self._retry_s
+            log.warning("headroom: %d ledger entries still not written (%s); trying again in %g s", len(segment), e, self._retry_s)
+            self._failed, self._retry_at = [(en, seg) for en, seg in items if en.id in segment] + self._failed, time.monotonic() + self._retry_s
         self._journal.settle(settled)
-        if n:
-            log.info("headroom: %d ledger entries written on a later try", n)
+        if settled:
+            log.info("headroom: %d ledger entries written on a later try", len(settled))
 
     def _write_held(self) -> None:
         if self._held:

@@ -78,7 +78,7 @@ def _safe_cuts(text: str) -> tuple[np.ndarray, np.ndarray]:
 def pieces(text: str, size: int = PIECE_CHARS) -> list[str]:
     """``text`` cut into pieces that join back to ``text``: about ``size`` characters on average,
     at least ``size // 4`` each (the last one aside), and at most about ``4 * size`` where the text
-    has safe points (safe points, see the note on ``PIECE_CHARS``; a text without any stays one piece). Content-defined chunking
+    has safe points (see the note on ``PIECE_CHARS``; a text without any stays one piece). Content-defined chunking
     (as rsync and FastCDC do): a safe point is a cut when the hash of the 8 characters before it
     (:func:`_safe_cuts`) falls below ``2**32 * 16 / size`` (on text with a safe point every ~8
     characters, about one in ``size / 16``), the first one at least ``size // 4`` characters after

@@ -47,6 +47,14 @@ def _files(d) -> list[tuple[str, int]]:
     return sorted((p.name, p.stat().st_size) for p in d.glob("*.jsonl"))
 
 
+def _until(done, timeout: float = 10.0) -> None:
+    """Poll ``done()`` every 20 ms until it is true or ``timeout`` seconds pass (the writer's
+    later try runs on its own thread); the caller asserts the outcome."""
+    deadline = time.monotonic() + timeout
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 @pytest.fixture
 def db(tmp_path):
     return open_database(f"sqlite:///{tmp_path / 'headroom.db'}")
@@ -231,9 +239,7 @@ def test_an_entry_whose_commit_failed_is_written_once_the_database_is_back(db, t
         second = _entry(2)
         w.submit(second)
         w.flush(10)
-        deadline = time.monotonic() + 10
-        while len(_rows(db)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        _until(lambda: len(_rows(db)) >= 2)
         assert _rows(db) == sorted([("m1", first.id), ("m2", second.id)])
         w.flush(10)
         assert _usage(db) == {"Read": (2, 2), "Write": (2, 0)}  # each entry counted once
@@ -468,10 +474,7 @@ def test_a_commit_reported_failed_that_landed_is_written_once_counts_included(db
         assert _rows(db) == [("m1", first.id)]  # written once, though tried twice
         w.submit(_entry(2))
         w.flush(10)
-        deadline = time.monotonic() + 10
-        while _usage(db) != {"Read": (2, 2), "Write": (2, 0)} and time.monotonic() < deadline:
-            time.sleep(0.02)
-            w.flush(10)
+        _until(lambda: w.flush(10) and _usage(db) == {"Read": (2, 2), "Write": (2, 0)})
         assert _usage(db) == {"Read": (2, 2), "Write": (2, 0)}
         assert len(_rows(db)) == 2
         w.close(10)
