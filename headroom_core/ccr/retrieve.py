@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from headroom_core.compress.markers import normalize_key
 from headroom_core.ccr.store import OriginalsStore
-from headroom_core.wire.blocks import ImageAnswer, ToolCall
+from headroom_core.wire.blocks import ErrorAnswer, ImageAnswer, ToolCall
 
 if TYPE_CHECKING:
     from headroom_core.extensions import RequestContext
@@ -28,19 +28,20 @@ TOOL_SCHEMA: dict[str, Any] = {
 
 def answer(call: ToolCall, store: OriginalsStore, scope: str = "") -> str:
     """The tool result text for one ``headroom_retrieve`` call made in ``scope``: the original,
-    or an error that says what was wrong (missing key argument, malformed key, unknown key). A
+    or an :class:`~headroom_core.wire.blocks.ErrorAnswer` that says what was wrong (missing key
+    argument, malformed key, unknown key, an image original that cannot be read). A
     key stored in another scope (project or client identity) gets the same answer as an unknown
     key."""
     args = call.arguments
     raw = args.get("key") if isinstance(args, dict) else None
     if raw is None:
-        return 'headroom_retrieve error: the call needs a "key" argument (24 hex digits from a marker).'
+        return ErrorAnswer('headroom_retrieve error: the call needs a "key" argument (24 hex digits from a marker).')
     key = normalize_key(raw)
     if key is None:
-        return f"headroom_retrieve error: {str(raw)[:80]!r} is not a retrieval key (24 hex digits from a marker)."
+        return ErrorAnswer(f"headroom_retrieve error: {str(raw)[:80]!r} is not a retrieval key (24 hex digits from a marker).")
     found = store.get(key, scope)
     if found.text is None:
-        return f"headroom_retrieve error: no original is stored under key {key} (unknown, or expired); work with the shortened output."
+        return ErrorAnswer(f"headroom_retrieve error: no original is stored under key {key} (unknown, or expired); work with the shortened output.")
     if found.kind == "image":
         return image_answer(key, found.text)
     return found.text
@@ -53,7 +54,7 @@ def image_answer(key: str, data_url: str) -> str:
 
     parsed = parse_data_url(data_url)
     if parsed is None:
-        return f"headroom_retrieve error: the original stored under key {key} is not a readable image."
+        return ErrorAnswer(f"headroom_retrieve error: the original stored under key {key} is not a readable image.")
     return ImageAnswer(f"The full-size original image (key {key}, {parsed.media_type}, {len(parsed.data)} bytes):", parsed.media_type, data_url.split(",", 1)[1])
 
 

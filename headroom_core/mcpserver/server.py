@@ -22,12 +22,14 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ImageContent, TextContent
 
 from headroom_core.ccr import retrieve
 from headroom_core.memory.models import KINDS as MEMORY_KINDS
 from headroom_core.settings import Settings
-from headroom_core.wire.blocks import ImageAnswer, ToolCall
+from headroom_core import __version__
+from headroom_core.wire.blocks import ErrorAnswer, ImageAnswer, ToolCall
 
 if TYPE_CHECKING:  # imported when first used: the server must answer the client's handshake fast
     from headroom_core.memory.store import MemoryStore
@@ -89,11 +91,16 @@ class HeadroomTools:
     # -- retrieve -----------------------------------------------------------------------------
 
     def retrieve(self, key: str) -> list[TextContent | ImageContent]:
-        """The original under ``key``: text, or a text line and the image for an image original."""
+        """The original under ``key``: text, or a text line and the image for an image original.
+
+        Raises :class:`~mcp.server.fastmcp.exceptions.ToolError` (the client sees ``isError:
+        true`` and the text) for a malformed or unknown key and an unavailable store."""
         try:
             ans = retrieve.answer(ToolCall("mcp", retrieve.TOOL_NAME, {"key": key}), self.rt.store)
         except Exception as e:  # noqa: BLE001 - the database may be unavailable
-            return [TextContent(type="text", text=f"headroom_retrieve error: the originals store is unavailable ({type(e).__name__}: {e})")]
+            raise ToolError(f"headroom_retrieve error: the originals store is unavailable ({type(e).__name__}: {e})") from e
+        if isinstance(ans, ErrorAnswer):
+            raise ToolError(str(ans))
         if isinstance(ans, ImageAnswer):
             return [TextContent(type="text", text=str(ans)), ImageContent(type="image", data=ans.data, mimeType=ans.media_type)]
         return [TextContent(type="text", text=str(ans))]
@@ -188,6 +195,8 @@ def build_server(settings: Settings, project: str) -> FastMCP:
     """The FastMCP server with the four tools for ``project`` (module docstring)."""
     tools = HeadroomTools(settings, project)
     server = FastMCP(SERVER_NAME, instructions=INSTRUCTIONS)
+    # FastMCP takes no version; without one the handshake reports the mcp library's own version.
+    server._mcp_server.version = __version__
 
     @server.tool(name=retrieve.TOOL_NAME, description=retrieve.TOOL_DESCRIPTION, structured_output=False)
     def headroom_retrieve(key: str) -> list[TextContent | ImageContent]:

@@ -43,6 +43,12 @@ class Usage:
     cache_write_tokens: int | None = None
 
 
+class ErrorAnswer(str):
+    """A proxy tool's answer that reports a failed call (bad arguments, an unknown key, a store
+    that is unavailable): the string is the text the model reads. Where the transport has an
+    error flag for a tool result (Anthropic ``tool_result.is_error``, MCP ``isError``), it is set."""
+
+
 class ImageAnswer(str):
     """A proxy tool's answer that is an image: the string itself is a text for places that
     cannot carry an image, ``media_type`` and ``data`` (standard base64) the image.

@@ -18,6 +18,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+import headroom_core
 from headroom_core.ccr import retrieve
 from headroom_core.compress import markers
 from headroom_core.ccr.store import OriginalsStore
@@ -70,7 +71,7 @@ def test_tools_over_stdio_with_the_sdk_client(tmp_path):
     store.put(image_key, data_url, "image")
 
     async def work(s: ClientSession, init):
-        out = {"server": init.serverInfo.name}
+        out = {"server": init.serverInfo.name, "version": init.serverInfo.version}
         tools = (await s.list_tools()).tools
         out["tools"] = {t.name: t for t in tools}
         c = await s.call_tool("compress", {"text": big, "query": "Which issues are still open?"})
@@ -78,14 +79,15 @@ def test_tools_over_stdio_with_the_sdk_client(tmp_path):
         key = markers.find_marker_keys(texts(c)[0])[0]
         out["retrieved"] = texts(await s.call_tool("headroom_retrieve", {"key": key.upper()}))
         out["image"] = (await s.call_tool("headroom_retrieve", {"key": image_key})).content
-        out["unknown"] = texts(await s.call_tool("headroom_retrieve", {"key": "0" * 24}))
+        unknown = await s.call_tool("headroom_retrieve", {"key": "0" * 24})
+        out["unknown"] = (unknown.isError, texts(unknown))
         out["saved"] = texts(await s.call_tool("memory_save", {"text": "Integration tests need `make db-up` first", "kind": "rule"}))
         out["found"] = texts(await s.call_tool("memory_search", {"query": "make db-up integration tests"}))
         out["empty"] = texts(await s.call_tool("memory_search", {"query": ""}))
         return out
 
     out = run_client(home, work, project="/src/app")
-    assert out["server"] == "headroom"
+    assert out["server"] == "headroom" and out["version"] == headroom_core.__version__
     assert list(out["tools"]) == ["headroom_retrieve", "memory_search", "memory_save", "compress"]
     assert out["tools"]["headroom_retrieve"].inputSchema["required"] == ["key"]
     assert out["tools"]["headroom_retrieve"].description == retrieve.TOOL_DESCRIPTION
@@ -94,7 +96,8 @@ def test_tools_over_stdio_with_the_sdk_client(tmp_path):
     assert out["retrieved"] == [big]  # byte for byte, key matched case-insensitively
     text, image = out["image"]
     assert text.type == "text" and image.type == "image" and image.mimeType == "image/png" and base64.b64decode(image.data) == png
-    assert "no original is stored under key 000000000000000000000000" in out["unknown"][0]
+    is_error, (unknown,) = out["unknown"]
+    assert is_error and "no original is stored under key 000000000000000000000000" in unknown
     assert out["saved"][0].startswith("Saved memory ") and "for project /src/app" in out["saved"][0]
     assert "Integration tests need `make db-up` first" in out["found"][0]
     assert "non-empty" in out["empty"][0]
