@@ -40,12 +40,13 @@ def upstream_ca(command: str, home: Path, conf: Path, sets: list[str], env: dict
         return None
 
 
-def check_ports(command: str, host: str, ports: list[int]) -> None:
-    """Exit 1 with a one-line message when one of ``ports`` cannot be listened on."""
-    for port in ports:
-        why = pp.port_problem(host, port)
+def check_ports(command: str, host: str, port: int, base_urls: list[pp.BaseUrlListener]) -> None:
+    """Exit 1 with a one-line message when the proxy's ``port`` or one of the base-URL ports
+    cannot be listened on; a base-URL port is named as such, with the option that moves it."""
+    for p, what in [(port, ""), *((b.port, f"the {b.name} base-URL port, {b.option}; 0 turns it off") for b in base_urls)]:
+        why = pp.port_problem(host, p)
         if why:
-            ui.fail(command, why)
+            ui.fail(command, why.replace(f"port {p} ", f"port {p} ({what}) ", 1) if what else why)
             raise typer.Exit(1)
 
 
@@ -129,7 +130,7 @@ def proxy(
     validate_settings("proxy", db_url, set_)
     addr = pp.ProxyAddress(listen_host, port)
     base_urls = pp.base_url_listeners(port, anthropic_port, openai_port, anthropic_upstream, openai_upstream)
-    check_ports("proxy", listen_host, [port, *(b.port for b in base_urls)])
+    check_ports("proxy", listen_host, port, base_urls)
     conf = (confdir or default_confdir(home)).expanduser()
     conf.mkdir(parents=True, exist_ok=True)
     trust = upstream_ca("proxy", home, conf, set_, os.environ)

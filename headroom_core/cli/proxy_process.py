@@ -71,6 +71,11 @@ class BaseUrlListener:
     env: str
     path: str = ""
 
+    @property
+    def option(self) -> str:
+        """The ``headroom proxy`` option that sets this port (``--anthropic-port``, ``--openai-port``)."""
+        return f"--{self.name.lower()}-port"
+
     def mode(self) -> str:
         """The mitmproxy ``--mode`` spec: ``reverse:<upstream>@<port>``."""
         return f"reverse:{self.upstream}@{self.port}"

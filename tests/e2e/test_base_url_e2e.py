@@ -159,7 +159,7 @@ def test_busy_or_invalid_port_is_reported_before_the_banner(base_proxy, tmp_path
         s.listen()
         out = subprocess.run([HEADROOM, "proxy", "--port", str(other), "--openai-port", "0"], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and "headroom proxy on" not in out.stderr
-    assert out.stderr.startswith(f"headroom proxy: port {other + 1} on 127.0.0.1 is busy (another program listens there")
+    assert out.stderr.startswith(f"headroom proxy: port {other + 1} (the Anthropic base-URL port, --anthropic-port; 0 turns it off) on 127.0.0.1 is busy (another program listens there")
     bad = subprocess.run([HEADROOM, "proxy", "--port", "70000"], env=env, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "less than or equal to 65535" in bad.stderr and "headroom proxy on" not in bad.stderr
     host = subprocess.run([HEADROOM, "proxy", "--listen-host", "192.0.2.1", "--port", str(free_port())], env=env, capture_output=True, text=True, timeout=60)
