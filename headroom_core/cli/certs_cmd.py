@@ -23,6 +23,8 @@ def certs(
     confdir: Optional[Path] = typer.Option(None, help="mitmproxy confdir (default: $HEADROOM_HOME/mitmproxy)."),
     install: bool = typer.Option(False, "--install", help="Add the CA to the system trust store (needs root/admin on Linux and macOS)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="With --install: print the commands, run nothing."),
+    listen_host: str = typer.Option("127.0.0.1", help="The proxy's address, for the recipes that name it (Java)."),
+    port: int = typer.Option(8080, min=1, max=65535, help="The proxy's port, for the recipes that name it (Java)."),
 ) -> None:
     """Show where the proxy's CA is and how to trust it; --install adds it to the system store."""
     home = headroom_home()
@@ -57,7 +59,7 @@ def certs(
     say(f"  Python (Aider, SDKs), Go, curl, git, Codex:    export SSL_CERT_FILE={home / BUNDLE}")
     say(f"     (the bundle is the system roots plus this CA, {bundle_note}; also {', '.join(v for v in ae.BUNDLE_VARS if v != 'SSL_CERT_FILE')})")
     say("  Java (a copy of the JDK's trust store, so its own roots stay trusted, plus this CA):")
-    for line in java_recipe(c, home / JAVA_STORE):
+    for line in java_recipe(c, home / JAVA_STORE, listen_host, port):
         say(f"    {line}")
     say("Details per OS and runtime, keeping the key private, rotating it: certs/README.md")
     say("No CA at all: agents that take a base URL use the proxy's base-URL ports (`headroom proxy` prints them).")
@@ -67,13 +69,14 @@ def certs(
 JAVA_STORE = "java-cacerts"
 
 
-def java_recipe(cert: Path, store: Path) -> list[str]:
+def java_recipe(cert: Path, store: Path, host: str = "127.0.0.1", port: int = 8080) -> list[str]:
     """Shell lines that trust ``cert`` in Java without losing the JDK's roots: copy the JDK's
-    ``cacerts`` to ``store``, import the CA into the copy, point the JVM at it."""
+    ``cacerts`` to ``store``, import the CA into the copy, point the JVM at it and at the proxy
+    on ``host``:``port``."""
     return [
         f'cp "$JAVA_HOME/lib/security/cacerts" {store} && chmod u+w {store}',
         f"keytool -importcert -noprompt -alias headroom-mitmproxy -file {cert} -keystore {store} -storepass changeit",
-        f"export JAVA_TOOL_OPTIONS='-Djavax.net.ssl.trustStore={store} -Djavax.net.ssl.trustStorePassword=changeit -Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort=8080'",
+        f"export JAVA_TOOL_OPTIONS='-Djavax.net.ssl.trustStore={store} -Djavax.net.ssl.trustStorePassword=changeit -Dhttps.proxyHost={host} -Dhttps.proxyPort={port}'",
     ]
 
 

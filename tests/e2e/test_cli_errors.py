@@ -107,7 +107,9 @@ def test_certs_java_recipe_keeps_the_jdk_roots_and_lines_are_never_wrapped(tmp_p
     cert = conf / "mitmproxy-ca-cert.pem"
     assert f'    cp "$JAVA_HOME/lib/security/cacerts" {store} && chmod u+w {store}' in lines
     assert f"    keytool -importcert -noprompt -alias headroom-mitmproxy -file {cert} -keystore {store} -storepass changeit" in lines
-    assert any(line.startswith("    export JAVA_TOOL_OPTIONS='-Djavax.net.ssl.trustStore=") and line.endswith("'") for line in lines)
+    assert f"    export JAVA_TOOL_OPTIONS='-Djavax.net.ssl.trustStore={store} -Djavax.net.ssl.trustStorePassword=changeit -Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort=8080'" in lines
+    moved = _run(tmp_path, "certs", "--port", "9090", "--listen-host", "10.0.0.5", columns=60).stdout.splitlines()
+    assert any(line.endswith("-Dhttps.proxyHost=10.0.0.5 -Dhttps.proxyPort=9090'") for line in moved)
     assert f"  Node (Claude Code, Gemini CLI, cursor-agent):  export NODE_EXTRA_CA_CERTS={cert}" in lines
 
 
