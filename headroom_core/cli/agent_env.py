@@ -42,6 +42,16 @@ class AgentProfile:
     name: str
     runtime: str  # "node" | "python" | "native" | "unknown"
     trust: tuple[str, ...]
+    known: bool = True
+
+    def label(self) -> str:
+        """How ``headroom wrap`` names it: ``Claude Code``, ``mytool (a Node program)``,
+        ``curl (runtime not recognised)``."""
+        if self.known:
+            return self.name
+        if self.runtime == "unknown":
+            return f"{self.name} (runtime not recognised)"
+        return f"{self.name} (a {_RUNTIME_WORDS.get(self.runtime, self.runtime)} program)"
 
 
 _NODE = ("NODE_EXTRA_CA_CERTS",)
@@ -54,6 +64,7 @@ PROFILES: dict[str, AgentProfile] = {
     "cursor-agent": AgentProfile("Cursor Agent", "node", _NODE),
 }
 _RUNTIMES = {"node": AgentProfile("Node program", "node", _NODE), "python": AgentProfile("Python program", "python", _PYTHON)}
+_RUNTIME_WORDS = {"node": "Node", "python": "Python", "native": "native"}
 
 
 def _interpreter(word: str) -> str | None:
@@ -86,8 +97,8 @@ def profile_for(command: Sequence[str], which: Callable[[str], str | None] = shu
                 for word in first[2:].decode(errors="replace").split():
                     rt = rt or _interpreter(word)
     if rt in _RUNTIMES:
-        return AgentProfile(name, rt, _RUNTIMES[rt].trust)
-    return AgentProfile(name, "unknown", ("SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS"))
+        return AgentProfile(name, rt, _RUNTIMES[rt].trust, known=False)
+    return AgentProfile(name, "unknown", ("SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS"), known=False)
 
 
 def no_proxy_value(base: Mapping[str, str], explicit: str | None) -> str:

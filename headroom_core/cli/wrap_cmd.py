@@ -147,7 +147,7 @@ def wrap(
     env = ae.agent_env(os.environ, proxy_url=addr.url, ca_cert=ca, ca_bundle=bundle, no_proxy=no_proxy)
     if not quiet:
         prof = ae.profile_for(command)
-        ui.copyable(f"headroom: {prof.name} ({prof.runtime}) through {addr.url}; trusts the CA via {', '.join(prof.trust)}; stats: `headroom stats`", err, markup=False)
+        ui.copyable(f"headroom: {prof.label()} through {addr.url}; trusts the CA via {', '.join(prof.trust)}; stats: `headroom stats`", err, markup=False)
     raise typer.Exit(run_agent(command, env, exe))
 
 

@@ -197,6 +197,11 @@ def test_profiles_and_no_proxy(tmp_path):
     script = tmp_path / "my-agent"
     script.write_text("#!/usr/bin/env node\nconsole.log(1)\n")
     assert ae.profile_for([str(script)], which=lambda c: c).runtime == "node"
+    # what the banner calls them: a known agent by its name, else the command and its runtime
+    assert ae.profile_for(["claude"]).label() == "Claude Code"
+    assert ae.profile_for(["python3", "x.py"]).label() == "python3 (a Python program)"
+    assert ae.profile_for([str(script)], which=lambda c: c).label() == "my-agent (a Node program)"
+    assert ae.profile_for(["curl"], which=lambda c: None).label() == "curl (runtime not recognised)"
     assert ae.no_proxy_value({"no_proxy": "corp, localhost"}, None) == "corp,localhost,127.0.0.1,::1"
     assert ae.no_proxy_value({"NO_PROXY": "corp"}, "") == ""
     from headroom_core.cli.proxy_process import ProxyAddress
