@@ -93,7 +93,10 @@ def test_compose_wires_the_agent_through_the_proxy_and_its_public_ca(compose):
     assert "headroom-ca:/ca" in proxy["volumes"] and "headroom-ca:/headroom-ca:ro" in agent["volumes"]
     assert env["HEADROOM_CA"] == env["NODE_EXTRA_CA_CERTS"] == "/headroom-ca/headroom-ca.pem"
     assert not any(v.startswith("headroom-data") for v in agent["volumes"])  # the CA key stays with the proxy
-    assert proxy["ports"][0].startswith("127.0.0.1:")  # not published beyond the host
+    assert all(p.startswith("127.0.0.1:") for p in proxy["ports"])  # not published beyond the host
+    # every port the image exposes is published: the proxy and the two base-URL ports
+    exposed = re.search(r"^EXPOSE (.+)$", (DOCKER / "Dockerfile").read_text(), re.M).group(1).split()
+    assert [p.rsplit(":", 1)[1] for p in proxy["ports"]] == exposed == ["8080", "8081", "8082"]
 
 
 def _health(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
