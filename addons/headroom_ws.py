@@ -22,9 +22,11 @@ never planned or compressed a second time.
 
 Refusals close the connection, because a WebSocket has no per-message error status: a client
 frame over ``ws_max_frame_bytes`` (or a body over ``max_body_bytes``), or a large frame whose
-compression failed or timed out (over ``fail_open_max_bytes``, when set), is dropped and both the client
-and the upstream connection are closed with code 1009 and a reason that tells the agent to
-compact its context. Frames that are not JSON, not ``response.create``, or binary pass unchanged.
+compression failed or timed out (over ``fail_open_max_bytes``, when set), is dropped, the client
+gets an in-band ``error`` event (``context_length_exceeded``: what makes Codex compact before it
+retries, :mod:`headroom_core.ws_policy`), and both the client and the upstream connection are
+closed with code 1009 and a reason that tells the agent to compact its context. Frames that are
+not JSON, not ``response.create``, or binary pass unchanged.
 
 The frame that ends a turn for the client (its terminal event, or the last frames the proxy
 releases in its place) goes out once the turn's ledger row is durable, as an HTTP answer does:
@@ -168,6 +170,8 @@ class ResponsesWebSocket:
         flow.websocket.messages[-1].drop()
         st.closed = True
         log.warning("headroom: %s (WebSocket) refused and closed with %d: %s", _where(flow), refusal.code, refusal.reason)
+        # in this order on the connection: the error event tells the agent to compact (see ws_policy)
+        _inject(flow, refusal.event, to_client=True)
         headroom_ws_close.close(flow, refusal.code, refusal.reason)
         self._record_later(flow, refusal.plan, None, refusal.code)
 

@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import select
 from websockets.exceptions import ConnectionClosed
 
+from headroom_core import ws_policy
 from headroom_core.ccr import retrieve
 from headroom_core.compress import markers
 from headroom_core.db.engine import open_database
@@ -67,9 +68,17 @@ def read_turn(ws) -> list[str]:
 
 
 def closed_by_proxy(ws) -> ConnectionClosed:
+    """The close of a refused frame, after the one in-band ``error`` event that precedes it
+    (ws_policy: ``context_length_exceeded``, the reason as its message)."""
+    got = []
     with pytest.raises(ConnectionClosed) as info:
-        ws.recv(timeout=30)
-    return info.value
+        while True:
+            got.append(ws.recv(timeout=30))
+    closed = info.value
+    assert closed.rcvd is not None
+    assert [json.loads(f) for f in got] == [json.loads(ws_policy.error_event(closed.rcvd.reason))]
+    assert json.loads(got[0])["error"]["code"] == "context_length_exceeded"
+    return closed
 
 
 def wait_until(predicate, timeout: float = 15.0):

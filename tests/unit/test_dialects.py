@@ -137,6 +137,12 @@ def test_ws_size_policy_decides_by_code():
     assert "could not compress this 400 B request (> 300 B)" in ws_policy.plan_refusal(s, failed).reason
     assert ws_policy.plan_refusal(s, RequestPlan(Action.PASSTHROUGH, "frame over ws_max_frame_bytes", code=Code.TOO_LARGE)) is None
     assert all(len(x.encode()) <= rws.MAX_CLOSE_REASON_BYTES for x in (r.reason,))
+    # before the close, the in-band error event Codex reads as "compact, then retry"
+    assert json.loads(r.event) == {
+        "type": "error",
+        "status": 400,
+        "error": {"type": "invalid_request_error", "code": "context_length_exceeded", "message": r.reason, "param": "input"},
+    }
 
 
 @pytest.mark.parametrize("d", list(Dialect))
