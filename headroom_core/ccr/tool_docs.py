@@ -35,6 +35,12 @@ Nothing is decided for a session whose first request is the fallback after a tim
 ``tool_choice`` keeps the model from calling ``headroom_tool_docs``; a token count decides as
 its request would and writes nothing.
 
+A client that defers tools itself (Anthropic ``defer_loading`` with a tool-search tool, Codex's
+``tool_search`` and deferred namespace tools; :mod:`headroom_core.wire.tool_deferral`) already
+decides what the model sees of its tools: a new session of it gets no skeleton and no
+``headroom_tool_docs``, and a known session decides no new tool while its client defers. A
+deferred tool is never a skeleton (it has none), so it goes upstream as the client wrote it.
+
 The answer is the tool's definition as the client sent it in the request being answered (its
 ``tools`` are in the request's context): nothing is stored.
 """
@@ -43,7 +49,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
@@ -58,6 +64,7 @@ from headroom_core.wire import jsonedit
 from headroom_core.wire.blocks import ToolCall
 from headroom_core.wire.detect import Dialect
 from headroom_core.wire.dialects import dialect as wire_dialect
+from headroom_core.wire.tool_deferral import client_defers, is_deferred
 from headroom_core.wire.tool_defs import forced_tool_names
 
 if TYPE_CHECKING:
@@ -248,12 +255,18 @@ def for_session(
     skeleton. A known session keeps every status it decided; tools it had not seen (the client
     added them) are decided the same way, if the session has ``headroom_tool_docs``. ``fast``
     (the fallback after a timeout) decides nothing new; ``dry_run`` (a token count) writes
-    nothing. Raises SQLAlchemy errors (the evidence and the scope's set)."""
+    nothing. A client that defers tools itself (:func:`~headroom_core.wire.tool_deferral.client_defers`)
+    gets nothing new decided, and a tool it defers is no skeleton. Raises SQLAlchemy errors
+    (the evidence and the scope's set)."""
     tools = body.get("tools")
     tools = tools if isinstance(tools, list) else []
+    defers = client_defers(tools)
     # cheap exits first: most requests are known sessions whose tools did not change
     if known:
-        if TOOL_NAME not in proxy_tools or fast or not state.seen:
+        if defers and state.skeletons:  # a tool the client defers now goes as it wrote it
+            deferred = {i for t, i in zip(tools, tools_order.unique_ids(tools)) if is_deferred(t)}
+            state = replace(state, skeletons=tuple(i for i in state.skeletons if i not in deferred))
+        if TOOL_NAME not in proxy_tools or fast or not state.seen or defers:
             return OnDemand(state.skeletons, state.seen, proxy_tools)
         seen = set(state.seen)
         new = [(t, i) for t, i in zip(tools, tools_order.unique_ids(tools)) if i not in seen]
@@ -262,7 +275,7 @@ def for_session(
         req = _Request(dialect, body, client, project, scope, not dry_run)
         add = _decide(rt, req, [t for t, _ in new], [i for _, i in new], _keep(rt, body, dialect), floor=False)
         return OnDemand(state.skeletons + tuple(i for _, i in new if i in add), state.seen + tuple(i for _, i in new), proxy_tools)
-    if fast or not rt.settings.tools_on_demand or not tools or not wire_dialect(dialect).tool_choice_allows(body, TOOL_NAME):
+    if fast or defers or not rt.settings.tools_on_demand or not tools or not wire_dialect(dialect).tool_choice_allows(body, TOOL_NAME):
         return OnDemand((), (), proxy_tools)
     ids = tools_order.unique_ids(tools)
     req = _Request(dialect, body, client, project, scope, not dry_run)

@@ -13,9 +13,11 @@ Shapes understood (one ``tools`` entry each):
 * OpenAI Responses: ``{"type": "function", "name", "description", "parameters"}``.
 
 Anything else (Anthropic server tools such as ``web_search_20250305``, ``bash_20250124``,
-``text_editor_…``, ``computer_20241022``; OpenAI built-in tools; non-dicts; entries without a
-string ``name``) and every tool whose name matches an ``exclude`` glob is returned as the very
-same object. Other keys of an entry (``cache_control``, ``strict``, …) are kept as they are, in
+``text_editor_…``, ``computer_20241022``; OpenAI built-in tools, ``namespace`` groups and
+``tool_search``; non-dicts; entries without a string ``name``), every tool the client defers
+itself (``"defer_loading": true``, :mod:`headroom_core.wire.tool_deferral`: it goes upstream
+as the client wrote it, and is no dedupe source, since its text is not in the model's context)
+and every tool whose name matches an ``exclude`` glob is returned as the very same object. Other keys of an entry (``cache_control``, ``strict``, …) are kept as they are, in
 their original order.
 
 Minification (always on) never changes names, parameter names, types, enums, ``required``,
@@ -50,6 +52,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+from headroom_core.wire.tool_deferral import is_deferred
 from headroom_core.wire.tool_defs import rebuild_tool, tool_definition
 
 __all__ = [
@@ -403,7 +406,8 @@ def minify_tools(
     ``tools``: the parsed JSON ``tools`` value (Anthropic, OpenAI Chat or OpenAI Responses
     shape, mixed shapes allowed). A value that is not a list is returned unchanged.
     ``exclude``: ``fnmatch`` globs matched case-sensitively against tool names (e.g.
-    ``("mcp__*",)``); matching tools are returned as the same object.
+    ``("mcp__*",)``); matching tools are returned as the same object, and so are the tools
+    the client defers (``"defer_loading": true``).
     ``dedupe``: replace long passages repeated across tools by references (below).
     ``dedupe_min_chars``: shortest passage, in characters, that may be replaced.
     ``minify_one``: ``(index, container, schema key) -> minified container``, each tool's own
@@ -442,7 +446,7 @@ def minify_tools(
     minified: dict[int, tuple[dict, dict, str]] = {}  # index -> (tool, new container, schema key)
     for i, tool in enumerate(tools):
         found = _container(tool)
-        if found is None:
+        if found is None or is_deferred(tool):
             continue
         container, schema_key = found
         name = container["name"]

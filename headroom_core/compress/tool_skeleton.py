@@ -16,7 +16,9 @@ from its skeleton sends arguments the client's tool can still receive.
 
 Shapes understood are those of :mod:`headroom_core.compress.tool_defs` (Anthropic Messages,
 OpenAI Chat Completions, OpenAI Responses); anything else (server and built-in tools) has no
-skeleton. All functions are pure and deterministic (key order kept).
+skeleton, and neither has a tool the client defers itself (``"defer_loading": true``,
+:mod:`headroom_core.wire.tool_deferral`). All functions are pure and deterministic (key order
+kept).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import re
 from typing import Any
 
 from headroom_core.compress.tool_defs import _container
+from headroom_core.wire.tool_deferral import is_deferred
 from headroom_core.wire.tool_defs import rebuild_tool
 
 #: Longest first sentence kept, in characters (cut at a word, then "…").
@@ -136,13 +139,14 @@ def _refs(node: Any) -> list[str]:
 
 def skeleton(tool: Any, note: str = "") -> dict[str, Any] | None:
     """The skeleton of one tool definition, in the tool's own shape, or None when the tool has
-    none: not a function/custom tool (server and built-in tools), or a schema whose local
-    ``$ref`` s would no longer resolve. The description becomes its :func:`first_sentence`
+    none: not a function/custom tool (server and built-in tools), a tool the client defers
+    itself (``"defer_loading": true``), or a schema whose local ``$ref`` s would no longer
+    resolve. The description becomes its :func:`first_sentence`
     followed by ``note`` (the note alone when the tool had no description); every other
     member (``name``, ``type``, ``strict``, …) is kept in its place. ``cache_control`` is kept
     if present (callers strip it first)."""
     found = _container(tool)
-    if found is None:
+    if found is None or is_deferred(tool):
         return None
     container, schema_key = found
     out: dict[str, Any] = {}
