@@ -14,7 +14,7 @@ from headroom_core import heap
 from headroom_core.gc_tuning import freeze_long_lived
 from headroom_core.memory.service import service as memory_service
 from headroom_core.runtime import Runtime
-from headroom_core.settings import Settings, SettingsError, load_settings, setting_help
+from headroom_core.settings import Settings, SettingsError, load_settings, setting_help, unknown_environment
 
 OPTION_NAMES = [f.name for f in dataclasses.fields(Settings)]
 
@@ -55,6 +55,8 @@ class HeadroomOptions:
         unknown = sorted(k for k in getattr(ctx.options, "deferred", {}) if k.startswith("headroom_"))
         if unknown:
             logging.warning("headroom: unknown option(s) %s ignored; known: %s", ", ".join(unknown), ", ".join(f"headroom_{n}" for n in OPTION_NAMES))
+        for line in unknown_environment():
+            logging.warning("headroom: %s", line)
 
     def configure(self, updated) -> None:
         # only the settings' own options rebuild the runtime (other addons declare headroom_* options too)

@@ -176,6 +176,32 @@ def normalize_db_url(url: str) -> str:
     return u
 
 
+#: ``HEADROOM_*`` variables that are not settings but are read elsewhere: the home folder, the
+#: marker ``wrap`` sets for the agent's children, the Docker entrypoint's, and the test scripts'
+#: (prefixes ending in ``_``).
+OTHER_ENV = ("HOME", "PROXY", "CONFDIR", "CA", "CA_EXPORT", "LISTEN_HOST", "LISTEN_PORT", "PYTHON", "BIN", "TEST_", "PG_")
+
+
+def unknown_environment(env: Mapping[str, str] | None = None) -> list[str]:
+    """One line per ``HEADROOM_*`` variable of ``env`` (default: the process's) that nothing
+    reads, with the closest setting's variable when one is near (difflib): a misspelt variable
+    would otherwise be silently ignored. Empty when all are known."""
+    import difflib
+
+    env = os.environ if env is None else env
+    known = {f"HEADROOM_{n.upper()}" for n in _FIELDS}
+    out = []
+    for k in sorted(env):
+        if not k.startswith("HEADROOM_") or k in known:
+            continue
+        rest = k[len("HEADROOM_"):]
+        if any(rest == o or (o.endswith("_") and rest.startswith(o)) for o in OTHER_ENV):
+            continue
+        near = difflib.get_close_matches(rest, [n.upper() for n in _FIELDS], n=1, cutoff=0.75)  # the names, not the shared prefix
+        out.append(f"{k} is not a Headroom setting and is ignored" + (f"; did you mean HEADROOM_{near[0]}?" if near else "; `headroom config` lists the settings"))
+    return out
+
+
 def load_settings(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> Settings:
     """Build the settings from config file, environment and overrides.
 

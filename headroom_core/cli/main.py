@@ -62,8 +62,17 @@ def version_text() -> str:
     return f"headroom {v('headroom-mitm')} (mitmproxy {v('mitmproxy')}, Python {platform.python_version()})"
 
 
+def _warn_environment() -> None:
+    """A line on standard error per ``HEADROOM_*`` variable that nothing reads (a misspelling)."""
+    from headroom_core.settings import unknown_environment
+
+    for line in unknown_environment():
+        typer.echo(f"headroom: warning: {line}", err=True)
+
+
 def _version(value: bool) -> None:
     if value:
+        _warn_environment()
         typer.echo(version_text())
         raise typer.Exit()
 
@@ -73,6 +82,7 @@ def main(
     version: Optional[bool] = typer.Option(None, "--version", "-V", callback=_version, is_eager=True, help="Print the version and exit."),
 ) -> None:
     """Headroom on mitmproxy: compress what coding agents send to LLM APIs."""
+    _warn_environment()
 
 
 # Command groups live in their own modules; each has ``register(app)`` (in this order: the help

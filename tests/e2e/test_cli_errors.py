@@ -126,3 +126,13 @@ def test_read_only_commands_create_no_database(tmp_path):
         assert out.returncode == 0, (args, out.stderr)
         assert said in out.stdout, (args, out.stdout)
         assert not (home / "headroom.db").exists(), args
+
+
+def test_a_misspelt_headroom_variable_is_named_with_the_setting_meant(tmp_path):
+    out = _run(tmp_path, "--version", HEADROOM_MEMROY="true", HEADROOM_LISTEN_PORT="8080", HEADROOM_TEST_PG_URL="x", HEADROOM_FOO="1")
+    assert out.returncode == 0
+    assert out.stderr.splitlines() == [
+        "headroom: warning: HEADROOM_FOO is not a Headroom setting and is ignored; `headroom config` lists the settings",
+        "headroom: warning: HEADROOM_MEMROY is not a Headroom setting and is ignored; did you mean HEADROOM_MEMORY?",
+    ]
+    assert _run(tmp_path, "--version", HEADROOM_MEMORY="true").stderr == ""
