@@ -231,6 +231,9 @@ class Reply:
     stop_reason: str | None = None
     headers: tuple[tuple[str, str], ...] = ()
     abort_after_events: int | None = None
+    #: the Responses API ``id`` of the response (default: a fresh ``resp_…``), for a scripted
+    #: upstream that resolves a later ``previous_response_id`` against it
+    response_id: str | None = None
 
     @classmethod
     def text_reply(cls, text: str, **kw: Any) -> "Reply":
@@ -966,12 +969,12 @@ class _ResponsesRenderer:
 
     @classmethod
     def json(cls, rec: RecordedRequest, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
-        return cls._response(body, "resp_" + uuid.uuid4().hex[:24], "completed", cls._items(reply), cls._usage(rec, reply))
+        return cls._response(body, reply.response_id or "resp_" + uuid.uuid4().hex[:24], "completed", cls._items(reply), cls._usage(rec, reply))
 
     @classmethod
     def events(cls, rec: RecordedRequest, body: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
         """The Responses streaming events as JSON objects (shared by SSE and WebSocket)."""
-        rid = "resp_" + uuid.uuid4().hex[:24]
+        rid = reply.response_id or "resp_" + uuid.uuid4().hex[:24]
         items = cls._items(reply)
         evs: list[dict[str, Any]] = []
         evs.append({"type": "response.created", "response": cls._response(body, rid, "in_progress", [], None)})
