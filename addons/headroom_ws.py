@@ -2,7 +2,9 @@
 
 Per client ``response.create`` frame it takes the same steps as the HTTP path
 (:func:`headroom_core.request_plan.plan_request_async` on the frame's Responses body, under the
-same compression timeout): the compressed body is spliced back into the frame, every other byte
+same compression timeout; a frame that continues the connection's conversation, e.g. one with
+``previous_response_id``, takes the project and session of its first frame that named them:
+:mod:`headroom_core.ws_conversation`): the compressed body is spliced back into the frame, every other byte
 of the frame unchanged. Server event frames pass untouched (the addon only reads the terminal
 ``response.completed``/``incomplete``/``failed``/``error`` events for the usage figures of the
 ledger), except when the frame offered the proxy's own tools (``RequestPlan.hidden_tools``:
@@ -51,10 +53,11 @@ from typing import Any, Coroutine
 from mitmproxy import ctx, http
 from mitmproxy.websocket import WebSocketMessage
 
-from headroom_core import ledger, ws_policy
+from headroom_core import ledger, ws_conversation, ws_policy
 from headroom_core.ccr import ws_loop
 from headroom_core.extensions import answer_call
 from headroom_core.request_plan import Action, RequestPlan, plan_request_async, run_diagnostics, run_observers
+from headroom_core.scope import Conversation
 from headroom_core.wire import responses_ws as rws
 from headroom_core.wire.dialects import Route
 
@@ -95,6 +98,9 @@ class WsFlowState:
     closed: bool = False
     #: the latest turn's diagnostics (after its observers and the turn before's diagnostics)
     logged: asyncio.Future | None = None
+    #: the project and session of the connection's first frame that named them: frames that
+    #: continue it take them (:mod:`headroom_core.ws_conversation`)
+    conversation: Conversation | None = None
 
 
 class ResponsesWebSocket:
@@ -146,7 +152,11 @@ class ResponsesWebSocket:
         frame = rws.parse_create(content)
         if frame is None:
             return
-        plan = await plan_request_async(rt, "POST", rws.RESPONSES_PATH, st.headers, frame.body_bytes, s.compress_timeout_seconds, route_=_FRAME_ROUTE)
+        continues = ws_conversation.continues(st.conversation, frame.body, st.headers)
+        plan = await plan_request_async(
+            rt, "POST", rws.RESPONSES_PATH, st.headers, frame.body_bytes, s.compress_timeout_seconds, route_=_FRAME_ROUTE, continues=continues
+        )
+        st.conversation = ws_conversation.pin(st.conversation, plan.conversation)
         refusal = ws_policy.plan_refusal(s, plan)
         if refusal is not None:
             self._refuse(flow, st, refusal)

@@ -15,6 +15,7 @@ from headroom_core.clients import client_name
 from headroom_core.db.models import RequestOutcome, ToolUsage
 from headroom_core.ledger_entry import Entry
 from headroom_core.ledger_writer import LedgerWriter, write_entries
+from headroom_core.project import CONVERSATION_PREFIX
 from headroom_core.pricing import PriceTable, RequestCost, request_cost
 from headroom_core.wire.blocks import Usage
 from headroom_core.wire.dialects import SEPARATE_CACHE_DIALECTS
@@ -223,6 +224,9 @@ def tool_usage(sessions: sessionmaker[Session], project: str | None = None) -> l
 
 #: Grouping keys of :func:`totals` ("agent" is the client: the User-Agent's product name).
 GROUPS = ("agent", "client", "project", "dialect", "model", "action", "day")
+#: The ``project`` group of the conversations that named no project (each its own project,
+#: :func:`~headroom_core.project.conversation_project`; one line of totals in reports).
+NO_PROJECT = "(conversations without a project)"
 
 # Dialects whose reported input tokens *exclude* cache reads and writes (Anthropic Messages:
 # ``input_tokens`` + ``cache_read_input_tokens`` + ``cache_creation_input_tokens`` is the whole
@@ -342,7 +346,7 @@ def _group_key(group_by: str | None):
         None: None,
         "agent": R.client,
         "client": R.client,
-        "project": R.project,
+        "project": case((R.project.startswith(CONVERSATION_PREFIX, autoescape=True), NO_PROJECT), else_=R.project),
         "dialect": R.dialect,
         "model": R.model,
         "action": R.action,

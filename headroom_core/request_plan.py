@@ -46,7 +46,7 @@ from headroom_core.cache.breakpoints import BreakpointError, marker_count
 from headroom_core.cache.carry import carry, norm_hash
 from headroom_core.cache.frozen import FrozenEntry, LiveZone, live_zone
 from headroom_core.cache.recent import RecentRequest
-from headroom_core.cache.session import session_key
+from headroom_core.cache.session import SESSION_HEADER, session_key
 from headroom_core.cache.session_store import SessionRecord, SessionTools
 from headroom_core.ccr import tool_docs
 from headroom_core.compress.markers import offload_key
@@ -61,9 +61,8 @@ from headroom_core.compress.tools_figures import ToolsFigures
 from headroom_core.extensions import RequestContext
 from headroom_core.plan_codes import Action, Code
 from headroom_core.inject import tail_text_edits
-from headroom_core.project import GLOBAL
 from headroom_core.runtime import Runtime
-from headroom_core.scope import Scope, credential, request_scope
+from headroom_core.scope import Conversation, Scope, credential, request_conversation
 from headroom_core.project import PROJECT_HEADER
 from headroom_core.wire import jsonedit
 from headroom_core.wire.detect import Dialect
@@ -76,7 +75,6 @@ log = logging.getLogger("headroom")
 BYPASS_HEADER = "x-headroom-bypass"
 #: Seconds the fallback after a compression timeout may take (it replays and looks up only).
 FALLBACK_MIN_SECONDS = 15.0
-SESSION_HEADER = "x-headroom-session"
 
 
 @dataclass(frozen=True)
@@ -93,6 +91,8 @@ class RequestPlan:
     the session (originals, the bytes sent), to run once the request is on its way and before
     its response is answered; None when it was stored already or there is nothing to store.
     ``internal_error``: the walk raised (a bug, logged) and this is the fallback's plan.
+    ``project`` and ``session_key`` name the request's conversation, ``scope`` its whole
+    :class:`~headroom_core.scope.Conversation` (None for a plan that never identified it).
     """
 
     action: Action
@@ -106,7 +106,7 @@ class RequestPlan:
     client_body: dict[str, Any] | None = None
     pipeline: PipelineResult | None = None
     tools: ToolsFigures | None = None
-    project: str = GLOBAL
+    project: str = ""
     context: RequestContext | None = None
     live: LiveZone | None = None
     images: ImagesOutcome | None = None
@@ -117,6 +117,7 @@ class RequestPlan:
     dry_run: bool = False
     internal_error: bool = False
     persist: Callable[[], None] | None = field(default=None, compare=False, repr=False)
+    conversation: Conversation | None = None
 
     @cached_property
     def forwarded(self) -> dict[str, Any] | None:
@@ -173,6 +174,7 @@ def plan_request(
     commit: Callable[[], bool] | None = None,
     defer: bool = False,
     route_: Route | None = None,
+    continues: Conversation | None = None,
 ) -> RequestPlan:
     """Decide the fate of one request (see module docstring). ``headers`` keys are lowercase.
 
@@ -181,11 +183,13 @@ def plan_request(
     :func:`plan_request_async` on timeout). ``defer``: store nothing now; the plan's
     ``persist`` does it (the caller runs it after forwarding, off the request's path).
     ``route_``: the request's :class:`~headroom_core.wire.dialects.Route` when the caller
-    detected it already (detected here from ``method`` and ``path`` otherwise).
+    detected it already (detected here from ``method`` and ``path`` otherwise). ``continues``:
+    the conversation the request continues, whose project and session key it takes
+    (:func:`_identify_step`; a WebSocket frame with incremental input).
     """
     r = route_ if route_ is not None else route(method, path)
     try:
-        return _plan(rt, r, path, headers, body, commit, defer=defer)
+        return _plan(rt, r, path, headers, body, commit, defer=defer, continues=continues)
     except PlanAbandoned:
         return RequestPlan(Action.PASSTHROUGH, "abandoned: compression timed out", bytes_before=len(body), bytes_after=len(body), code=Code.ABANDONED)
     except CompressTimeout as e:
@@ -193,25 +197,26 @@ def plan_request(
         if deadline is not None and time.monotonic() >= deadline:  # plan_request_async already sends its fallback
             return RequestPlan(Action.PASSTHROUGH, "abandoned: compression timed out", bytes_before=len(body), bytes_after=len(body), code=Code.ABANDONED)
         log.warning("headroom: %s; sending what was sent before, nothing new compressed", e)
-        return replay_only(rt, method, path, headers, body, str(e)[:200], defer, r)
+        return replay_only(rt, method, path, headers, body, str(e)[:200], defer, r, continues=continues)
     except Exception as e:  # noqa: BLE001 - fail open, loudly
         log.exception("headroom: compression failed; sending what was sent before, nothing new compressed")
-        return replay_only(rt, method, path, headers, body, f"internal error: {type(e).__name__}: {e}", defer, r, error=True)
+        return replay_only(rt, method, path, headers, body, f"internal error: {type(e).__name__}: {e}", defer, r, error=True, continues=continues)
 
 
 def replay_only(
     rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes, why: str, defer: bool = False, route_: Route | None = None,
-    error: bool = False,
+    error: bool = False, continues: Conversation | None = None,
 ) -> RequestPlan:
     """The fallback when compressing failed or timed out (``why``): the session's earlier
     messages are still replayed byte for byte and ``tools`` still sent as before (so the
     provider's cached prefix does not flip), reusing earlier decisions only; nothing new is
     compressed, counted or injected. A body over ``fail_open_max_bytes`` (when set) is refused (413) as the
     fallback cannot shrink it. If even the fallback fails: :func:`_not_compressed`. ``error``:
-    the failure was an internal error (kept as the plan's ``internal_error``)."""
+    the failure was an internal error (kept as the plan's ``internal_error``). ``continues``: as
+    for :func:`plan_request`."""
     r = route_ if route_ is not None else route(method, path)
     try:
-        plan = _plan(rt, r, path, headers, body, None, fast=True, defer=defer)
+        plan = _plan(rt, r, path, headers, body, None, fast=True, defer=defer, continues=continues)
         if plan.action != Action.REJECT and plan.dialect is not None and not plan.dry_run and 0 < rt.settings.fail_open_max_bytes < plan.bytes_after:
             return _not_compressed(rt, r, body, why, error)  # too large to send uncompressed
         return replace(plan, reason=f"{why[:150]}; fallback: {plan.reason}"[:300], code=Code.FALLBACK, internal_error=error)
@@ -243,7 +248,8 @@ class _CommitGate:
 
 
 async def plan_request_async(
-    rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes, timeout_s: float, defer: bool = False, route_: Route | None = None
+    rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes, timeout_s: float, defer: bool = False, route_: Route | None = None,
+    continues: Conversation | None = None,
 ) -> RequestPlan:
     """:func:`plan_request` in a worker thread, bounded by ``timeout_s`` seconds (0: unbounded).
 
@@ -251,8 +257,8 @@ async def plan_request_async(
     is treated like a failed compression: earlier messages replayed, nothing new compressed
     (:func:`replay_only`); unchanged when even that fails and the body is at most
     ``fail_open_max_bytes``, else refused with 413. A plan that already committed when the
-    timeout fires is awaited instead (its session memory must match what is sent). ``defer`` and
-    ``route_``: as for :func:`plan_request`. Never raises.
+    timeout fires is awaited instead (its session memory must match what is sent). ``defer``,
+    ``route_`` and ``continues``: as for :func:`plan_request`. Never raises.
     """
     r = route_ if route_ is not None else route(method, path)
     gate = _CommitGate()
@@ -262,7 +268,7 @@ async def plan_request_async(
     # submitted now and awaited as one future (no task around a to_thread coroutine, no shield or
     # wait_for): the plan's result reaches the hook in two steps of the event loop, not six
     loop = asyncio.get_running_loop()
-    task = loop.run_in_executor(None, ctx.run, plan_request, rt, method, path, headers, body, gate.commit, defer, r)
+    task = loop.run_in_executor(None, ctx.run, plan_request, rt, method, path, headers, body, gate.commit, defer, r, continues)
     if timeout_s <= 0:
         return await task
     done, _ = await asyncio.wait((task,), timeout=timeout_s)  # never cancels the plan
@@ -273,7 +279,7 @@ async def plan_request_async(
         return await task
     log.warning("headroom: compressing a %d-byte request took over %s s; sending what was sent before, nothing new compressed", len(body), timeout_s)
     why = f"compression timed out after {timeout_s} s"
-    fallback = asyncio.ensure_future(asyncio.to_thread(replay_only, rt, method, path, headers, body, why, defer, r))
+    fallback = asyncio.ensure_future(asyncio.to_thread(replay_only, rt, method, path, headers, body, why, defer, r, False, continues))
     try:
         # the fallback only replays and looks up, and it is what keeps the provider's cached
         # prefix: it gets at least FALLBACK_MIN_SECONDS whatever the timeout
@@ -299,6 +305,9 @@ class _Request:
     session_key: str
     credential: str
     prev: RecentRequest | None = None
+    #: the key of the session's stored state (earlier messages, tools) when it is not
+    #: ``session_key`` (a request that continues another conversation: :func:`_identify_step`)
+    store_key: str = ""
 
     @property
     def dialect(self) -> Dialect:
@@ -340,7 +349,7 @@ def _same_start(view: BodyView, prev: RecentRequest, ckey: str) -> bool:
     return True
 
 
-def _classify(rt: Runtime, r: Route, path: str, headers: Mapping[str, str], body: bytes) -> RequestPlan | _Request:
+def _classify(rt: Runtime, r: Route, path: str, headers: Mapping[str, str], body: bytes, continues: Conversation | None = None) -> RequestPlan | _Request:
     """Steps 1-2: the early exits (a finished :class:`RequestPlan`), or the request to plan."""
     s = rt.settings
     n = len(body)
@@ -358,8 +367,10 @@ def _classify(rt: Runtime, r: Route, path: str, headers: Mapping[str, str], body
         return parsed
     view, prev = parsed
     if not s.compress:
-        return RequestPlan(Action.PASSTHROUGH, "compression off", d, bytes_before=n, bytes_after=n, code=Code.COMPRESS_OFF, dry_run=counting)
-    return _identify_step(rt, r, path, headers, view, prev)
+        conv = continues or request_conversation(headers, view.parsed, path, rt.sealer, d.value)  # for the ledger
+        return RequestPlan(Action.PASSTHROUGH, "compression off", d, bytes_before=n, bytes_after=n, code=Code.COMPRESS_OFF, dry_run=counting,
+                           session_key=conv.session_key, project=conv.scope.project, conversation=conv)
+    return _identify_step(rt, r, path, headers, view, prev, continues)
 
 
 def _parse_step(rt: Runtime, r: Route, path: str, headers: Mapping[str, str], body: bytes) -> RequestPlan | tuple[BodyView, RecentRequest | None]:
@@ -382,16 +393,30 @@ def _parse_step(rt: Runtime, r: Route, path: str, headers: Mapping[str, str], bo
     return view, prev
 
 
-def _identify_step(rt: Runtime, r: Route, path: str, headers: Mapping[str, str], view: BodyView, prev: RecentRequest | None) -> _Request:
-    """Step 2: the request's scope (project and client identity) and session; the previous
-    request is kept only when it is of the same conversation."""
+def _identify_step(
+    rt: Runtime, r: Route, path: str, headers: Mapping[str, str], view: BodyView, prev: RecentRequest | None, continues: Conversation | None = None
+) -> _Request:
+    """Step 2: the request's scope (project and client identity) and session
+    (:func:`~headroom_core.scope.request_conversation`); the previous request is kept only when
+    it is of the same conversation.
+
+    ``continues``: the conversation this request continues (a WebSocket's, for a frame that
+    does not name one of its own): its scope and session key are the request's, while the
+    session's stored state (messages sent before, tools) stays keyed by the request's own
+    content within that scope, as a frame with incremental input shares no messages with the
+    conversation's first frame (replaying against it would reset that state)."""
     req_view = view_of(r.wire, view.parsed, view)
+    dialect = req_view.id.value
+    if continues is not None:
+        scope, skey = continues.scope, continues.session_key
+        own = session_key(dialect, view.parsed, headers.get(SESSION_HEADER), scope.id)
+        return _Request(req_view, headers, r.counting, scope, skey, credential(headers, path), None, own)
     if prev is not None and not headers.get(SESSION_HEADER) and _same_start(view, prev, req_view.conversation_key):
         scope, skey = prev.scope, prev.session_key
     else:
         prev = prev if prev is not None and view.reused_elements else None
-        scope = request_scope(headers, view.parsed, path, rt.sealer)
-        skey = session_key(req_view.id.value, view.parsed, headers.get(SESSION_HEADER), scope.id)
+        conv = request_conversation(headers, view.parsed, path, rt.sealer, dialect)
+        scope, skey = conv.scope, conv.session_key
     if prev is not None and prev.session_key != skey:
         prev = None  # another conversation that starts alike: nothing of its own to reuse
     return _Request(req_view, headers, r.counting, scope, skey, credential(headers, path), prev)
@@ -720,7 +745,8 @@ def _remember_step(
 
     def store() -> None:
         _remember(rt, req, rec, replayed.zone, replayed.spans, replayed.hashes, out.text, out.spans, content.result, content.images, tools.state)
-        rt.recent.remember(req.credential, req.headers.get(PROJECT_HEADER, ""), recent)
+        if not req.store_key:  # a continuation is no base for another request's identity
+            rt.recent.remember(req.credential, req.headers.get(PROJECT_HEADER, ""), recent)
 
     if defer:
         return store
@@ -754,13 +780,14 @@ def _plan(
     commit: Callable[[], bool] | None = None,
     fast: bool = False,
     defer: bool = False,
+    continues: Conversation | None = None,
 ) -> RequestPlan:
     """The walk (module docstring): each step a function with a typed result."""
-    got = _classify(rt, r, path, headers, body)  # 1-2
+    got = _classify(rt, r, path, headers, body, continues)  # 1-2
     if isinstance(got, RequestPlan):
         return got
     req = got
-    rec = rt.session_store.load(req.session_key)
+    rec = rt.session_store.load(req.store_key or req.session_key)
     replayed = _replay_step(rt, req, rec)  # 3
     ctx = _context(req, replayed.zone.start, len(body))
     proxy_tools = rec.tools.proxy_tools if rec.known else _decide_proxy_tools(rt, req, ctx)
@@ -791,6 +818,7 @@ def _plan(
         bytes_after=n,
         dry_run=req.dry_run,
         persist=job,
+        conversation=Conversation(req.scope, req.session_key),
     )
     if not edits:
         return plan

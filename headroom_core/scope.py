@@ -4,7 +4,9 @@ Everything the proxy keeps for a conversation (the bytes it forwarded, its compr
 decisions, offloaded originals, the proxy tools it offered) belongs to one :class:`Scope` and is
 read only within it: two projects, or two users of one project (a team sharing a database),
 never share any of it. Memories, learned rules and failures are kept per project (their own
-tables carry the project).
+tables carry the project). A request that names no project is its own conversation's scope
+(:func:`~headroom_core.project.conversation_project`): nothing of it is pooled with another
+conversation.
 
 The identity is a keyed hash (HMAC-SHA256 under the local secret, :mod:`headroom_core.db.sealed`)
 of the credential the client sent: the credential itself is never stored or logged.
@@ -16,8 +18,9 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import parse_qsl, urlsplit
 
+from headroom_core.cache.session import SESSION_HEADER, session_key
 from headroom_core.db.sealed import Sealer
-from headroom_core.project import resolve_project
+from headroom_core.project import conversation_project, find_project
 
 #: Request headers that carry a client credential, in the order they are looked at:
 #: Anthropic (``x-api-key``), OpenAI and OAuth bearers (``authorization``), Azure OpenAI
@@ -29,7 +32,8 @@ CREDENTIAL_PARAMS = ("key", "api-key", "api_key")
 
 @dataclass(frozen=True)
 class Scope:
-    """``project`` (see :func:`~headroom_core.project.resolve_project`), ``identity`` (32 hex
+    """``project`` (see :func:`~headroom_core.project.find_project`; a conversation's own,
+    :func:`~headroom_core.project.conversation_project`, when it names none), ``identity`` (32 hex
     digits, the keyed hash of the credential; ``""`` when the request carried none) and ``id``
     (32 hex digits naming the pair; what stored rows are keyed by)."""
 
@@ -57,7 +61,26 @@ def scope_of(project: str, cred: str, sealer: Sealer) -> Scope:
     return Scope(project, identity, sealer.digest("scope", project, identity)[:32])
 
 
-def request_scope(headers: Mapping[str, str], body: Mapping[str, Any] | None, path: str, sealer: Sealer) -> Scope:
-    """The scope of one request: its project (header, else the working directory the agent
-    states) and the keyed hash of its credential."""
-    return scope_of(resolve_project(headers, body), credential(headers, path), sealer)
+@dataclass(frozen=True)
+class Conversation:
+    """Whose a request is and which conversation: its :class:`Scope` and its session key (32
+    hex digits, :func:`~headroom_core.cache.session.session_key` within the scope)."""
+
+    scope: Scope
+    session_key: str
+
+
+def request_conversation(headers: Mapping[str, str], body: Mapping[str, Any] | None, path: str, sealer: Sealer, dialect: str) -> Conversation:
+    """The scope and session of one request (``dialect`` a
+    :class:`~headroom_core.wire.detect.Dialect` value): its project (the header, else the
+    working directory the agent states, else the conversation's own: the session key the
+    request has without a project, within its client identity) and the keyed hash of its
+    credential; the session key within that scope."""
+    cred = credential(headers, path)
+    explicit = headers.get(SESSION_HEADER)
+    parsed = dict(body or {})
+    project = find_project(headers, parsed)
+    if project is None:
+        project = conversation_project(session_key(dialect, parsed, explicit, scope_of("", cred, sealer).id))
+    scope = scope_of(project, cred, sealer)
+    return Conversation(scope, session_key(dialect, parsed, explicit, scope.id))

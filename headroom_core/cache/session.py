@@ -9,6 +9,9 @@ from typing import Any
 from headroom_core.cache.carry import normal
 from headroom_core.wire.request_view import first_user_content, system_value
 
+#: The request header that names a session explicitly.
+SESSION_HEADER = "x-headroom-session"
+
 
 def session_key(dialect: str, body: dict[str, Any], explicit: str | None = None, scope: str = "") -> str:
     """A 32-hex-digit session key within ``scope`` (a :class:`~headroom_core.scope.Scope` id:

@@ -30,7 +30,7 @@ err = Console(stderr=True)
 
 memory_app = typer.Typer(help="Memories shared by all agents, per project (list, search, add, remove, stats, export, import).", no_args_is_help=True)
 
-PROJECT_HELP = "Project (default: the current directory, as agents state it; 'global' for requests without one)."
+PROJECT_HELP = "Project (default: the current directory, as agents state it; a conversation that states none is its own, 'conversation:<key>')."
 
 
 def _project(project: Optional[str]) -> str:

@@ -98,7 +98,7 @@ class RequestOutcome(Base):
     client: Mapped[str] = mapped_column(String(64))
     model: Mapped[str] = mapped_column(String(128))
     session_key: Mapped[str] = mapped_column(String(64))
-    project: Mapped[str] = mapped_column(String(512), default="global")
+    project: Mapped[str] = mapped_column(String(512))
     action: Mapped[str] = mapped_column(String(32))  # compressed | unchanged | bypass | rejected | error
     reason: Mapped[str] = mapped_column(String(300))
     body_bytes_before: Mapped[int] = mapped_column(Integer)

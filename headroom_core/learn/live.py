@@ -14,9 +14,10 @@ new this turn: ``message_index >= ctx.live_from``), and records:
 :func:`past_failures` (an injector: ``fn(rt, ctx) -> str | None``) gives the latest user message
 at most ``learn_feedback_max_lines`` lines about the project's failures of the last
 ``learn_feedback_hours`` hours, each line once per session. Bypassed requests never reach either
-(the request walk stops before extensions); requests of no known project (``global``: no
-``x-headroom-project`` header and no working directory stated) are neither learned from nor
-given feedback, so unrelated work never shares failures.
+(the request walk stops before extensions). A request of no known project (no
+``x-headroom-project`` header and no working directory stated) is its conversation's own project
+(:func:`~headroom_core.project.conversation_project`): it is learned from and given feedback
+within that conversation only, so unrelated work never shares failures or rules.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from headroom_core.learn.pairing import SETUP_WINDOW, find_pairs
 from headroom_core.learn.rules import rule_for_pair
 from headroom_core.learn.steps import Step, is_rejection, make_step
 from headroom_core.learn.store import LearnStore, pair_hash
-from headroom_core.project import GLOBAL
+from headroom_core.project import is_conversation
 
 if TYPE_CHECKING:
     from headroom_core.runtime import Runtime
@@ -68,18 +69,18 @@ def steps_of(ctx: RequestContext, since: int = 0) -> list[Step]:
 
 
 def _ignore(project: str) -> frozenset[str]:
-    return frozenset() if project == GLOBAL else frozenset({project, project.rstrip("/")})
+    return frozenset() if is_conversation(project) else frozenset({project, project.rstrip("/")})
 
 
 def _root(project: str) -> str:
-    return "" if project == GLOBAL or not project.startswith("/") else project
+    return project if project.startswith("/") else ""
 
 
 def observe(rt: "Runtime", ctx: RequestContext) -> None:
     """Accumulate evidence and failures from one request (module docstring). Off when the
     ``learn`` setting is false."""
     s = rt.settings
-    if not s.learn or ctx.project == GLOBAL:
+    if not s.learn or not ctx.project:
         return
     steps = steps_of(ctx, ctx.live_from)
     new = [st for st in steps if st.message_index >= ctx.live_from]
@@ -106,7 +107,7 @@ def past_failures(rt: "Runtime", ctx: RequestContext) -> str | None:
     """The past-failures block for this request, or None (feature off, nothing recent, or the
     latest message is not the user's)."""
     s = rt.settings
-    if not s.learn_feedback or s.learn_feedback_max_lines <= 0 or ctx.project == GLOBAL or not _latest_is_user(ctx):
+    if not s.learn_feedback or s.learn_feedback_max_lines <= 0 or not ctx.project or not _latest_is_user(ctx):
         return None
     lines = LearnStore(rt.sessions).past_failure_lines(
         ctx.project, ctx.session_key, timedelta(hours=s.learn_feedback_hours), s.learn_feedback_max_lines

@@ -510,8 +510,8 @@ class MemoryStore:
                 yield MemoryView.of(m).record()
 
     def import_records(self, records: Iterable[dict[str, Any]], project: str | None = None) -> dict[str, int]:
-        """Import export records into ``project`` (None: each record's own project, else
-        ``global``). Each goes through :meth:`save` (redaction, duplicate merging); a new memory
+        """Import export records into ``project`` (None: each record's own project; a record
+        without one is invalid: nothing is pooled in a shared bucket). Each goes through :meth:`save` (redaction, duplicate merging); a new memory
         keeps the record's kind, times, evidence, value and archived flag. Returns counts of
         ``added``, ``merged`` and ``invalid`` records."""
         counts = {"added": 0, "merged": 0, "invalid": 0}
@@ -519,7 +519,10 @@ class MemoryStore:
             if not isinstance(rec, dict):
                 counts["invalid"] += 1
                 continue
-            proj = project or str(rec.get("project") or "global")
+            proj = project or str(rec.get("project") or "").strip()
+            if not proj:
+                counts["invalid"] += 1
+                continue
             try:
                 out = self.save(proj, rec.get("text"), rec.get("kind") or "fact", str(rec.get("source") or "import"))
             except MemoryInputError:

@@ -103,6 +103,15 @@ def parse_create(content: bytes) -> CreateFrame | None:
     return None
 
 
+def is_continuation(body: dict[str, Any]) -> bool:
+    """Whether a ``response.create`` body continues what the socket sent before rather than
+    starting afresh: it names a ``previous_response_id`` (its ``input`` then holds only the new
+    items; the server keeps the rest), or it is a warm-up (``generate: false``: nothing is
+    generated; Codex sends it to prepare the next turn)."""
+    prev = body.get("previous_response_id")
+    return (isinstance(prev, str) and bool(prev)) or body.get("generate") is False
+
+
 def event_type(content: bytes) -> str | None:
     """The ``type`` of a server event frame (None when it is not a JSON object)."""
     try:

@@ -97,18 +97,20 @@ def test_github_payload_shrinks_and_round_trips(runtime, scenario, whole):
 
 def test_same_input_same_bytes_across_processes_and_queries(tmp_path, counter):
     """Two fresh stores give identical bytes for the same request; within one store, a later
-    turn with another question reuses the first decision (the cached prefix stays stable)."""
+    turn with another question reuses the first decision (the cached prefix stays stable).
+    Both conversations are of one project: conversations that name none share nothing."""
     text = github_scenario("paginate-issues.json")
+    project = {"x-headroom-project": "/p"}
 
     def fresh(name: str) -> Runtime:
         rt = Runtime(load_settings({"home": str(tmp_path / name)}, env={}))
         rt.__dict__["counter"] = counter
         return rt
 
-    a = plan(fresh("a"), anthropic_request(text, "Which issues are open?")).body
-    b = plan(fresh("b"), anthropic_request(text, "Which issues are open?")).body
+    a = plan(fresh("a"), anthropic_request(text, "Which issues are open?"), headers=project).body
+    b = plan(fresh("b"), anthropic_request(text, "Which issues are open?"), headers=project).body
     assert a == b
-    later = plan(fresh("a"), anthropic_request(text, "Anything about sesame seeds?")).body
+    later = plan(fresh("a"), anthropic_request(text, "Anything about sesame seeds?"), headers=project).body
     tool_result = lambda raw: json.loads(raw)["messages"][2]["content"][0]["content"]  # noqa: E731
     assert tool_result(later) == tool_result(a)
 

@@ -115,7 +115,7 @@ def test_prefix_log_per_session_on_the_corpus(runtime):
     for name, body in corpus_bodies():
         key = session_key("anthropic-messages", body)
         keys.append(key)
-        log.observe(key, resolve_project({}, body), "anthropic-messages", "claude-code", volatile.prefix_of(body))
+        log.observe(key, resolve_project({}, body, key), "anthropic-messages", "claude-code", volatile.prefix_of(body))
     events = prefix_events(runtime.sessions)
     changed = {(e.session_key, tuple(c.kind for c in e.changes)) for e in events if e.changes}
     assert changed == {
@@ -126,7 +126,8 @@ def test_prefix_log_per_session_on_the_corpus(runtime):
     # 01 and 02 are one session although Claude Code marked the first message with cache_control in 01 only
     assert keys[0] == keys[1] == keys[3]
     assert len({e.session_key for e in events}) == len(set(keys))
-    assert {e.project for e in events} == {"/home/user/dev/stow/nvim", "global"}
+    # a request that states no working directory is its conversation's own project
+    assert {e.project for e in events} - {f"conversation:{k[:16]}" for k in keys} == {"/home/user/dev/stow/nvim"}
     # the other project's prompt is never a comparison base
     other = volatile.Prefix("Working directory: /elsewhere\n" + volatile.system_text(corpus_bodies()[0][1]), ())
     assert log.observe("other-session", "/elsewhere", "anthropic-messages", "claude-code", other) is None
