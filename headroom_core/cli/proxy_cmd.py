@@ -109,7 +109,7 @@ def proxy(
     anthropic_port: Optional[int] = typer.Option(None, min=0, max=65535, show_default=False, help="Port serving as ANTHROPIC_BASE_URL (to --anthropic-upstream); default: --port + 1; 0: none."),
     openai_port: Optional[int] = typer.Option(None, min=0, max=65535, show_default=False, help="Port serving as OPENAI_BASE_URL (…/v1, to --openai-upstream); default: --port + 2; 0: none."),
     anthropic_upstream: str = typer.Option(pp.ANTHROPIC_API, help="Where the Anthropic base-URL port forwards to."),
-    openai_upstream: str = typer.Option(pp.OPENAI_API, help="Where the OpenAI base-URL port forwards to."),
+    openai_upstream: str = typer.Option(pp.OPENAI_API, help="Where the OpenAI base-URL port forwards to: an origin or a base URL ending in /v1."),
     confdir: Optional[Path] = typer.Option(None, help="mitmproxy confdir: where the proxy's CA lives (default: $HEADROOM_HOME/mitmproxy)."),
     db_url: Optional[str] = typer.Option(None, help="SQLAlchemy URL (default: SQLite under $HEADROOM_HOME)."),
     set_: list[str] = typer.Option([], "--set", help="Any mitmproxy or headroom_* option, as key=value (repeatable)."),
@@ -129,7 +129,11 @@ def proxy(
     port = port or 8080
     validate_settings("proxy", db_url, set_)
     addr = pp.ProxyAddress(listen_host, port)
-    base_urls = pp.base_url_listeners(port, anthropic_port, openai_port, anthropic_upstream, openai_upstream)
+    try:
+        base_urls = pp.base_url_listeners(port, anthropic_port, openai_port, anthropic_upstream, openai_upstream)
+    except pp.ProxyError as e:
+        ui.fail("proxy", str(e))
+        raise typer.Exit(2) from e
     check_ports("proxy", listen_host, port, base_urls)
     conf = (confdir or default_confdir(home)).expanduser()
     conf.mkdir(parents=True, exist_ok=True)

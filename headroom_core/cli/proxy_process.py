@@ -17,6 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -86,17 +87,43 @@ class BaseUrlListener:
         return h + self.path
 
 
+def upstream_origin(name: str, url: str, path: str) -> str:
+    """The origin (``scheme://host[:port]``) a base-URL listener forwards to, from ``url`` as a
+    user gives it: an origin, or the API's base URL with the path its clients put in their base
+    URL (``path``: ``/v1`` for OpenAI, none for Anthropic), e.g. ``https://host/v1`` for OpenAI
+    (its requests keep their own path, ``/v1/responses``, so the base URL's ``/v1`` is the one
+    they carry). Raises :class:`ProxyError` (one line, naming the option) for anything else: no
+    http(s) scheme or host, a query, or another path (a gateway prefix such as
+    ``/openai/v1``, which mitmproxy's reverse mode cannot add)."""
+    opt = f"--{name.lower()}-upstream"
+    u = urlsplit(url.strip())
+    if u.scheme not in ("http", "https") or not u.hostname:
+        raise ProxyError(f"{opt} {url!r}: give an http(s) URL, e.g. https://api.example.com{path}")
+    try:
+        u.port  # noqa: B018 - raises ValueError for a port out of range
+    except ValueError as e:
+        raise ProxyError(f"{opt} {url!r}: {e}") from e
+    if u.query or u.fragment or u.username or u.password:
+        raise ProxyError(f"{opt} {url!r}: no query, fragment or credentials in the upstream URL")
+    given = u.path.rstrip("/")
+    if given not in ("", path):
+        want = f"the origin (https://{u.netloc})" + (f" or the base URL ending in {path} (https://{u.netloc}{path})" if path else "")
+        raise ProxyError(f"{opt} {url!r}: the path {u.path!r} is not supported: requests keep their own path; give {want}")
+    return f"{u.scheme}://{u.netloc}"
+
+
 def base_url_listeners(port: int, anthropic_port: int | None, openai_port: int | None, anthropic_upstream: str = ANTHROPIC_API, openai_upstream: str = OPENAI_API) -> list[BaseUrlListener]:
     """The base-URL listeners beside the proxy on ``port``: Anthropic on ``anthropic_port``
     (default ``port + 1``), OpenAI on ``openai_port`` (default ``port + 2``); a port of 0 turns
-    that one off."""
+    that one off. Each upstream is an origin or the API's base URL (:func:`upstream_origin`,
+    which raises :class:`ProxyError` for other URLs)."""
     a = port + 1 if anthropic_port is None else anthropic_port
     o = port + 2 if openai_port is None else openai_port
     out = []
     if a:
-        out.append(BaseUrlListener("Anthropic", anthropic_upstream.rstrip("/"), a, "ANTHROPIC_BASE_URL"))
+        out.append(BaseUrlListener("Anthropic", upstream_origin("Anthropic", anthropic_upstream, ""), a, "ANTHROPIC_BASE_URL"))
     if o:
-        out.append(BaseUrlListener("OpenAI", openai_upstream.rstrip("/"), o, "OPENAI_BASE_URL", "/v1"))
+        out.append(BaseUrlListener("OpenAI", upstream_origin("OpenAI", openai_upstream, "/v1"), o, "OPENAI_BASE_URL", "/v1"))
     return out
 
 
