@@ -22,7 +22,11 @@ masked before clustering, so the same text always gives the same clusters.
     case and inside longer words, ``[crit]``, ``ALERT``, ``Traceback (most recent call
     last):``, stack frames) together with its stack trace (:func:`trace_end`: indented lines,
     ``at …``, ``Caused by:``, ``... 12 more``, and unindented exception lines such as
-    ``java.io.IOException: …`` or ``ValueError: …``);
+    ``java.io.IOException: …`` or ``ValueError: …``). A single-line error event repeated
+    (the same template and variant, 520 ``Failed password for root … ssh2``) shows its first
+    :data:`ERROR_FIRST` and last :data:`ERROR_LAST` lines; the others are left out like any
+    repeated line, counted in the template summary and retrievable, so every error line is
+    represented by a verbatim line of its kind and its count;
 ``query``
     lines holding a word of the user's latest query (matched at a word start, case-insensitive;
     words found on more than half the lines do not discriminate and are ignored), at most
@@ -84,6 +88,13 @@ DEPTH = 4
 # between a few literal words (Transitioned from NEW / RUNNING / …), not a free value (a user
 # name, an id): the first line of each such variant is kept too.
 VARIANT_MAX_VALUES = 12
+
+# Lines shown of one variant of a single-line error event (same template, same categorical
+# values and words: "Failed password for root from <IP> port <NUM> ssh2"): its first and last.
+# The others are left out like any repeated line, their number in the template summary, and
+# retrievable; an error variant of at most ERROR_FIRST + ERROR_LAST lines is shown whole.
+ERROR_FIRST = 3
+ERROR_LAST = 1
 
 REASONS = ("anchor", "error", "query", "template")
 
@@ -241,10 +252,18 @@ class LogSelection:
 
 
 def mine_templates(lines: list[str]) -> tuple[tuple[int, ...], tuple[Template, ...], tuple[int, ...]]:
+    """Cluster ``lines`` with Drain3: each line's template number, the templates, and the first
+    line of every variant (:func:`mine_variants`, without each line's variant)."""
+    cluster_of, templates, firsts, _ = mine_variants(lines)
+    return cluster_of, templates, firsts
+
+
+def mine_variants(lines: list[str]) -> tuple[tuple[int, ...], tuple[Template, ...], tuple[int, ...], tuple[int, ...]]:
     """Cluster ``lines`` with Drain3.
 
     Returns each line's template number (-1 for a blank line), the templates in order of first
-    appearance, and the first line of every *variant*: lines of one template that share the
+    appearance, the first line of every *variant*, and each line's variant number (-1 for a
+    blank line; numbered across templates). A variant is the lines of one template that share the
     values of its categorical wildcard positions (:data:`VARIANT_MAX_VALUES`), so that two
     kinds of event Drain put in one template (``Transitioned from NEW to UNASSIGNED`` and
     ``… from RUNNING to SUCCESS``) are both seen, while free values (user names, ids) are not.
@@ -280,6 +299,7 @@ def mine_templates(lines: list[str]) -> tuple[tuple[int, ...], tuple[Template, .
         Template(by_id[cid].get_template(), len(members[k]), members[k][0]) for cid, k in order.items()
     )
     firsts: list[int] = []
+    variant_of = [-1] * len(lines)
     for cid, k in order.items():
         tokens = by_id[cid].log_template_tokens
         rows = [masked[i] for i in members[k]]
@@ -293,15 +313,16 @@ def mine_templates(lines: list[str]) -> tuple[tuple[int, ...], tuple[Template, .
                 cat_positions.append(p)
             else:
                 word_positions.append(p)
-        seen: set[tuple[str, ...]] = set()
+        seen: dict[tuple[str, ...], int] = {}
         for i, r in zip(members[k], rows):
             shape = tuple(r[p] if p < len(r) else "" for p in cat_positions) + tuple(
                 _word_or_star(r[p] if p < len(r) else "") for p in word_positions
             )
             if shape not in seen:
-                seen.add(shape)
+                seen[shape] = len(firsts)
                 firsts.append(i)
-    return cluster_of, templates, tuple(sorted(firsts))
+            variant_of[i] = seen[shape]
+    return cluster_of, templates, tuple(sorted(firsts)), tuple(variant_of)
 
 
 _WORD_TOKEN_RE = re.compile(r"[A-Za-z][a-z]{1,29}")
@@ -333,7 +354,7 @@ def messages_of(lines: list[str]) -> list[str]:
 def select_lines(lines: list[str], query: str) -> LogSelection:
     """The lines of a log to keep for ``query`` (see the module docstring), pure."""
     n = len(lines)
-    cluster_of, templates, variants = mine_templates(messages_of(lines))
+    cluster_of, templates, variants, variant_of = mine_variants(messages_of(lines))
     reasons: dict[int, str] = {}
 
     def keep(i: int, why: str) -> None:
@@ -341,15 +362,24 @@ def select_lines(lines: list[str], query: str) -> LogSelection:
 
     for i in list(range(min(HEAD, n))) + list(range(max(0, n - TAIL), n)):
         keep(i, "anchor")
+    # single-line error events, by variant: a run of one error (520 "Failed password for root
+    # … ssh2") shows its first and last lines; its count is in the template summary
+    single: dict[int, list[int]] = {}
     i = 0
     while i < n:
         if lines[i].strip() and is_error_line(lines[i]):
             end = trace_end(lines, i)
-            for j in range(i, end):
-                keep(j, "error")
+            if end == i + 1 and variant_of[i] >= 0:
+                single.setdefault(variant_of[i], []).append(i)
+            else:  # a stack trace is kept whole
+                for j in range(i, end):
+                    keep(j, "error")
             i = max(end, i + 1)
         else:
             i += 1
+    for rows in single.values():
+        for j in rows[:ERROR_FIRST] + rows[-ERROR_LAST:]:
+            keep(j, "error")
     # a query word found in at most half of the non-blank lines picks the lines holding it
     nonblank = [i for i, ln in enumerate(lines) if ln.strip()]
     found = passages_with_any(query_words(query), [lines[i] for i in nonblank], most=len(nonblank) // 2, ignore_case=True)

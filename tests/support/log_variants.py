@@ -742,11 +742,40 @@ def template_regex(template: str) -> re.Pattern[str]:
     return re.compile(".*?".join(re.escape(part) for part in template.split("<*>")))
 
 
+_SUMMARY_RE = re.compile(r"^(\d+)× (.+)$")
+_PLACEHOLDER_RE = re.compile(r"<(?:\*|NUM|TS|IP|HEX|ID)>")
+
+
+def summary_regex(template: str) -> re.Pattern[str]:
+    """A template of the compressor's own summary (``412× Failed password for <*> from <IP> …``)
+    as a regular expression: literal parts in order, each placeholder standing for anything,
+    a space for any run of blanks."""
+    parts = [re.escape(p).replace("\\ ", r"\s+") for p in _PLACEHOLDER_RE.split(template)]
+    return re.compile(".*?".join(parts))
+
+
+def represented(error: str, out_lines: list[str]) -> bool:
+    """Whether the error line ``error`` is represented in a compressed log's ``out_lines``:
+    kept verbatim, or folded as a repeat of its kind: a summary line counts a template that
+    matches it, and a line of that template is shown verbatim."""
+    if error in out_lines:
+        return True
+    shown = [ln for ln in out_lines if not _SUMMARY_RE.match(ln)]
+    for ln in out_lines:
+        m = _SUMMARY_RE.match(ln)
+        if m:
+            rx = summary_regex(m.group(2))
+            if rx.search(error) and any(rx.search(k) for k in shown):
+                return True
+    return False
+
+
 @dataclass(frozen=True)
 class Retention:
     """How much of a log a compressed text still shows: ground-truth templates found in some
-    output line (a kept line or a template summary line), error lines kept verbatim (as whole
-    output lines), and the lists of what was lost."""
+    output line (a kept line or a template summary line), error lines represented
+    (:func:`represented`: verbatim, or a shown line of their template and its count), and the
+    lists of what was lost."""
 
     templates: int
     templates_total: int
@@ -763,5 +792,5 @@ def retention(output: str, lines: list[str] | tuple[str, ...], templates: list[s
     out_set = set(out_lines)
     lost_t = tuple(t for t in templates if not any(template_regex(t).search(ln) for ln in out_lines))
     errors = [ln for ln in lines if ln.strip() and is_error_word_line(ln)]
-    lost_e = tuple(e for e in errors if e.rstrip("\r") not in out_set)
+    lost_e = tuple(e for e in errors if e.rstrip("\r") not in out_set and not represented(e.rstrip("\r"), out_lines))
     return Retention(len(templates) - len(lost_t), len(templates), len(errors) - len(lost_e), len(errors), lost_t, lost_e)
