@@ -42,11 +42,21 @@ _STRONG_ERROR_LINES = re.compile(
     r"|error(?:\[E\d+\])?: .+|fatal: .+|.*: Permission denied\b.*|npm ERR! .+|npm error .+|ERROR: .+|.*\bSegmentation fault\b.*"
     r"|Wrong flag!.*|Your bash command contained syntax errors and was NOT executed.*|No replacement was performed.*"
     r"|Your edit was not applied.*|Invalid `\w+` parameter.*|Usage: edit .*|No file open\..*|E\s+[A-Za-z_.]*(?:Error|Exception)\b.*"
-    r"|ImportError while loading conftest.*|FAILED \S+.*|=+ \d+ failed\b.*)$"
+    r"|ImportError while loading conftest.*|FAILED \S+.*|=+ \d+ failed\b.*"
+    # structure, whatever the program: a shell's own diagnostic ("/bin/sh: 1: pytest: not found",
+    # "zsh:1: no such file", "sh: 1: cd: can't cd to x"), make's "make: *** [...] Error 2", a
+    # program's "prog: error: ...", "prog: cannot/can't/unable to/could not ...", apt's "E: ...",
+    # and a stated non-zero exit ("exited with code 2", "non-zero exit status")
+    r"|(?:/\S*/)?(?:ba|da|z|k|c|tc|fi|a|mk)?sh(?:\.exe)?:[ \t]*(?:line[ \t]+)?\d*:?[ \t]*\S.*"
+    r"|[\w.+-]+: \*\*\* .+|[\w.+-]+: (?:fatal )?error(?:\[\w+\])?: .+"
+    r"|[\w.+-]+: (?:[^:\n]{1,80}: )?(?:can't|cannot|unable to|could not|couldn't) .+|E: .+"
+    r"|.*\b(?:exit(?:ed)?|terminated|returned|failed)\b[^\n]{0,20}\b(?:with )?(?:exit )?(?:code|status)[ :=]+[1-9]\d*\b.*"
+    r"|.*\bnon-zero exit (?:code|status)\b.*)$"
 )
 _ERROR_WORDS = ("not found", "no such file", "cannot access", "traceback", "error", "exception", "fatal:", "permission denied",
                 "npm err", "segmentation fault", "wrong flag", "syntax errors", "no replacement", "not applied", "invalid `",
-                "usage: edit", "no file open", "failed")
+                "usage: edit", "no file open", "failed", "sh:", "sh.exe:", ": ***", "can't", "cannot", "unable to", "could not",
+                "couldn't", "e: ", "code", "status")
 
 
 def has_error_line(body: str, limit: int = 20000) -> bool:
@@ -191,6 +201,7 @@ _PREFERRED = (  # (pattern, take the last hit rather than the first)
     (re.compile(r"^(No replacement was performed.*)$"), False),
     (re.compile(r"^(Your edit was not applied.*)$"), False),
     (re.compile(r"^.*?\b(command not found)\b.*$"), False),
+    (re.compile(r"^(?:/\S*/)?(?:ba|da|z|k|c|tc|fi|a|mk)?sh:[ \t]*(?:line[ \t]+)?\d*:?[ \t]*(\S+: not found)$"), False),
     (re.compile(r"^.*(The required parameter `[^`]+` is missing).*$"), False),
     (re.compile(r"^.*\b(Missing script: .+)$"), False),
     (re.compile(r"^FAILED (\S+.*)$"), False),
@@ -206,7 +217,8 @@ def error_summary(text: str) -> str:
     Preference: a SWE-agent lint line (``E999 SyntaxError: unmatched ')'``), "Wrong flag!", a
     rejected edit, ``command not found``, a missing required parameter, a missing npm script,
     the last ``XxxError: ...`` line (a traceback's exception), ``No such file or directory``, an
-    ``error:``/``fatal:`` line; else the first line that is not a warning or a header.
+    ``error:``/``fatal:`` line; else the first error-shaped line (:data:`_STRONG_ERROR_LINES`);
+    else the first line that is not a warning or a header.
     """
     body = output_text(text)
     if len(body) > 2 * SUMMARY_SPAN:  # what went wrong is said near the start or the end
@@ -223,6 +235,9 @@ def error_summary(text: str) -> str:
         hits = [m.group(1) for m in (pat.match(ln) for ln in lines) if m]
         if hits:
             return _clip(hits[-1] if last else hits[0])
+    for ln in lines:  # an error-shaped line (structure: make's ***, apt's E:, a stated exit code ...)
+        if _STRONG_ERROR_LINES.match(ln):
+            return _clip(ln)
     for ln in lines:
         if not _NOISE.match(ln):
             return _clip(ln)
