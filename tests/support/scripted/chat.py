@@ -32,9 +32,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tests.support.upstream import RawReply
+from typing import TYPE_CHECKING
 
-__all__ = ["TOP_LEVEL", "ROLES", "Output", "ChatView", "problems", "refusal", "view", "is_chat"]
+from tests.support.scripted import play
+from tests.support.upstream import RawReply, RecordedRequest, Reply
+
+if TYPE_CHECKING:
+    from tests.support.scripted import ScriptedModel
+
+__all__ = ["TOP_LEVEL", "ROLES", "SHELL_TOOLS", "Output", "ChatView", "problems", "refusal", "view", "is_chat",
+           "conversation", "reply_for", "answer"]
+
+#: Shell tool names of Chat Completions agents (opencode: ``bash``).
+SHELL_TOOLS = frozenset({"bash", "shell"})
+#: opencode's read tool (an absolute ``filePath``).
+READ_TOOL = "read"
 
 #: Top-level fields of a Chat Completions request (OpenAI API reference, create chat completion).
 TOP_LEVEL = frozenset(
@@ -241,3 +253,47 @@ def view(body: Mapping[str, Any]) -> ChatView:
         users=tuple(users),
         messages=len(messages),
     )
+
+
+def conversation(body: Mapping[str, Any]) -> play.Conversation:
+    """The play's view of a request that :func:`problems` accepted."""
+    v = view(body)
+    messages = body["messages"]
+    calls = tuple(
+        play.Call(c["id"], c["function"]["name"], dict(_arguments(c["function"]["arguments"])))
+        for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or ()
+    )
+    return play.Conversation(
+        first_user_text=v.users[0] if v.users else "",
+        tools=frozenset(v.tools),
+        calls=calls,
+        outputs=tuple(play.Output(o.call_id, o.text) for o in v.outputs),
+        ends_with_output=messages[-1]["role"] == "tool",
+    )
+
+
+def reply_for(move: play.Move, task: play.Task) -> Reply:
+    """The reply that makes ``move`` with opencode's tools (``bash``, ``read``)."""
+    if isinstance(move, play.Shell):
+        return Reply.tool_call("bash", {"command": move.command, "description": f"Run {move.command}"}, play.call_id(move.step, "call_"))
+    if isinstance(move, play.Read):
+        return Reply.tool_call(READ_TOOL, {"filePath": task.path(move.rel)}, play.call_id(move.step, "call_"))
+    if isinstance(move, play.Retrieve):
+        return Reply.tool_call("headroom_retrieve", {"key": move.key}, play.call_id(move.step, "call_"))
+    return Reply.text_reply(move.text)
+
+
+def answer(model: "ScriptedModel", rec: RecordedRequest) -> Reply | RawReply:
+    """The reply to a ``/v1/chat/completions`` request (the adapter hook of :mod:`tests.support.scripted`)."""
+    if rec.method != "POST":
+        body = {"error": {"message": f"Method {rec.method} not allowed", "type": "invalid_request_error", "param": None, "code": None}}
+        return RawReply(status=405, headers=(("Content-Type", "application/json"),), body=json.dumps(body).encode())
+    found = problems(rec.json)
+    if found:
+        return model.refuse(rec, "; ".join(found), refusal(found))
+    conv = conversation(rec.json)
+    move = play.next_move(conv, SHELL_TOOLS)
+    if isinstance(move, play.Read) and READ_TOOL not in conv.tools:
+        move = play.Shell(move.step, f"cat {move.rel}")
+    model.note(rec, move)
+    return reply_for(move, model.task)
