@@ -7,7 +7,9 @@ shapes; a refused request gets a 400 ``invalid_request_error`` in the API's erro
   ``model`` a string, ``max_tokens`` a positive integer (Messages only), ``messages`` a
   non-empty list;
 - roles ``user``/``assistant`` alternate, starting with ``user``; content a string or a list of
-  known block types; text blocks non-empty;
+  known block types; text blocks non-empty; a ``system`` message (text only) between turns only
+  under a ``per-turn-control`` beta in ``anthropic-beta`` (Claude Code 2.1.33x sends its
+  environment that way and, refused, falls back to ``<system-reminder>`` text in the user turn);
 - every ``tool_use`` is answered by a ``tool_result`` in the next (user) message and every
   ``tool_result`` answers a ``tool_use`` of the message before; tool-use ids unique;
 - tool names unique and ``^[a-zA-Z0-9_-]{1,128}$``; at most 4 ``cache_control`` breakpoints.
@@ -88,8 +90,10 @@ def _cache_points(obj: Any) -> int:
     return 0
 
 
-def validate(body: Any, *, count: bool = False) -> None:
-    """Raise :class:`Invalid` with the API's kind of message when ``body`` breaks a rule above."""
+def validate(body: Any, *, count: bool = False, betas: frozenset[str] = frozenset()) -> None:
+    """Raise :class:`Invalid` with the API's kind of message when ``body`` breaks a rule above
+    (``betas``: the names in the request's ``anthropic-beta`` header)."""
+    turns = any(b.startswith("per-turn-control-") for b in betas)
     if not isinstance(body, dict):
         raise Invalid("Request body must be a JSON object")
     for k in body:
@@ -117,10 +121,18 @@ def validate(body: Any, *, count: bool = False) -> None:
         raise Invalid(f"A maximum of 4 blocks with cache_control may be provided. Found {n}.")
     seen: set[str] = set()
     pending: list[str] = []  # tool_use ids of the previous assistant message
+    n_turn = 0
     for i, m in enumerate(msgs):
+        if turns and isinstance(m, dict) and m.get("role") == "system":
+            if pending:
+                raise Invalid(f"messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: {', '.join(pending)}")
+            if any(b.get("type") != "text" for b in _blocks(m.get("content"), f"messages.{i}")):
+                raise Invalid(f"messages.{i}.content: system messages take text blocks only")
+            continue
         if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
             raise Invalid(f"messages.{i}.role: Input should be 'user' or 'assistant'")
-        want = "user" if i % 2 == 0 else "assistant"
+        want = "user" if n_turn % 2 == 0 else "assistant"
+        n_turn += 1
         if m["role"] != want:
             raise Invalid(f"messages.{i}: roles must alternate between \"user\" and \"assistant\", starting with \"user\"")
         blocks = _blocks(m.get("content"), f"messages.{i}")
@@ -151,6 +163,8 @@ def validate(body: Any, *, count: bool = False) -> None:
                         raise Invalid(f"messages.{i}.content: tool_use.input: Input should be a valid dictionary")
                     seen.add(tid)
                     pending.append(tid)
+    if n_turn == 0:
+        raise Invalid("messages: at least one user message is required")
     if pending and msgs[-1].get("role") == "assistant" and not count:
         raise Invalid(f"messages.{len(msgs) - 1}: the final assistant message cannot end with a `tool_use` block")
 
@@ -179,7 +193,7 @@ def conversation(body: dict[str, Any]) -> play.Conversation:
     last = msgs[-1]
     ends = last["role"] == "user" and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in _blocks(last["content"], ""))
     return play.Conversation(
-        first_user_text=_text_of(msgs[0]["content"]),
+        first_user_text=next((_text_of(m["content"]) for m in msgs if m["role"] == "user"), ""),
         tools=frozenset(str(t["name"]) for t in body.get("tools") or [] if isinstance(t, dict) and isinstance(t.get("name"), str)),
         calls=tuple(calls),
         outputs=tuple(outputs),
@@ -203,8 +217,9 @@ def answer(model: "ScriptedModel", rec: RecordedRequest) -> Reply | RawReply:
     if rec.method != "POST":
         return error(f"Method {rec.method} not allowed", 405)
     count = rec.path_only.endswith("/count_tokens")
+    betas = frozenset(b.strip() for b in (rec.header("anthropic-beta") or "").split(",") if b.strip())
     try:
-        validate(rec.json, count=count)
+        validate(rec.json, count=count, betas=betas)
     except Invalid as e:
         return model.refuse(rec, str(e), error(str(e)))
     if count:

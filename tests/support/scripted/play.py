@@ -6,7 +6,7 @@ The task, in order (each step one tool call, answered before the next):
 step id               what the model asks for
 ====================  ======================================================================
 ``json``              shell ``python3 list_records.py``: a JSON array of 300 similar records
-``log``               shell ``python3 build.py``: a build log of 400 lines with 2 errors
+``log``               shell ``python3 build.py``: a build log of 300 lines with 2 errors
 ``read``              read ``notes.md`` (the agent's read tool; its shell's ``cat`` without one)
 ``fail``              shell ``python3 tool/stats.py``: fails, no such file (a wrong path)
 ``fix``               shell ``python3 tools/stats.py``: the same job, corrected path, works
@@ -44,7 +44,7 @@ FINAL_SENTINEL = "HR-SCRIPTED-DONE-4f1c"
 #: The steps, in order.
 STEPS = ("json", "log", "read", "fail", "fix", "retrieve", "final")
 RECORD_COUNT = 300
-LOG_LINES = 400
+LOG_LINES = 300
 
 _ID_RE = re.compile(r"hr(?P<step>[a-z]+)x[0-9a-f]{6,}")
 
@@ -70,16 +70,19 @@ def records_text() -> str:
 
 
 def build_log_text() -> str:
-    """What ``python3 build.py`` prints (stdout, exact): :data:`LOG_LINES` lines of a build, two
-    of them errors (``src/mod_117.c`` and ``src/mod_289.c``), ~24 KB. The build exits 0
-    (``--keep-going``): a failure here would pair with later calls in learning."""
+    """What ``python3 build.py`` prints (stdout, exact): a CI build log of :data:`LOG_LINES`
+    timestamped lines, two of them errors (``src/mod_117.c`` and ``src/mod_289.c``), ~23 KB. The
+    build exits 0 (``--keep-going``): a failure here would pair with later calls in learning.
+    (A bare ninja-style log, ``[n/N] CC …`` lines without timestamps or levels, is detected as
+    plain text by this release's router and passes unchanged: a finding, not this test's topic.)"""
     out = []
     for i in range(LOG_LINES):
+        ts = f"2026-12-02T10:{i // 60:02d}:{i % 60:02d}Z"
         if i in (117, 289):
-            out.append(f"src/mod_{i:03d}.c:{i % 50 + 3}:9: error: 'count_{i}' undeclared (first use in this function)")
+            out.append(f"{ts} ERROR cc src/mod_{i:03d}.c:{i % 50 + 3}:9: error: 'count_{i}' undeclared")
         else:
-            out.append(f"[{i + 1:3d}/{LOG_LINES}] CC src/mod_{i:03d}.c -o build/obj/mod_{i:03d}.o (ok, {i % 9 + 1} ms)")
-    out.append("build finished: 398 ok, 2 errors (--keep-going)")
+            out.append(f"{ts} INFO  cc [{i + 1:3d}/{LOG_LINES}] src/mod_{i:03d}.c -> obj/mod_{i:03d}.o ({i % 9 + 1} ms)")
+    out.append(f"{ts} INFO  build finished: {LOG_LINES - 2} ok, 2 errors (--keep-going)")
     return "\n".join(out) + "\n"
 
 
