@@ -1,0 +1,189 @@
+"""Aider (PyPI ``aider-chat``, in its own venv from ``scripts/agents``) through ``headroom wrap``
+against the scripted model speaking Chat Completions (``--model openai/...`` goes through litellm
+and the OpenAI SDK).
+
+Aider has no tool calls: it edits with SEARCH/REPLACE blocks in the model's text and runs
+``--test-cmd`` itself after an edit (``--auto-test``). On a failing test it sends the command and
+its whole output as a user message ("I ran this command: ... And got this output: ...") and asks
+the model again. The play: the task asks for ``mul``; the model's first edit is wrong, the test
+command prints a long build log and fails, the next edit fixes it, the test passes and Aider ends.
+
+Asserted: Aider completes with the fix and the final text; no request was one the provider
+refuses; the proxy adds no tools to a tool-less client and the test output reaches the model
+whole (it is the user's message); what went upstream before goes upstream again unchanged;
+the ledger never pools the run in ``global`` (Aider states no working directory: the
+conversation is its own scope); ``headroom learn`` over Aider's history names the failing test.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.agents import agent_exe
+from tests.support.proxy import free_port
+from tests.support.scripted import chat
+from tests.support.upstream import OPENAI_CHAT, RecordedRequest, Reply, Upstream
+
+HEADROOM = str(Path(sys.executable).parent / "headroom")
+FINAL = "FINAL: mul multiplies now and the tests pass."
+TEST_CMD = "python3 -B check.py"
+GLOBAL = "global"
+CALC = "def add(a, b):\n    return a + b\n"
+CHECK_PY = """import sys
+from calc import add, mul
+for i in range(300):
+    print(f"2026-03-01 12:{i // 60:02d}:{i % 60:02d} INFO  [builder] compiling module_{i % 30}/file_{i}.c ({i + 1}/300)")
+bad = [(a, b, mul(a, b)) for a in range(1, 4) for b in range(1, 4) if mul(a, b) != a * b]
+if bad:
+    print("FAILED test_mul: mul(a, b) != a * b for", bad)
+    sys.exit(1)
+print("2 passed")
+"""
+WRONG = "I will add mul.\n\ncalc.py\n```python\n<<<<<<< SEARCH\n    return a + b\n=======\n    return a + b\n\n\ndef mul(a, b):\n    return a + b\n>>>>>>> REPLACE\n```\n"
+FIX = (f"The test shows mul adds. Fixing it.\n\ncalc.py\n```python\n<<<<<<< SEARCH\ndef mul(a, b):\n    return a + b\n"
+       f"=======\ndef mul(a, b):\n    return a * b\n>>>>>>> REPLACE\n```\n\n{FINAL}\n")
+EDIT = "<<<<<<< SEARCH"
+TASK = "Add mul(a, b) to calc.py."
+
+
+def is_main(body: Any) -> bool:
+    """A request of Aider's coding conversation (its side requests, the history summarizer, carry
+    no earlier assistant edits and no file listing)."""
+    return any(m.get("role") == "user" and "calc.py\n```" in chat.view({"messages": [m]}).user for m in body["messages"])
+
+
+class Play:
+    """The wrong edit, then (after the failing test output) the fix with the final text; other
+    requests get a short text. Every request is checked strictly first."""
+
+    def __init__(self) -> None:
+        self.refused: list[tuple[int, list[str]]] = []
+
+    def __call__(self, rec: RecordedRequest) -> Reply | Any:
+        if rec.path_only != OPENAI_CHAT:
+            return None
+        found = chat.problems(rec.json)
+        if found:
+            self.refused.append((rec.index, found))
+            return chat.refusal(found)
+        if not is_main(rec.json):
+            return Reply.text_reply("The user asked for a mul function in calc.py.")
+        msgs = rec.json["messages"]
+        start = next((i for i, m in enumerate(msgs) if m["role"] == "user" and TASK in str(m.get("content"))), len(msgs))
+        # edits after the task (Aider's prompt carries example edits before it)
+        edits = sum(1 for m in msgs[start:] if m["role"] == "assistant" and EDIT in str(m.get("content")))
+        return Reply.text_reply(WRONG if edits == 0 else FIX)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Iterator[dict[str, Any]]:
+    """Aider played once through ``headroom wrap``; what the tests look at."""
+    exe = str(agent_exe("aider"))
+    root = tmp_path_factory.mktemp("aider")
+    ws, home, hh = root / "ws", root / "home", root / "headroom-home"
+    ws.mkdir()
+    home.mkdir()
+    (ws / "calc.py").write_text(CALC)
+    (ws / "check.py").write_text(CHECK_PY)
+    with Upstream() as up:
+        play = Play()
+        up.responder = play
+        keep = ("PATH", "LANG", "TMPDIR")
+        env = {k: os.environ[k] for k in keep if k in os.environ}
+        env.update(HOME=str(home), HEADROOM_HOME=str(hh), TERM="dumb", NO_COLOR="1",
+                   LITELLM_LOCAL_MODEL_COST_MAP="True", OPENAI_API_KEY="sk-test-aider")
+        port = free_port()
+        cmd = [HEADROOM, "wrap", "--port", str(port), "--set", f"ssl_verify_upstream_trusted_ca={up.cert_path}",
+               "--no-proxy", "", "--quiet", exe,
+               "--model", "openai/play-1", "--openai-api-base", f"{up.url}/v1", "--edit-format", "diff",
+               "--no-git", "--yes-always", "--no-check-update", "--analytics-disable", "--no-show-model-warnings",
+               "--no-pretty", "--no-show-release-notes", "--max-chat-history-tokens", "30000",
+               "--test-cmd", TEST_CMD, "--auto-test", "--message", TASK, "calc.py"]
+        try:
+            out = subprocess.run(cmd, cwd=ws, env=env, capture_output=True, text=True, timeout=300)
+        finally:
+            subprocess.run([HEADROOM, "proxy", "--stop", "--port", str(port)], env=env, capture_output=True, timeout=60)
+        yield {"out": out, "up": up, "play": play, "ws": ws, "home": home, "hh": hh, "env": env,
+               "requests": up.requests_to(OPENAI_CHAT)}
+
+
+def main_thread(run: dict[str, Any]) -> list[RecordedRequest]:
+    return [r for r in run["requests"] if isinstance(r.json, dict) and is_main(r.json)]
+
+
+def test_completes_with_the_fix_and_the_final_text(run):
+    out = run["out"]
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert FINAL in out.stdout, out.stdout[-3000:]
+    assert (run["ws"] / "calc.py").read_text().endswith("def mul(a, b):\n    return a * b\n")
+    assert run["play"].refused == [] and run["up"].errors == []
+    assert len(main_thread(run)) == 2
+
+
+def test_no_tools_added_and_the_test_output_reaches_the_model_whole(run):
+    first, second = main_thread(run)
+    for r in (first, second):
+        assert "tools" not in r.json, "the proxy gave a tool-less client tools"
+    log = subprocess.run([sys.executable, "-B", "-c", CHECK_PY.replace("from calc import add, mul", "mul = lambda a, b: a + b")],
+                         capture_output=True, text=True).stdout
+    ran = [m["content"] for m in second.json["messages"] if m["role"] == "user" and TEST_CMD in str(m["content"])]
+    assert ran and all(log in c for c in ran), "Aider's test output did not reach the model whole"
+
+
+def test_what_went_upstream_goes_again_unchanged(run):
+    first, second = main_thread(run)
+    # Aider's head (system prompt, example conversation) up to its files message, which the
+    # client itself rewrites after an edit: byte for byte as before
+    files = next(i for i, m in enumerate(first.json["messages"]) if "calc.py\n```" in str(m["content"]))
+    assert second.json["messages"][:files] == first.json["messages"][:files]
+    # the model's first answer comes back in the next request as the model gave it (Aider
+    # strips the trailing newline itself) and as it was sent before
+    mine = [m for m in second.json["messages"] if m["role"] == "assistant" and m["content"] == WRONG.rstrip("\n")]
+    assert len(mine) == 1
+
+
+def settled(read: Callable[[], Any], ok: Callable[[Any], bool], timeout: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = read()
+        if ok(got) or time.monotonic() > deadline:
+            return got
+        time.sleep(0.1)
+
+
+def test_the_conversation_is_its_own_scope_never_global(run):
+    db = run["hh"] / "headroom.db"
+
+    def rows() -> list[tuple[Any, ...]]:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+        try:
+            return con.execute("select project from request_outcomes").fetchall()
+        finally:
+            con.close()
+
+    got = settled(rows, lambda r: len(r) >= len(run["requests"]))
+    projects = {p for (p,) in got}
+    assert GLOBAL not in projects, projects
+    assert len(got) >= 2 and len(projects) == 1, projects  # one conversation, one scope
+
+
+def test_aider_history_names_the_failing_test_and_learn_reads_it(run):
+    history = (run["ws"] / ".aider.chat.history.md").read_text()
+    # what Aider logs: the command line (with --test-cmd), each edit, and the test's outcome
+    assert re.search(r"^> .*--test-cmd python3 -B check\.py", history, re.M)
+    assert history.count(EDIT) == 2 and history.count("Attempt to fix test errors?") == 1
+    env = dict(run["env"], HEADROOM_HOME=str(run["hh"].parent / "learn-home"), COLUMNS="300")
+    out = subprocess.run([HEADROOM, "learn", "--project", str(run["ws"]), "--dry-run", "--min-evidence", "1"],
+                         cwd=run["ws"], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "check.py" in out.stdout, out.stdout + out.stderr
