@@ -30,8 +30,11 @@ from typing import Callable, Literal
 from headroom_core.compress.markers import offload_key
 from headroom_core.compress.code import compress_code, guess_language, language_for_path, parses
 from headroom_core.compress.diff import compress_diff, looks_like_diff
+from headroom_core.compress.envelope import Envelope, has_frame, split_envelope
+from headroom_core.compress.enveloped import compress_enveloped
 from headroom_core.compress.gain import finish
 from headroom_core.compress.json_crush import compress_json
+from headroom_core.compress.json_cut import head_records
 from headroom_core.compress.logshape import log_share
 from headroom_core.compress.numbered import split_numbered
 from headroom_core.compress.repeats import fold_text
@@ -250,7 +253,7 @@ _BY_NAME = {c.name: c for c in COMPRESSORS}
 _RULES: tuple[Detect, ...] = tuple(rule for _, rule in sorted(((place, rule) for c in COMPRESSORS for place, rule in c.detect), key=lambda pr: pr[0]))
 
 
-def classify(text: str, hint: Hint | None = None) -> Kind:
+def classify(text: str, hint: Hint | None = None, *, envelope: bool = True) -> Kind:
     """The content kind of ``text`` (see module docstring), helped by ``hint``.
 
     Order: a forced ``hint.kind``; line-numbered file text (code when its language is known
@@ -260,7 +263,9 @@ def classify(text: str, hint: Hint | None = None) -> Kind:
     (60, one sign) when the tool or command suggests them; log lines (70: most lines start
     with a timestamp or level); test/build output (80: two or more signs); search hits or path
     lists (90); log lines (100: at least 40 %); code in a recognised language (110); HTML
-    fragments (120); else text.
+    fragments (120); else text. A tool output inside an agent's envelope (:func:`enveloped`)
+    has the kind of its payload (cut JSON: ``json``); ``envelope=False`` classifies the text
+    as it is.
     """
     h = hint or Hint()
     path = h.path or _path_in(text)
@@ -272,6 +277,9 @@ def classify(text: str, hint: Hint | None = None) -> Kind:
         return Kind(h.kind)
     if not text.strip():
         return Kind("text")
+    env = enveloped(text, h) if envelope else None
+    if env is not None:
+        return _payload_kind(env, h)
     num = split_numbered(text)
     if num is not None:
         code = num.code
@@ -283,6 +291,26 @@ def classify(text: str, hint: Hint | None = None) -> Kind:
         if kind is not None:
             return kind
     return Kind("text")
+
+
+def enveloped(text: str, hint: Hint | None = None) -> Envelope | None:
+    """The agent's envelope around ``text`` when the router compresses its payload instead of the
+    whole (:mod:`~headroom_core.compress.envelope`): a header, a wrapping tag, a JSON member or
+    a truncation marker (trailing tag blocks alone are sections: :func:`split_sections`); a
+    blank-line-ended header at the top only when the payload is not prose. None otherwise."""
+    env = split_envelope(text)
+    if env is None or not has_frame(env):
+        return None
+    if env.weak and classify(env.payload, hint, envelope=False).name == "text":
+        return None
+    return env
+
+
+def _payload_kind(env: Envelope, hint: Hint) -> Kind:
+    first = env.payload[: env.cuts[0].start] if env.cuts else env.payload
+    if head_records(first) is not None:
+        return Kind("json")
+    return classify(first, hint, envelope=False)
 
 
 def _path_in(text: str) -> str:
@@ -396,18 +424,44 @@ def compress_text(
     Never raises on bad input: an unexpected failure leaves the text unchanged with the reason.
     """
     h = with_text_path(text, hint_for(tool_name, hint))
+    env = enveloped(text, h) if not h.kind else None
+    if env is not None:
+        return compress_enveloped(
+            text, env, lambda t, mt: _compress_plain(t, h, query, counter, mt, min_saving_ratio), query, counter,
+            min_tokens=min(min_tokens, SECTION_MIN_TOKENS), min_saving_ratio=min_saving_ratio, lossless=lossless,
+        )
     if lossless:
         kind = classify(text, h)
         if kind.name != "json":
             return CompressResult.unchanged(text, kind.name, "lossless only: the model cannot call headroom_retrieve")
         return compress_json(text, query, counter, min_tokens=min_tokens, min_saving_ratio=min_saving_ratio, lossless=True)
+    return _compress_plain(text, h, query, counter, min_tokens, min_saving_ratio)
+
+
+def _compress_plain(text: str, h: Hint, query: str, counter: TokenCounter, min_tokens: int, min_saving_ratio: float) -> CompressResult:
+    """:func:`compress_text` of a text without an envelope: sections, or the text as one kind."""
     try:
         sections = split_sections(text) if not h.kind else []
         if len(sections) <= 1:
-            return _route(text, classify(text, h), query, counter, min_tokens, min_saving_ratio)
+            return _route(text, classify(text, h, envelope=False), query, counter, min_tokens, min_saving_ratio)
         return _sections(text, sections, h, query, counter, min_tokens, min_saving_ratio)
     except (RecursionError, ValueError, UnicodeError) as e:
         return CompressResult.unchanged(text, "text", f"router failed: {type(e).__name__}")
+
+
+def _keep_edges(original: str, new: str) -> str:
+    """``new`` with ``original``'s leading and trailing whitespace: a compressor may trim it, and
+    it separates a section from the next (the blank line before a ``<system-reminder>``)."""
+    body = original.strip()
+    if not body:
+        return new
+    lead = original[: original.index(body[0])]
+    trail = original[len(lead) + len(body) :]
+    if not new.startswith(lead):
+        new = lead + new.lstrip()
+    if not new.endswith(trail):
+        new = new.rstrip() + trail
+    return new
 
 
 def _sections(text, sections, h: Hint, query, counter, min_tokens, min_saving_ratio) -> CompressResult:
@@ -425,7 +479,7 @@ def _sections(text, sections, h: Hint, query, counter, min_tokens, min_saving_ra
         if len(s.text) > biggest[0]:
             biggest = (len(s.text), f"{kind}: {r.reason}", r.kind)
         if r.changed:
-            t = r.text.replace(f"key={offload_key(s.text)}]", f"key={whole}]")
+            t = _keep_edges(s.text, r.text.replace(f"key={offload_key(s.text)}]", f"key={whole}]"))
             parts.append(t)
             notes.append(f"{kind}: {r.reason}")
             sizes[r.kind] = sizes.get(r.kind, 0) + len(s.text)
