@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from headroom_core.cli.main import app
 from headroom_core.learn.readers import LogError, read_log
+from headroom_core.learn.offline import learn_from_logs
 from headroom_core.learn.readers.claude_code import is_subagent_file
 
 LOGS = Path(__file__).resolve().parents[1] / "learn_logs"
@@ -103,7 +104,93 @@ def test_the_command_reads_a_folder_of_mixed_logs(tmp_path: Path):
            "COLUMNS": "250"}
     out = CliRunner().invoke(app, ["learn", "--project", str(tmp_path), "--from", str(LOGS), "--dry-run"], env=env, catch_exceptions=False)
     assert out.exit_code == 0, out.output
-    # 8 sessions (the sub-agent file read with its session); truth.json is no log
-    assert "8 sessions," in out.output and "0 malformed records skipped" in out.output
+    # 9 sessions (the sub-agent file read with its session); truth.json is no log
+    assert "9 sessions," in out.output and "0 malformed records skipped" in out.output
     assert "1 file(s) are no session log of a known agent: truth.json" in out.output
     assert "run `pip install -e '.[test]'` first" in out.output  # evidence 2 across the two attempts
+
+
+# --- Claude Code 2.x: records without conversation are links of the parentUuid chain ------------
+
+CC21 = LOGS / "e4a7c2d9-5b13-4f86-a0c2-9d1e6b3f7a58.jsonl"
+
+
+def _cc(kind: str, uid: str, parent: str | None, message=None, **extra) -> dict:
+    rec = {"type": kind, "uuid": uid, "parentUuid": parent, "sessionId": "s-2x", "cwd": "/p", "timestamp": "2026-01-01T00:00:00Z",
+           "isSidechain": False, **extra}
+    if message is not None:
+        rec["message"] = message
+    return rec
+
+
+def _call(uid: str, parent: str, tid: str, command: str) -> dict:
+    return _cc("assistant", uid, parent, {"role": "assistant", "content": [{"type": "tool_use", "id": tid, "name": "Bash", "input": {"command": command}}]})
+
+
+def _result(uid: str, parent: str, tid: str, text: str, is_error: bool | None = None, tur=None) -> dict:
+    block = {"type": "tool_result", "tool_use_id": tid, "content": text, **({"is_error": is_error} if is_error is not None else {})}
+    return _cc("user", uid, parent, {"role": "user", "content": [block]}, **({"toolUseResult": tur} if tur is not None else {}))
+
+
+def _write(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+@pytest.mark.parametrize("between", [
+    [_cc("attachment", "x1", "u2", attachment={"type": "date", "date": "2026-01-01"})],
+    [_cc("attachment", "x1", "u2", attachment={"type": "environment"}), _cc("attachment", "x2", "x1", attachment={"type": "model"})],
+    [_cc("quantum-ledger-v7", "x1", "u2", payload={"anything": [1, 2]})],  # a type no release has yet
+    [_cc("system", "x1", "u2", subtype="informational", content="hooks ran")],
+    [_cc("user", "x1", "u2", {"role": "user", "content": []})],  # a user record with nothing in it
+    [_cc("user", "x1", "u2", {"role": "system", "content": "reminder"})],  # not a user/assistant message
+    [_cc("progress", "x1", "u2", data={"type": "hook_progress"}), _cc("future-thing", "x2", "x1")],
+])
+def test_records_without_conversation_link_a_failure_to_its_fix(tmp_path: Path, between: list[dict]):
+    last = between[-1]["uuid"]
+    recs = [_cc("user", "u1", None, {"role": "user", "content": "run the tests"}),
+            _call("a1", "u1", "t1", "pytest -q"),
+            _result("u2", "a1", "t1", "Exit code 127\n/bin/bash: line 1: pytest: command not found", True),
+            *between,
+            {"type": "api-request", "sessionId": "s-2x", "id": "r1", "params": {"model": "m"}},  # no uuid: outside the chain
+            {"type": "api-request-blob", "sessionId": "s-2x", "hash": "h", "message": {"role": "user", "content": "not conversation"}},
+            _call("a2", last, "t2", "uv run pytest -q"),
+            _result("u3", "a2", "t2", "3 passed", False)]
+    sess = read_log(_write(tmp_path / "s.jsonl", recs))
+    assert sess.skipped == 0
+    assert [[s.first_line for s in t.steps] for t in sess.threads] == [["pytest -q", "uv run pytest -q"]]
+    assert [n.text for t in sess.threads for n in t.notes] == ["run the tests"]  # the blob's message is no user message
+    pairs = learn_from_logs([sess], min_evidence=1).pairs
+    assert [(p.kind, p.failed.first_line, p.fixed.first_line) for _, p in pairs] == [("command", "pytest -q", "uv run pytest -q")]
+
+
+def test_unknown_types_are_counted_but_linked_and_a_cycle_ends(tmp_path: Path):
+    recs = [_cc("user", "u1", None, {"role": "user", "content": "go"}), _cc("weird", "w1", "u1"), _cc("weird", "w2", "w1"),
+            _cc("loop", "c1", "c2"), _cc("loop", "c2", "c1"), _call("a1", "c1", "t1", "make"), _result("u2", "a1", "t1", "ok", False),
+            _call("a2", "w2", "t2", "make test"), _result("u3", "a2", "t2", "ok", False)]
+    sess = read_log(_write(tmp_path / "s.jsonl", recs))
+    assert (sess.records, sess.skipped, sess.unknown) == (9, 0, 4)
+    by_first = {t.steps[0].first_line: t for t in sess.threads if t.steps}
+    assert set(by_first) == {"make", "make test"}  # the cycle is its own thread, never the main one
+
+
+def test_claude_code_2_1_log_reads_as_one_thread_across_attachments_and_a_compaction():
+    sess = read_log(CC21)
+    assert (sess.source, sess.cwd, sess.skipped, sess.unknown) == ("claude-code", "/home/user/src/shop", 0, 1)
+    [thread] = [t for t in sess.threads if t.steps]
+    assert [(s.first_line, s.ok) for s in thread.steps] == [("pytest -q", False), ("uv run pytest -q", True), ("npm run build", False),
+                                                           ("npm run build --workspace web", True)]
+    # the whole output behind the <persisted-output> preview (toolUseResult) names the error; the preview holds only warnings
+    assert thread.steps[2].error == 'Missing script: "build"'
+    assert [n.kind for n in thread.notes] == ["user", "context"]
+
+
+def test_tool_use_result_error_string_flags_a_failure_without_is_error(tmp_path: Path):
+    recs = [_cc("user", "u1", None, {"role": "user", "content": "read it"}),
+            _cc("assistant", "a1", "u1", {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/p/x.txt"}}]}),
+            _result("u2", "a1", "t1", "File does not exist.", None, "Error: File does not exist."),
+            _call("a2", "u2", "t2", "cat big.log"),
+            _result("u3", "a2", "t2", "<persisted-output>\nOutput too large (90KB). Full output saved to: /tmp/x.txt\n\nPreview (first 2KB):\nline 1\nline 2\n...\n</persisted-output>", False)]
+    steps = read_log(_write(tmp_path / "s.jsonl", recs)).threads[0].steps
+    assert [(s.tool, s.ok) for s in steps] == [("Read", False), ("Bash", True)]
+    assert steps[0].error == "File does not exist."

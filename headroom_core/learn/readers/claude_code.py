@@ -7,15 +7,28 @@ Anthropic message with ``tool_use`` / ``tool_result`` content blocks), ``uuid``,
 ``isSidechain`` (a sub-agent's turn), ``isMeta``, ``cwd``, ``sessionId``, ``timestamp``.
 
 Threads follow ``parentUuid`` chains: the main conversation and each sub-agent chain are kept
-apart, so a sub-agent's failure is never paired with the main agent's next call. Claude Code 1.x
-writes sub-agents into the session file (``isSidechain``); 2.x writes them to
-``<session>/subagents/agent-<id>.jsonl`` (read with the session, one thread each) and mirrors
-their messages into ``progress`` records (``data.type`` ``agent_progress``, ``data.agentId``,
-``data.message`` = ``{type, message, uuid, timestamp}``), which are read as the sub-agent's
-thread when its file is absent. Other ``progress`` records (hooks, bash output) and the records
-``summary``, ``system``, ``file-history-snapshot``, ``queue-operation``, ``last-prompt``,
-``custom-title``, ``ai-title``, ``agent-name``, ``attachment`` carry nothing to learn; a record
-of another type is counted as unknown; a line that is not a JSON object, a record without a
+apart, so a sub-agent's failure is never paired with the main agent's next call. Only a
+``user``/``assistant`` record whose ``message`` is a user or assistant message with content is
+read as conversation; every other record that sits in the chain (2.x writes ``attachment``
+records between a tool result and the next call; ``system``, ``progress``, and types of later
+releases) is a transparent link: its ``uuid`` leads to its ``parentUuid`` (or, across a
+compaction, its ``logicalParentUuid``), so a failed call and the call that fixed it stay in one
+thread whatever the release puts between them. Claude Code 1.x writes sub-agents into the
+session file (``isSidechain``); 2.x writes them to ``<session>/subagents/agent-<id>.jsonl``
+(read with the session, one thread each) and mirrors their messages into ``progress`` records
+(``data.type`` ``agent_progress``, ``data.agentId``, ``data.message`` = ``{type, message, uuid,
+timestamp}``), which are read as the sub-agent's thread when its file is absent.
+
+A tool result is a ``tool_result`` block (``content`` a string or text blocks, ``is_error``);
+2.x also stores the tool's own result in the record's ``toolUseResult`` (an ``"Error: ..."``
+string for a failed call, an object with ``stdout``/``stderr`` for a shell call), used when the
+block has no ``is_error`` and to read the whole output behind a ``<persisted-output>`` preview
+(an output too large for the context: saved to a file, the model sees its first 2 KB).
+
+Records that carry nothing to learn (``summary``, ``system``, ``file-history-snapshot``,
+``queue-operation``, ``last-prompt``, ``attachment``, ``api-request``, ``tools-used``,
+``cost-state``, ... see ``_IGNORED_TYPES``) are read silently; a record of another type is
+counted as unknown (and still linked); a line that is not a JSON object, a record without a
 ``type``, or a ``user``/``assistant`` record without a ``message`` object is malformed.
 """
 
@@ -31,7 +44,10 @@ from headroom_core.learn.steps import Step, is_rejection, make_step
 
 SOURCE = "claude-code"
 _IGNORED_TYPES = {"summary", "system", "file-history-snapshot", "queue-operation", "progress", "last-prompt", "custom-title",
-                  "ai-title", "agent-name", "attachment", "mode", "permission-mode", "tag", "pr-link", "result"}
+                  "ai-title", "agent-name", "attachment", "mode", "permission-mode", "tag", "pr-link", "result", "api-request",
+                  "api-request-shape", "api-request-blob", "tools-used", "cost-state", "atis-latch"}
+_ROLES = ("user", "assistant")
+_PREVIEW = re.compile(r"(?m)^Preview \([^)\n]*\):[ \t]*\n")
 INTERRUPT_PREFIX = "[Request interrupted by user"
 _CONTEXT = re.compile(r"ran out of context|Prompt is too long|context window|context_length_exceeded", re.I)
 _WRAPPERS = ("<command-", "<local-command", "Caveat:", "<system-reminder>", "<bash-", "<user-prompt-submit-hook>", "<task-notification>")
@@ -73,6 +89,48 @@ def is_subagent_file(path: Path) -> bool:
     return session_dir.with_name(session_dir.name + ".jsonl").exists()
 
 
+def is_message(r: dict) -> bool:
+    """Whether a record is conversation: ``type`` user/assistant and a ``message`` whose ``role``
+    is user/assistant (absent: the record's type) with non-empty ``content``."""
+    msg = r.get("message")
+    if r.get("type") not in _ROLES or not isinstance(msg, dict):
+        return False
+    if msg.get("role", r["type"]) not in _ROLES:
+        return False
+    content = msg.get("content")
+    return bool(content) and isinstance(content, (str, list))
+
+
+def result_text(block: dict, tool_result: Any) -> str:
+    """The text of a ``tool_result`` block; behind a ``<persisted-output>`` preview, the whole
+    output from the record's ``toolUseResult`` when it holds it (``stdout``/``stderr``, or an
+    ``"Error: ..."`` string), else the preview itself."""
+    text = _text_of(block.get("content"))
+    if not text.lstrip().startswith("<persisted-output>"):
+        return text
+    if isinstance(tool_result, dict):
+        parts = [tool_result.get(k) for k in ("stdout", "stderr")]
+        full = "\n".join(p for p in parts if isinstance(p, str) and p)
+        if full:
+            return full
+    if isinstance(tool_result, str) and tool_result.strip():
+        return tool_result.removeprefix("Error: ")
+    m = _PREVIEW.search(text, 0, 2000)
+    body = text[m.end():] if m else text
+    return body.rstrip().removesuffix("</persisted-output>").rstrip()
+
+
+def error_flag(block: dict, tool_result: Any) -> bool | None:
+    """The call's failure flag: the block's ``is_error`` when it says; else True when the
+    record's ``toolUseResult`` is an ``"Error..."`` string (2.x); else None (unknown)."""
+    flag = block.get("is_error")
+    if isinstance(flag, bool):
+        return flag
+    if isinstance(tool_result, str) and tool_result.lstrip().startswith(("Error", "<tool_use_error>")):
+        return True
+    return None
+
+
 def _text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -102,6 +160,17 @@ class _Reader:
             self.order.append(key)
         return key
 
+    def link(self, r: dict) -> None:
+        """Map a record's ``uuid`` to its parent (``parentUuid``, else ``logicalParentUuid``),
+        whatever its type: records without conversation are links of the chain."""
+        uid = r.get("uuid")
+        if not isinstance(uid, str) or not uid or uid in self.parent:
+            return
+        parent = r.get("parentUuid")
+        if not isinstance(parent, str) or not parent:
+            parent = r.get("logicalParentUuid")
+        self.parent[uid] = parent if isinstance(parent, str) and parent and parent != uid else None
+
     def root(self, uid: Any) -> str:
         seen = 0
         cur = uid if isinstance(uid, str) else ""
@@ -118,6 +187,7 @@ class _Reader:
         self.skipped += skipped
         out: list[tuple[str, dict]] = []
         for r in rows:
+            self.link(r)
             t = r.get("type")
             if not isinstance(t, str):
                 self.skipped += 1
@@ -127,20 +197,18 @@ class _Reader:
                 if isinstance(data, dict) and data.get("type") == "agent_progress":
                     msg = data.get("message")
                     aid = str(data.get("agentId") or r.get("parentToolUseID") or "")
-                    if isinstance(msg, dict) and isinstance(msg.get("message"), dict) and msg.get("type") in ("user", "assistant"):
+                    if isinstance(msg, dict) and is_message(msg):
                         out.append((f"progress:{aid}", {**msg, "isSidechain": True, "agentId": aid}))
                 continue
-            if t in _IGNORED_TYPES:
-                continue
-            if t not in ("user", "assistant"):
-                self.unknown += 1
+            if t not in _ROLES:
+                if t not in _IGNORED_TYPES:
+                    self.unknown += 1
                 continue
             if not isinstance(r.get("message"), dict):
                 self.skipped += 1
                 continue
-            uid = r.get("uuid")
-            if isinstance(uid, str):
-                self.parent[uid] = r.get("parentUuid") if isinstance(r.get("parentUuid"), str) else None
+            if not is_message(r):
+                continue  # no conversational content: a link only
             self.session_id = self.session_id or str(r.get("sessionId") or "")
             self.cwd = self.cwd or str(r.get("cwd") or "")
             self.started = self.started or str(r.get("timestamp") or "")
@@ -174,12 +242,12 @@ class _Reader:
             if call is None:
                 continue
             th, tool, args, idx, called = call
-            text = _text_of(b.get("content"))
+            tur = r.get("toolUseResult") if len(results) == 1 else None
+            text = result_text(b, tur)
             if is_rejection(text):
                 self.notes.setdefault(th, []).append(Note("interrupt", text[:300], idx))
                 continue
-            flag = b.get("is_error")
-            self.steps.setdefault(th, []).append(make_step(tool, args, text, is_error=flag if isinstance(flag, bool) else None,
+            self.steps.setdefault(th, []).append(make_step(tool, args, text, is_error=error_flag(b, tur),
                                                            index=idx, call_id=str(b.get("tool_use_id")), when=called or when))
             if "Prompt is too long" in text[:300]:
                 self.counter += 1
