@@ -5,13 +5,16 @@ yet is reported, never created (the proxy creates it, owner-only, on first start
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sqlalchemy.engine import make_url
-from sqlalchemy.orm import Session, sessionmaker
+if TYPE_CHECKING:  # SQLAlchemy is imported when a URL is read: `headroom wrap`, `--version` start without it
+    from sqlalchemy.orm import Session, sessionmaker
 
 
 def sqlite_file(url: str) -> Path | None:
     """The file of a SQLite URL (``~`` expanded), or None for another backend or ``:memory:``."""
+    from sqlalchemy.engine import make_url
+
     u = make_url(url)
     if u.get_backend_name() != "sqlite" or not u.database or u.database == ":memory:":
         return None
@@ -20,6 +23,8 @@ def sqlite_file(url: str) -> Path | None:
 
 def safe_url(url: str) -> str:
     """``url`` with its password hidden, for messages."""
+    from sqlalchemy.engine import make_url
+
     return make_url(url).render_as_string(hide_password=True)
 
 

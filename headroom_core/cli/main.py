@@ -1,31 +1,75 @@
 """``headroom``: run the proxy and read the savings ledger.
 
 Every command lives in its own module ``headroom_core/cli/<name>_cmd.py`` (``proxy``,
-``stats``, ``wrap``, ``certs``, ``doctor``, ``config``, …), each with ``register(app)``.
+``stats``, ``wrap``, ``certs``, ``doctor``, ``config``, …), each with ``register(app)``. A
+module is imported only when its command runs (:class:`LazyGroup`): ``headroom --version``,
+``--help`` and ``wrap`` do not pay for the database, HTTP and compression libraries that other
+commands load.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+import importlib
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from typer import core as _typer_core
 
-from headroom_core.cli import (
-    cache_cmd,
-    certs_cmd,
-    compress_cmd,
-    config_cmd,
-    discover_cmd,
-    doctor_cmd,
-    learn_cmd,
-    mcp_cmd,
-    memory_cmd,
-    proxy_cmd,
-    stats_cmd,
-    wrap_cmd,
-)
-from headroom_core.cli import proxy_process as pp
+if TYPE_CHECKING:
+    from typer import _click as click
+
+#: The commands, in the order the help lists them: name -> (module, the help's one line). The
+#: line is the command's own first docstring line (a test keeps them equal), so listing the
+#: commands imports none of them.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "proxy": ("proxy_cmd", "Run the proxy: mitmdump -s addons/headroom.py with these options."),
+    "stats": ("stats_cmd", "Print the savings ledger: tokens and money saved, prompt tokens, cache hit rate."),
+    "discover": ("discover_cmd", "What the proxy would have saved on your past sessions (Claude Code, Codex, SWE-agent logs)."),
+    "compress": ("compress_cmd", "Compress FILE (or standard input) with the proxy's content router and print the result."),
+    "learn": ("learn_cmd", "Learn rules from past failures in session logs and write them where agents read them."),
+    "wrap": ("wrap_cmd", "Run an agent through the Headroom proxy, trusting its CA."),
+    "certs": ("certs_cmd", "Show where the proxy's CA is and how to trust it; --install adds it to the system store."),
+    "doctor": ("doctor_cmd", "Check the proxy, the CA, the database and the models, and say what to fix."),
+    "cache": ("cache_cmd", "Prompt-cache economics: hit rate and volatile prefix parts per session."),
+    "memory": ("memory_cmd", "Memories shared by all agents, per project (list, search, add, remove, stats, export, import)."),
+    "config": ("config_cmd", "Show or create the configuration (~/.headroom/config.toml)."),
+    "mcp": ("mcp_cmd", "Headroom as an MCP server (retrieve, memory search/save, compress) over stdio; `install` registers it with Claude Code and Codex."),
+}
+
+
+def load_command(name: str) -> click.Command:
+    """The click command ``name`` (a key of :data:`COMMANDS`), its module imported now.
+    Raises ``KeyError`` for another name."""
+    module = importlib.import_module(f"headroom_core.cli.{COMMANDS[name][0]}")
+    sub = typer.Typer()
+    module.register(sub)
+    return typer.main.get_group(sub).commands[name]
+
+
+class LazyGroup(_typer_core.TyperGroup):
+    """The ``headroom`` group: its commands are imported when one is run (or its own help is
+    asked for); the group's help lists them from :data:`COMMANDS` without importing any."""
+
+    _listing = False
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return super().get_command(ctx, cmd_name)
+        if self._listing:  # the group's help: name and one line
+            return _typer_core.TyperCommand(cmd_name, help=COMMANDS[cmd_name][1])
+        if cmd_name not in self.commands:
+            self.commands[cmd_name] = load_command(cmd_name)
+        return self.commands[cmd_name]
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
 
 
 def _flag_type_hidden(display):
@@ -43,9 +87,7 @@ def _flag_type_hidden(display):
 # a deliberate patch of one typer method (no hook exists for it)
 _typer_core.TyperOption.display_type_rich = _flag_type_hidden(_typer_core.TyperOption.display_type_rich)  # type: ignore[method-assign]
 
-app = typer.Typer(help="Headroom on mitmproxy: compress what coding agents send to LLM APIs.", no_args_is_help=True)
-
-ADDON = pp.ADDON
+app = typer.Typer(cls=LazyGroup, help="Headroom on mitmproxy: compress what coding agents send to LLM APIs.", no_args_is_help=True)
 
 
 def version_text() -> str:
@@ -85,11 +127,7 @@ def main(
     _warn_environment()
 
 
-# Command groups live in their own modules; each has ``register(app)`` (in this order: the help
-# lists the commands so).
-for _cmd in (proxy_cmd, stats_cmd, discover_cmd, compress_cmd, cache_cmd, memory_cmd, learn_cmd, wrap_cmd, certs_cmd, doctor_cmd, config_cmd, mcp_cmd):
-    _cmd.register(app)
-
-
 if __name__ == "__main__":
-    app()
+    from headroom_core.cli import run
+
+    raise SystemExit(run())

@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import httpx
-
 from headroom_core.web import PAGE_HOST
 
 ADDON = Path(__file__).resolve().parents[2] / "addons" / "headroom.py"
@@ -174,6 +172,8 @@ def probe(addr: ProxyAddress, timeout: float = 2.0) -> str:
             pass
     except OSError:
         return "none"
+    import httpx  # here, not at the top: `headroom --version`, `wrap` start without it (~70 ms)
+
     try:
         with httpx.Client(proxy=addr.url, trust_env=False, timeout=timeout) as c:
             r = c.get(f"http://{PAGE_HOST}/health")
