@@ -39,7 +39,9 @@ def test_help_has_no_type_after_flags(tmp_path):
     from typer.testing import CliRunner
 
     root = get_command(app)
-    paths = [[]] + [[n] for n in root.commands] + [[n, s] for n, c in root.commands.items() for s in getattr(c, "commands", {})]
+    ctx = root.make_context("headroom", ["--version"], resilient_parsing=True)
+    commands = {n: root.get_command(ctx, n) for n in root.list_commands(ctx)}  # each loaded (lazy)
+    paths = [[]] + [[n] for n in commands] + [[n, s] for n, c in commands.items() for s in getattr(c, "commands", {})]
     runner = CliRunner()
     for path in paths:
         out = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "200", "HEADROOM_HOME": str(tmp_path)})
