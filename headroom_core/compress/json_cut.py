@@ -9,8 +9,8 @@ which the rest parses as elements of the same kind up to the array's closing bra
 partial records at the cut stay as they are; the caller compresses each side's complete
 records as one JSON array and writes the result back in their place.
 
-Pure functions over text; sizes in characters. Scanning is linear in the piece (a tail tries at
-most :data:`MAX_TAIL_TRIES` starting points).
+Pure functions over text; sizes in characters. Scanning is linear in the piece (a tail parses at
+most :data:`MAX_TAIL_WORK` times its length).
 """
 
 from __future__ import annotations
@@ -19,8 +19,11 @@ import json
 from dataclasses import dataclass
 from json.decoder import JSONDecodeError
 
-#: Positions tried in a tail piece before giving up.
-MAX_TAIL_TRIES = 200
+#: Positions tried in a tail piece before giving up, and the characters parsed in all tries
+#: together, in multiples of the piece's length (a flat array of the wrong kind would otherwise
+#: be parsed again from every comma).
+MAX_TAIL_TRIES = 20_000
+MAX_TAIL_WORK = 8
 #: A side is worth handling from this many complete records on.
 MIN_RECORDS = 2
 
@@ -40,8 +43,11 @@ class Records:
 
 
 def _same_kind(a: object, b: object) -> bool:
+    """Records of one array: objects sharing at least half of their keys (Jaccard), or values
+    of one JSON type."""
     if isinstance(a, dict) and isinstance(b, dict):
-        return not a or not b or bool(a.keys() & b.keys())
+        union = a.keys() | b.keys()
+        return not union or len(a.keys() & b.keys()) >= 0.5 * len(union)
     return type(a) is type(b)
 
 
@@ -108,13 +114,17 @@ def tail_records(piece: str, like: object) -> Records | None:
     parses as a JSON array (closed by the piece's own ``]``) of at least :data:`MIN_RECORDS`
     values of the same kind as ``like`` (a record of the head), or None."""
     dec = json.JSONDecoder()
-    tries = 0
+    tries = work = 0
     pos = piece.find(",")
-    while pos >= 0 and tries < MAX_TAIL_TRIES:
+    while pos >= 0 and tries < MAX_TAIL_TRIES and work <= MAX_TAIL_WORK * len(piece):
         tries += 1
         try:
             values, end = dec.raw_decode("[" + piece[pos + 1 :])
-        except (JSONDecodeError, RecursionError, ValueError):
+            work += end
+        except JSONDecodeError as e:
+            values, end = None, 0
+            work += e.pos
+        except (RecursionError, ValueError):
             values, end = None, 0
         if isinstance(values, list) and len(values) >= MIN_RECORDS and all(_same_kind(like, v) for v in values):
             # index k of the synthetic text is index pos + k of the piece: its "]" is at pos + end - 1
