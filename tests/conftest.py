@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+# first, before anything reads HOME or HEADROOM_*: the run's own home, none of the user's settings
+from tests.support.isolation import isolate
 
-import pytest
+ISOLATION = isolate()
 
-from headroom_core.compress.tokens import TokenCounter
-from headroom_core.runtime import Runtime
-from headroom_core.settings import load_settings
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
 
-from tests.support.fixtures import *  # noqa: F401,F403  (upstream, proxies)
+import pytest  # noqa: E402
+
+from headroom_core.compress.tokens import TokenCounter  # noqa: E402
+from headroom_core.runtime import Runtime  # noqa: E402
+from headroom_core.settings import load_settings  # noqa: E402
+
+from tests.support.fixtures import *  # noqa: F401,F403,E402  (upstream, proxies)
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpus"
-TOKENIZER_HOME = Path.home() / ".headroom"
+TOKENIZER_HOME = ISOLATION.home / ".headroom"  # the run's home: the vocabulary is converted once per run
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The run's home goes, the environment is as it was."""
+    ISOLATION.undo()
 
 
 def corpus_dir(name: str) -> Path:
@@ -37,7 +47,8 @@ def load_flow(p: Path) -> dict:
 
 @pytest.fixture(scope="session")
 def counter() -> TokenCounter:
-    """One cl100k_base counter for the whole run (its vocabulary cache under ~/.headroom)."""
+    """One cl100k_base counter for the whole run (its vocabulary cache under the run's own
+    ``~/.headroom``, :mod:`tests.support.isolation`)."""
     return TokenCounter(TOKENIZER_HOME)
 
 

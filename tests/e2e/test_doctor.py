@@ -20,7 +20,7 @@ HEADROOM = str(Path(sys.executable).parent / "headroom")
 
 
 def _doctor(home: Path, *args: str, drop_privileges: bool = False) -> subprocess.CompletedProcess[str]:
-    env = {"HEADROOM_HOME": str(home), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "COLUMNS": "100", "HF_HUB_OFFLINE": "1"}
+    env = {"HEADROOM_HOME": str(home), "HOME": str(Path.home()), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "COLUMNS": "100", "HF_HUB_OFFLINE": "1"}
     cmd = [HEADROOM, "doctor", *args]
     if drop_privileges and os.geteuid() == 0:
         # root ignores file modes; without these capabilities it is held to them like a user

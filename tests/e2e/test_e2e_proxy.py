@@ -244,7 +244,7 @@ def test_ledger_records_outcome_and_provider_usage(upstream, proxy_factory, big_
     assert (row.usage_input_tokens, row.usage_output_tokens, row.usage_cache_read_tokens, row.usage_cache_write_tokens) == (1234, 56, 1000, 200)
     assert row.body_bytes_after < row.body_bytes_before
     out = subprocess.run(
-        [str(Path(sys.executable).parent / "headroom"), "stats"], env={"HEADROOM_HOME": str(px.home), "PATH": "/usr/bin:/bin", "COLUMNS": "200"}, capture_output=True, text=True, timeout=60
+        [str(Path(sys.executable).parent / "headroom"), "stats"], env={"HEADROOM_HOME": str(px.home), "HOME": str(Path.home()), "PATH": "/usr/bin:/bin", "COLUMNS": "200"}, capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0, out.stderr
     shown = out.stdout.replace(",", "")

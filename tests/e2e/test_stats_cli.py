@@ -136,7 +136,7 @@ def test_money_from_usage(ledger_db):
 
 
 def _stats(home: Path, *args: str, columns: int = 80) -> subprocess.CompletedProcess[str]:
-    env = {"HEADROOM_HOME": str(home), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "COLUMNS": str(columns), "LINES": "50"}
+    env = {"HEADROOM_HOME": str(home), "HOME": str(Path.home()), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "COLUMNS": str(columns), "LINES": "50"}
     return subprocess.run([HEADROOM, "stats", *args], env=env, capture_output=True, text=True, timeout=120)
 
 
