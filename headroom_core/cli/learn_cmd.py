@@ -2,8 +2,10 @@
 
 Reads Claude Code (``$CLAUDE_CONFIG_DIR``/``~/.claude`` ``projects/<project>/*.jsonl`` with their
 sub-agent files), Codex (``$CODEX_HOME``/``~/.codex`` ``sessions/**/rollout-*.jsonl`` run in the
-project) and SWE-agent (``<project>/trajectories/**/*.traj``) logs, or the files and folders given
-with ``--from`` (the format is told by content); pairs failures with fixes, builds rules
+project), SWE-agent (``<project>/trajectories/**/*.traj``), opencode (``$XDG_DATA_HOME``/
+``~/.local/share`` ``opencode/opencode.db`` or its older ``storage/`` of JSON files: the sessions
+run in the project) and Aider (``<project>/.aider.chat.history.md``) logs, or the files and
+folders given with ``--from`` (the format is told by content); pairs failures with fixes, builds rules
 (deterministic, no LLM unless ``--llm``), and merges them into the managed section of the target
 files (``CLAUDE.local.md`` by default). Generic rules about the agent's own tools are written only
 with ``--include-generic``. Failures nothing fixed are listed as known problems and kept in the
@@ -26,7 +28,7 @@ from rich.table import Table
 from headroom_core.cli.ui import copyable, err
 from headroom_core.learn import writers
 from headroom_core.learn.offline import KnownProblem, LearnResult, learn_from_logs
-from headroom_core.learn.readers import LogError, LogSession, claude_code, codex, read_log, swe_agent
+from headroom_core.learn.readers import NOT_A_LOG, LogError, LogSession, aider, claude_code, codex, opencode, read_logs, swe_agent
 from headroom_core.learn.rules import Rule, rank
 
 console = Console()
@@ -38,15 +40,21 @@ def _collect(project: Path, sources: list[Path]) -> list[Path]:
         for src in sources:
             src = src.expanduser()
             if src.is_dir():
-                out += sorted(p for p in src.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".traj", ".json")
-                              and not claude_code.is_subagent_file(p))
+                out += sorted(p for p in src.rglob("*") if p.is_file() and _maybe_log(p)
+                              and not claude_code.is_subagent_file(p) and not opencode.is_storage_part(p))
             elif src.exists():
                 out.append(src)
             else:
                 raise typer.BadParameter(f"{src} does not exist", param_hint="--from")
         return out
-    return claude_code.find_logs(project) + codex.find_logs(project) + swe_agent.find_logs(project)
+    return (claude_code.find_logs(project) + codex.find_logs(project) + swe_agent.find_logs(project) + opencode.find_logs()
+            + aider.find_logs(project))
 
+
+def _maybe_log(p: Path) -> bool:
+    """A file in a folder given with --from that may be a session log (its content decides):
+    JSON, JSON lines, a trajectory, a database (opencode) or an Aider history."""
+    return p.suffix in (".jsonl", ".traj", ".json", ".db") or p.name.endswith(aider.HISTORY_NAME)
 
 def _select(sessions: list[LogSession], session: str | None, last: int | None) -> list[LogSession]:
     if session:
@@ -159,17 +167,20 @@ def learn(
     if not paths:
         console.print(
             f"No session logs found for {key} (looked in {claude_code.config_dir() / 'projects' / claude_code.project_dir_name(key)}, "
-            f"{codex.codex_home() / 'sessions'}, {proj / 'trajectories'}). Use --from to name log files or folders."
+            f"{codex.codex_home() / 'sessions'}, {opencode.data_dir()}, {proj / 'trajectories'}, {proj / aider.HISTORY_NAME}). Use --from to name log files or folders."
         )
         raise typer.Exit(1)
     sessions: list[LogSession] = []
     unreadable: dict[str, str] = {}
     for p in track(paths, description="Reading session logs", console=err, transient=True, disable=len(paths) < 5 or not err.is_terminal):
         try:
-            sessions.append(read_log(p))
+            sessions += read_logs(p, project=None if sources else key)
         except LogError as e:
             unreadable[str(p)] = str(e).split(": ", 1)[-1]
     sessions = _select(sessions, session, last)
+    if not sessions and not unreadable and not sources and not (session or last):
+        console.print(f"No sessions of {key} in the session logs found. Use --from to name log files or folders.")
+        raise typer.Exit(1)
     if not sessions:
         if session or last:
             console.print("No session matched.")
@@ -177,7 +188,7 @@ def learn(
             console.print("No readable session logs: " + escape("; ".join(f"{Path(p).name}: {why}" for p, why in unreadable.items())))
         raise typer.Exit(1)
     res = learn_from_logs(sessions, min_evidence=min_evidence, ignore=frozenset({key}), include_generic=include_generic)
-    not_logs = {p: why for p, why in unreadable.items() if why.startswith("not a Claude Code")}
+    not_logs = {p: why for p, why in unreadable.items() if why.startswith(NOT_A_LOG)}
     console.print(_files_table(res, {p: why for p, why in unreadable.items() if p not in not_logs}))
     if not_logs:
         console.print(escape(f"{len(not_logs)} file(s) are no session log of a known agent: " + ", ".join(Path(p).name for p in not_logs)))

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from headroom_core.cli.main import app
-from headroom_core.learn.readers import LogError, read_log
+from headroom_core.learn.readers import LogError, read_log, read_logs
 from headroom_core.learn.offline import learn_from_logs
 from headroom_core.learn.readers.claude_code import is_subagent_file
 
@@ -30,7 +30,7 @@ def test_formats_are_told_by_content_not_by_name(tmp_path: Path):
     # a Claude Code prompt history is no session log: a clear error, nothing counted as malformed
     history = tmp_path / "history.jsonl"
     history.write_text(json.dumps({"display": "fix the build", "pastedContents": {}, "timestamp": 1755000000000, "project": "/repo"}) + "\n")
-    with pytest.raises(LogError, match="not a Claude Code, Codex or SWE-agent session log"):
+    with pytest.raises(LogError, match="not a Claude Code, Codex, SWE-agent, opencode or Aider session log"):
         read_log(history)
 
 
@@ -104,8 +104,9 @@ def test_the_command_reads_a_folder_of_mixed_logs(tmp_path: Path):
            "COLUMNS": "250"}
     out = CliRunner().invoke(app, ["learn", "--project", str(tmp_path), "--from", str(LOGS), "--dry-run"], env=env, catch_exceptions=False)
     assert out.exit_code == 0, out.output
-    # 9 sessions (the sub-agent file read with its session); truth.json is no log
-    assert "9 sessions," in out.output and "0 malformed records skipped" in out.output
+    # 15 sessions (the sub-agent file read with its session; 3 in the opencode database, 2 Aider runs; the opencode
+    # JSON storage as 1 session, its message and part files not on their own); truth.json is no log
+    assert "15 sessions," in out.output and "0 malformed records skipped" in out.output
     assert "1 file(s) are no session log of a known agent: truth.json" in out.output
     assert "run `pip install -e '.[test]'` first" in out.output  # evidence 2 across the two attempts
 
@@ -194,3 +195,75 @@ def test_tool_use_result_error_string_flags_a_failure_without_is_error(tmp_path:
     steps = read_log(_write(tmp_path / "s.jsonl", recs)).threads[0].steps
     assert [(s.tool, s.ok) for s in steps] == [("Read", False), ("Bash", True)]
     assert steps[0].error == "File does not exist."
+
+
+# --- opencode and Aider ---------------------------------------------------------------------------
+
+OC_DB = LOGS / "opencode-1.18" / "opencode.db"
+OC_JSON = LOGS / "opencode-json" / "storage" / "session" / "prj_51b2" / "ses_3a11d0c2b9ffeK4mPq8Rt2Vw6X.json"
+AIDER = LOGS / "aider-0.86" / ".aider.chat.history.md"
+
+
+def test_opencode_database_is_told_by_content_and_read_per_session_of_the_project(tmp_path: Path):
+    renamed = tmp_path / "store.bin"
+    shutil.copy(OC_DB, renamed)
+    sessions = read_logs(renamed, project="/home/user/src/rates")
+    assert [s.source for s in sessions] == ["opencode", "opencode"]  # the other project's session is left out
+    main, sub = sessions
+    assert main.cwd == "/home/user/src/rates" and main.unknown == 1 and main.skipped == 0
+    steps = main.threads[0].steps
+    assert [(s.first_line, s.ok) for s in steps] == [("cargo build", False), ("cargo add serde_json", True), ("cargo build", True),
+                                                     ("pnpm test", False), ("npx vitest run", True)]
+    assert steps[3].error == "pnpm: not found"  # no exit code, no flag: the text says it failed
+    assert [(s.tool, s.ok) for s in sub.threads[0].steps] == [("read", False), ("bash", True)]
+    assert [n.text for n in main.threads[0].notes] == ["the rust build and the web tests fail, fix them"]  # not the synthetic part
+    # an SQLite file that is not opencode's is no session log
+    import sqlite3
+
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as db:
+        db.execute("create table notes (id integer)")
+    with pytest.raises(LogError, match="not a Claude Code, Codex, SWE-agent, opencode or Aider session log"):
+        read_logs(other)
+
+
+def test_opencode_json_storage_session_file_reads_its_messages_and_parts():
+    sess = read_log(OC_JSON)
+    assert (sess.source, sess.cwd, sess.records, sess.skipped) == ("opencode", "/home/user/src/notes", 6, 0)
+    assert [(s.first_line, s.ok, s.error) for s in sess.threads[0].steps] == [("python -m pytest -q", False, "python: not found"),
+                                                                            ("python3 -m pytest -q", True, "")]
+
+
+def test_aider_history_runs_are_sessions_and_failures_are_read_as_far_as_it_records_them(tmp_path: Path):
+    renamed = tmp_path / "notes.md"
+    shutil.copy(AIDER, renamed)
+    runs = read_logs(renamed)
+    assert [s.source for s in runs] == ["aider", "aider"] and runs[0].started == "2026-11-18T14:02:11"
+    assert [(s.first_line, s.ok) for s in runs[0].threads[0].steps] == [("pytest -q", False), ("pip install -e '.[test]'", True),
+                                                                       ("pytest -q", True), ("aider-test", False), ("aider-test", True)]
+    assert [(s.first_line, s.ok) for s in runs[1].threads[0].steps] == [("ruff format --check .", True), ("make docs", False)]
+    assert [n.text for n in runs[0].threads[0].notes] == ["the rounding in `convert()` is wrong for negative amounts, fix it"]
+    assert read_logs(renamed, project="/elsewhere") == []
+
+
+def test_learn_discovers_opencode_and_aider_in_their_default_places(tmp_path: Path):
+    project = tmp_path / "rates"
+    project.mkdir()
+    data = tmp_path / "xdg"
+    (data / "opencode").mkdir(parents=True)
+    import sqlite3
+
+    src = sqlite3.connect(OC_DB)
+    dst = sqlite3.connect(data / "opencode" / "opencode.db")
+    src.backup(dst)
+    dst.execute("update session set directory = ? where directory = '/home/user/src/rates'", (str(project),))
+    dst.commit()
+    src.close()
+    dst.close()
+    shutil.copy(AIDER, project / ".aider.chat.history.md")
+    env = {"HEADROOM_HOME": str(tmp_path / "home"), "CLAUDE_CONFIG_DIR": str(tmp_path / "none"), "CODEX_HOME": str(tmp_path / "none"),
+           "XDG_DATA_HOME": str(data), "COLUMNS": "250"}
+    out = CliRunner().invoke(app, ["learn", "--project", str(project), "--dry-run", "--min-evidence", "1"], env=env, catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    assert "4 sessions," in out.output  # two opencode sessions of the project, two Aider runs; not the other project's
+    assert "run `cargo add serde_json` first" in out.output and "use `npx vitest run`" in out.output

@@ -1,5 +1,6 @@
-"""Session-log readers: Claude Code, Codex and SWE-agent, each turning one log file into a
-:class:`LogSession` (threads of :class:`~headroom_core.learn.steps.Step` plus :class:`Note`).
+"""Session-log readers: Claude Code, Codex, SWE-agent, opencode and Aider, each turning one log
+file into a :class:`LogSession` (threads of :class:`~headroom_core.learn.steps.Step` plus
+:class:`Note`); an opencode database holds many sessions (:func:`read_logs`).
 
 The format is told by content, never by the file name (:func:`detect`). Readers never raise on
 content: a line that is not a JSON object, or a record of a known type with the wrong shape, is
@@ -92,13 +93,28 @@ _CLAUDE_TYPES = {"user", "assistant", "summary", "system", "progress", "file-his
 
 
 def detect(path: Path, head: str) -> str:
-    """``"swe-agent"``, ``"codex"``, ``"claude-code"`` or ``""`` (unknown) for a file whose
-    first bytes are ``head``: a JSON object with a ``trajectory`` (or ``attempts``) is
-    SWE-agent; JSON lines are Codex when they carry ``payload`` envelopes, a first record with
-    ``instructions``, ``{"record_type": "state"}`` or bare Responses API items, and Claude Code
-    when they carry ``message`` records with ``uuid``/``sessionId`` or Claude Code's own
-    record types."""
+    """``"swe-agent"``, ``"codex"``, ``"claude-code"``, ``"opencode"``, ``"aider"`` or ``""``
+    (unknown) for a file whose first bytes are ``head``: an SQLite file with opencode's tables,
+    or a JSON object that is a session of opencode's JSON storage, is opencode; a JSON object
+    with a ``trajectory`` (or ``attempts``) is SWE-agent; JSON lines are Codex when they carry
+    ``payload`` envelopes, a first record with ``instructions``, ``{"record_type": "state"}`` or
+    bare Responses API items, and Claude Code when they carry ``message`` records with
+    ``uuid``/``sessionId`` or Claude Code's own record types; Markdown with Aider's session
+    headers and ``#### `` user lines is Aider."""
+    from . import aider, opencode
+
+    if head.startswith(opencode.SQLITE_MAGIC.decode("latin-1")):
+        return "opencode" if opencode.is_database(path, opencode.SQLITE_MAGIC) else ""
+    if aider.looks_like_history(head):
+        return "aider"
     s = head.lstrip()
+    if s.startswith("{") and not _head_records(head, 2)[1:] and '"trajectory"' not in head and '"attempts"' not in head:
+        try:
+            obj = json.loads(path.read_text(encoding="utf-8", errors="replace")) if path.stat().st_size < 1 << 20 else None
+        except (OSError, ValueError):
+            obj = None
+        if opencode.is_session_file(obj, path):
+            return "opencode"
     if s.startswith("{") and ('"trajectory"' in head or '"attempts"' in head) and not _head_records(head, 2)[1:]:
         return "swe-agent"
     recs = _head_records(head)
@@ -122,24 +138,69 @@ def detect(path: Path, head: str) -> str:
     return ""
 
 
-def read_log(path: Path) -> LogSession:
-    """Read any supported log, choosing the reader by content (:func:`detect`). Raises
-    :class:`LogError` when the file cannot be read or is no known agent's log."""
-    from headroom_core.learn.readers import claude_code, codex, swe_agent
+NOT_A_LOG = "not a Claude Code, Codex, SWE-agent, opencode or Aider session log"
 
+
+def read_logs(path: Path, project: str | None = None) -> list[LogSession]:
+    """Every session in one log file, choosing the reader by content (:func:`detect`): one for
+    a session log, every session (run in ``project`` or a folder inside it, when given) of an
+    opencode store, every session of an Aider history. Raises :class:`LogError` when the file
+    cannot be read or is no known agent's log."""
+    from . import aider, opencode
+
+    kind, head = _kind(path)
+    if kind == "opencode":
+        return opencode.read_all(path, project)
+    if kind == "aider":
+        return aider.read_all(path, project)
+    return [_read_one(path, kind)]
+
+
+def _kind(path: Path) -> tuple[str, str]:
     try:
-        with path.open("r", encoding="utf-8", errors="replace") as fh:
+        with path.open("r", encoding="latin-1" if _is_binary(path) else "utf-8", errors="replace") as fh:
             head = fh.read(65536)
     except OSError as e:
         raise LogError(f"{path}: cannot read ({e})") from e
-    kind = detect(path, head)
+    return detect(path, head), head
+
+
+def _is_binary(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
+def read_log(path: Path) -> LogSession:
+    """Read the one session of a log file, choosing the reader by content (:func:`detect`);
+    of a store holding several (opencode, an Aider history), all of them in one
+    :class:`LogSession` whose threads are theirs. Raises :class:`LogError` when the file cannot
+    be read or is no known agent's log."""
+    kind, _ = _kind(path)
+    if kind in ("opencode", "aider"):
+        many = read_logs(path)
+        if len(many) == 1:
+            return many[0]
+        if not many:
+            raise LogError(f"{path}: holds no session")
+        first = many[0]
+        return LogSession(first.source, path.stem, str(path), first.cwd, first.started, tuple(t for s in many for t in s.threads),
+                          sum(s.records for s in many), sum(s.skipped for s in many), sum(s.unknown for s in many), (str(path),))
+    return _read_one(path, kind)
+
+
+def _read_one(path: Path, kind: str) -> LogSession:
+    from headroom_core.learn.readers import claude_code, codex, swe_agent
+
     if kind == "swe-agent":
         return swe_agent.read(path)
     if kind == "codex":
         return codex.read(path)
     if kind == "claude-code":
         return claude_code.read(path)
-    raise LogError(f"{path}: not a Claude Code, Codex or SWE-agent session log")
+    raise LogError(f"{path}: {NOT_A_LOG}")
 
 
 def read_jsonl(path: Path) -> tuple[list[dict], int, int]:
