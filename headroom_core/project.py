@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
-from headroom_core.wire.request_view import CONVERSATION_KEYS, SYSTEM_KEYS, SYSTEM_ROLES
+from headroom_core.wire.dialects import for_body
 
 PROJECT_HEADER = "x-headroom-project"
 #: The project of a conversation that states none: this prefix and 16 hex digits of its session key.
@@ -41,7 +41,6 @@ MAX_SCAN = 64 * 1024  # characters of each text searched: environment blocks sit
 FIRST_ELEMENTS = 3
 #: Conversation elements searched for a later system/developer message with an environment block.
 MAX_ELEMENTS = 256
-_ENV_ROLES = ("user", *SYSTEM_ROLES)
 
 # An absolute path: POSIX, a Windows drive, or a UNC share; up to the end of the line or a tag.
 _ABS = r"(?:/|[A-Za-z]:[\\/]|\\\\)[^\n<>\"|?*]*"
@@ -178,20 +177,8 @@ def _texts(body: Mapping[str, Any]) -> Iterator[str]:
     ``instructions``), then the conversation's first :data:`FIRST_ELEMENTS` user, system and
     developer messages, then its later system and developer messages (up to element
     :data:`MAX_ELEMENTS`). Assistant turns and tool results are never read."""
-    for k in SYSTEM_KEYS:
-        yield from _strings(body.get(k))
-    for key in CONVERSATION_KEYS:
-        seq = body.get(key)
-        if isinstance(seq, str):
-            yield seq
-        if not isinstance(seq, list):
-            continue
-        for i, m in enumerate(seq[:MAX_ELEMENTS]):
-            if not isinstance(m, dict):
-                continue
-            role = m.get("role")
-            if role in SYSTEM_ROLES or (i < FIRST_ELEMENTS and role in _ENV_ROLES):
-                yield from _strings(m.get("content"))
+    for value in for_body(body).environment(body, FIRST_ELEMENTS, MAX_ELEMENTS):  # the body's dialect says where
+        yield from _strings(value)
 
 
 def find_project(headers: Mapping[str, str], body: Mapping[str, Any] | None) -> str | None:

@@ -67,8 +67,8 @@ from headroom_core.project import PROJECT_HEADER
 from headroom_core.wire import jsonedit
 from headroom_core.wire.detect import Dialect
 from headroom_core.wire.dialects import Route, WireDialect, route
-from headroom_core.wire.request_view import SYSTEM_KEYS, RequestView, element_shape, view_of
-from headroom_core.wire.view import BodyView, ViewError, parse_view
+from headroom_core.wire.request_view import RequestView, view_of
+from headroom_core.wire.view import ARRAYS, BodyView, ViewError, parse_view
 
 log = logging.getLogger("headroom")
 
@@ -335,7 +335,7 @@ class _Request:
         return self.request.conversation_key
 
 
-def _same_start(view: BodyView, prev: RecentRequest, ckey: str) -> bool:
+def _same_start(view: BodyView, prev: RecentRequest, ckey: str, system_keys: tuple[str, ...]) -> bool:
     """Whether ``view`` shows the same system prompt and first messages as ``prev`` (so the same
     project and session): every member but the conversation reused or absent in both, and the
     conversation's first three elements reused."""
@@ -343,7 +343,7 @@ def _same_start(view: BodyView, prev: RecentRequest, ckey: str) -> bool:
     n = min(3, len(seq)) if isinstance(seq, list) else 0
     if not isinstance(seq, list) or view.reused_elements < n or n == 0:
         return False
-    for key in SYSTEM_KEYS:
+    for key in system_keys:
         if (key in view.members or key in prev.view.members) and key not in view.reused_members:
             return False
     return True
@@ -384,7 +384,8 @@ def _parse_step(rt: Runtime, r: Route, path: str, headers: Mapping[str, str], bo
         return RequestPlan(Action.PASSTHROUGH, "body is not UTF-8", bytes_before=n, bytes_after=n, code=Code.NOT_PARSED, dry_run=counting)
     prev = rt.recent.find(credential(headers, path), headers.get(PROJECT_HEADER, ""), text)
     try:
-        view = parse_view(text, prev.view if prev is not None else None)
+        w = r.wire
+        view = parse_view(text, prev.view if prev is not None else None, tuple(dict.fromkeys((*ARRAYS, w.conversation_key, w.tools_key))))
     except (ViewError, RecursionError):
         return RequestPlan(Action.PASSTHROUGH, "body is not a JSON object (or nested too deeply)", bytes_before=n, bytes_after=n, code=Code.NOT_PARSED, dry_run=counting)
     why = r.wire.shape_error(view.parsed)
@@ -411,7 +412,7 @@ def _identify_step(
         scope, skey = continues.scope, continues.session_key
         own = session_key(dialect, view.parsed, headers.get(SESSION_HEADER), scope.id)
         return _Request(req_view, headers, r.counting, scope, skey, credential(headers, path), None, own)
-    if prev is not None and not headers.get(SESSION_HEADER) and _same_start(view, prev, req_view.conversation_key):
+    if prev is not None and not headers.get(SESSION_HEADER) and _same_start(view, prev, req_view.conversation_key, r.wire.system_keys):
         scope, skey = prev.scope, prev.session_key
     else:
         prev = prev if prev is not None and view.reused_elements else None
@@ -479,7 +480,8 @@ def _tools_step(rt: Runtime, req: _Request, rec: SessionRecord, proxy_tools: tup
     moved or order changed only), with the client's ``cache_control`` carried by position.
     In the client's own order every byte the proxy does not change stays the client's; a new
     order keeps the client's separators."""
-    tools = req.parsed.get("tools")
+    tk = req.wire.tools_key
+    tools = req.parsed.get(tk)
     state = rec.tools
     if tools is not None and not isinstance(tools, list):
         return _ToolsStep((), replace(state, proxy_tools=proxy_tools), None)
@@ -490,14 +492,14 @@ def _tools_step(rt: Runtime, req: _Request, rec: SessionRecord, proxy_tools: tup
     if not client and not proxy_tools:
         return _ToolsStep((), replace(state, proxy_tools=proxy_tools), None)
     prev = req.prev.tools if req.prev is not None else None
-    if prev is not None and "tools" in req.view.reused_members and prev[0] == (state, proxy_tools, fast):
+    if prev is not None and tk in req.view.reused_members and prev[0] == (state, proxy_tools, fast):
         return prev[1]  # the same tools text, the same session state: the same step
     raw = ""
     spans: list[tuple[int, int]] = []
     if tools is not None:
-        a, b = req.view.members["tools"]
+        a, b = req.view.members[tk]
         raw = req.text[a:b]
-        spans = [(x - a, y - a) for x, y in req.view.elements["tools"]]
+        spans = [(x - a, y - a) for x, y in req.view.elements[tk]]
     ids = tools_order.unique_ids(client)
     order = rt.tool_order.order(req.scope.id, ids, learn=not req.dry_run)
     bare = [jsonedit.strip_member(raw[x:y], "cache_control") for x, y in (spans[n] for n in order)]
@@ -528,9 +530,9 @@ def _tools_step(rt: Runtime, req: _Request, rec: SessionRecord, proxy_tools: tup
         forwarded = _compose(raw or "[]", spans, order, repl, proxy_defs, marks)
     edits: list[jsonedit.Edit] = []
     if tools is None:
-        edits = [jsonedit.Append(("tools",), t) for t in proxy_defs]
+        edits = [jsonedit.Append((tk,), t) for t in proxy_defs]
     elif forwarded != raw:
-        edits = [jsonedit.ReplaceRaw(("tools",), forwarded)]
+        edits = [jsonedit.ReplaceRaw((tk,), forwarded)]
     sent = jsonedit.strip_member(forwarded, "cache_control") if tools is not None else "[" + ",".join(jsonedit.dumps(t) for t in proxy_defs) + "]"
     figures = None if fast else ToolsFigures(raw, sent if edits else raw, reason, rt.counter)
     return _ToolsStep(tuple(edits), SessionTools(proxy_tools, thash, sent, docs.skeletons, docs.seen), figures)
@@ -799,7 +801,7 @@ def _plan(
     edits = [*replayed.edits, *tools.edits, *content.edits, *inject_edits]
     out = _splice_step(req, replayed, edits)  # 7
     job = _remember_step(rt, req, rec, replayed, out, content, tools, proxy_tools, fast, commit, defer)
-    hidden = frozenset(proxy_tools) if isinstance(req.parsed.get("tools"), list) or tools.edits else frozenset()
+    hidden = frozenset(proxy_tools) if isinstance(req.parsed.get(req.wire.tools_key), list) or tools.edits else frozenset()
     n = len(body)
     plan = RequestPlan(
         Action.PASSTHROUGH,
@@ -895,7 +897,7 @@ def _check_messages(req: _Request, zone: LiveZone, spans: list[tuple[int, int]],
         (a, b), (na, nb) = spans[i], new_spans[i]
         if nb - na == b - a and new_text[na:nb] == req.text[a:b]:
             continue
-        if element_shape(json.loads(new_text[na:nb])) != element_shape(seq[i]):
+        if req.wire.element_shape(json.loads(new_text[na:nb])) != req.wire.element_shape(seq[i]):
             raise AssertionError(f"an edit changed message {i}'s role, type or call ids")
 
 

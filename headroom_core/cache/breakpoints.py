@@ -16,12 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from headroom_core.wire.request_view import CACHED_PARTS, is_conversation_path
+from headroom_core.wire.dialects import WireDialect, for_body
 
 #: Anthropic's limit of ``cache_control`` breakpoints per request.
 MAX_BREAKPOINTS = 4
-#: The parts of a request body that hold breakpoints, in the provider's cache order.
-PARTS = CACHED_PARTS
 
 PathT = tuple[Any, ...]
 
@@ -30,9 +28,10 @@ class BreakpointError(ValueError):
     """A planned edit added, dropped, moved or changed a ``cache_control`` breakpoint."""
 
 
-def breakpoints(body: Mapping[str, Any]) -> dict[PathT, Any]:
-    """``{path of the object holding cache_control: its value}`` over ``tools``, ``system``,
-    ``messages`` and ``input`` of a parsed body (paths as keys and indexes from the root)."""
+def breakpoints(body: Mapping[str, Any], d: WireDialect | None = None) -> dict[PathT, Any]:
+    """``{path of the object holding cache_control: its value}`` over the parts of a parsed
+    body that hold breakpoints (dialect ``d``'s ``cache_parts``; ``d`` defaults to the dialect
+    the body reads as), paths as keys and indexes from the root."""
     out: dict[PathT, Any] = {}
 
     def walk(v: Any, path: PathT) -> None:
@@ -47,15 +46,15 @@ def breakpoints(body: Mapping[str, Any]) -> dict[PathT, Any]:
                 if isinstance(x, (dict, list)):
                     walk(x, path + (i,))
 
-    for part in PARTS:
+    for part in (d or for_body(body)).cache_parts:
         if part in body:
             walk(body[part], (part,))
     return out
 
 
-def count(body: Mapping[str, Any]) -> int:
-    """How many ``cache_control`` breakpoints a parsed body has."""
-    return len(breakpoints(body))
+def count(body: Mapping[str, Any], d: WireDialect | None = None) -> int:
+    """How many ``cache_control`` breakpoints a parsed body has (dialect ``d``, as :func:`breakpoints`)."""
+    return len(breakpoints(body, d))
 
 
 @dataclass(frozen=True)
@@ -74,22 +73,24 @@ class BreakpointCheck:
         return not self.added and not self.lost and (self.forwarded <= MAX_BREAKPOINTS or self.forwarded <= self.client)
 
 
-def _where(path: PathT) -> PathT:
+def _where(path: PathT, d: WireDialect) -> PathT:
     """The place a breakpoint must stay: its own path, or for messages the message."""
-    return path[:2] if is_conversation_path(path) else path
+    return path[:2] if path and path[0] == d.conversation_key else path
 
 
-def check(client: Mapping[str, Any], forwarded: Mapping[str, Any]) -> BreakpointCheck:
+def check(client: Mapping[str, Any], forwarded: Mapping[str, Any], d: WireDialect | None = None) -> BreakpointCheck:
     """Compare the breakpoints of a client body and the planned forwarded body, by place
-    (:func:`_where`) and value."""
+    (:func:`_where`) and value (dialect ``d``; defaults to the dialect the client body reads as)."""
     import json
     from collections import Counter
+
+    wd = d or for_body(client)
 
     def places(body: Mapping[str, Any]) -> tuple[Counter, dict]:
         c: Counter = Counter()
         first: dict = {}
-        for p, v in breakpoints(body).items():
-            k = (_where(p), json.dumps(v, sort_keys=True, default=str))
+        for p, v in breakpoints(body, wd).items():
+            k = (_where(p, wd), json.dumps(v, sort_keys=True, default=str))
             c[k] += 1
             first.setdefault(k, p)
         return c, first
@@ -108,9 +109,9 @@ def marker_count(text: str, start: int = 0, end: int | None = None) -> int:
     return text.count('"cache_control"', start, len(text) if end is None else end)
 
 
-def verify(client: Mapping[str, Any], forwarded: Mapping[str, Any]) -> BreakpointCheck:
+def verify(client: Mapping[str, Any], forwarded: Mapping[str, Any], d: WireDialect | None = None) -> BreakpointCheck:
     """:func:`check`, raising :class:`BreakpointError` (naming the paths) unless it is ok."""
-    c = check(client, forwarded)
+    c = check(client, forwarded, d)
     if not c.ok:
         raise BreakpointError(
             f"cache_control breakpoints changed: added {list(c.added)[:4]}, lost {list(c.lost)[:4]}, "

@@ -34,7 +34,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from headroom_core.wire.request_view import SYSTEM_KEYS, conversation
+from headroom_core.wire.dialects import WireDialect, for_body
 
 #: USD per million base input tokens, by model-name fragment (first match wins).
 #: Anthropic: docs.anthropic.com/en/docs/about-claude/pricing; OpenAI: platform.openai.com/docs/pricing.
@@ -135,28 +135,10 @@ class Blocks:
             self._tokens[digest] = img if img is not None else self._count(text)
         return Block(digest, self._tokens[digest], isinstance(value, dict) and "cache_control" in value)
 
-    def of(self, body: dict) -> list[Block]:
-        """The blocks of an Anthropic Messages, Chat Completions or Responses body, in prompt order."""
-        out = [self.block(t) for t in body.get("tools") or []]
-        for key in SYSTEM_KEYS:
-            v = body.get(key)
-            if isinstance(v, list):
-                out += [self.block(b) for b in v]
-            elif v:
-                out.append(self.block(v))
-        seq = conversation(body)
-        if isinstance(seq, str):
-            out.append(self.block(seq, "user"))
-        for m in seq if isinstance(seq, list) else []:
-            content = m.get("content") if isinstance(m, dict) else None
-            role = str(m.get("role", m.get("type", ""))) if isinstance(m, dict) else ""
-            if isinstance(content, list):
-                out += [self.block(b, role if i == 0 else "") for i, b in enumerate(content)]
-            elif isinstance(m, dict) and "content" in m and set(m) <= {"role", "content", "cache_control"}:
-                out.append(self.block(content, role))
-            else:
-                out.append(self.block(m, role))
-        return out
+    def of(self, body: dict, d: WireDialect | None = None) -> list[Block]:
+        """The blocks of a request body in prompt order, as its dialect cuts its prompt
+        (``d``'s ``prompt_parts``; ``d`` defaults to the dialect the body reads as)."""
+        return [self.block(v, role) for v, role in (d or for_body(body)).prompt_parts(body)]
 
 
 class AnthropicCache:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from headroom_core.cache.prefix_log import PrefixLog
 from headroom_core.cache.volatile import prefix_of
 from headroom_core.extensions import Extensions, RequestContext
+from headroom_core.wire.dialects import dialect as wire_dialect
 
 if TYPE_CHECKING:
     from headroom_core.runtime import Runtime
@@ -31,7 +32,7 @@ def prefix_log(rt: "Runtime") -> PrefixLog:
 def observe_prefix(rt: "Runtime", ctx: RequestContext) -> None:
     """Observer: record the request's prefix for its session (a database write only when the
     prefix is new for the session)."""
-    prefix_log(rt).observe(ctx.session_key, ctx.project, ctx.dialect.value, ctx.client, prefix_of(ctx.body))
+    prefix_log(rt).observe(ctx.session_key, ctx.project, ctx.dialect.value, ctx.client, prefix_of(ctx.body, wire_dialect(ctx.dialect)))
 
 
 def register(ext: "Extensions[Runtime]") -> None:

@@ -21,7 +21,7 @@ import json
 from typing import Any
 
 from headroom_core.cache.carry import norm_hash
-from headroom_core.wire.request_view import conversation, system_member
+from headroom_core.wire.dialects import WireDialect, for_body
 
 #: The position of the first changed part: (section, index); section 0 tools, 1 system,
 #: 2 messages; None when the later body only appends to the earlier one.
@@ -32,20 +32,21 @@ def _h(v: Any) -> str:
     return norm_hash(json.dumps(v, ensure_ascii=False))
 
 
-def _parts(body: dict[str, Any], tools_as_set: bool) -> list[tuple[Position, str]]:
+def _parts(body: dict[str, Any], tools_as_set: bool, d: WireDialect | None = None) -> list[tuple[Position, str]]:
     out: list[tuple[Position, str]] = []
-    tools = body.get("tools")
+    d = d or for_body(body)
+    tools = body.get(d.tools_key)
     if isinstance(tools, list):
         hs = [_h(t) for t in tools]
         out.append(((0, 0), _h(sorted(hs) if tools_as_set else hs)))
     else:
         out.append(((0, 0), _h(tools)))
-    system = system_member(body)
+    system = d.system_member(body)
     if isinstance(system, list):
         out += [((1, i), _h(b)) for i, b in enumerate(system)]
     elif system is not None:
         out.append(((1, 0), _h(system)))
-    seq = conversation(body)
+    seq = d.conversation_of(body)
     if isinstance(seq, list):
         out += [((2, i), _h(m)) for i, m in enumerate(seq)]
     elif seq is not None:

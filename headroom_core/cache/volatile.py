@@ -27,7 +27,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from headroom_core.wire import request_view
+from headroom_core.wire.dialects import WireDialect, for_body
 
 #: Below this line similarity (difflib ratio, 0..1) the newer system prompt is another prompt.
 REPLACED_BELOW = 0.5
@@ -137,10 +137,10 @@ def _without_cache_control(value: Any) -> Any:
     return value
 
 
-def system_text(body: Mapping[str, Any]) -> str:
-    """The system prompt of a request body of any dialect, as one text
-    (:func:`headroom_core.wire.request_view.system_text`). ``""`` when there is none."""
-    return request_view.system_text(body)
+def system_text(body: Mapping[str, Any], d: WireDialect | None = None) -> str:
+    """The system prompt of a request body as one text, as dialect ``d`` reads it (``d``
+    defaults to the dialect the body reads as). ``""`` when there is none."""
+    return (d or for_body(body)).system_text(body)
 
 
 #: The last few ``tools`` arrays hashed, by identity (a request whose ``tools`` text did not
@@ -150,11 +150,11 @@ _TOOLS_MEMO_SIZE = 64
 _memo_lock = threading.Lock()
 
 
-def tool_entries(body: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+def tool_entries(body: Mapping[str, Any], d: WireDialect | None = None) -> tuple[tuple[str, str], ...]:
     """``(name, sha256 hex)`` of each entry of ``tools`` (``cache_control`` left out, keys
     sorted), in request order; the name of an OpenAI Chat tool is ``function.name``. The same
     array object (parsed bodies are never changed in place) is hashed once."""
-    tools = body.get("tools")
+    tools = body.get((d or for_body(body)).tools_key)
     if not isinstance(tools, list):
         return ()
     with _memo_lock:
@@ -183,9 +183,11 @@ def _tool_entries(tools: list) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def prefix_of(body: Mapping[str, Any]) -> Prefix:
-    """The :class:`Prefix` of a parsed request body (any dialect)."""
-    return Prefix(system_text(body), tool_entries(body))
+def prefix_of(body: Mapping[str, Any], d: WireDialect | None = None) -> Prefix:
+    """The :class:`Prefix` of a parsed request body in dialect ``d`` (defaults to the dialect
+    the body reads as)."""
+    d = d or for_body(body)
+    return Prefix(system_text(body, d), tool_entries(body, d))
 
 
 def classify(text: str) -> str:

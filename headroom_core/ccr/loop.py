@@ -29,10 +29,10 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any, Awaitable, Callable
 
 from headroom_core.wire.blocks import ToolCall, Usage
+from headroom_core.wire.protocol import ReplySide
 from headroom_core.wire.rawjson import Raw
 from headroom_core.wire.sse import SSEEvent, SSEParser
 
@@ -77,7 +77,7 @@ def sum_usage(usages: list[Usage]) -> Usage:
 class StreamLoop:
     """One streamed response (see the module docstring).
 
-    ``reply``: the dialect's ``headroom_core.wire.reply_*`` module; ``request``: the JSON text of
+    ``reply``: the dialect's response side (:class:`~headroom_core.wire.protocol.ReplySide`); ``request``: the JSON text of
     the request as it went upstream (or its UTF-8 bytes, decoded only if a follow-up is made); ``hidden``: the proxy's tool names offered in it;
     ``max_rounds``: the most follow-ups. With no hidden tools (``tap``) the loop only reads:
     :meth:`feed` returns its input unchanged.
@@ -87,7 +87,7 @@ class StreamLoop:
     response object as the provider would have sent it unstreamed.
     """
 
-    def __init__(self, reply: ModuleType, request: str | bytes | None, hidden: frozenset[str], max_rounds: int) -> None:
+    def __init__(self, reply: ReplySide, request: str | bytes | None, hidden: frozenset[str], max_rounds: int) -> None:
         self.reply = reply
         self.request = request
         self.hidden = hidden
@@ -317,7 +317,7 @@ class JsonOutcome:
 
 
 async def complete_json(
-    reply: ModuleType, request: str, first: str, hidden: frozenset[str], answer: AsyncAnswer, send: AsyncSend, max_rounds: int
+    reply: ReplySide, request: str, first: str, hidden: frozenset[str], answer: AsyncAnswer, send: AsyncSend, max_rounds: int
 ) -> JsonOutcome:
     """Answer the proxy's own tool calls in a non-streamed response until the model stops
     calling them (at most ``max_rounds`` follow-ups); see the module docstring for the cases.

@@ -1,4 +1,5 @@
-"""Dialect detection by method, path suffix and body shape, on any host.
+"""Dialect detection by method, path suffix and body shape, on any host (each dialect's own
+``serves``/``counts``/``shape_error``, asked in registry order: :func:`headroom_core.wire.dialects.route`).
 
 Host names are never consulted: a self-hosted gateway or a local model server that speaks a
 provider's dialect is handled the same way.
@@ -30,39 +31,9 @@ class Detection:
     body: dict[str, Any] | None = None
 
 
-def _path_only(path: str) -> str:
+def path_only(path: str) -> str:
+    """``path`` without its query, fragment and trailing slashes."""
     return path.split("?", 1)[0].split("#", 1)[0].rstrip("/")
-
-
-def token_count_dialect(method: str, path: str) -> Dialect | None:
-    """The dialect of a token-counting request (Anthropic ``…/v1/messages/count_tokens``, OpenAI
-    ``…/v1/responses/input_tokens``): it measures the body of the request it names, so the proxy
-    plans it like that request without sending or storing anything. None for other requests."""
-    if method.upper() != "POST":
-        return None
-    p = _path_only(path)
-    if p.endswith("/messages/count_tokens"):
-        return Dialect.ANTHROPIC_MESSAGES
-    if p.endswith("/responses/input_tokens"):
-        return Dialect.OPENAI_RESPONSES
-    return None
-
-
-def dialect_for_path(method: str, path: str) -> Dialect | None:
-    """The dialect a method and path suggest, before the body is looked at (None: not LLM;
-    token-counting paths: :func:`token_count_dialect`)."""
-    if method.upper() != "POST":
-        return None
-    p = _path_only(path)
-    if p.endswith("/messages/count_tokens") or p.endswith("/responses/input_tokens"):
-        return None
-    if p.endswith("/v1/messages") or p == "/messages" or p.endswith("/messages") and "/v1" in p:
-        return Dialect.ANTHROPIC_MESSAGES
-    if p.endswith("/chat/completions"):
-        return Dialect.OPENAI_CHAT
-    if p.endswith("/responses"):
-        return Dialect.OPENAI_RESPONSES
-    return None
 
 
 def detect(method: str, path: str, body: bytes) -> Detection:
@@ -70,7 +41,9 @@ def detect(method: str, path: str, body: bytes) -> Detection:
 
     ``body`` is the request body (decoded of any content-encoding). Never raises.
     """
-    d = dialect_for_path(method, path) or token_count_dialect(method, path)
+    from headroom_core.wire.dialects import REGISTRY, route  # the registry imports this module
+
+    d = route(method, path).dialect
     if d is None:
         return Detection(None, "not an LLM API path")
     try:
@@ -81,9 +54,7 @@ def detect(method: str, path: str, body: bytes) -> Detection:
         return Detection(None, "body is not JSON (or nested too deeply)")
     if not isinstance(parsed, dict):
         return Detection(None, "body is not a JSON object")
-    if d in (Dialect.ANTHROPIC_MESSAGES, Dialect.OPENAI_CHAT):
-        if not isinstance(parsed.get("messages"), list):
-            return Detection(None, "no messages list")
-    elif "input" not in parsed:
-        return Detection(None, "no input")
+    why = REGISTRY[d].shape_error(parsed)
+    if why:
+        return Detection(None, why)
     return Detection(d, "ok", parsed)

@@ -8,7 +8,7 @@ from typing import Any
 
 from headroom_core.wire import anthropic, calls, image_refs, reply_anthropic
 from headroom_core.wire.blocks import ToolCall
-from headroom_core.wire.detect import Dialect
+from headroom_core.wire.detect import Dialect, path_only
 from headroom_core.wire.protocol import DialectBase
 
 
@@ -16,7 +16,14 @@ class AnthropicMessages(DialectBase):
     """Anthropic Messages API (``POST …/v1/messages``; :mod:`headroom_core.wire.anthropic`)."""
 
     def __init__(self) -> None:
-        super().__init__(Dialect.ANTHROPIC_MESSAGES, anthropic, reply_anthropic, "messages", "text", True, False, "anthropic")
+        super().__init__(
+            Dialect.ANTHROPIC_MESSAGES, anthropic, reply_anthropic, "messages", "text", True, False, "anthropic", count_paths=("/messages/count_tokens",)
+        )
+
+    def serves(self, path: str) -> bool:
+        """``…/v1/messages``, a bare ``/messages``, or ``…/messages`` under a ``/v1`` path."""
+        p = path_only(path)
+        return p.endswith("/v1/messages") or p == "/messages" or p.endswith("/messages") and "/v1" in p
 
     image_finder = staticmethod(image_refs.anthropic_images)
 

@@ -16,7 +16,10 @@ class OpenAIResponses(DialectBase):
     :mod:`headroom_core.wire.openai_responses`)."""
 
     def __init__(self) -> None:
-        super().__init__(Dialect.OPENAI_RESPONSES, openai_responses, reply_responses, "input", "input_text", False, True)
+        super().__init__(
+            Dialect.OPENAI_RESPONSES, openai_responses, reply_responses, "input", "input_text", False, True,
+            paths=("/responses",), count_paths=("/responses/input_tokens",),
+        )  # fmt: skip
 
     image_finder = staticmethod(image_refs.responses_images)
 

@@ -8,23 +8,25 @@ reads and rewrites a turn's stream, ``wire/reply_*``). :class:`AnthropicMessages
 over HTTP and inside WebSocket ``response.create`` frames; what differs for frames, the
 envelope and the close reasons, is :mod:`headroom_core.wire.responses_ws`).
 
-Adding a dialect: one module ``wire/dialect_<name>.py`` with a class implementing
-:class:`~headroom_core.wire.protocol.WireDialect` (a member of
-:class:`~headroom_core.wire.detect.Dialect` for its id, a path rule in
-:func:`~headroom_core.wire.detect.dialect_for_path`), and one line in :data:`REGISTRY`.
+Adding a dialect: its modules in ``wire/`` (a class implementing
+:class:`~headroom_core.wire.protocol.WireDialect`, with the paths it serves and counts, its body
+layout and its response side, and a member of :class:`~headroom_core.wire.detect.Dialect` for
+its id) and one line in :data:`REGISTRY`. Nothing outside ``wire/`` changes: detection, the
+plan, the cache rules, the session key, the project and the addons all ask the dialect.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Mapping
 
-from headroom_core.wire.detect import Dialect, dialect_for_path, token_count_dialect
+from headroom_core.wire.detect import Dialect
 from headroom_core.wire.dialect_anthropic import AnthropicMessages
 from headroom_core.wire.dialect_chat import OpenAIChat
 from headroom_core.wire.dialect_responses import OpenAIResponses
 from headroom_core.wire.protocol import WireDialect
 
-__all__ = ["REGISTRY", "SEPARATE_CACHE_DIALECTS", "NOT_LLM", "Route", "WireDialect", "dialect", "route"]
+__all__ = ["REGISTRY", "SEPARATE_CACHE_DIALECTS", "NOT_LLM", "Route", "WireDialect", "dialect", "for_body", "route"]
 
 
 #: Every dialect the proxy speaks, by id. Adding a dialect adds one line here.
@@ -66,6 +68,23 @@ class Route:
 NOT_LLM = Route(None)
 
 
+def dialect_for_path(method: str, path: str) -> Dialect | None:
+    """The dialect whose requests a method and path are (the first in :data:`REGISTRY` that
+    ``serves`` the path; POST only), before the body is looked at; None: not an LLM request."""
+    if method.upper() != "POST":
+        return None
+    return next((d.id for d in REGISTRY.values() if d.serves(path)), None)
+
+
+def token_count_dialect(method: str, path: str) -> Dialect | None:
+    """The dialect of a token-counting request (the first in :data:`REGISTRY` that ``counts``
+    the path; POST only): it measures the body of the request it names, so the proxy plans it
+    like that request without sending or storing anything. None for other requests."""
+    if method.upper() != "POST":
+        return None
+    return next((d.id for d in REGISTRY.values() if d.counts(path)), None)
+
+
 def route(method: str, path: str) -> Route:
     """The :class:`Route` of a request (method and path only: the body is not looked at)."""
     d = dialect_for_path(method, path)
@@ -73,3 +92,16 @@ def route(method: str, path: str) -> Route:
         return Route(d)
     c = token_count_dialect(method, path)
     return Route(c, True) if c is not None else NOT_LLM
+
+
+def for_body(body: Mapping[str, Any]) -> WireDialect:
+    """The dialect a parsed body of unknown dialect reads as: the first in :data:`REGISTRY`
+    whose shape it has (``shape_error`` empty), else the first registered. For readers that get
+    a body alone (benchmarks, a stored body); a request's own dialect comes from its route."""
+    for d in REGISTRY.values():
+        try:
+            if not d.shape_error(dict(body)):
+                return d
+        except Exception:  # noqa: BLE001 - a shape check never fails the reader
+            continue
+    return next(iter(REGISTRY.values()))

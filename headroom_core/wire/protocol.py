@@ -1,18 +1,80 @@
-"""The protocol every dialect implements (:class:`WireDialect`) and :class:`DialectBase`, the
-short way to implement it over a module of request functions (``tool_outputs``,
-``latest_user_text``, ``tool_names``, ``function_tool``, ``tool_choice_allows``,
-``response_tool_calls``, ``usage``, ``error_body``). The registry: :mod:`headroom_core.wire.dialects`.
+"""The protocol every dialect implements (:class:`WireDialect`), its response half
+(:class:`ReplySide`, with :class:`ReplyStream` for one round of a stream), and
+:class:`DialectBase`, the short way to implement it over a module of request functions
+(``tool_outputs``, ``latest_user_text``, ``tool_names``, ``function_tool``,
+``tool_choice_allows``, ``response_tool_calls``, ``usage``, ``error_body``) with the body layout
+of :mod:`headroom_core.wire.layout`. The registry: :mod:`headroom_core.wire.dialects`.
+
+Everything outside ``wire/`` reads a request through a dialect's methods (and
+:class:`~headroom_core.wire.request_view.RequestView`), never through field names: where the
+conversation, the system prompt and the tools live, which paths a dialect answers, what its
+error body and its text part look like, how its prompt is cut for the cache cost model.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Iterator, Protocol, runtime_checkable
+from typing import Any, Iterator, Mapping, Protocol, runtime_checkable
 
+from headroom_core.wire import layout
 from headroom_core.wire.blocks import ToolCall, ToolOutput, Usage
-from headroom_core.wire.detect import Dialect
+from headroom_core.wire.detect import Dialect, path_only
 from headroom_core.wire.image_refs import ImageRef
+from headroom_core.wire.sse import SSEEvent
+
+
+class ReplyStream(Protocol):
+    """One round of a streamed response seen through a dialect (``wire/reply_*``
+    ``StreamView``): upstream events in, the client's events out.
+
+    ``failed``: why a follow-up round failed (an error event), None while it did not."""
+
+    failed: str | None
+
+    @property
+    def complete(self) -> bool:
+        """Whether the round's stream reached its end event."""
+        ...
+
+    def feed(self, ev: SSEEvent) -> list[SSEEvent]:
+        """The events the client gets now for the upstream event ``ev``."""
+        ...
+
+    def close(self, notice: str | None, texts: list[str]) -> list[SSEEvent]:
+        """The client's last events (``notice`` appended as text when given; usage summed over
+        every round's response object in ``texts``)."""
+        ...
+
+    def message_text(self) -> str:
+        """The round's response object as the provider would have sent it unstreamed (JSON)."""
+        ...
+
+
+class ReplySide(Protocol):
+    """The response half of a dialect (a module ``wire/reply_<name>.py`` satisfies it):
+
+    ``ViewState()`` what the client has been sent so far, shared by the rounds of one response;
+    ``StreamView(hidden, state, round_no)`` one round (:class:`ReplyStream`); ``merge`` one
+    response for the client from every round's JSON text; ``followup`` the next request's JSON
+    text after the proxy answered its tools; ``tool_calls``, ``usage``, ``completed`` read one
+    (non-streamed) response object; ``notice_message`` a whole response holding only a notice."""
+
+    def ViewState(self) -> Any: ...  # noqa: N802 - the class in each reply module
+
+    def StreamView(self, hidden: frozenset[str], state: Any, round_no: int) -> ReplyStream: ...  # noqa: N802
+
+    def merge(self, texts: list[str], hidden: frozenset[str], notice: str | None) -> str: ...
+
+    def followup(self, request: str, message: str, results: list[tuple[ToolCall, str]]) -> str: ...
+
+    def tool_calls(self, resp: dict[str, Any]) -> list[ToolCall]: ...
+
+    def usage(self, resp: dict[str, Any]) -> Usage: ...
+
+    def completed(self, resp: dict[str, Any]) -> bool: ...
+
+    def notice_message(self, notice: str, model: str = "") -> str: ...
 
 
 @runtime_checkable
@@ -28,8 +90,10 @@ class WireDialect(Protocol):
     ``string_input`` True when the conversation member may be one string (a user text);
     ``image_sizing`` how the provider sizes images (``"anthropic"`` or ``"openai"``: which
     limits and token formula :mod:`headroom_core.compress.images` applies);
-    ``reply`` the response-side module (``StreamView``, ``ViewState``, ``merge``, ``followup``,
-    ``tool_calls``, ``usage``, ``completed``, ``notice_message``)."""
+    ``reply`` the response side (:class:`ReplySide`); ``cache_parts`` the top-level members that
+    hold ``cache_control`` breakpoints, in the provider's cache order; ``tools_key`` the member
+    holding the tool definitions (an array); ``system_keys`` the top-level members that hold the
+    system prompt."""
 
     @property
     def id(self) -> Dialect: ...
@@ -44,7 +108,22 @@ class WireDialect(Protocol):
     @property
     def image_sizing(self) -> str: ...
     @property
-    def reply(self) -> ModuleType: ...
+    def reply(self) -> ReplySide: ...
+    @property
+    def cache_parts(self) -> tuple[str, ...]: ...
+    @property
+    def tools_key(self) -> str: ...
+    @property
+    def system_keys(self) -> tuple[str, ...]: ...
+
+    def serves(self, path: str) -> bool:
+        """Whether a POST to ``path`` (without query) is a request of this dialect."""
+        ...
+
+    def counts(self, path: str) -> bool:
+        """Whether a POST to ``path`` (without query) is this dialect's token-counting request
+        (planned like the request it measures, never sent to a model by the proxy)."""
+        ...
 
     def shape_error(self, body: dict[str, Any]) -> str:
         """Why a parsed body is not a request of this dialect (``""`` when it is)."""
@@ -99,6 +178,49 @@ class WireDialect(Protocol):
         """How long the provider may keep a prompt-cache entry after its last use (seconds)."""
         ...
 
+    # -- the body layout (what the cache rules, the session key and the project read) ----------
+
+    def conversation_of(self, body: Mapping[str, Any]) -> Any:
+        """The conversation member as sent (None when absent)."""
+        ...
+
+    def system_member(self, body: Mapping[str, Any]) -> Any:
+        """The system member as sent (None when absent): one value, or a list of blocks."""
+        ...
+
+    def system_value(self, body: Mapping[str, Any]) -> Any:
+        """The system prompt as sent, wherever it lives (None when there is none)."""
+        ...
+
+    def system_text(self, body: Mapping[str, Any]) -> str:
+        """The system prompt as one text (``""`` when there is none)."""
+        ...
+
+    def first_user_content(self, body: Mapping[str, Any]) -> Any:
+        """The content of the first user message as sent (None when there is none)."""
+        ...
+
+    def opening(self, body: Mapping[str, Any], n: int) -> tuple[list[Any], list[Any]]:
+        """The system values present and the first ``n`` conversation elements, as sent."""
+        ...
+
+    def environment(self, body: Mapping[str, Any], first: int, most: int) -> Iterator[Any]:
+        """The values a client states its environment in (system, the first ``first`` user
+        messages' content, later system messages up to element ``most``), as sent, in order."""
+        ...
+
+    def element_shape(self, m: Any) -> Any:
+        """What an edit must never change in conversation element ``m`` (role, type, call ids)."""
+        ...
+
+    def prompt_parts(self, body: Mapping[str, Any]) -> list[tuple[Any, str]]:
+        """The prompt cut into cacheable parts in prompt order, each ``(value, role)``."""
+        ...
+
+    def text_block(self, text: str) -> dict[str, Any]:
+        """A text content part for a user message of this dialect."""
+        ...
+
 
 def _user_parts(item: Any, types: tuple[str, ...]) -> Iterator[str]:
     if not isinstance(item, dict) or item.get("role") != "user":
@@ -120,12 +242,25 @@ class DialectBase:
 
     id: Dialect
     module: ModuleType
-    reply: ModuleType
+    reply: ReplySide
     conversation_key: str
     text_part: str
     separate_cache_usage: bool
     string_input: bool = False
     image_sizing: str = "openai"
+    #: path endings of the dialect's requests and of its token counts (``serves``, ``counts``)
+    paths: tuple[str, ...] = ()
+    count_paths: tuple[str, ...] = ()
+    cache_parts: tuple[str, ...] = layout.CACHED_PARTS
+    tools_key: str = layout.TOOLS_KEY
+    system_keys: tuple[str, ...] = layout.SYSTEM_KEYS
+
+    def serves(self, path: str) -> bool:
+        p = path_only(path)
+        return p.endswith(self.paths) and not self.counts(p) if self.paths else False
+
+    def counts(self, path: str) -> bool:
+        return path_only(path).endswith(self.count_paths) if self.count_paths else False
 
     def tool_outputs(self, body: dict[str, Any]) -> list[ToolOutput]:
         return self.module.tool_outputs(body)
@@ -163,7 +298,34 @@ class DialectBase:
         return self.module.error_body(message, too_large)
 
     def cache_lifetime_seconds(self, body: dict[str, Any]) -> float:
-        """OpenAI ("Prompt caching", platform.openai.com/docs/guides/prompt-caching): cached
-        prefixes stay active up to one hour of inactivity, 24 hours with
-        ``prompt_cache_retention: "24h"``."""
-        return 86400.0 if body.get("prompt_cache_retention") == "24h" else 3600.0
+        return layout.cache_lifetime_openai(body)
+
+    def conversation_of(self, body: Mapping[str, Any]) -> Any:
+        return layout.conversation(body)
+
+    def system_member(self, body: Mapping[str, Any]) -> Any:
+        return layout.system_member(body)
+
+    def system_value(self, body: Mapping[str, Any]) -> Any:
+        return layout.system_value(body)
+
+    def system_text(self, body: Mapping[str, Any]) -> str:
+        return layout.system_text(body)
+
+    def first_user_content(self, body: Mapping[str, Any]) -> Any:
+        return layout.first_user_content(body)
+
+    def opening(self, body: Mapping[str, Any], n: int) -> tuple[list[Any], list[Any]]:
+        return layout.opening(body, n)
+
+    def environment(self, body: Mapping[str, Any], first: int, most: int) -> Iterator[Any]:
+        return layout.environment(body, first, most)
+
+    def element_shape(self, m: Any) -> Any:
+        return layout.element_shape(m)
+
+    def prompt_parts(self, body: Mapping[str, Any]) -> list[tuple[Any, str]]:
+        return layout.prompt_parts(body)
+
+    def text_block(self, text: str) -> dict[str, Any]:
+        return {"type": self.text_part, "text": text}

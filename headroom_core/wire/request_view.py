@@ -8,8 +8,9 @@ definitions, and where each lives in the body (paths of keys and indexes; charac
 built from a :class:`BodyView`). Every answer is computed when first asked and kept.
 
 The functions at the end (:func:`conversation`, :func:`system_value`, :func:`system_text`,
-:func:`first_user_content`, :func:`opening_texts`) answer for a body whose dialect is not known
-(the session key, the project, the volatile prefix log look at bodies of any dialect).
+:func:`first_user_content`, :func:`opening`) answer for a body whose dialect is not known by
+asking the dialect it reads as (:func:`~headroom_core.wire.dialects.for_body`); a reader that
+knows the request's dialect asks it directly.
 """
 
 from __future__ import annotations
@@ -20,19 +21,14 @@ from typing import Any, Mapping
 
 from headroom_core.wire.blocks import ToolCall, ToolOutput
 from headroom_core.wire.detect import Dialect
-from headroom_core.wire.dialects import REGISTRY, WireDialect
+from headroom_core.wire.dialects import REGISTRY, WireDialect, for_body
+from headroom_core.wire.layout import CACHED_PARTS, CONVERSATION_KEYS, SYSTEM_KEYS, SYSTEM_ROLES, TOOLS_KEY
 from headroom_core.wire.view import BodyView
 
-#: The members a conversation lives in, whatever the dialect (Messages and Chat ``messages``,
-#: Responses ``input``), in the order they are looked for when the dialect is not known.
-CONVERSATION_KEYS = ("messages", "input")
-#: The members a system prompt lives in (Anthropic ``system``, Responses ``instructions``);
-#: Chat Completions keeps it in ``system``/``developer`` messages.
-SYSTEM_KEYS = ("system", "instructions")
-#: Roles of the messages that carry a system prompt inside the conversation (Chat Completions).
-SYSTEM_ROLES = ("system", "developer")
-#: The member holding the tool definitions (all dialects).
-TOOLS_KEY = "tools"
+__all__ = [
+    "CACHED_PARTS", "CONVERSATION_KEYS", "SYSTEM_KEYS", "SYSTEM_ROLES", "TOOLS_KEY", "RequestView", "conversation", "conversations",
+    "element_shape", "first_user_content", "is_conversation_path", "opening", "system_member", "system_text", "system_value", "view_of",
+]  # fmt: skip
 
 Path = tuple[Any, ...]
 
@@ -98,12 +94,12 @@ class RequestView:
     @cached_property
     def system(self) -> str:
         """The system prompt as one text (:func:`system_text`)."""
-        return system_text(self.body)
+        return self.dialect.system_text(self.body)
 
     @cached_property
     def first_user(self) -> Any:
         """The content of the first user message (as sent: a string or parts), None if none."""
-        return first_user_content(self.body)
+        return self.dialect.first_user_content(self.body)
 
     @cached_property
     def latest_user_text(self) -> str:
@@ -140,8 +136,8 @@ class RequestView:
 
     @property
     def tools(self) -> Any:
-        """The ``tools`` member as sent (None when absent; normally a list)."""
-        return self.body.get(TOOLS_KEY)
+        """The tools member as sent (None when absent; normally a list)."""
+        return self.body.get(self.dialect.tools_key)
 
     @cached_property
     def tool_names(self) -> list[str]:
@@ -154,7 +150,7 @@ class RequestView:
 
     def text_part(self, text: str) -> dict[str, Any]:
         """A text content part for a user message of this dialect."""
-        return {"type": self.dialect.text_part, "text": text}
+        return self.dialect.text_block(text)
 
 
 def view_of(d: Dialect | WireDialect, body: Mapping[str, Any], source: BodyView | None = None) -> RequestView:
@@ -166,12 +162,8 @@ def view_of(d: Dialect | WireDialect, body: Mapping[str, Any], source: BodyView 
 
 
 def conversation(body: Mapping[str, Any]) -> Any:
-    """The conversation member of a body of any dialect (the first of :data:`CONVERSATION_KEYS`
-    present, as sent), or None."""
-    for key in CONVERSATION_KEYS:
-        if key in body:
-            return body[key]
-    return None
+    """The conversation member of a body of any dialect (as sent), or None."""
+    return for_body(body).conversation_of(body)
 
 
 def conversations(body: Mapping[str, Any]) -> list[tuple[str, Any]]:
@@ -180,86 +172,37 @@ def conversations(body: Mapping[str, Any]) -> list[tuple[str, Any]]:
 
 
 def system_member(body: Mapping[str, Any]) -> Any:
-    """The system member as sent (``system``, else ``instructions``), None if neither."""
-    return body.get(SYSTEM_KEYS[0], body.get(SYSTEM_KEYS[1]))
+    """The system member of a body of any dialect as sent, None if none."""
+    return for_body(body).system_member(body)
 
 
 def system_value(body: Mapping[str, Any]) -> Any:
-    """The system prompt as sent (:func:`system_member`, else the content of the first
-    ``system``/``developer`` message of a ``messages`` list), None if none."""
-    v = system_member(body)
-    if v is None and isinstance(body.get("messages"), list):
-        v = next((m.get("content") for m in body["messages"] if isinstance(m, dict) and m.get("role") in SYSTEM_ROLES), None)
-    return v
+    """The system prompt of a body of any dialect as sent, None if none."""
+    return for_body(body).system_value(body)
 
 
 def system_text(body: Mapping[str, Any]) -> str:
-    """The system prompt of a body of any dialect as one text: Anthropic ``system`` (a string,
-    or text blocks joined by newlines), OpenAI Responses ``instructions``, and the
-    ``system``/``developer`` messages of a Chat Completions body. ``""`` when there is none."""
-    parts: list[str] = []
-
-    def add(v: Any) -> None:
-        if isinstance(v, str):
-            parts.append(v)
-        elif isinstance(v, list):
-            for b in v:
-                if isinstance(b, str):
-                    parts.append(b)
-                elif isinstance(b, dict) and isinstance(b.get("text"), str):
-                    parts.append(b["text"])
-
-    for key in SYSTEM_KEYS:
-        add(body.get(key))
-    msgs = body.get("messages")
-    if isinstance(msgs, list):
-        for m in msgs:
-            if isinstance(m, dict) and m.get("role") in SYSTEM_ROLES:
-                add(m.get("content"))
-    return "\n".join(parts)
+    """The system prompt of a body of any dialect as one text (``""`` when there is none)."""
+    return for_body(body).system_text(body)
 
 
 def first_user_content(body: Mapping[str, Any]) -> Any:
-    """The content of the first user message of a body of any dialect (a Responses ``input``
-    string is itself that content), None if none."""
-    for key in CONVERSATION_KEYS:
-        seq = body.get(key)
-        if isinstance(seq, str):
-            return seq
-        if isinstance(seq, list):
-            for m in seq:
-                if isinstance(m, dict) and m.get("role") == "user":
-                    return m.get("content")
-    return None
+    """The content of the first user message of a body of any dialect, None if none."""
+    return for_body(body).first_user_content(body)
 
 
 def opening(body: Mapping[str, Any], n: int) -> tuple[list[Any], list[Any]]:
-    """What a client states its environment in: the system values present (``system``,
-    ``instructions``, as sent) and the first ``n`` elements of each conversation list."""
-    systems = [body[k] for k in SYSTEM_KEYS if body.get(k) is not None]
-    firsts: list[Any] = []
-    for key in CONVERSATION_KEYS:
-        seq = body.get(key)
-        if isinstance(seq, list):
-            firsts.extend(seq[:n])
-    return systems, firsts
+    """The system values and the first ``n`` conversation elements of a body of any dialect."""
+    return for_body(body).opening(body, n)
 
 
-def element_shape(m: Any) -> Any:
-    """What an edit must never change in a conversation element (any dialect): its role, its
-    type and its tool call ids (Anthropic ``tool_use``/``tool_result`` blocks, Chat
-    ``tool_call_id``, Responses ``call_id``). Equal shapes: the same message, maybe other text."""
-    if not isinstance(m, dict):
-        return m
-    ids = [(b.get("type"), b.get("id"), b.get("tool_use_id")) for b in m.get("content") or [] if isinstance(b, dict) and b.get("type") not in ("text", "input_text", "output_text")] if isinstance(m.get("content"), list) else []
-    return (m.get("role"), m.get("type"), m.get("tool_call_id"), m.get("call_id"), ids)
+def element_shape(m: Any, d: WireDialect | None = None) -> Any:
+    """What an edit must never change in a conversation element (``d``'s rule; the Messages,
+    Chat and Responses rule when not given)."""
+    return (d or next(iter(REGISTRY.values()))).element_shape(m)
 
 
-def is_conversation_path(path: Path) -> bool:
-    """Whether ``path`` leads into a conversation list (any dialect)."""
-    return bool(path) and path[0] in CONVERSATION_KEYS
-
-
-#: The parts of a request body that hold ``cache_control`` breakpoints, in the provider's
-#: cache order (``tools``, then ``system``, then the conversation).
-CACHED_PARTS = (TOOLS_KEY, SYSTEM_KEYS[0], *CONVERSATION_KEYS)
+def is_conversation_path(path: Path, d: WireDialect | None = None) -> bool:
+    """Whether ``path`` leads into the conversation (``d``'s; any of :data:`CONVERSATION_KEYS`
+    when not given)."""
+    return bool(path) and (path[0] == d.conversation_key if d is not None else path[0] in CONVERSATION_KEYS)

@@ -23,9 +23,11 @@ from headroom_core.wire.rawjson import scanstring as _scanstring
 _decoder = json.JSONDecoder()
 _WS = " \t\n\r"
 
-#: Arrays whose elements get spans: the conversation (Anthropic/Chat ``messages``, Responses
-#: ``input``) and the tool definitions.
+#: Arrays whose elements get spans by default: the conversation (Anthropic/Chat ``messages``,
+#: Responses ``input``) and the tool definitions (a dialect adds its own: :func:`parse_view`).
 ARRAYS = ("messages", "input", "tools")
+#: The member of the tool definitions (its elements never count as reused conversation).
+TOOLS = "tools"
 
 
 @dataclass(frozen=True)
@@ -203,10 +205,12 @@ def _array(
     return values, spans, j + 1, taken
 
 
-def parse_view(text: str, previous: BodyView | None = None) -> BodyView:
+def parse_view(text: str, previous: BodyView | None = None, arrays: tuple[str, ...] = ARRAYS) -> BodyView:
     """The :class:`BodyView` of ``text``, reusing what ``previous`` already parsed where the
-    bytes are the same (see the module docstring). Raises :class:`ViewError` when ``text`` is
-    not one JSON object (``RecursionError`` for absurd nesting, as ``json.loads``)."""
+    bytes are the same (see the module docstring); ``arrays``: the top-level arrays whose
+    elements get spans (a dialect's conversation and tools members). Raises
+    :class:`ViewError` when ``text`` is not one JSON object (``RecursionError`` for absurd
+    nesting, as ``json.loads``)."""
     s = text
     try:
         i = _ws(s, 0)
@@ -243,12 +247,12 @@ def parse_view(text: str, previous: BodyView | None = None) -> BodyView:
                 else:  # a duplicate key: the earlier member's element spans are not this value's
                     elements.pop(name, None)
                 reused_members.add(name)
-            elif name in ARRAYS and s[j] == "[":
+            elif name in arrays and s[j] == "[":
                 reuse = _reusable_elements(previous, name, j, prefix)
                 value, spans, end, taken = _array(s, j, reuse, _known_elements(previous, name, len(reuse)))
                 start = j
                 elements[name] = tuple(spans)
-                if name != "tools":
+                if name != TOOLS:
                     reused_elements = taken
             else:
                 value, end = _decoder.raw_decode(s, j)
