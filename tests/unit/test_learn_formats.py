@@ -267,3 +267,30 @@ def test_learn_discovers_opencode_and_aider_in_their_default_places(tmp_path: Pa
     assert out.exit_code == 0, out.output
     assert "4 sessions," in out.output  # two opencode sessions of the project, two Aider runs; not the other project's
     assert "run `cargo add serde_json` first" in out.output and "use `npx vitest run`" in out.output
+
+
+def test_codex_exec_command_still_running_ends_in_a_later_write_stdin_with_its_exit_code(tmp_path: Path):
+    def item(payload: dict) -> dict:
+        return {"timestamp": "2026-06-01T00:00:01.000Z", "type": "response_item", "payload": payload}
+
+    def call(cid: str, name: str, args: dict) -> dict:
+        return item({"type": "function_call", "name": name, "call_id": cid, "arguments": json.dumps(args)})
+
+    def out(cid: str, status: str, body: str) -> dict:
+        return item({"type": "function_call_output", "call_id": cid,
+                     "output": f"Chunk ID: 4f1a2b\nWall time: 10.0021 seconds\n{status}\nOriginal token count: 9\nOutput:\n{body}"})
+
+    recs = [{"timestamp": "2026-06-01T00:00:00.000Z", "type": "session_meta", "payload": {"id": "t-1", "cwd": "/p", "cli_version": "0.169.0"}},
+            {"timestamp": "2026-06-01T00:00:00.500Z", "type": "turn_context", "payload": {"cwd": "/p", "model": "gpt-5.5"}},
+            call("c1", "exec_command", {"cmd": "cargo test", "yield_time_ms": 10000}),
+            out("c1", "Process running with session ID 71", "   Compiling app v0.1.0\n"),
+            call("c2", "write_stdin", {"session_id": 71, "chars": ""}),
+            out("c2", "Process running with session ID 71", "running 3 tests\n"),
+            call("c3", "write_stdin", {"session_id": 71, "chars": ""}),
+            out("c3", "Process exited with code 101", "test parse ... FAILED\nerror: test failed, to rerun pass `--lib`\n"),
+            {"timestamp": "2026-06-01T00:00:05.000Z", "type": "event_msg", "payload": {"type": "token_count", "info": None}},
+            call("c4", "exec_command", {"cmd": "cargo test -- --test-threads=1"}),
+            out("c4", "Process exited with code 0", "test result: ok. 3 passed\n")]
+    steps = read_log(_write(tmp_path / "rollout-2026-06-01T00-00-00-t-1.jsonl", recs)).threads[0].steps
+    assert [(s.first_line, s.ok) for s in steps] == [("cargo test", False), ("cargo test -- --test-threads=1", True)]
+    assert steps[0].error == "error: test failed, to rerun pass `--lib`"

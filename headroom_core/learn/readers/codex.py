@@ -15,6 +15,11 @@ replays its parent's calls is read once per call id.
 A shell call's output is JSON ``{"output": ..., "metadata": {"exit_code": N}}`` in older versions
 and text with an ``Exit code: N`` / ``Process exited with code N`` header in newer ones; the exit
 code decides failure (:mod:`~headroom_core.learn.outcome`). The call's ``workdir`` is kept.
+Codex 0.1xx's ``exec_command`` answers in an envelope (``Chunk ID``, ``Wall time``, ``Process
+exited with code N``, ``Original token count``, ``Output:``); a command still running when its
+call returned says ``Process running with session ID N`` instead, and a later ``write_stdin``
+call with ``session_id`` N gets the rest, ending with the exit code: those outputs are the
+command's own step (with the exit code of its last one), never steps of ``write_stdin``.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from headroom_core.learn.readers import LogSession, Note, Thread, read_jsonl
-from headroom_core.learn.steps import Step, make_step
+from headroom_core.learn.steps import Step, exit_code_of, make_step
 
 SOURCE = "codex"
 _KNOWN = {"session_meta", "response_item", "event_msg", "turn_context", "compacted", "world_state",
@@ -34,6 +39,7 @@ _KNOWN = {"session_meta", "response_item", "event_msg", "turn_context", "compact
 _ITEM_TYPES = {"message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output",
                "local_shell_call", "reasoning", "web_search_call", "tool_search_call", "tool_search_call_output",
                "image_generation_call", "compaction", "context_compaction"}
+_RUNNING = re.compile(r"(?im)^Process running with session ID (\S+)\s*$")
 _CONTEXT = re.compile(r"context window|context_length_exceeded|ran out of room|exceeds the context", re.I)
 _ENV_PREFIXES = ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<turn_aborted>", "<permissions instructions>",
                  "<collaboration_mode>", "<multi_agent_mode>", "<apps_instructions>", "<user_shell_command>", "You are `/root`")
@@ -112,6 +118,7 @@ def read(path: Path) -> LogSession:
     done: set[str] = set()
     steps: list[Step] = []
     notes: list[Note] = []
+    running: dict[str, tuple[str, Any, int, str, str, str]] = {}  # exec session id -> the command's call and output so far
     for n, r in enumerate(rows):
         when = str(r.get("timestamp") or "")
         started = started or when
@@ -169,7 +176,22 @@ def read(path: Path) -> LogSession:
             done.add(cid)
             name, args, idx, called = call
             raw = p.get("output")
-            steps.append(make_step(name, args, _output(raw), is_error=_flag(raw), index=idx, call_id=cid, when=called or when))
+            text = _output(raw)
+            sess_id = args.get("session_id") if name == "write_stdin" and isinstance(args, dict) else None
+            if sess_id is not None and str(sess_id) in running:
+                # more output of a command still running: the command's own step, ended when an exit code comes
+                oname, oargs, oidx, ocid, ocalled, earlier = running.pop(str(sess_id))
+                text = f"{text}\n{earlier}"
+                if exit_code_of(text) is None and _RUNNING.search(text[:2000]):
+                    running[str(sess_id)] = (oname, oargs, oidx, ocid, ocalled, text)
+                else:
+                    steps.append(make_step(oname, oargs, text, index=oidx, call_id=ocid, when=ocalled))
+                continue
+            m = _RUNNING.search(text[:2000]) if exit_code_of(text) is None else None
+            if m:
+                running[m.group(1)] = (name, args, idx, cid, called or when, text)
+                continue
+            steps.append(make_step(name, args, text, is_error=_flag(raw), index=idx, call_id=cid, when=called or when))
         elif t == "message" and p.get("role") == "user":
             text = _output(p.get("content")).strip()
             if text and not text.startswith(_ENV_PREFIXES):
@@ -180,6 +202,8 @@ def read(path: Path) -> LogSession:
                 cwd = m.group(1).strip() if m else ""
         elif t not in _ITEM_TYPES:
             unknown += 1
+    for oname, oargs, oidx, ocid, ocalled, text in running.values():
+        steps.append(make_step(oname, oargs, text, index=oidx, call_id=ocid, when=ocalled))  # never ended in the log
     if not cwd:
         cwd = _cwd_of(path)
     sid = session_id or path.stem
