@@ -226,7 +226,9 @@ def learn(
     if res.problems and store is not None and not dry_run:
         n = store.record_known_problems(key, list(res.problems))
         console.print(f"{n} known problem(s) kept for the past-failures feed.")
-    planned = writers.plan(proj, targets, rank([*rules, *live]))
+    # logs read with --from may be another project's: their rules go under a heading naming it
+    found_in = writers.origins(rules, {s.path: s.cwd for s in sessions}, key) if sources else {r.id: "" for r in rules}
+    planned = writers.plan(proj, targets, rank([*rules, *live]), found_in)
     changed = [p for p in planned if p.changed]
     if not changed:
         console.print("Nothing to change: the target files already hold these rules." if rules or live else "No file changed.")
