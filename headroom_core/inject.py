@@ -39,8 +39,9 @@ def tail_text_edits(d: Dialect | RequestView, body: dict[str, Any], text: str) -
     last = seq[-1]
     i = len(seq) - 1
     block = wrap(text)
-    content = last.get("content")
-    at = v.path_of(i, "content")
+    key = v.dialect.content_key
+    content = last.get(key)
+    at = v.path_of(i, key)
     if isinstance(content, str):
         return [jsonedit.Replace(at, [v.text_part(content), v.text_part(block)])]
     if isinstance(content, list):

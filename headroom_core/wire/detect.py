@@ -19,6 +19,8 @@ class Dialect(str, Enum):
     ANTHROPIC_MESSAGES = "anthropic-messages"
     OPENAI_CHAT = "openai-chat"
     OPENAI_RESPONSES = "openai-responses"
+    GEMINI = "gemini"
+    VERTEX_GEMINI = "vertex-gemini"
 
 
 @dataclass(frozen=True)

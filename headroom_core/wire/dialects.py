@@ -23,6 +23,7 @@ from typing import Any, Mapping
 from headroom_core.wire.detect import Dialect
 from headroom_core.wire.dialect_anthropic import AnthropicMessages
 from headroom_core.wire.dialect_chat import OpenAIChat
+from headroom_core.wire.dialect_gemini import GeminiAPI, VertexGemini
 from headroom_core.wire.dialect_responses import OpenAIResponses
 from headroom_core.wire.protocol import WireDialect
 
@@ -34,6 +35,8 @@ REGISTRY: dict[Dialect, WireDialect] = {
     Dialect.ANTHROPIC_MESSAGES: AnthropicMessages(),
     Dialect.OPENAI_CHAT: OpenAIChat(),
     Dialect.OPENAI_RESPONSES: OpenAIResponses(),
+    Dialect.GEMINI: GeminiAPI(),
+    Dialect.VERTEX_GEMINI: VertexGemini(),
 }
 
 

@@ -93,7 +93,7 @@ class WireDialect(Protocol):
     ``reply`` the response side (:class:`ReplySide`); ``cache_parts`` the top-level members that
     hold ``cache_control`` breakpoints, in the provider's cache order; ``tools_key`` the member
     holding the tool definitions (an array); ``system_keys`` the top-level members that hold the
-    system prompt."""
+    system prompt; ``content_key`` the member of a conversation element that holds its parts."""
 
     @property
     def id(self) -> Dialect: ...
@@ -115,6 +115,8 @@ class WireDialect(Protocol):
     def tools_key(self) -> str: ...
     @property
     def system_keys(self) -> tuple[str, ...]: ...
+    @property
+    def content_key(self) -> str: ...
 
     def serves(self, path: str) -> bool:
         """Whether a POST to ``path`` (without query) is a request of this dialect."""
@@ -254,6 +256,7 @@ class DialectBase:
     cache_parts: tuple[str, ...] = layout.CACHED_PARTS
     tools_key: str = layout.TOOLS_KEY
     system_keys: tuple[str, ...] = layout.SYSTEM_KEYS
+    content_key: str = "content"
 
     def serves(self, path: str) -> bool:
         p = path_only(path)
