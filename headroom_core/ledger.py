@@ -50,7 +50,7 @@ def prepare_turn(plan: RequestPlan, *, user_agent: str, model: str | None = None
     tools)."""
     body = plan.client_body or {}
     if model is None:
-        model = str(body.get("model", ""))
+        model = plan.model or str(body.get("model", ""))
     if offered is None:
         wire = wire_dialect(plan.dialect) if plan.dialect is not None else None
         offered = (n for n in wire.tool_names(body) if n not in plan.hidden_tools) if wire is not None else ()

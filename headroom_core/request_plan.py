@@ -61,6 +61,7 @@ from headroom_core.compress.tools_figures import ToolsFigures
 from headroom_core.extensions import RequestContext
 from headroom_core.plan_codes import Action, Code
 from headroom_core.inject import tail_text_edits
+from headroom_core.readiness import READY_WAIT_SECONDS
 from headroom_core.runtime import Runtime
 from headroom_core.scope import Conversation, Scope, credential, request_conversation
 from headroom_core.project import PROJECT_HEADER
@@ -118,6 +119,8 @@ class RequestPlan:
     internal_error: bool = False
     persist: Callable[[], None] | None = field(default=None, compare=False, repr=False)
     conversation: Conversation | None = None
+    #: the model the request names (its dialect's ``model_of``: body or path); "" when unknown
+    model: str = ""
 
     @cached_property
     def forwarded(self) -> dict[str, Any] | None:
@@ -259,8 +262,14 @@ async def plan_request_async(
     ``fail_open_max_bytes``, else refused with 413. A plan that already committed when the
     timeout fires is awaited instead (its session memory must match what is sent). ``defer``,
     ``route_`` and ``continues``: as for :func:`plan_request`. Never raises.
+
+    A request arriving while the proxy still warms up waits for it first, up to
+    :data:`~headroom_core.readiness.READY_WAIT_SECONDS` (not counted in ``timeout_s``); past
+    that it goes on untouched (:func:`_not_compressed`).
     """
     r = route_ if route_ is not None else route(method, path)
+    if not await rt.ready.wait(READY_WAIT_SECONDS):
+        return _not_compressed(rt, r, body, f"the proxy was not ready within {READY_WAIT_SECONDS:.0f} s of the request")
     gate = _CommitGate()
     ctx = contextvars.copy_context()  # as asyncio.to_thread: the worker sees the caller's context
     if timeout_s > 0:
@@ -821,6 +830,7 @@ def _plan(
         dry_run=req.dry_run,
         persist=job,
         conversation=Conversation(req.scope, req.session_key),
+        model=req.wire.model_of(req.parsed, path),
     )
     if not edits:
         return plan

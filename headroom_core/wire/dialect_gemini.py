@@ -61,6 +61,14 @@ class GeminiAPI(DialectBase):
     def shape_error(self, body: dict[str, Any]) -> str:
         return gemini.shape_error(body)
 
+    def model_of(self, body: dict[str, Any], path: str) -> str:
+        """The model of the path (``…/models/{m}:method``), else a ``model`` member."""
+        p = path_only(path)
+        at = p.rfind("/models/")
+        if at >= 0:
+            return p[at + len("/models/") :].split(":", 1)[0]
+        return str(body.get("model", ""))
+
     def tool_calls(self, body: dict[str, Any]) -> dict[str, ToolCall]:
         return gemini.tool_calls(body)
 

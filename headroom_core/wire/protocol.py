@@ -131,6 +131,11 @@ class WireDialect(Protocol):
         """Why a parsed body is not a request of this dialect (``""`` when it is)."""
         ...
 
+    def model_of(self, body: dict[str, Any], path: str) -> str:
+        """The model a request names (in its body, or in its path for dialects that put it
+        there); ``""`` when it names none."""
+        ...
+
     def tool_outputs(self, body: dict[str, Any]) -> list[ToolOutput]:
         """Every tool output text in the conversation, with its path (keys and indexes)."""
         ...
@@ -302,6 +307,9 @@ class DialectBase:
 
     def cache_lifetime_seconds(self, body: dict[str, Any]) -> float:
         return layout.cache_lifetime_openai(body)
+
+    def model_of(self, body: dict[str, Any], path: str) -> str:
+        return str(body.get("model", ""))
 
     def conversation_of(self, body: Mapping[str, Any]) -> Any:
         return layout.conversation(body)

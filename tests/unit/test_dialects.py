@@ -145,7 +145,7 @@ def test_ws_size_policy_decides_by_code():
     }
 
 
-@pytest.mark.parametrize("d", list(Dialect))
+@pytest.mark.parametrize("d", list(BODIES))
 def test_record_turn_reads_model_tools_usage_and_calls_through_the_dialect(tmp_path, d):
     sessions = open_database(f"sqlite:///{tmp_path / 'h.db'}")
     body = dict(BODIES[d])
@@ -164,7 +164,7 @@ def test_record_turn_reads_model_tools_usage_and_calls_through_the_dialect(tmp_p
     assert name in ("Bash", "shell") and tools[name] == (1, 1)
 
 
-@pytest.mark.parametrize("d", list(Dialect))
+@pytest.mark.parametrize("d", list(BODIES))
 def test_a_row_prepared_before_the_response_is_the_row_written_in_one_step(tmp_path, d):
     """The HTTP addon builds the row off the event loop while the upstream answers
     (prepare_turn) and adds the response at its end (finish_turn): same row, same counts."""
