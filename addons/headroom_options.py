@@ -12,6 +12,7 @@ from mitmproxy import ctx, exceptions
 
 from headroom_core import heap
 from headroom_core.gc_tuning import freeze_long_lived
+from headroom_core.compress.worker import warm_compressors
 from headroom_core.memory.service import service as memory_service
 from headroom_core.runtime import Runtime
 from headroom_core.settings import Settings, SettingsError, load_settings, setting_help, unknown_environment
@@ -29,6 +30,9 @@ class State:
 #: Seconds after ``running`` the embedding model starts loading with memory on (mitmproxy's
 #: start-up check, which exits on an error logged, ends within the same loop iteration).
 MODEL_START_DELAY = 1.0
+#: Seconds the warm-up waits for the compression worker process (spawned: a fresh interpreter
+#: importing the compressors, about 1-2 s) before it calls the proxy ready without it.
+WORKER_WARM_SECONDS = 20.0
 
 
 class HeadroomOptions:
@@ -68,7 +72,9 @@ class HeadroomOptions:
         except SettingsError as e:
             raise exceptions.OptionsError(str(e)) from e
         self.state.runtime = rt = Runtime(settings)
-        # open (and migrate) the database and load the vocabulary now, off the request path
+        # open (and migrate) the database and load the vocabulary now, off the request path;
+        # requests arriving meanwhile wait for it (headroom_core.readiness)
+        rt.ready.begin()
         threading.Thread(target=_warm_up, args=(rt,), name="headroom-warm-up", daemon=True).start()
         logging.info("headroom: database %s, max body %d bytes", settings.database_url, settings.max_body_bytes)
 
@@ -82,12 +88,17 @@ def _warm_up(rt: Runtime) -> None:
         rt.sessions
         rt.sealer
         rt.extensions
-        rt.counter.count("warm up")
-        _recover_ledger(rt)
-        freeze_long_lived("the warm-up")  # full collections stop walking what lives as long as the process
-        logging.info("headroom: ready (database, secret key and vocabulary loaded)")
-    except Exception:  # noqa: BLE001 - requests will fail open and log it again
+        warm_compressors(rt.counter)
+        if not rt.compress_worker.warm(WORKER_WARM_SECONDS):
+            logging.warning("headroom: the compression worker was not ready within %.0f s; the first large output starts it", WORKER_WARM_SECONDS)
+    except Exception as e:  # noqa: BLE001 - requests will fail open and log it again
+        rt.ready.end(f"{type(e).__name__}: {e}")
         logging.exception("headroom: warm-up failed (database or tokenizer); traffic passes unchanged until it works")
+        return
+    _recover_ledger(rt)
+    rt.ready.end()
+    logging.info("headroom: ready (database, secret key, vocabulary and compressors loaded)")
+    freeze_long_lived("the warm-up")  # full collections stop walking what lives as long as the process
 
 
 def _recover_ledger(rt: Runtime) -> None:

@@ -38,9 +38,9 @@ class HeadroomPage(asgiapp.WSGIApp):
 
 
 def _warm(state: State) -> bool:
-    """Whether the runtime's database and token counter are loaded (the warm-up is done)."""
+    """Whether the runtime's warm-up is done (:class:`headroom_core.readiness.Readiness`)."""
     rt = state.runtime
-    return rt is not None and "sessions" in vars(rt) and "counter" in vars(rt)
+    return rt is not None and rt.ready.ready
 
 
 _price_tables: dict[tuple[str, ...], PriceTable] = {}

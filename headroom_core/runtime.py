@@ -23,6 +23,7 @@ from headroom_core.ledger_writer import LedgerWriter
 from headroom_core.db.engine import open_database
 from headroom_core.db.sealed import Sealer, load_secret, secret_path
 from headroom_core.extensions import Extensions
+from headroom_core.readiness import Readiness
 from headroom_core.settings import Settings
 
 log = logging.getLogger("headroom")
@@ -39,6 +40,8 @@ class Runtime:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._lock = threading.Lock()
+        #: the proxy's warm-up (``addons/headroom_options.py``); nothing to wait for otherwise
+        self.ready = Readiness()
 
     @cached_property
     def sessions(self) -> sessionmaker[Session]:

@@ -49,6 +49,11 @@ def _serve(conn: Connection, home: str, tokenizer_path: str) -> None:
     from headroom_core.compress.tokens import TokenCounter
 
     counter = TokenCounter(home, tokenizer_path)
+    try:
+        warm_compressors(counter)
+    except Exception:  # noqa: BLE001 - a job would meet the same error and report it
+        pass
+    conn.send(None)  # ready: what a job needs is loaded (see CompressWorker.warm)
     while True:
         try:
             job: Job = conn.recv()
@@ -63,9 +68,22 @@ def _serve(conn: Connection, home: str, tokenizer_path: str) -> None:
         conn.send(res)
 
 
+def warm_compressors(counter: Any) -> None:
+    """Load what compressing a tool output needs besides the code imported with the router: the
+    vocabulary (``counter``, a :class:`~headroom_core.compress.tokens.TokenCounter`), the log and
+    HTML compressors (imported on first use) and every tree-sitter grammar. Not the prose
+    compressor's embedding model (about 490 MiB, loaded on first need). Raises what loading raises
+    (:class:`~headroom_core.compress.tokens.TokenizerUnavailable`, ``ImportError``)."""
+    from headroom_core.compress import code, html, logs  # noqa: F401 - imported to load them
+
+    counter.count("warm up")
+    for language in code.GRAMMARS:
+        code.grammar(language)
+
+
 class CompressWorker:
     """The worker process for one runtime (``home`` and ``tokenizer_path`` as the runtime's
-    counter). Thread-safe; started on first use."""
+    counter). Thread-safe; started by :meth:`warm` (the proxy's warm-up) or on first use."""
 
     def __init__(self, home: str, tokenizer_path: str = "") -> None:
         self._home = home
@@ -91,6 +109,29 @@ class CompressWorker:
             self._conn.close()
         self._proc = self._conn = None
 
+    def warm(self, timeout_s: float) -> bool:
+        """Start the worker now (if it does not run) and wait up to ``timeout_s`` seconds for it
+        to have loaded what a job needs (:func:`warm_compressors`), so the first large output's
+        compression time is compression only. True when it is ready; never raises (a worker
+        that does not start is started again by the next job)."""
+        deadline = time.monotonic() + timeout_s
+        if not self._lock.acquire(timeout=max(0.0, timeout_s)):
+            return False
+        try:
+            if self._proc is not None and self._proc.is_alive():
+                return True
+            self._stop()
+            conn = self._start()
+            if not conn.poll(max(0.0, deadline - time.monotonic())):
+                return False
+            conn.recv()  # the ready marker
+            return True
+        except (EOFError, OSError):
+            self._stop()
+            return False
+        finally:
+            self._lock.release()
+
     def run(self, job: Job, timeout_s: float) -> CompressResult:
         """Compress ``job`` in the worker within ``timeout_s`` seconds (the wait for a busy worker
         included). Raises :class:`CompressTimeout` (the worker is stopped) when it takes longer,
@@ -104,15 +145,17 @@ class CompressWorker:
                 self._stop()
                 conn = self._start()
             conn.send(job)
-            left = deadline - time.monotonic()
-            if not conn.poll(max(0.0, left)):
-                self._stop()
-                raise CompressTimeout(f"compressing {len(job.text)} characters took over {timeout_s:.1f} s; the worker was stopped")
-            try:
-                return conn.recv()
-            except (EOFError, OSError) as e:
-                self._stop()
-                raise RuntimeError(f"the compression worker died: {e}") from e
+            while True:
+                if not conn.poll(max(0.0, deadline - time.monotonic())):
+                    self._stop()
+                    raise CompressTimeout(f"compressing {len(job.text)} characters took over {timeout_s:.1f} s; the worker was stopped")
+                try:
+                    res = conn.recv()
+                except (EOFError, OSError) as e:
+                    self._stop()
+                    raise RuntimeError(f"the compression worker died: {e}") from e
+                if res is not None:  # None: a new worker's ready marker, before the job's result
+                    return res
         finally:
             self._lock.release()
 

@@ -44,3 +44,18 @@ def test_a_job_past_its_time_is_stopped_and_the_next_one_runs(worker):
     assert worker._proc is None  # killed, not left running
     assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
     assert worker.run(job, 600).changed  # a fresh worker takes the next job
+
+
+def test_a_warmed_worker_is_running_and_loaded_before_the_first_job(counter):
+    """warm() starts the child and returns once it has loaded the compressors and the vocabulary
+    (its ready marker read), so the first job only compresses; warming a running worker is a no-op."""
+    w = CompressWorker(str(TOKENIZER_HOME))
+    try:
+        assert w.warm(600) is True
+        pid = w._proc.pid
+        assert w.warm(600) is True and w._proc.pid == pid
+        text = big_log()
+        got = w.run(Job(text, "", 250, 0.1, None, False), 600)
+        assert got == compress_text(text, "", counter, min_tokens=250, min_saving_ratio=0.1) and w._proc.pid == pid
+    finally:
+        w.close()
