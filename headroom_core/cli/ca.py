@@ -47,10 +47,16 @@ class CAInfo:
     not_after: datetime | None = None
     key_private: bool = True
     error: str = ""
+    not_before: datetime | None = None
 
     @property
     def expired(self) -> bool:
         return self.not_after is not None and self.not_after <= datetime.now(timezone.utc)
+
+    @property
+    def not_yet_valid(self) -> bool:
+        """The certificate's validity starts later than this machine's clock says it is now."""
+        return self.not_before is not None and self.not_before > datetime.now(timezone.utc)
 
 
 def ca_info(confdir: str | os.PathLike[str]) -> CAInfo:
@@ -69,6 +75,8 @@ def ca_info(confdir: str | os.PathLike[str]) -> CAInfo:
     private = True
     if os.name == "posix" and key.exists():
         private = not (key.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO))
+    if key.exists() and (why := _key_problem(key, c)):
+        return CAInfo(cert, key, True, error=why)
     return CAInfo(
         cert,
         key,
@@ -77,7 +85,81 @@ def ca_info(confdir: str | os.PathLike[str]) -> CAInfo:
         sha256=c.fingerprint(hashes.SHA256()).hex(":").upper(),
         not_after=c.not_valid_after_utc,
         key_private=private,
+        not_before=c.not_valid_before_utc,
     )
+
+
+def _key_problem(key: Path, cert) -> str:
+    """Why mitmproxy could not use ``key`` (its CA file: the private key and the certificate
+    in one PEM file) with the public certificate ``cert``: unreadable, no key in it, or another
+    certificate than the one agents are told to trust. ``""`` when it can."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    try:
+        data = key.read_bytes()
+        load_pem_private_key(data, password=None)
+    except (OSError, ValueError, TypeError) as e:
+        return f"cannot read the CA's private key {key}: {getattr(e, 'strerror', None) or e}"
+    try:
+        inside = x509.load_pem_x509_certificate(data)
+    except ValueError:
+        return ""  # a key file without its certificate: mitmproxy reads the certificate file
+    if inside != cert:
+        return f"{key} holds another CA certificate than {key.parent / CA_CERT}"
+    return ""
+
+
+#: What ``headroom certs --renew`` moves aside (mitmproxy's CA files; its ``dhparam`` stays).
+CA_FILES = ("mitmproxy-ca.pem", "mitmproxy-ca.p12", "mitmproxy-ca-cert.pem", "mitmproxy-ca-cert.p12", "mitmproxy-ca-cert.cer")
+
+
+def ca_problem(info: CAInfo) -> str | None:
+    """Why the proxy must not start with the CA of ``info`` (agents would fail TLS with it), as
+    plain text without the remedy (:func:`renew_steps`), or None when it can be used or does not
+    exist yet (mitmproxy then creates one): unreadable, expired, or not valid yet."""
+    if not info.exists:
+        return None
+    if info.error:
+        return f"the proxy's CA cannot be used: {info.error}"
+    if info.expired:
+        return f"the proxy's CA {info.cert_path} expired on {info.not_after:%Y-%m-%d}"
+    if info.not_yet_valid:
+        now = datetime.now(timezone.utc)
+        return (f"the proxy's CA {info.cert_path} is valid only from {info.not_before:%Y-%m-%d %H:%M} UTC, and this machine's clock says "
+                f"{now:%Y-%m-%d %H:%M} UTC (set the clock right, or renew it)")
+    return None
+
+
+def renew_steps(confdir: Path, default: bool = True) -> str:
+    """The remedy for a CA :func:`ca_problem` refuses, naming its folder ``confdir`` (``default``:
+    the Headroom home's, else ``--confdir`` is part of the command), in one line."""
+    opt = "" if default else f" --confdir {confdir}"
+    return (f"run `headroom certs --renew{opt}` (moves the CA files in {confdir} aside; the proxy makes a new CA on its next start), "
+            f"then trust the new CA: `headroom wrap` does it for the agents it starts; elsewhere repeat `headroom certs --install` "
+            f"or your NODE_EXTRA_CA_CERTS/SSL_CERT_FILE setting")
+
+
+def renew(confdir: Path, now: datetime | None = None) -> tuple[Path, list[Path]]:
+    """Move mitmproxy's CA files (:data:`CA_FILES`) in ``confdir`` into a new folder
+    ``old-ca-<UTC time>[-n]`` beside them, owner-only (it holds the old private key); mitmproxy makes
+    a new CA on its next start. Returns the folder and the files moved (none when there was no
+    CA; the folder is then not created). Raises :class:`OSError`."""
+    now = now or datetime.now(timezone.utc)
+    present = [confdir / n for n in CA_FILES if (confdir / n).exists()]
+    dest = confdir / f"old-ca-{now:%Y%m%dT%H%M%SZ}"
+    if not present:
+        return dest, []
+    n = 1
+    while dest.exists():  # renewed twice within a second
+        n += 1
+        dest = confdir / f"old-ca-{now:%Y%m%dT%H%M%SZ}-{n}"
+    dest.mkdir(mode=0o700)
+    moved = []
+    for f in present:
+        f.rename(dest / f.name)
+        moved.append(dest / f.name)
+    return dest, moved
 
 
 def system_bundle() -> Path | None:

@@ -10,10 +10,11 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from headroom_core.cli import agent_env as ae
-from headroom_core.cli.ca import BUNDLE, ca_info, default_confdir, in_bundle, install_plan, is_admin, system_bundle, write_bundle
-from headroom_core.cli.ui import copyable
+from headroom_core.cli.ca import BUNDLE, ca_info, default_confdir, in_bundle, install_plan, is_admin, renew, renew_steps, system_bundle, write_bundle
+from headroom_core.cli.ui import copyable, fail
 from headroom_core.settings import headroom_home
 
 console = Console(emoji=False)  # a fingerprint holds ":CD:"-like pairs that are no emoji
@@ -25,16 +26,20 @@ def certs(
     dry_run: bool = typer.Option(False, "--dry-run", help="With --install: print the commands, run nothing."),
     listen_host: str = typer.Option("127.0.0.1", help="The proxy's address, for the recipes that name it (Java)."),
     port: int = typer.Option(8080, min=1, max=65535, help="The proxy's port, for the recipes that name it (Java)."),
+    renew_ca: bool = typer.Option(False, "--renew", help="Move the CA aside (expired, not yet valid, unreadable, or its key leaked): the proxy makes a new one on its next start, which agents must then trust."),
 ) -> None:
     """Show where the proxy's CA is and how to trust it; --install adds it to the system store."""
     home = headroom_home()
     conf = (confdir or default_confdir(home)).expanduser()
+    if renew_ca:
+        _renew(home, conf)
+        return
     info = ca_info(conf)
     if not info.exists:
         copyable(f"[red]no CA yet[/] in {conf}: mitmproxy creates it on first start; run `headroom proxy` (or `headroom wrap <agent>`) once.", console)
         raise typer.Exit(1)
     if info.error:
-        console.print(f"[red]{info.error}[/]; move the confdir's mitmproxy-ca* files away and start the proxy to make a new CA.")
+        copyable(f"[red]{escape(info.error)}[/]: {escape(renew_steps(conf, confdir is None))}", console)
         raise typer.Exit(1)
     if install:
         _install(info.cert_path, dry_run)
@@ -43,7 +48,9 @@ def certs(
     say = lambda text: copyable(text, console)  # noqa: E731 - paths and commands: never wrapped
     say(f"[bold]certificate[/] (public, share it): {c}")
     say(f"  subject {info.subject}, SHA-256 {info.sha256}")
-    say(f"  valid until {info.not_after:%Y-%m-%d}{' [red](EXPIRED)[/]' if info.expired else ''}")
+    say(f"  valid until {info.not_after:%Y-%m-%d}{' [red](EXPIRED)[/]' if info.expired else ''}{' [red](NOT VALID YET)[/]' if info.not_yet_valid else ''}")
+    if info.expired or info.not_yet_valid:
+        say(f"  [red]the proxy refuses to start with it:[/] {escape(renew_steps(conf, confdir is None))}")
     key_note = "" if info.key_private else f"  [red]readable by others: chmod 600 {info.key_path}[/]"
     say(f"[bold]private key[/] (never share, never copy into images): {info.key_path}{key_note}")
     sysb = system_bundle()
@@ -78,6 +85,29 @@ def java_recipe(cert: Path, store: Path, host: str = "127.0.0.1", port: int = 80
         f"keytool -importcert -noprompt -alias headroom-mitmproxy -file {cert} -keystore {store} -storepass changeit",
         f"export JAVA_TOOL_OPTIONS='-Djavax.net.ssl.trustStore={store} -Djavax.net.ssl.trustStorePassword=changeit -Dhttps.proxyHost={host} -Dhttps.proxyPort={port}'",
     ]
+
+
+def _renew(home: Path, conf: Path) -> None:
+    """``--renew``: move the CA files aside (see :func:`~headroom_core.cli.ca.renew`) and say
+    what follows: a new CA on the next start, to be trusted anew; running proxies keep the old
+    one until restarted."""
+    from headroom_core.cli import proxy_process as pp
+
+    try:
+        dest, moved = renew(conf)
+    except OSError as e:
+        fail("certs", f"cannot move the CA files of {conf} aside: {e}")
+        raise typer.Exit(1) from e
+    if not moved:
+        copyable(f"no CA in {conf}: nothing to renew; the proxy makes one on its first start.", console, markup=False)
+        return
+    copyable(f"moved the CA files of {conf} to {dest} ({', '.join(p.name for p in moved)})", console, markup=False)
+    copyable("the proxy makes a new CA on its next start (`headroom proxy`, or `headroom wrap <agent>`). Trust the new one: "
+             "`headroom wrap` does it for the agents it starts; where you trusted the old one, repeat `headroom certs --install` "
+             "or your NODE_EXTRA_CA_CERTS/SSL_CERT_FILE setting.", console, markup=False)
+    for b in pp.background_proxies(home):
+        if b.alive:
+            copyable(f"the proxy on port {b.port} (pid {b.pid}) still uses the old CA: restart it (`headroom proxy --stop --port {b.port}`, then start it again).", console, markup=False)
 
 
 def _install(cert: Path, dry_run: bool) -> None:

@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from headroom_core.cli import proxy_process as pp
-from headroom_core.cli.ca import ca_info, default_confdir, in_bundle, system_bundle
+from headroom_core.cli.ca import ca_info, ca_problem, default_confdir, in_bundle, renew_steps, system_bundle
 from headroom_core.cli.ui import copyable
 from headroom_core.settings import Settings, SettingsError, headroom_home, load_settings
 
@@ -123,10 +123,10 @@ def check_ca(confdir: Path) -> list[Check]:
     if not info.exists:
         return [Check("CA", "fail", f"no CA in {confdir}", "start the proxy once (`headroom proxy` or `headroom wrap <agent>`): mitmproxy creates it; or pass --confdir where it is")]
     if info.error:
-        return [Check("CA", "fail", info.error, f"move {confdir}/mitmproxy-ca* away and start the proxy to make a new CA (then trust the new one)")]
+        return [Check("CA", "fail", info.error, renew_steps(confdir, confdir == default_confdir(headroom_home())))]
     out = []
-    if info.expired:
-        out.append(Check("CA", "fail", f"{info.cert_path} expired on {info.not_after:%Y-%m-%d}", "rotate it: see certs/README.md"))
+    if info.expired or info.not_yet_valid:
+        out.append(Check("CA", "fail", ca_problem(info) or "", renew_steps(confdir, confdir == default_confdir(headroom_home()))))
     else:
         out.append(Check("CA", "ok", f"{info.cert_path} (valid until {info.not_after:%Y-%m-%d})"))
     if not info.key_private:

@@ -20,7 +20,7 @@ from headroom_core.cli import ui
 from headroom_core.cli.ca import BUNDLE, CA_CERT, default_confdir
 from headroom_core.cli.dbopen import sqlite_path_problem
 from headroom_core.cli.upstream_trust import UPSTREAM_BUNDLE, from_environment, user_sets_trust, write_upstream_bundle
-from headroom_core.settings import SettingsError, headroom_home, load_settings
+from headroom_core.settings import Settings, SettingsError, headroom_home, load_settings
 
 
 def upstream_ca(command: str, home: Path, conf: Path, sets: list[str], env: dict[str, str] | os._Environ) -> Path | None:
@@ -70,6 +70,38 @@ def validate_settings(command: str, db_url: str | None, sets: list[str]) -> None
         if why := sqlite_path_problem(url):
             ui.fail(command, why)
             raise typer.Exit(2)
+    check_databases(command, settings)
+
+
+def check_databases(command: str, settings: Settings) -> None:
+    """Exit 2 with one line naming the cause (connection refused at host:port, login refused, no
+    such database, a file that is no SQLite database, …) and what to do when the proxy's
+    database or its memory database cannot be used: checked in seconds before the proxy starts,
+    instead of a start-up timeout and a traceback in its log."""
+    from headroom_core.cli.dbopen import safe_url
+    from headroom_core.db.check import database_problem
+
+    where = {settings.database_url: ("db_url", "--db-url")}
+    if settings.memory_db_url:
+        where.setdefault(settings.memory_db_url, ("memory_db_url", "--set headroom_memory_db_url=URL"))
+    for url, (key, option) in where.items():
+        with ui.status(f"checking the database {safe_url(url)} …"):
+            why = database_problem(url)
+        if why:
+            ui.fail(command, f"cannot use the database {safe_url(url)}: {why}. Fix that, or give another database with {option} "
+                             f"(or HEADROOM_{key.upper()}, or {key} in {headroom_home() / 'config.toml'})")
+            raise typer.Exit(2)
+
+
+def check_ca(command: str, conf: Path, default: bool) -> None:
+    """Exit 2 with one line when the CA in ``conf`` (``default``: the Headroom home's confdir)
+    is expired, not valid yet or unreadable: agents would fail TLS with it (and mitmproxy's own
+    warning names ``~/.mitmproxy``, not this folder). The line says how to renew it."""
+    from headroom_core.cli.ca import ca_info, ca_problem, renew_steps
+
+    if why := ca_problem(ca_info(conf)):
+        ui.fail(command, f"{why}: {renew_steps(conf, default)}")
+        raise typer.Exit(2)
 
 
 def banner(addr: pp.ProxyAddress, ca: Path, base_urls: list[pp.BaseUrlListener]) -> None:
@@ -136,6 +168,7 @@ def proxy(
         raise typer.Exit(2) from e
     check_ports("proxy", listen_host, port, base_urls)
     conf = (confdir or default_confdir(home)).expanduser()
+    check_ca("proxy", conf, confdir is None)
     conf.mkdir(parents=True, exist_ok=True)
     trust = upstream_ca("proxy", home, conf, set_, os.environ)
     try:

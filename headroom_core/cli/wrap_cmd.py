@@ -22,7 +22,7 @@ from headroom_core.cli import agent_env as ae
 from headroom_core.cli import proxy_process as pp
 from headroom_core.cli import ui
 from headroom_core.cli.ca import BUNDLE, CA_CERT, default_confdir, write_bundle
-from headroom_core.cli.proxy_cmd import upstream_ca, validate_settings
+from headroom_core.cli.proxy_cmd import check_ca, upstream_ca, validate_settings
 from headroom_core.settings import headroom_home
 
 err = ui.err
@@ -99,6 +99,7 @@ def wrap(
     conf = (confdir or default_confdir(home)).expanduser()
     addr = pp.ProxyAddress(listen_host, port)
     ca = conf / CA_CERT
+    check_ca("wrap", conf, confdir is None)  # the agent would fail TLS: refuse before it runs
     state = pp.probe(addr)
     if state == "other":
         ui.fail("wrap", f"{addr.url} answers, but not as a Headroom proxy: choose another --port")
