@@ -125,6 +125,8 @@ class ViewState:
     parts of an earlier round's finishing chunk still to send."""
 
     carry: list[Any] = field(default_factory=list)
+    #: the visible parts of the latest round's finishing chunk (carried if a follow-up comes)
+    ending: list[Any] = field(default_factory=list)
     base: dict[str, Any] = field(default_factory=dict)
 
 
@@ -138,6 +140,8 @@ class StreamView:
         self.asm = Assembler()
         self._held: SSEEvent | None = None
         self.failed: str | None = None
+        if round_no > 0:  # a follow-up: the previous round's finishing parts go out first
+            state.carry, state.ending = state.carry + state.ending, []
 
     @property
     def complete(self) -> bool:
@@ -163,6 +167,7 @@ class StreamView:
         out = self._carried()
         if _finished(d):
             self._held = ev
+            self.state.ending = [p for c in (d.get("candidates") or [])[:1] if isinstance(c, dict) for p in _parts_of(c) if not _hidden_call(p, self.hidden)]
             return out
         edited = self._without_hidden(ev, d)
         return out + ([edited] if edited is not None else [])
@@ -199,7 +204,7 @@ class StreamView:
         none) without the proxy's calls, with the parts still carried and ``notice`` as text
         parts, ``finishReason`` ``STOP`` when a notice ends the turn, usage summed over the
         rounds' objects in ``texts`` when there are several."""
-        carry, self.state.carry = self.state.carry, []
+        carry, self.state.carry, self.state.ending = self.state.carry, [], []
         held = self._held
         if held is not None and not carry and not notice and len(texts) <= 1 and not any(
             _hidden_call(p, self.hidden) for c in held.parsed.get("candidates") or [] if isinstance(c, dict) for p in _parts_of(c)

@@ -60,6 +60,14 @@ ANTHROPIC_COUNT_TOKENS = "/v1/messages/count_tokens"
 OPENAI_CHAT = "/v1/chat/completions"
 OPENAI_RESPONSES = "/v1/responses"
 LLM_PATHS = (ANTHROPIC_MESSAGES, OPENAI_CHAT, OPENAI_RESPONSES)
+#: Gemini ``generateContent`` methods (Gemini API ``/v1beta/models/{m}:…``, Vertex
+#: ``…/publishers/google/models/{m}:…``): any path under ``/models/`` ending in one of these
+GEMINI_METHODS = (":generateContent", ":streamGenerateContent", ":countTokens")
+
+
+def _is_gemini(path: str) -> bool:
+    """Whether ``path`` is a Gemini generation (not a token count: it takes no scripted reply)."""
+    return "/models/" in path and path.endswith(GEMINI_METHODS[:2])
 
 _WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
@@ -501,6 +509,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _send_reply(self, rec: RecordedRequest, reply: Reply) -> None:
         path = rec.path_only
         body = rec.json if isinstance(rec.json, dict) else None
+        if self.command == "POST" and "/models/" in path and path.endswith(GEMINI_METHODS):
+            self._send_gemini(rec, body, reply)
+            return
         if self.command != "POST" or path not in (*LLM_PATHS, ANTHROPIC_COUNT_TOKENS):
             self._send_json(
                 404,
@@ -525,6 +536,23 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send_sse(events, reply, extra)
         else:
             self._send_json(200, render.json(rec, body, reply), extra)
+
+    def _send_gemini(self, rec: RecordedRequest, body: dict[str, Any] | None, reply: Reply) -> None:
+        """Gemini's wire format: errors as ``{"error": {code, message, status}}``, a token count
+        as ``{"totalTokens"}``, ``:streamGenerateContent?alt=sse`` as SSE chunks, else JSON."""
+        if body is None or not isinstance(body.get("contents"), list):
+            self._send_json(400, {"error": {"code": 400, "message": "Invalid JSON payload: contents required", "status": "INVALID_ARGUMENT"}})
+            return
+        path = rec.path_only
+        if path.endswith(":countTokens"):
+            self._send_json(200, {"totalTokens": _input_tokens(rec, reply)})
+            return
+        if path.endswith(":streamGenerateContent") and "alt=sse" in rec.path:
+            self._send_sse(_GeminiRenderer.stream(rec, body, reply), reply, ())
+        elif path.endswith(":streamGenerateContent"):  # without alt=sse: one JSON array of the chunks
+            self._send_json(200, _GeminiRenderer.chunks(rec, body, reply))
+        else:
+            self._send_json(200, _GeminiRenderer.json(rec, body, reply))
 
     def _send_sse(self, events: list[bytes], reply: Reply, extra: Iterable[tuple[str, str]]) -> None:
         self.send_response_only(200)
@@ -1069,6 +1097,55 @@ class _ResponsesRenderer:
         return [_sse(ev["type"], ev) for ev in cls.events(rec, body, reply)]
 
 
+class _GeminiRenderer:
+    """``GenerateContentResponse`` objects: the text as ``text`` parts, each tool call a
+    ``functionCall`` part (``id`` only when the script gives one: Gemini 2.5 sends none),
+    ``finishReason`` ``STOP`` and cumulative ``usageMetadata`` on the last chunk."""
+
+    @staticmethod
+    def _usage(rec: RecordedRequest, reply: Reply) -> dict[str, Any]:
+        inp, out = _input_tokens(rec, reply), _output_tokens(reply)
+        u = {"promptTokenCount": inp, "candidatesTokenCount": out, "totalTokenCount": inp + out}
+        if reply.cache_read:
+            u["cachedContentTokenCount"] = reply.cache_read
+        return u
+
+    @staticmethod
+    def _calls(reply: Reply) -> list[dict[str, Any]]:
+        out = []
+        for c in reply.tool_calls:
+            fc: dict[str, Any] = {"name": c.name, "args": c.arguments}
+            if c.call_id:
+                fc["id"] = c.call_id
+            out.append({"functionCall": fc})
+        return out
+
+    @classmethod
+    def json(cls, rec: RecordedRequest, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+        parts = ([{"text": reply.text}] if reply.text else []) + cls._calls(reply)
+        return {
+            "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": reply.stop_reason or "STOP", "index": 0}],
+            "usageMetadata": cls._usage(rec, reply),
+            "modelVersion": rec.path_only.rsplit("/models/", 1)[-1].split(":", 1)[0],
+            "responseId": "gem_" + uuid.uuid4().hex[:16],
+        }
+
+    @classmethod
+    def chunks(cls, rec: RecordedRequest, body: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
+        whole = cls.json(rec, body, reply)
+        base = {k: whole[k] for k in ("modelVersion", "responseId")}
+        deltas = reply.text_deltas()
+        out = [{"candidates": [{"content": {"role": "model", "parts": [{"text": d}]}, "index": 0}], **base} for d in deltas[:-1]]
+        last_parts = ([{"text": deltas[-1]}] if deltas else []) + cls._calls(reply)
+        out.append({"candidates": [{"content": {"role": "model", "parts": last_parts or [{"text": ""}]}, "finishReason": reply.stop_reason or "STOP", "index": 0}],
+                    "usageMetadata": whole["usageMetadata"], **base})
+        return out
+
+    @classmethod
+    def stream(cls, rec: RecordedRequest, body: dict[str, Any], reply: Reply) -> list[bytes]:
+        return [b"data: " + json.dumps(c, separators=(",", ":")).encode() + b"\r\n\r\n" for c in cls.chunks(rec, body, reply)]
+
+
 _RENDERERS: dict[str, Any] = {
     "anthropic": _AnthropicRenderer,
     "chat": _ChatRenderer,
@@ -1310,7 +1387,7 @@ class Upstream:
         return rec
 
     def _take(self, rec: RecordedRequest) -> Reply | RawReply:
-        is_llm = rec.path_only in LLM_PATHS and rec.method in ("POST", "WS")
+        is_llm = (rec.path_only in LLM_PATHS or _is_gemini(rec.path_only)) and rec.method in ("POST", "WS")
         with self._lock:
             for i, s in enumerate(self._queue):
                 if s.path is not None and s.path != rec.path_only:
