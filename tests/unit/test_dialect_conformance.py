@@ -1,0 +1,199 @@
+"""What every registered dialect must do (issue 32): a dialect without a case here fails
+``test_every_registered_dialect_has_a_case``. Per dialect: detection by method + path + body
+shape on any host, the neutral view, a compressed tool output spliced in place, the retrieve
+round trip (JSON: merge and follow-up; streamed: the proxy's call hidden, one answer), the
+token-count route, the 413 body's shape, and fail-open on a body it cannot parse."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import pytest
+
+from headroom_core.ccr.loop import StreamLoop
+from headroom_core.request_plan import Action, Code, plan_request
+from headroom_core.runtime import Runtime
+from headroom_core.settings import load_settings
+from headroom_core.wire.blocks import ToolCall
+from headroom_core.wire.detect import Dialect, detect
+from headroom_core.wire.dialects import REGISTRY, route
+from headroom_core.wire.request_view import view_of
+from tests.unit.test_dialects import ANTHROPIC, CHAT, RESPONSES
+
+R = "headroom_retrieve"
+ROWS = json.dumps([{"id": i, "name": f"item-{i}", "state": "open" if i % 9 else "closed", "size": i * 17} for i in range(300)], indent=1)
+
+
+@dataclass(frozen=True)
+class Case:
+    path: str
+    count_path: str | None
+    body: dict[str, Any]
+    output_at: Callable[[dict[str, Any]], str]  # the tool output's text in a body
+    with_output: Callable[[str], dict[str, Any]]  # the body with that output
+    response: Callable[[list[ToolCall], str], dict[str, Any]]  # a response with text and calls
+    stream: Callable[[list[ToolCall], str], bytes]  # the same as SSE
+    error_of: Callable[[dict[str, Any]], Any]  # where an error body keeps its message
+
+
+def _gemini_body(out: str = "a.py\nb.py") -> dict[str, Any]:
+    return {
+        "systemInstruction": {"parts": [{"text": "You are Gemini CLI."}]},
+        "tools": [{"functionDeclarations": [{"name": "shell", "parametersJsonSchema": {"type": "object"}}]}],
+        "contents": [
+            {"role": "user", "parts": [{"text": "list the files"}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "shell", "args": {"cmd": "ls"}}, "thoughtSignature": "c2ln"}]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "shell", "response": {"output": out}}}]},
+            {"role": "user", "parts": [{"text": "which is bigger?"}]},
+        ],
+    }
+
+
+def _gemini_resp(calls: list[ToolCall], text: str) -> dict[str, Any]:
+    parts = ([{"text": text}] if text else []) + [{"functionCall": {"name": c.name, "args": c.arguments}} for c in calls]
+    return {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}], "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 2, "totalTokenCount": 12}}
+
+
+def _sse(objs: list[Any], events: list[str] | None = None) -> bytes:
+    out = b""
+    for i, o in enumerate(objs):
+        head = f"event: {events[i]}\n" if events else ""
+        out += (head + "data: " + json.dumps(o) + "\n\n").encode()
+    return out
+
+
+def _anthropic_resp(calls: list[ToolCall], text: str) -> dict[str, Any]:
+    content = ([{"type": "text", "text": text}] if text else []) + [{"type": "tool_use", "id": c.call_id, "name": c.name, "input": c.arguments} for c in calls]
+    return {"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": content, "stop_reason": "tool_use" if calls else "end_turn", "usage": {"input_tokens": 10, "output_tokens": 2}}
+
+
+def _anthropic_stream(calls: list[ToolCall], text: str) -> bytes:
+    evs: list[Any] = [{"type": "message_start", "message": {**_anthropic_resp([], ""), "content": [], "stop_reason": None}}]
+    i = 0
+    if text:
+        evs += [{"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}, {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}, {"type": "content_block_stop", "index": 0}]
+        i = 1
+    for c in calls:
+        evs += [{"type": "content_block_start", "index": i, "content_block": {"type": "tool_use", "id": c.call_id, "name": c.name, "input": {}}},
+                {"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": json.dumps(c.arguments)}}, {"type": "content_block_stop", "index": i}]  # fmt: skip
+        i += 1
+    evs += [{"type": "message_delta", "delta": {"stop_reason": "tool_use" if calls else "end_turn"}, "usage": {"output_tokens": 2}}, {"type": "message_stop"}]
+    return _sse(evs, [e["type"] for e in evs])
+
+
+GEMINI = Case(
+    "/v1beta/models/gemini-2.5-pro:generateContent", "/v1beta/models/gemini-2.5-pro:countTokens", _gemini_body(),
+    lambda b: b["contents"][2]["parts"][0]["functionResponse"]["response"]["output"], _gemini_body, _gemini_resp,
+    lambda calls, text: _sse([_gemini_resp(calls, text)]).replace(b"\n\n", b"\r\n\r\n"), lambda e: e["error"]["message"],
+)  # fmt: skip
+CASES: dict[Dialect, Case] = {
+    Dialect.ANTHROPIC_MESSAGES: Case(
+        "/v1/messages", "/v1/messages/count_tokens", ANTHROPIC, lambda b: b["messages"][2]["content"][0]["content"],
+        lambda out: {**ANTHROPIC, "messages": [*ANTHROPIC["messages"][:2], {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": out}, {"type": "text", "text": "which is bigger?"}]}]},
+        _anthropic_resp, _anthropic_stream, lambda e: e["error"]["message"],
+    ),
+    Dialect.GEMINI: GEMINI,
+    Dialect.VERTEX_GEMINI: Case(
+        "/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.5-pro:streamGenerateContent?alt=sse",
+        "/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.5-pro:countTokens", *list(GEMINI.__dict__.values())[2:],
+    ),
+}
+#: dialects whose full round trip is covered elsewhere (test_sse_followup_e2e, test_e2e_proxy):
+#: here detection, view, count, 413 and fail-open only
+VIEW_ONLY = {Dialect.OPENAI_CHAT: ("/v1/chat/completions", None, CHAT), Dialect.OPENAI_RESPONSES: ("/v1/responses", "/v1/responses/input_tokens", RESPONSES)}
+
+
+def _rt(tmp_path, **kw: Any) -> Runtime:
+    return Runtime(load_settings({"home": str(tmp_path), **kw}, env={}))
+
+
+def test_every_registered_dialect_has_a_case():
+    assert set(REGISTRY) == set(CASES) | set(VIEW_ONLY)
+
+
+@pytest.mark.parametrize("d", list(REGISTRY))
+def test_detection_view_count_413_and_fail_open(d, tmp_path):
+    path, count, body = (CASES[d].path, CASES[d].count_path, CASES[d].body) if d in CASES else VIEW_ONLY[d]
+    raw = json.dumps(body).encode()
+    for host_path in (path, "/gateway/x" + path):  # any host, any prefix
+        assert route("POST", host_path).dialect is d and not route("POST", host_path).counting
+        assert detect("POST", host_path, raw).dialect is d
+    assert route("GET", path).dialect is None
+    assert detect("POST", path, b'{"nothing": 1}').dialect is None  # body shape checked
+    if count:
+        assert route("POST", count).counting and route("POST", count).dialect is d
+    v = view_of(d, body)
+    assert v.latest_user_text == "which is bigger?" and [o.text for o in v.tool_outputs] == ["a.py\nb.py"]
+    (call,) = v.tool_calls.values()
+    assert call.name == v.tool_outputs[0].tool_name and v.tool_names == [call.name]
+    assert v.system and v.first_user is not None and v.dialect.element_shape(v.conversation[-1]) == v.dialect.element_shape(v.conversation[-1])
+    # 413 in the dialect's own shape, and a body it cannot parse goes on as sent
+    too = plan_request(_rt(tmp_path, max_body_bytes=100), "POST", path, {}, raw)
+    assert too.action is Action.REJECT and too.status == 413 and "max_body_bytes" in json.dumps(json.loads(too.error_body or b""))
+    assert json.loads(too.error_body or b"") == REGISTRY[d].error_body(json.loads(too.error_body or b"") and _message(d, too.error_body), True)
+    bad = plan_request(_rt(tmp_path), "POST", path, {}, raw[:-3])
+    assert bad.action is Action.PASSTHROUGH and bad.code is Code.NOT_PARSED and bad.body is None
+
+
+def _message(d: Dialect, body: bytes | None) -> str:
+    e = json.loads(body or b"")
+    return CASES[d].error_of(e) if d in CASES else (e["error"]["message"])
+
+
+@pytest.mark.parametrize("d", list(CASES))
+def test_splice_compresses_in_place_and_count_is_planned_like_it(d, tmp_path):
+    c = CASES[d]
+    body = c.with_output(ROWS)
+    plan = plan_request(_rt(tmp_path), "POST", c.path, {}, json.dumps(body).encode())
+    assert plan.action is Action.REWRITE and plan.dialect is d
+    sent = json.loads(plan.body or b"")
+    assert R in plan.hidden_tools and R in view_of(d, sent).tool_names  # offered in the dialect's own tool shape
+    out = c.output_at(sent)
+    assert len(out) < len(ROWS) / 3 and "headroom_retrieve key=" in out
+    # everything but the output and the tools is the client's
+    assert view_of(d, sent).latest_user_text == "which is bigger?" and len(view_of(d, sent).conversation) == len(view_of(d, body).conversation)
+    if c.count_path:
+        counted = plan_request(_rt(tmp_path / "c"), "POST", c.count_path, {}, json.dumps(body).encode())
+        assert counted.dry_run and counted.action is Action.REWRITE and len(c.output_at(json.loads(counted.body or b""))) == len(out)
+
+
+@pytest.mark.parametrize("d", list(CASES))
+def test_retrieve_round_trip_json_and_streamed(d):
+    c, reply = CASES[d], REGISTRY[d].reply
+    hidden = frozenset({R})
+    mine = ToolCall("call_r", R, {"key": "0" * 24})
+    request = json.dumps(c.body)
+    # JSON: the proxy's call found, the follow-up answers it, the client gets one answer without it
+    first = json.dumps(c.response([mine], "Checking."))
+    (got,) = reply.tool_calls(json.loads(first))
+    assert got.name == R and got.arguments == {"key": "0" * 24}
+    follow = reply.followup(request, first, [(got, "THE ORIGINAL")])
+    assert follow.startswith(request[: request.rindex("which is bigger?")])  # the request's prefix kept
+    assert "THE ORIGINAL" in follow and len(view_of(d, json.loads(follow)).conversation) == len(view_of(d, c.body).conversation) + 2
+    second = json.dumps(c.response([], "Done."))
+    merged = json.loads(reply.merge([first, second], hidden, None))
+    assert reply.tool_calls(merged) == [] and "Checking." in json.dumps(merged) and "Done." in json.dumps(merged)
+    # streamed: the same through the loop
+    loop = StreamLoop(reply, request, hidden, 3)
+    out = loop.feed(c.stream([mine], "Checking.")) + loop.end_round()
+    assert loop.pending is not None and loop.pending.follow_up and [x.name for x in loop.pending.calls] == [R]
+    body2 = loop.next_request([(loop.pending.calls[0], "THE ORIGINAL")])
+    assert b"THE ORIGINAL" in body2
+    out += loop.feed(c.stream([], "Done.")) + loop.end_round()
+    assert loop.done and R.encode() not in out and b"Checking." in out and b"Done." in out
+    # a round without the proxy's call reaches the client byte for byte
+    plain = c.stream([], "Just text.")
+    tap = StreamLoop(reply, request, hidden, 3)
+    assert tap.feed(plain) + tap.end_round() == plain
+
+
+def test_gemini_thought_signatures_and_parts_go_back_as_sent():
+    reply = REGISTRY[Dialect.GEMINI].reply
+    resp = {"candidates": [{"content": {"role": "model", "parts": [{"text": "hmm", "thought": True}, {"functionCall": {"name": R, "args": {"key": "k"}}, "thoughtSignature": "U2lnIQ=="}]}, "finishReason": "STOP"}]}
+    text = json.dumps(resp)
+    (call,) = reply.tool_calls(resp)
+    follow = json.loads(reply.followup(json.dumps(_gemini_body()), text, [(call, "X")]))
+    assert follow["contents"][-2] == resp["candidates"][0]["content"]
+    assert follow["contents"][-1] == {"role": "user", "parts": [{"functionResponse": {"name": R, "response": {"output": "X"}}}]}
