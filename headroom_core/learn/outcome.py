@@ -37,7 +37,7 @@ _EXIT_RE = re.compile(r"(?im)^(?:exit code|process exited with code|exit status|
 _SWE_TIMEOUT = re.compile(r"(?m)^EXECUTION TIMED OUT\b.*$|was cancelled because it took more than \d+(?:\.\d+)? seconds")
 _HARNESS_TIMEOUT = re.compile(r"(?im)^(?:error: )?(?:command timed out\b.*|.*\btimed out after \d+(?:\.\d+)?\s*(?:ms|s|m|seconds|minutes|milliseconds)\b.*)$")
 _STRONG_ERROR_LINES = re.compile(
-    r"(?im)^(?:.*\bcommand not found\b.*|.*: No such file or directory\b.*|.*\bcannot access\b.*|Traceback \(most recent call last\):"
+    r"(?im)^(?:.*\bcommand not found\b.*|.*: (?:\[Errno \d+\] )?No such file or directory\b.*|.*\bcannot access\b.*|Traceback \(most recent call last\):"
     r"|(?:- )?E\d{3} \w+Error\b.*|Your proposed edit has introduced new syntax error.*|[A-Za-z_.]*(?:Error|Exception): .+"
     r"|error(?:\[E\d+\])?: .+|fatal: .+|.*: Permission denied\b.*|npm ERR! .+|npm error .+|ERROR: .+|.*\bSegmentation fault\b.*"
     r"|Wrong flag!.*|Your bash command contained syntax errors and was NOT executed.*|No replacement was performed.*"
@@ -45,11 +45,13 @@ _STRONG_ERROR_LINES = re.compile(
     r"|ImportError while loading conftest.*|FAILED \S+.*|=+ \d+ failed\b.*"
     # structure, whatever the program: a shell's own diagnostic ("/bin/sh: 1: pytest: not found",
     # "zsh:1: no such file", "sh: 1: cd: can't cd to x"), make's "make: *** [...] Error 2", a
-    # program's "prog: error: ...", "prog: cannot/can't/unable to/could not ...", apt's "E: ...",
+    # program's "prog: error: ...", "prog: cannot/can't/unable to/could not ...", the program
+    # named by its path as argv[0] often is ("/usr/bin/python3: can't open file ..."), Python's
+    # OSError text ("...: [Errno 2] No such file or directory"), apt's "E: ...",
     # and a stated non-zero exit ("exited with code 2", "non-zero exit status")
     r"|(?:/\S*/)?(?:ba|da|z|k|c|tc|fi|a|mk)?sh(?:\.exe)?:[ \t]*(?:line[ \t]+)?\d*:?[ \t]*\S.*"
-    r"|[\w.+-]+: \*\*\* .+|[\w.+-]+: (?:fatal )?error(?:\[\w+\])?: .+"
-    r"|[\w.+-]+: (?:[^:\n]{1,80}: )?(?:can't|cannot|unable to|could not|couldn't) .+|E: .+"
+    r"|[\w.+-]+: \*\*\* .+|(?:[\w.+~-]*/)*[\w.+-]+: (?:fatal )?error(?:\[\w+\])?: .+"
+    r"|(?:[\w.+~-]*/)*[\w.+-]+: (?:[^:\n]{1,80}: )?(?:can't|cannot|unable to|could not|couldn't) .+|E: .+"
     r"|.*\b(?:exit(?:ed)?|terminated|returned|failed)\b[^\n]{0,20}\b(?:with )?(?:exit )?(?:code|status)[ :=]+[1-9]\d*\b.*"
     r"|.*\bnon-zero exit (?:code|status)\b.*)$"
 )

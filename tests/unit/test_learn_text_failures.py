@@ -25,6 +25,12 @@ def step(text: str, command: str = "pytest tests"):
         ("go: cannot find main module, but found .git/config", "go: cannot find main module, but found .git/config"),
         ("Reading package lists...\nE: Unable to locate package jq2", "E: Unable to locate package jq2"),
         ("building...\nCommand exited with non-zero status 2", "Command exited with non-zero status 2"),
+        # the program named by its path (argv[0] as the shell resolved it), Python's OSError text
+        ("/root/.pyenv/versions/3.11.7/bin/python3: can't open file '/ws/tool/stats.py': [Errno 2] No such file or directory",
+         "/root/.pyenv/versions/3.11.7/bin/python3: can't open file '/ws/tool/stats.py': [Errno 2] No such file or directory"),
+        ("/usr/bin/ld: cannot find -lssl", "/usr/bin/ld: cannot find -lssl"),
+        ("./configure: error: C compiler cannot create executables", "./configure: error: C compiler cannot create executables"),
+        ("cp: cannot stat 'a.txt': [Errno 2] No such file or directory", "cp: cannot stat 'a.txt': [Errno 2] No such file or directory"),
     ],
 )
 def test_error_shaped_text_is_a_failure(text, error):
@@ -41,6 +47,7 @@ def test_error_shaped_text_is_a_failure(text, error):
         ("retries: 3 (status code 1 ignored)\ndone", "./sync"),
         ("README.md:12:the shell: sh: is great", "grep -n sh: README.md"),
         ("Success: no issues found in 3 source files", "mypy ."),
+        ("docs/errors.md: how to read them\nsrc/app/cache.py: caching, cannot be disabled in tests", "cat INDEX"),
     ],
 )
 def test_outputs_that_mention_errors_are_not_failures(text, command):
