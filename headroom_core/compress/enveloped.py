@@ -34,12 +34,19 @@ Route = Callable[[str, int], CompressResult]
 @dataclass(frozen=True)
 class _Piece:
     """One compressed piece: its new ``text``, the ``kind`` it was routed as, a ``note`` for the
-    reason (empty when unchanged), and ``size`` the characters it covered."""
+    reason (empty when unchanged), ``size`` the characters it covered, and ``transient`` when
+    its compressor could not decide yet (:data:`TRANSIENT_REASON`)."""
 
     text: str
     kind: str
     note: str
     size: int
+    transient: bool = False
+
+
+#: A compressor's reason for "no decision yet" (the embedding model is still loading): the
+#: pipeline does not keep such an answer, so the output is decided again on a later turn.
+TRANSIENT_REASON = "model loading"
 
 
 def _rekey(result: CompressResult, original: str, whole: str) -> str:
@@ -65,7 +72,7 @@ def _routed(piece: str, route: Route, min_tokens: int, whole: str) -> _Piece:
         return _Piece(piece, "text", "", len(piece))
     r = route(piece, min_tokens)
     if not r.changed:
-        return _Piece(piece, r.kind, "", len(piece))
+        return _Piece(piece, r.kind, "", len(piece), r.reason == TRANSIENT_REASON)
     return _Piece(_rekey(r, piece, whole), r.kind, r.reason, len(piece))
 
 
@@ -134,6 +141,8 @@ def compress_enveloped(text: str, env: Envelope, route: Route, query: str, count
     for p in parts:
         sizes[p.kind] = sizes.get(p.kind, 0) + p.size
     kind = max(sizes, key=lambda k: sizes[k]) if sizes else "text"
+    if any(p.transient for p in parts):
+        return CompressResult.unchanged(text, kind, TRANSIENT_REASON)  # no decision yet: same answer later
     notes = [p.note for p in parts if p.note]
     if not notes:
         return CompressResult.unchanged(text, kind, f"{env.shape}: payload kept ({kind})"[:300])

@@ -228,3 +228,19 @@ def test_every_split_joins_back_to_the_same_bytes(issues):
         env = split_envelope(text)
         if env is not None:
             assert env.join(env.payload) == text, repr(text[:200])
+
+
+def test_no_decision_yet_in_the_payload_is_no_decision_for_the_output(counter):
+    """A payload compressor waiting for its model ("model loading") must not become a kept
+    "unchanged" decision for the whole output: the pipeline decides it again later."""
+    from headroom_core.compress import enveloped as env_mod
+    from headroom_core.compress.pipeline import TRANSIENT_REASON
+    from headroom_core.compress.result import CompressResult
+
+    assert env_mod.TRANSIENT_REASON == TRANSIENT_REASON
+    text = CODEX_HEAD + "The build printed a long story about what it did. " * 200 + "\n"
+    env = split_envelope(text)
+    assert env is not None
+    res = env_mod.compress_enveloped(text, env, lambda t, mt: CompressResult.unchanged(t, "text", TRANSIENT_REASON), QUERY, counter,
+                                     min_tokens=100, min_saving_ratio=0.1)  # fmt: skip
+    assert not res.changed and res.reason == TRANSIENT_REASON
