@@ -20,7 +20,7 @@ from tests.support.fixtures import *  # noqa: F401,F403,E402  (upstream, proxies
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpus"
-TOKENIZER_HOME = ISOLATION.home / ".headroom"  # the run's home: the vocabulary is converted once per run
+TOKENIZER_HOME = ISOLATION.home / ".headroom"  # the run's home (the vocabulary is the installed package's)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -47,8 +47,8 @@ def load_flow(p: Path) -> dict:
 
 @pytest.fixture(scope="session")
 def counter() -> TokenCounter:
-    """One cl100k_base counter for the whole run (its vocabulary cache under the run's own
-    ``~/.headroom``, :mod:`tests.support.isolation`)."""
+    """One cl100k_base counter for the whole run (its home the run's own ``~/.headroom``,
+    :mod:`tests.support.isolation`)."""
     return TokenCounter(TOKENIZER_HOME)
 
 

