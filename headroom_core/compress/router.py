@@ -41,7 +41,7 @@ from headroom_core.compress.repeats import fold_text
 from headroom_core.compress.result import CompressResult
 from headroom_core.compress.search import compress_search, looks_like_hits, looks_like_paths
 from headroom_core.compress.sections import Section, split_sections
-from headroom_core.compress.testout import compress_test_output, test_signs
+from headroom_core.compress.testout import build_step_share, compress_test_output, test_signs
 from headroom_core.compress.tokens import TokenCounter
 
 # A section of a mixed output smaller than this is left as it is.
@@ -164,6 +164,10 @@ class Sample:
         return test_signs(self.lines)
 
     @cached_property
+    def build_steps(self) -> float:
+        return build_step_share(self.lines)
+
+    @cached_property
     def hits_or_paths(self) -> bool:
         return looks_like_hits(self.lines) or looks_like_paths(self.lines)
 
@@ -237,6 +241,7 @@ COMPRESSORS: tuple[Compressor, ...] = (
     Compressor("log", compress_logs, "after", ((70, lambda s: _is("log", s.log_share >= 0.6)),
                                                 (100, lambda s: _is("log", s.log_share >= 0.4)))),
     Compressor("test", compress_test_output, "after", ((60, lambda s: _is("test", s.preferred == "test" and s.test_signs >= 1)),
+                                                       (75, lambda s: _is("test", s.build_steps >= 0.5)),
                                                        (80, lambda s: _is("test", s.test_signs >= 2)))),
     Compressor("search", compress_search, "after", ((50, lambda s: _is("search", s.preferred == "search" and s.hits_or_paths)),
                                                     (90, lambda s: _is("search", s.hits_or_paths)))),
@@ -261,7 +266,8 @@ def classify(text: str, hint: Hint | None = None, *, envelope: bool = True) -> K
     :data:`COMPRESSORS` by place: JSON (10); unified diff (20); an HTML document (30); code in
     the language ``hint.path`` names (40); search hits or path lists (50) or test/build output
     (60, one sign) when the tool or command suggests them; log lines (70: most lines start
-    with a timestamp or level); test/build output (80: two or more signs); search hits or path
+    with a timestamp or level); build output (75: at least half the lines are build steps, e.g.
+    ``[ 12/400] CC src/x.c -o x.o``); test/build output (80: two or more signs); search hits or path
     lists (90); log lines (100: at least 40 %); code in a recognised language (110); HTML
     fragments (120); else text. A tool output inside an agent's envelope (:func:`enveloped`)
     has the kind of its payload (cut JSON: ``json``); ``envelope=False`` classifies the text

@@ -1,5 +1,12 @@
 """Compress test and build output: pytest, unittest, jest/vitest, go test, cargo, npm/pnpm, pip,
-maven/gradle.
+maven/gradle, make/ninja/CMake/kbuild builds.
+
+Build steps are known by their shape, whatever the project (:data:`BUILD_STEP_PATTERNS`): a
+progress counter first (ninja's ``[ 12/400] CC src/x.c``, CMake's ``[ 45%] Building C object``),
+a quiet-rules step (kbuild/automake ``  CC      kernel/fork.o``, ``  CCLD     app``), or a
+compiler or linker invoked with ``-c``/``-o`` (``gcc -O2 -c src/x.c -o x.o``); make's and
+ninja's own lines (``make[1]: Entering directory``, ``make: *** [all] Error 1``, ``ninja: build
+stopped``) and compiler diagnostics (``src/x.c:12:5: error: ...``) are signs of a build.
 
 A line is *passing or progress noise* when it matches one of :data:`PASS_PATTERNS` (a test that
 passed, a file of dots, ``=== RUN``, ``Compiling foo v1.2``, ``Collecting x``, ``Downloading …``,
@@ -50,12 +57,24 @@ PASS_PATTERNS = (
     r"^Download(ed|ing) from ",
     r"^> Task \S+( (UP-TO-DATE|NO-SOURCE|FROM-CACHE|SKIPPED))?$",  # gradle
     r"^Running \S+Test$",
+    r"^(?:g|mingw32-)?make(?:\[\d+\])?: (?:Entering|Leaving) directory\b",
+    r"^(?:g|mingw32-)?make(?:\[\d+\])?: Nothing to be done\b",
+)
+#: One step of a build, by shape (see the module docstring); each is progress noise unless it
+#: names a failure (:data:`KEEP_PATTERNS`).
+BUILD_STEP_PATTERNS = (
+    r"^\s*\[\s*\d+\s*/\s*\d+\s*\]\s+\S",  # ninja, Meson, Bazel-like progress counter
+    r"^\s*\[\s*\d{1,3}%\]\s+\S",  # CMake's Makefile generator
+    r"^\s+(?:CC|CXX|C\+\+|CPP|LD|AR|AS|CCLD|CXXLD|HOSTCC|HOSTCXX|HOSTLD|LINK|GEN|OBJCOPY|STRIP|MODPOST|INSTALL|RUSTC|BTF|SYNC)\s+\S",  # quiet rules
+    r"^\s*(?:\S*/)?(?:[\w.+-]+-)?(?:cc|c\+\+|gcc|g\+\+|clang|clang\+\+|nvcc|icc|icpc|icx|ld|ld\.lld|lld|ar|rustc|javac|emcc|em\+\+)"
+    r"(?:-[\d.]+)?\s(?:.*\s)?-[co]\s+\S",  # a compiler or linker invoked
 )
 KEEP_PATTERNS = (
     r"(?i)\b(fail(ed|ure|s)?|errors?|exception|traceback|panic(ked)?|fatal|warn(ing)?s?|deprecat\w*|assert\w*|timeout|timed out|abort(ed)?|segmentation)\b",
     r"(✗|✕|×|✘)",
 )
-_PASS = tuple(re.compile(p) for p in PASS_PATTERNS)
+_BUILD_STEP = tuple(re.compile(p) for p in BUILD_STEP_PATTERNS)
+_PASS = tuple(re.compile(p) for p in PASS_PATTERNS) + _BUILD_STEP
 _KEEP = tuple(re.compile(p) for p in KEEP_PATTERNS)
 
 # Signs that text is test or build output (for the router).
@@ -77,6 +96,18 @@ SIGNS = (
     r"^Traceback \(most recent call last\):$",
     r"^\w+(Error|Exception)(: |$)",
     r"^error(\[E\d+\])?: ",
+    # builds: a step of one (the first shape of BUILD_STEP_PATTERNS each), make's/ninja's own
+    # lines, a compiler diagnostic at a source position, a cargo/gradle/npm build's frame
+    BUILD_STEP_PATTERNS[0],
+    BUILD_STEP_PATTERNS[1],
+    BUILD_STEP_PATTERNS[2],
+    BUILD_STEP_PATTERNS[3],
+    r"^(?:g|mingw32-)?make(?:\[\d+\])?: (?:\*\*\*|Entering directory|Leaving directory|Nothing to be done)",
+    r"^ninja: (?:build stopped|no work to do|Entering directory|error)",
+    r"^\S+:\d+(?::\d+)?: (?:fatal error|error|warning): ",
+    r"^\s+Finished .*\btarget\(s\) in [\d.]+m?s$",
+    r"^> Task :\S+",
+    r"^> [\w@./-]+@[\w.+-]+ [\w:.-]+$",
 )
 _SIGNS = tuple(re.compile(p) for p in SIGNS)
 
@@ -98,6 +129,15 @@ def test_signs(lines: list[str]) -> int:
             if i not in seen and rx.search(v):
                 seen.add(i)
     return len(seen)
+
+
+def build_step_share(lines: list[str]) -> float:
+    """The share (0-1) of the non-blank ``lines`` (first 3000) that are build steps
+    (:data:`BUILD_STEP_PATTERNS`, judged as a terminal shows them); 0 for fewer than 5 lines."""
+    sample = [v for v in (visible(ln) for ln in lines[:3000]) if v.strip()]
+    if len(sample) < 5:
+        return 0.0
+    return sum(1 for v in sample if any(rx.search(v) for rx in _BUILD_STEP)) / len(sample)
 
 
 def is_noise(line: str) -> bool:
