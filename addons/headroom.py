@@ -7,6 +7,7 @@ on oversized requests. The work is done by ``headroom_core``; these addons trans
 
 import headroom_direct
 import headroom_page
+import headroom_unreachable
 import headroom_ws
 import headroom_ws_release
 from headroom_llm import LLMTraffic
@@ -17,6 +18,7 @@ _state = State()
 addons = [
     HeadroomOptions(_state),
     LLMTraffic(_state),
+    headroom_unreachable.make(_state),
     headroom_ws.make(_state),
     headroom_ws_release.make(_state),
     headroom_direct.make(_state),

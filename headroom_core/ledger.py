@@ -21,6 +21,7 @@ from headroom_core.wire.blocks import Usage
 from headroom_core.wire.dialects import SEPARATE_CACHE_DIALECTS
 from headroom_core.wire.dialects import dialect as wire_dialect
 from headroom_core.plan_codes import Code
+from headroom_core.outcomes import LABELS as OUTCOME_LABELS, outcome_of
 
 if TYPE_CHECKING:  # the request walk is heavy to import; the ledger's readers do not need it
     from headroom_core.compress.tools_figures import ToolsFigures
@@ -62,6 +63,11 @@ def prepare_turn(plan: RequestPlan, *, user_agent: str, model: str | None = None
         action = "error"
     detail = [asdict(b) for b in p.blocks] if p else []
     client = client_name(user_agent)
+    facts: dict[str, Any] = {}
+    if plan.context is not None:
+        facts["scope"] = plan.context.scope  # the originals' scope (a keyed hash; no credential)
+    if plan.prefix is not None:
+        facts["prefix"] = asdict(plan.prefix)
     # replayed messages carry the savings decided in an earlier turn: they count again, each
     # block under its own kind (so the kinds add up to the totals)
     replayed: list[dict[str, Any]] = [
@@ -88,6 +94,9 @@ def prepare_turn(plan: RequestPlan, *, user_agent: str, model: str | None = None
             tools_tokens_before=0,  # filled in once counted
             tools_tokens_after=0,
             detail=json.dumps(detail, default=str),
+            outcome=outcome_of(plan.code, plan.reason, internal_error=plan.internal_error, rewritten=plan.action == "rewrite"),
+            proxy_tools_tokens=0,  # filled in once counted
+            facts=json.dumps(facts) if facts else None,
             # the date, status, usage and rounds are the response's: added by finish_turn
         )
     )
@@ -155,7 +164,9 @@ def record(
 
 
 def _tools_figures(entry: Entry, t: ToolsFigures) -> None:
-    entry.rows[-1].update(tools_tokens_before=t.tokens_before, tools_tokens_after=t.tokens_after)
+    # the client's tools before and as forwarded; the proxy's own tools apart (not a growth of
+    # the client's tools: issue 34, item 10)
+    entry.rows[-1].update(tools_tokens_before=t.tokens_before, tools_tokens_after=t.tokens_client_after, proxy_tools_tokens=t.tokens_proxy)
 
 
 def _submit_when_counted(writer: LedgerWriter, entry: Entry, t: ToolsFigures) -> Future:
@@ -272,10 +283,14 @@ class Totals:
     cost_prompt_usd: float = 0.0
     cost_output_usd: float = 0.0
     cost_saved_usd: float = 0.0
+    #: estimated tokens of the proxy's own tool definitions added (``headroom_retrieve``, the
+    #: memory tools): not in ``tools_tokens_*`` nor in the saving
+    proxy_tools_tokens: int = 0
 
     @property
     def tokens_saved(self) -> int:
-        """Estimated tokens saved, tool outputs and tool definitions together."""
+        """Estimated tokens saved, tool outputs and tool definitions together (the proxy's own
+        tools added are :attr:`proxy_tools_tokens`, apart)."""
         return self.tokens_before - self.tokens_after + self.tools_tokens_before - self.tools_tokens_after
 
     @property
@@ -426,6 +441,7 @@ def totals(sessions: sessionmaker[Session], group_by: str | None = None, *, sinc
         func.coalesce(func.sum(case((reported, prompt), else_=0)), 0),
         func.coalesce(func.sum(R.usage_output_tokens), 0),
         func.coalesce(func.sum(case((reported, 1), else_=0)), 0),
+        func.coalesce(func.sum(R.proxy_tools_tokens), 0),
     ]
     stmt = _where(select(*(([key] if key is not None else []) + cols)), since)
     if key is not None:
@@ -437,13 +453,41 @@ def totals(sessions: sessionmaker[Session], group_by: str | None = None, *, sinc
             vals = list(row)
             g = str(vals.pop(0)) if key is not None else "all"
             priced, prompt_usd, output_usd, saved_usd = money.get(g, (0, 0.0, 0.0, 0.0))
+            proxy_tools = int(vals.pop() or 0)
             summed = Totals(*[int(v or 0) for v in vals])  # the columns of `cols`, in order
-            out.append((g, replace(summed, priced_requests=priced, cost_prompt_usd=prompt_usd, cost_output_usd=output_usd, cost_saved_usd=saved_usd)))
+            out.append((g, replace(summed, priced_requests=priced, cost_prompt_usd=prompt_usd, cost_output_usd=output_usd, cost_saved_usd=saved_usd,
+                                   proxy_tools_tokens=proxy_tools)))
     if group_by == "day":
         out.sort(key=lambda t: t[0])
     else:
         out.sort(key=lambda t: (-t[1].tokens_saved, t[0]))
     return out
+
+
+def _outcome_column():
+    """The row's outcome class (:mod:`headroom_core.outcomes`); rows written before the column
+    existed get theirs from ``action`` (their finer reasons are not told apart)."""
+    R = RequestOutcome
+    legacy = case(
+        (R.action == "bypass", "bypass"), (R.action == "error", "internal_error"), (R.action == "rejected", "too_large"),
+        (R.action == "compressed", "compressed"), else_="unchanged",
+    )  # fmt: skip
+    return func.coalesce(R.outcome, legacy)
+
+
+def uncompressed(sessions: sessionmaker[Session], *, since: datetime | None = None) -> list[tuple[str, int]]:
+    """How many requests went out uncompressed (or were refused, or never reached the upstream)
+    and why: ``[(outcome class, requests)]`` for every class of
+    :data:`headroom_core.outcomes.LABELS` with at least one request, in that order (timeout,
+    fallback, internal error, not parsed, too large, bypass, compression off, signed, not
+    ready, unreachable). Requests the proxy planned (compressed, or nothing worth compressing)
+    are not counted. Raises SQLAlchemy's errors."""
+    R = RequestOutcome
+    col = _outcome_column()
+    stmt = _where(select(col, func.count(R.id)), since).group_by(col)
+    with sessions() as s:
+        got = {str(k): int(n) for k, n in s.execute(stmt)}
+    return [(k, got[k]) for k in OUTCOME_LABELS if got.get(k)]
 
 
 #: The pseudo-kind under which tool definitions (the ``tools`` list) are counted.
@@ -547,6 +591,7 @@ def snapshot(sessions: sessionmaker[Session], *, since: datetime | None = None, 
          "by": {"agent": [{"key": "claude-cli", ...Totals.as_dict()}, ...],
                 "project": [...], "day": [...], "dialect": [...], "model": [...],
                 "kind": [{"key": "json", ...KindTotals.as_dict()}, ...]},
+         "uncompressed": [{"key": "timeout", "label": "compression timed out", "requests": 3}, ...],
          "notes": {...}}
     """
     table = prices or PriceTable()
@@ -558,10 +603,14 @@ def snapshot(sessions: sessionmaker[Session], *, since: datetime | None = None, 
     return {
         "totals": whole[0][1].as_dict() if whole else None,
         "by": by,
+        "uncompressed": [{"key": k, "label": OUTCOME_LABELS[k], "requests": n} for k, n in uncompressed(sessions, since=since)],
         "notes": {
             "estimated": "tokens_before/after, tools_tokens_*, tokens_saved: our counts (cl100k_base unless configured) of what was considered",
             "measured": "usage_*: the provider's own figures from the responses; usage_prompt_tokens is the whole prompt as billed",
             "cache_hit_rate": "usage_cache_read_tokens / usage_prompt_tokens",
+            "proxy_tools_tokens": "our count of the proxy's own tool definitions added to requests (headroom_retrieve, memory tools), "
+            "for retrieval; not in tools_tokens_* nor in tokens_saved",
+            "uncompressed": "requests that went out uncompressed (or were refused, or never reached the upstream), per reason",
             "money": "USD from the price table (headroom_core/pricing.py, setting 'prices'): cost_* prices each request's usage "
             "(Anthropic cache write 1.25x, read 0.1x of input; OpenAI cached input at its model's price); cost_saved_usd is an "
             "estimate: each request's estimated tokens removed at that request's own average prompt rate; priced_requests "

@@ -48,6 +48,7 @@ from headroom_core.cache.frozen import FrozenEntry, LiveZone, live_zone
 from headroom_core.cache.recent import RecentRequest
 from headroom_core.cache.session import SESSION_HEADER, session_key
 from headroom_core.cache.session_store import SessionRecord, SessionTools
+from headroom_core.cache.turn_prefix import TurnPrefix, compare_turn, system_digest
 from headroom_core.ccr import tool_docs
 from headroom_core.compress.markers import offload_key
 from headroom_core.ccr.retrieve import TOOL_NAME as RETRIEVE
@@ -121,6 +122,8 @@ class RequestPlan:
     conversation: Conversation | None = None
     #: the model the request names (its dialect's ``model_of``: body or path); "" when unknown
     model: str = ""
+    #: the prefix sent compared with the session's previous turn (None: not planned that far)
+    prefix: TurnPrefix | None = None
 
     @cached_property
     def forwarded(self) -> dict[str, Any] | None:
@@ -543,7 +546,8 @@ def _tools_step(rt: Runtime, req: _Request, rec: SessionRecord, proxy_tools: tup
     elif forwarded != raw:
         edits = [jsonedit.ReplaceRaw((tk,), forwarded)]
     sent = jsonedit.strip_member(forwarded, "cache_control") if tools is not None else "[" + ",".join(jsonedit.dumps(t) for t in proxy_defs) + "]"
-    figures = None if fast else ToolsFigures(raw, sent if edits else raw, reason, rt.counter)
+    own = ",".join(jsonedit.dumps(t) for t in proxy_defs) if edits else ""  # the proxy's tools, counted apart
+    figures = None if fast else ToolsFigures(raw, sent if edits else raw, reason, rt.counter, own)
     return _ToolsStep(tuple(edits), SessionTools(proxy_tools, thash, sent, docs.skeletons, docs.seen), figures)
 
 
@@ -831,11 +835,32 @@ def _plan(
         persist=job,
         conversation=Conversation(req.scope, req.session_key),
         model=req.wire.model_of(req.parsed, path),
+        prefix=_turn_prefix(rt, req, rec, out, tools.state),
     )
     if not edits:
         return plan
     new_body = out.text.encode("utf-8", "surrogatepass")
     return replace(plan, action=Action.REWRITE, reason=_what(replayed, tools, content, injected), body=new_body, bytes_after=len(new_body))
+
+
+def _turn_prefix(rt: Runtime, req: _Request, rec: SessionRecord, out: _Splice, tools: SessionTools) -> TurnPrefix | None:
+    """This request's prefix against its session's previous turn (:mod:`headroom_core.cache.turn_prefix`);
+    None if it cannot be told (a report only: never fails the plan)."""
+    try:
+        members = req.view.members
+        system = [req.text[a:b] for a, b in (members[k] for k in req.wire.system_keys if k in members)]
+    except Exception:  # noqa: BLE001 - a report only
+        return None
+    return compare_turn(rec.known, [e.sent_text for e in rec.messages], rec.tools.text, out.spans, out.text, tools.text, system_digest(rt.sealer.digest, system),
+                        _same_but_markers)
+
+
+def _same_but_markers(before: str, now: str) -> bool:
+    """Whether two message texts differ only in ``cache_control`` markers (or string vs one text block)."""
+    try:
+        return norm_hash(before) == norm_hash(now)
+    except (ValueError, RecursionError):
+        return False
 
 
 def _remember(

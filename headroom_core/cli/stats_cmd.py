@@ -56,7 +56,8 @@ def summary_table(x: "ledger.Totals", url: str, wide: bool) -> Table:
         ("requests (compressed)", f"{x.requests:,} ({x.compressed:,})", ""),
         ("tokens saved", f"{x.tokens_saved:,} ({ui.pct(x.saved_share)})", "estimated"),
         ("  tool outputs, before → after", f"{x.tokens_before:,} → {x.tokens_after:,}", "estimated"),
-        ("  tool definitions, before → after", f"{x.tools_tokens_before:,} → {x.tools_tokens_after:,}", "estimated"),
+        ("  tool definitions, before → after", f"{x.tools_tokens_before:,} → {x.tools_tokens_after:,}", "estimated: the client's tools"),
+        ("proxy tools added", f"{x.proxy_tools_tokens:,}", "estimated: headroom_retrieve and memory tools, for retrieval; not in the saving"),
         ("cost saved", f"{ui.usd(x.cost_saved_usd if priced else None)} ({ui.pct(x.cost_saved_share)})", "estimate: tokens saved at each request's own prompt rate"),
         ("cost paid (prompt + output)", f"{ui.usd(x.cost_usd if priced else None)}", f"provider usage of {priced:,} priced requests"),
         ("prompt tokens sent", f"{x.usage_prompt_tokens:,}", f"provider usage of {x.usage_requests:,} responses"),
@@ -108,6 +109,22 @@ def kind_table(rows: list[tuple[str, "ledger.KindTotals"]], wide: bool) -> Table
             t.add_row(k, f"{x.blocks:,}", f"{x.compressed:,}", f"{x.reused:,}", f"{x.tokens_before:,}", f"{x.tokens_after:,}", f"{x.tokens_saved:,}", ui.pct(x.saved_share), ui.usd(x.cost_saved_usd))
         else:
             t.add_row(k, f"{x.blocks:,}", f"{x.tokens_before:,}", f"{x.tokens_saved:,}", ui.pct(x.saved_share), ui.usd(x.cost_saved_usd))
+    return t
+
+
+def uncompressed_table(rows: list[tuple[str, int]], total: int) -> Table:
+    """How many requests went out uncompressed and why (:func:`headroom_core.ledger.uncompressed`),
+    with each reason's share of all ``total`` requests; fits 80 columns."""
+    from headroom_core.outcomes import label
+
+    t = _table("went out uncompressed, by reason")
+    t.add_column("reason", overflow="ellipsis", no_wrap=True, min_width=8)
+    _num(t, "requests")
+    _num(t, "of all")
+    for k, n in rows:
+        t.add_row(label(k), f"{n:,}", ui.pct(n / total if total else None))
+    if not rows:
+        t.add_row("none: every request was planned", "0", ui.pct(0.0 if total else None))
     return t
 
 
@@ -189,6 +206,13 @@ def stats(
         if by is None:
             whole = ledger.totals(sessions, since=since, prices=prices)
             console.print(summary_table(whole[0][1], safe_url(settings.database_url), wide))
+            if whole[0][1].proxy_tools_tokens:
+                ui.copyable(
+                    f"proxy tools added: {whole[0][1].proxy_tools_tokens:,} tokens, for retrieval (headroom_retrieve and the memory tools; "
+                    "counted apart from your tools' definitions)", console, markup=False,
+                )
+            console.print()
+            console.print(uncompressed_table(ledger.uncompressed(sessions, since=since), whole[0][1].requests))
             console.print(f"database: {safe_url(settings.database_url)}", overflow="fold", style="dim", highlight=False)
             per_day = {k: t.tokens_saved for k, t in ledger.totals(sessions, "day", since=since, prices=prices)}
             n = min(days or CHART_DAYS, CHART_DAYS)

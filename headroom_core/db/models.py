@@ -119,6 +119,14 @@ class RequestOutcome(Base):
     #: in the proxy's ledger journal, so a restart writes exactly the journaled rows the database
     #: lacks (:mod:`headroom_core.ledger_journal`); None for rows written before it existed
     entry_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    #: why the request went out as it did, as a class (:mod:`headroom_core.outcomes`); None for
+    #: rows written before it existed
+    outcome: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    #: estimated tokens of the proxy's own tool definitions added to the request (not in
+    #: ``tools_tokens_after``, which counts the client's tools as forwarded)
+    proxy_tools_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    #: JSON: what ``headroom show`` reads beyond ``detail`` (scope id, prefix facts); None before
+    facts: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class ToolUsage(Base):

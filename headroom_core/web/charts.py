@@ -16,6 +16,16 @@ def _fmt(n: float) -> str:
     return f"{n:.0f}"
 
 
+def change(before: float, after: float, share: str) -> str:
+    """The change from ``before`` to ``after`` in words for a chart label: ``−1.2k (40%)`` when it
+    shrank, ``+999 (125% more)`` when it grew, ``±0`` when equal: one sign, never two."""
+    if after < before:
+        return f"−{_fmt(before - after)} ({share})"
+    if after > before:
+        return f"+{_fmt(after - before)} ({share} more)" if before else f"+{_fmt(after - before)}"
+    return "±0"
+
+
 def stacked_bars(labels: Sequence[str], lower: Sequence[int], upper: Sequence[int], *, lower_name: str, upper_name: str, width: int = 930, height: int = 240) -> str:
     """Vertical bars, one per label, ``lower`` at the bottom and ``upper`` stacked on it.
 
@@ -64,10 +74,10 @@ def paired_hbars(labels: Sequence[str], before: Sequence[int], after: Sequence[i
         y = pad_t + row * i
         wb, wa = inner_w * b / peak, inner_w * a / peak
         lab = escape(label)
-        pct = f"{100 * (b - a) / b:.0f}%" if b else "-"
+        pct = f"{100 * abs(b - a) / b:.0f}%" if b else "-"
         parts.append(f'<text x="{pad_l - 8}" y="{y + 18}" text-anchor="end" class="axis">{lab}</text>')
         parts.append(f'<rect class="before" x="{pad_l}" y="{y + 4}" width="{wb:.1f}" height="22" data-label="{lab}" data-series="before" data-value="{b}"><title>{lab}: before {b:,}</title></rect>')
         parts.append(f'<rect class="after" x="{pad_l}" y="{y + 9}" width="{wa:.1f}" height="12" data-label="{lab}" data-series="after" data-value="{a}"><title>{lab}: after {a:,}</title></rect>')
-        parts.append(f'<text x="{pad_l + inner_w + 8}" y="{y + 19}" class="axis">−{_fmt(b - a)} ({pct})</text>')
+        parts.append(f'<text x="{pad_l + inner_w + 8}" y="{y + 19}" class="axis">{change(b, a, pct)}</text>')
     parts.append("</svg>")
     return "".join(parts)

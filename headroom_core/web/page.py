@@ -85,6 +85,19 @@ def _table(group: str, title: str, rows: list[dict], cols) -> str:
     return f'<table data-group="{group}"><thead><tr><th>{escape(title)}</th>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
+def _uncompressed(rows: list[dict], total: int) -> str:
+    """The table of requests that went out uncompressed, per reason (``snapshot()["uncompressed"]``)."""
+    body = "".join(
+        f'<tr data-key="{escape(str(r["key"]))}"><td>{escape(str(r["label"]))}</td>'
+        f'<td data-col="requests" data-value="{int(r["requests"])}">{_n(int(r["requests"]))}</td>'
+        f'<td>{_pct(r["requests"] / total if total else None)}</td></tr>'
+        for r in rows
+    )
+    if not rows:
+        body = '<tr><td colspan="3">none: every request was planned</td></tr>'
+    return f'<table data-group="uncompressed"><thead><tr><th>reason</th><th>requests</th><th>of all</th></tr></thead><tbody>{body}</tbody></table>'
+
+
 def render_page(snap: dict) -> str:
     """The HTML page for a :func:`headroom_core.ledger.snapshot` dict (UTF-8 text)."""
     t = snap.get("totals") or {}
@@ -103,6 +116,9 @@ def render_page(snap: dict) -> str:
             _card("saved_share_of_prompt", "saved of the whole prompt", t.get("saved_share_of_prompt"), _pct(t.get("saved_share_of_prompt"))),
             _card("cache_hit_rate", "prompt-cache hit rate", t.get("cache_hit_rate"), _pct(t.get("cache_hit_rate"))),
             _card("retrieve_rounds", "retrieval rounds", t.get("retrieve_rounds", 0), _n(t.get("retrieve_rounds", 0))),
+            _card("proxy_tools_tokens", "proxy tools added (tokens, for retrieval)", t.get("proxy_tools_tokens", 0), _n(t.get("proxy_tools_tokens", 0))),
+            _card("uncompressed", "went out uncompressed", sum(u["requests"] for u in snap.get("uncompressed") or []),
+                  _n(sum(u["requests"] for u in snap.get("uncompressed") or []))),
         ]
     )
     days = by.get("day") or []
@@ -128,6 +144,8 @@ def render_page(snap: dict) -> str:
 <h2>Per content kind</h2>
 {kind_chart}
 {_table("kind", "kind", kinds, _KIND_COLS)}
+<h2>Went out uncompressed, by reason</h2>
+{_uncompressed(snap.get("uncompressed") or [], t.get("requests") or 0)}
 <h2>Per agent</h2>
 {_table("agent", "agent", by.get("agent") or [], _GROUP_COLS)}
 <h2>Per project</h2>
@@ -137,6 +155,7 @@ def render_page(snap: dict) -> str:
 <p class="note">Estimated: our token counts of the tool outputs and tool definitions the proxy considered.
 Provider: the <code>usage</code> figures in the responses (prompt = input + cache read + cache write).
 Cache hit rate = cache-read tokens / prompt tokens.
+Tool definitions are the client's; the proxy's own tools added (<code>headroom_retrieve</code>, memory tools, for retrieval) are counted apart.
 Money: each request's usage priced for its model (Anthropic cache writes 1.25&times;, reads 0.1&times; of input; OpenAI cached input at its model's price; overridable with the <code>prices</code> setting);
 money saved is an estimate: the tokens the proxy removed, priced at that request's own average prompt rate.</p>
 </body></html>
