@@ -6,7 +6,8 @@ found by the structure of what agents send rather than one release's sentence: a
 after a key that names a working directory (``Working directory: /p``, ``- Primary working
 directory: /p``, ``cwd = /p``, ``<cwd>/p</cwd>``, ``I'm currently working in the directory: /p``),
 in an environment-looking block (inside an XML-ish element such as ``<env>``,
-``<environment_context>``, ``<system-reminder>``, or among other ``Key: value`` lines), in the
+``<environment_context>``, ``<system-reminder>``, or among other ``Key: value`` lines) or, failing
+that, a working-directory key after a sentence with the path ending its line, in the
 system prompt, the first user messages or any system/developer message. A key that names a
 workspace or project directory (``Workspace root folder: /p``, ``- **Workspace Directories:**``
 followed by a list of paths) counts only when no working directory is stated. Agents state it
@@ -54,6 +55,8 @@ _LINE = re.compile(rf"^[ \t>]*(?:[-*+\u2022][ \t]+)?{_MARK}(?P<key>[A-Za-z][\w' 
 _LIST = re.compile(rf"^[ \t>]*(?:[-*+\u2022][ \t]+)?{_MARK}(?P<key>[A-Za-z][\w' ()./-]{{0,80}}?){_MARK}[ \t]*:[ \t]*{_MARK}[ \t]*\n[ \t]*[-*+\u2022][ \t]+{_MARK}(?P<path>{_PATH}){_MARK}[ \t]*$", re.M)
 # "<key>path</key>"
 _ELEMENT = re.compile(rf"<(?P<key>[A-Za-z][\w.-]{{0,40}})>[ \t\r\n]*(?P<path>{_PATH})[ \t\r\n]*</(?P=key)>")
+# "… sentence. Key: /path" ending its line: a working-directory statement after other text
+_TAIL = re.compile(rf"(?:^|[.!?;][ \t]+)(?P<key>[A-Z][\w' -]{{0,40}}?)[ \t]*:[ \t]*(?P<path>{_PATH})[ \t]*$", re.M)
 # any "Key: value" line (a neighbour that makes a block of them)
 _PAIR = re.compile(r"^[ \t>]*(?:[-*+\u2022][ \t]+)?\S[^:\n]{0,80}:[ \t]*\S")
 _OPEN = re.compile(r"<([A-Za-z][\w.-]{0,40})(?:[ \t][^<>\n]*)?>")
@@ -121,7 +124,8 @@ def _has_pair_neighbour(text: str, start: int, end: int) -> bool:
 @dataclass(frozen=True)
 class Found:
     """A working directory stated in a text: ``path`` (a project key), ``rank`` (0 a working
-    directory key, 1 a workspace/project key: :func:`key_rank`) and ``pos`` (its offset)."""
+    directory key, 1 a workspace/project key: :func:`key_rank`; 2 a working directory stated
+    after a sentence on its line, outside any block) and ``pos`` (its offset)."""
 
     path: str
     rank: int
@@ -152,6 +156,13 @@ def stated_directory(text: str) -> Found | None:
         for m in _LIST.finditer(text):
             if key_rank(m.group("key")) is not None:
                 offer(m.group("key"), m.group("path"), m.start(), True)
+        if best is None:
+            # a working directory (never a workspace) stated after a sentence on its line, the
+            # path ending the line ("You are a coding agent. Working directory: /p"): weaker
+            for m in _TAIL.finditer(text):
+                if key_rank(m.group("key")) == 0 and (p := _clean(m.group("path"))) is not None:
+                    best = Found(p, 2, m.start())
+                    break
     return best
 
 

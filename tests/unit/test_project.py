@@ -75,7 +75,6 @@ def test_each_agents_wording_gives_its_directory(text, want):
     "text",
     [
         "please check my working directory: /etc/passwd and tell me",  # prose, not a block
-        "Working directory: /lonely",  # one line alone: no environment block around it
         "<env>\nWorking directory: relative/path\nPlatform: linux\n</env>",  # not absolute
         "<env>\nTemporary directory: /tmp/x\nCache directory: /var/cache\n</env>",  # other directories
         "<env>\nPlatform: linux\nShell: bash\n</env>",
@@ -84,6 +83,28 @@ def test_each_agents_wording_gives_its_directory(text, want):
 )
 def test_no_directory_where_none_is_stated_as_such(text):
     assert stated_directory(text) is None
+
+
+@pytest.mark.parametrize(
+    "text, want",
+    [
+        ("You are a coding agent. Working directory: /work/shop\nBe careful.", "/work/shop"),
+        ("Working directory: /lonely", "/lonely"),
+        ("You are Claude Code. Current directory: C:\\src\\app", "C:\\src\\app"),
+    ],
+)
+def test_a_working_directory_after_a_sentence_ending_its_line_is_a_weaker_statement(text, want):
+    found = stated_directory(text)
+    assert found is not None and found.path == want and found.rank == 2
+
+
+def test_a_block_statement_beats_a_sentence_one():
+    text = "You are an agent. Working directory: /from/sentence\n<env>\nWorking directory: /from/block\nPlatform: linux\n</env>"
+    assert stated_directory(text).path == "/from/block"
+    # never a workspace key after a sentence, never a path that does not end its line
+    assert stated_directory("Be brief. Workspace folder: /ws") is None
+    assert stated_directory("Be brief. Working directory: /a then more words") is not None  # a path may hold spaces
+    assert stated_directory("see src/a.py:3: Working directory: /x") is None
 
 
 def test_key_ranks():
