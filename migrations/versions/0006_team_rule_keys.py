@@ -5,16 +5,20 @@ A rule's key separates its parts with NUL; the ``rule_key`` columns of ``learn_e
 Rows written before (only SQLite could hold them) are rewritten so comparisons still match.
 
 Revision ID: 0006_team
-Revises: 0005 (and needs 0003, which made the learn tables)
+Revises: 0005, 0003 (which made the learn tables)
+
+0003 was a ``depends_on`` until 0010_one_line joined the branches; as a revised revision it
+means the same to a database (Alembic takes a dependency out of the heads once its dependant
+is applied) and lets the history be merged into one line.
 """
 
 from alembic import op
 import sqlalchemy as sa
 
 revision = "0006_team"
-down_revision = "0005"
+down_revision = ("0005", "0003")
 branch_labels = None
-depends_on = ("0003",)
+depends_on = None
 
 NUL_STORED = "\u2400"
 
