@@ -74,6 +74,18 @@ def _output(value: object) -> str:
     return escape_in_json(_dumps(value))
 
 
+_PLAIN = frozenset((str, int, bool, type(None)))
+
+
+def _same_text(a: object, b: object) -> bool:
+    """Whether ``_dumps(a) == _dumps(b)``, without writing either when both are strings,
+    integers, booleans or null (their texts are equal exactly when type and value are)."""
+    ta, tb = type(a), type(b)
+    if ta in _PLAIN and tb in _PLAIN:
+        return ta is tb and a == b
+    return _dumps(a) == _dumps(b)
+
+
 class _Unfaithful(ValueError):
     """The text cannot be re-serialised without changing its meaning."""
 
@@ -157,8 +169,8 @@ class _Encoder:
         self.selections = {} if selections is None else selections
 
     def encode(self, node: object) -> object:
-        if isinstance(node, dict):
-            return {k: self.encode(v) for k, v in node.items()}
+        if isinstance(node, dict):  # scalars are their own encoding: no call for them
+            return {k: self.encode(v) if isinstance(v, (dict, list)) else v for k, v in node.items()}
         if isinstance(node, list):
             return self._array(node)
         return node
@@ -202,17 +214,15 @@ class _Encoder:
     def _array(self, items: list[object]) -> object:
         slots = self._slots(items)
         keys = self._table_keys(items)
+        enc = self.encode
         if keys is None:
-            return [s if isinstance(s, str) else self.encode(items[s]) for s in slots]
+            return [s if isinstance(s, str) else enc(x) if isinstance(x := items[s], (dict, list)) else x for s in slots]
         rows = cast("list[dict[str, object]]", items)  # a table: every item a dict with ``keys``
         n = len(rows)
-        first = [_dumps(rows[0][k]) for k in keys]
-        same_keys = [
-            k for j, k in enumerate(keys) if all(_dumps(rows[i][k]) == first[j] for i in range(1, n))
-        ]
+        same_keys = [k for k in keys if all(_same_text(rows[i][k], rows[0][k]) for i in range(1, n))]
         same = {k: self.encode(rows[0][k]) for k in same_keys}
         columns = [k for k in keys if k not in same]
-        cells = {s: [self.encode(rows[s][c]) for c in columns] for s in slots if isinstance(s, int)}
+        cells = {s: [enc(v) if isinstance(v := rows[s][c], (dict, list)) else v for c in columns] for s in slots if isinstance(s, int)}
         plain = [s if isinstance(s, str) else self._item(keys, same, columns, cells[s]) for s in slots]
         body: dict[str, object] = {}
         if same:
@@ -254,7 +264,7 @@ def decode_table(value: object) -> object:
     encodes; a row that is a string (a marker standing for dropped items) stays a string.
     """
     if isinstance(value, list):
-        return [decode_table(v) for v in value]
+        return [decode_table(v) if isinstance(v, (dict, list)) else v for v in value]
     if not isinstance(value, dict):
         return value
     body = value.get(TABLE_KEY) if len(value) == 1 else None
@@ -265,12 +275,12 @@ def decode_table(value: object) -> object:
         for row in body["rows"]:
             if isinstance(row, list):
                 item = dict(same)
-                item.update(zip(columns, (decode_table(c) for c in row)))
+                item.update(zip(columns, (decode_table(c) if isinstance(c, (dict, list)) else c for c in row)))
                 out.append(item)
             else:
                 out.append(row)
         return out
-    return {k: decode_table(v) for k, v in value.items()}
+    return {k: decode_table(v) if isinstance(v, (dict, list)) else v for k, v in value.items()}
 
 
 def compress_json(

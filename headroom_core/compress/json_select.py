@@ -115,6 +115,21 @@ def _norm_key(key: str) -> str:
     return key.lower().replace("_", "").replace("-", "")
 
 
+#: What a field name says about its value, by name (0: nothing, 1: an error key, 2: a status
+#: key), cached: the items of one array repeat the same few names thousands of times.
+_KEY_KINDS: dict[str, int] = {}
+
+
+def _key_kind(key: str) -> int:
+    kind = _KEY_KINDS.get(key)
+    if kind is None:
+        nk = _norm_key(key)
+        kind = 1 if nk in _ERROR_KEYS or nk.endswith(_ERROR_KEY_SUFFIXES) else 2 if nk in _STATUS_KEYS else 0
+        if len(_KEY_KINDS) < 65_536:  # bounded: keys of a keyed map are not a schema's names
+            _KEY_KINDS[key] = kind
+    return kind
+
+
 def _truthy(v: object) -> bool:
     return v not in (None, False, "", 0) and v != [] and v != {}
 
@@ -139,14 +154,15 @@ def is_error_item(item: object, depth: int = 0) -> bool:
         return bool(_ERROR_IN_TEXT.search(item))
     if isinstance(item, dict):
         for k, v in item.items():
-            nk = _norm_key(str(k))
-            if (nk in _ERROR_KEYS or nk.endswith(_ERROR_KEY_SUFFIXES)) and _truthy(v):
+            kind = _key_kind(k if type(k) is str else str(k))
+            if kind == 1 and _truthy(v):
                 return True
-            if nk in _STATUS_KEYS and _status_error(v):
+            if kind == 2 and _status_error(v):
                 return True
-            if _is_error_value(v):
-                return True
-            if depth < ERROR_WALK_DEPTH and isinstance(v, (dict, list)) and is_error_item(v, depth + 1):
+            if isinstance(v, (dict, list)):
+                if depth < ERROR_WALK_DEPTH and is_error_item(v, depth + 1):
+                    return True
+            elif _is_error_value(v):
                 return True
         return False
     if isinstance(item, list):
@@ -161,7 +177,11 @@ def _features(item: object, prefix: str = "", depth: int = 0) -> list[tuple[str,
     if isinstance(item, dict) and depth < FEATURE_DEPTH:
         out: list[tuple[str, object]] = []
         for k, v in item.items():
-            out.extend(_features(v, f"{prefix}.{k}" if prefix else str(k), depth + 1))
+            path = f"{prefix}.{k}" if prefix else str(k)
+            if isinstance(v, (dict, list)):
+                out.extend(_features(v, path, depth + 1))
+            else:  # a scalar leaf, as the call below would give it
+                out.append((path, v))
         if not item:
             out.append((prefix, "{}"))
         return out
@@ -172,8 +192,22 @@ def _features(item: object, prefix: str = "", depth: int = 0) -> list[tuple[str,
     return [(prefix, item)]
 
 
-def _cat_key(v: object) -> str:
-    return json.dumps(v, ensure_ascii=False) if v is not _MISSING else _MISSING
+_MISSING_KEY = ("missing",)
+
+
+def _cat_key(v: object) -> object:
+    """A key equal for two values exactly when their JSON texts are (and for two missing
+    fields): a string is its own key, an integer, boolean or null its type and value (values of
+    different types never have the same JSON text), anything else its JSON text (a float: 0.0
+    and -0.0 differ there, NaN equals NaN). Cheaper than the JSON text of every value."""
+    if v is _MISSING:
+        return _MISSING_KEY
+    t = type(v)
+    if t is str:
+        return v
+    if t is int or t is bool or v is None:
+        return (t, v)
+    return ("json", json.dumps(v, ensure_ascii=False))
 
 
 def _is_number(v: object) -> TypeGuard[int | float]:
@@ -206,7 +240,7 @@ def _rare_scores(cols: dict[str, list[object]], n: int) -> dict[int, int]:
     best: dict[int, int] = {}
     for values in cols.values():
         keys = [_cat_key(v) for v in values]
-        counts: dict[str, int] = {}
+        counts: dict[object, int] = {}
         for k in keys:
             counts[k] = counts.get(k, 0) + 1
         if not (2 <= len(counts) <= CATEGORICAL_MAX_DISTINCT and len(counts) * 2 <= n):
@@ -252,12 +286,12 @@ def _strings(item: object, out: list[str], depth: int = 0) -> list[str]:
         out.append(item)
     elif isinstance(item, (int, float)) and not isinstance(item, bool):
         out.append(str(item))
-    elif isinstance(item, dict) and depth < 8:
-        for v in item.values():
-            _strings(v, out, depth + 1)
-    elif isinstance(item, list) and depth < 8:
-        for v in item:
-            _strings(v, out, depth + 1)
+    elif isinstance(item, (dict, list)) and depth < 8:
+        for v in item.values() if isinstance(item, dict) else item:
+            if type(v) is str:  # the common leaf, without a call
+                out.append(v)
+            else:
+                _strings(v, out, depth + 1)
     return out
 
 
