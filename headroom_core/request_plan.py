@@ -69,6 +69,8 @@ from headroom_core.project import PROJECT_HEADER
 from headroom_core.wire import jsonedit
 from headroom_core.wire.detect import Dialect
 from headroom_core.wire.dialects import Route, WireDialect, route
+from headroom_core.wire.dialects import dialect as route_dialect
+from headroom_core.wire.envelope import Envelope, EnvelopeError, open_envelope
 from headroom_core.wire.request_view import RequestView, view_of
 from headroom_core.wire.view import ARRAYS, BodyView, ViewError, parse_view
 
@@ -86,7 +88,8 @@ class RequestPlan:
     ``action`` (:class:`Action`) and ``code`` (:class:`Code`) with ``reason`` in words;
     ``REWRITE`` sends ``body``, ``REJECT`` answers ``status`` with ``error_body``.
     ``hidden_tools`` are the proxy's own tools offered in the forwarded body (their calls are
-    answered by the proxy). ``client_body`` is the client's parsed JSON; :attr:`forwarded` the
+    answered by the proxy). ``client_body`` is the client's parsed JSON (inside its dialect's
+    ``root``, as every body the plan hands on: :mod:`headroom_core.wire.envelope`); :attr:`forwarded` the
     parsed JSON of what goes upstream; ``context`` what extensions saw (for answering proxy tools and for the
     observers). ``dry_run``: a token-counting request (planned like the request it measures;
     nothing stored, learned or recorded). ``persist``: with ``defer``, what must be stored for
@@ -130,7 +133,8 @@ class RequestPlan:
         """The parsed JSON of what goes upstream (parsed when first asked, off the request's
         path: the ledger, follow-ups); None for a request that is not an LLM call."""
         if self.body is not None and self.action is Action.REWRITE:
-            return json.loads(self.body)
+            whole = json.loads(self.body)
+            return route_dialect(self.dialect).inner(whole) if self.dialect is not None else whole
         return self.client_body
 
 
@@ -320,6 +324,13 @@ class _Request:
     #: the key of the session's stored state (earlier messages, tools) when it is not
     #: ``session_key`` (a request that continues another conversation: :func:`_identify_step`)
     store_key: str = ""
+    #: the whole body around the dialect's inner body (its ``root``; None: the body is the request's)
+    envelope: Envelope | None = None
+
+    @property
+    def whole(self) -> dict[str, Any]:
+        """The whole parsed body (with the envelope's members, for ``model_of``)."""
+        return self.envelope.whole(self.parsed) if self.envelope is not None else self.parsed
 
     @property
     def dialect(self) -> Dialect:
@@ -377,33 +388,41 @@ def _classify(rt: Runtime, r: Route, path: str, headers: Mapping[str, str], body
     parsed = _parse_step(rt, r, path, headers, body)
     if isinstance(parsed, RequestPlan):
         return parsed
-    view, prev = parsed
+    view, prev, env = parsed
     if not s.compress:
         conv = continues or request_conversation(headers, view.parsed, path, rt.sealer, d.value)  # for the ledger
         return RequestPlan(Action.PASSTHROUGH, "compression off", d, bytes_before=n, bytes_after=n, code=Code.COMPRESS_OFF, dry_run=counting,
                            session_key=conv.session_key, project=conv.scope.project, conversation=conv)
-    return _identify_step(rt, r, path, headers, view, prev, continues)
+    return replace(_identify_step(rt, r, path, headers, view, prev, continues), envelope=env)
 
 
-def _parse_step(rt: Runtime, r: Route, path: str, headers: Mapping[str, str], body: bytes) -> RequestPlan | tuple[BodyView, RecentRequest | None]:
+def _parse_step(
+    rt: Runtime, r: Route, path: str, headers: Mapping[str, str], body: bytes
+) -> RequestPlan | tuple[BodyView, RecentRequest | None, Envelope | None]:
     """Step 1: the body parsed once (reusing the same client's previous request where the bytes
     are the same) and checked for the dialect's shape; a pass-through plan when it is not UTF-8
-    JSON of that shape. Also the previous request found, for the next step."""
+    JSON of that shape. Also the previous request found, for the next step. A dialect with a
+    ``root`` (:mod:`headroom_core.wire.envelope`) is parsed inside it: the view is of the inner
+    body, the :class:`~headroom_core.wire.envelope.Envelope` keeps the bytes around it."""
     n, counting = len(body), r.counting
     try:
         text = body.decode("utf-8")  # JSON on the wire is UTF-8 (RFC 8259 §8.1)
     except UnicodeDecodeError:
         return RequestPlan(Action.PASSTHROUGH, "body is not UTF-8", bytes_before=n, bytes_after=n, code=Code.NOT_PARSED, dry_run=counting)
-    prev = rt.recent.find(credential(headers, path), headers.get(PROJECT_HEADER, ""), text)
+    w = r.wire
+    env: Envelope | None = None
     try:
-        w = r.wire
+        if w.root:
+            env = open_envelope(text, w.root)
+            text = env.body
+        prev = rt.recent.find(credential(headers, path), headers.get(PROJECT_HEADER, ""), text)
         view = parse_view(text, prev.view if prev is not None else None, tuple(dict.fromkeys((*ARRAYS, w.conversation_key, w.tools_key))))
-    except (ViewError, RecursionError):
+    except (ViewError, EnvelopeError, RecursionError):
         return RequestPlan(Action.PASSTHROUGH, "body is not a JSON object (or nested too deeply)", bytes_before=n, bytes_after=n, code=Code.NOT_PARSED, dry_run=counting)
-    why = r.wire.shape_error(view.parsed)
+    why = r.wire.shape_error(env.whole(view.parsed) if env is not None else view.parsed)
     if why:
         return RequestPlan(Action.PASSTHROUGH, why, bytes_before=n, bytes_after=n, code=Code.NOT_PARSED, dry_run=counting)
-    return view, prev
+    return view, prev, env
 
 
 def _identify_step(
@@ -834,12 +853,12 @@ def _plan(
         dry_run=req.dry_run,
         persist=job,
         conversation=Conversation(req.scope, req.session_key),
-        model=req.wire.model_of(req.parsed, path),
+        model=req.wire.model_of(req.whole, path),
         prefix=_turn_prefix(rt, req, rec, out, tools.state),
     )
     if not edits:
         return plan
-    new_body = out.text.encode("utf-8", "surrogatepass")
+    new_body = (req.envelope.wrap(out.text) if req.envelope is not None else out.text).encode("utf-8", "surrogatepass")
     return replace(plan, action=Action.REWRITE, reason=_what(replayed, tools, content, injected), body=new_body, bytes_after=len(new_body))
 
 

@@ -21,6 +21,7 @@ class Dialect(str, Enum):
     OPENAI_RESPONSES = "openai-responses"
     GEMINI = "gemini"
     VERTEX_GEMINI = "vertex-gemini"
+    GEMINI_CODE_ASSIST = "gemini-code-assist"
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from typing import Any, Mapping
 from headroom_core.wire.detect import Dialect
 from headroom_core.wire.dialect_anthropic import AnthropicMessages
 from headroom_core.wire.dialect_chat import OpenAIChat
+from headroom_core.wire.dialect_code_assist import CodeAssist
 from headroom_core.wire.dialect_gemini import GeminiAPI, VertexGemini
 from headroom_core.wire.dialect_responses import OpenAIResponses
 from headroom_core.wire.protocol import WireDialect
@@ -37,6 +38,7 @@ REGISTRY: dict[Dialect, WireDialect] = {
     Dialect.OPENAI_RESPONSES: OpenAIResponses(),
     Dialect.GEMINI: GeminiAPI(),
     Dialect.VERTEX_GEMINI: VertexGemini(),
+    Dialect.GEMINI_CODE_ASSIST: CodeAssist(),
 }
 
 

@@ -100,9 +100,27 @@ CASES: dict[Dialect, Case] = {
         "/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.5-pro:countTokens", *list(GEMINI.__dict__.values())[2:],
     ),
 }
+
+
+def _ca(body: dict[str, Any]) -> dict[str, Any]:
+    """A Gemini body in Code Assist's envelope (gemini-cli code_assist/converter.ts)."""
+    return {"model": "gemini-2.5-pro", "project": "proj-1", "user_prompt_id": "p1", "request": {**body, "session_id": "s1"}}
+
+
+CASES[Dialect.GEMINI_CODE_ASSIST] = Case(
+    "/v1internal:streamGenerateContent?alt=sse", "/v1internal:countTokens", _ca(_gemini_body()),
+    lambda b: GEMINI.output_at(b["request"]), lambda out: _ca(_gemini_body(out)),
+    lambda calls, text: {"response": _gemini_resp(calls, text), "traceId": "t-1"},
+    lambda calls, text: _sse([{"response": _gemini_resp(calls, text), "traceId": "t-1"}]), GEMINI.error_of,
+)  # fmt: skip
 #: dialects whose full round trip is covered elsewhere (test_sse_followup_e2e, test_e2e_proxy):
 #: here detection, view, count, 413 and fail-open only
 VIEW_ONLY = {Dialect.OPENAI_CHAT: ("/v1/chat/completions", None, CHAT), Dialect.OPENAI_RESPONSES: ("/v1/responses", "/v1/responses/input_tokens", RESPONSES)}
+
+
+def _view(d: Dialect, body: dict[str, Any]):
+    """The neutral view of a whole body (inside the dialect's ``root`` when it has one)."""
+    return view_of(d, REGISTRY[d].inner(body))
 
 
 def _rt(tmp_path, **kw: Any) -> Runtime:
@@ -124,7 +142,7 @@ def test_detection_view_count_413_and_fail_open(d, tmp_path):
     assert detect("POST", path, b'{"nothing": 1}').dialect is None  # body shape checked
     if count:
         assert route("POST", count).counting and route("POST", count).dialect is d
-    v = view_of(d, body)
+    v = _view(d, body)
     assert v.latest_user_text == "which is bigger?" and [o.text for o in v.tool_outputs] == ["a.py\nb.py"]
     (call,) = v.tool_calls.values()
     assert call.name == v.tool_outputs[0].tool_name and v.tool_names == [call.name]
@@ -149,11 +167,11 @@ def test_splice_compresses_in_place_and_count_is_planned_like_it(d, tmp_path):
     plan = plan_request(_rt(tmp_path), "POST", c.path, {}, json.dumps(body).encode())
     assert plan.action is Action.REWRITE and plan.dialect is d
     sent = json.loads(plan.body or b"")
-    assert R in plan.hidden_tools and R in view_of(d, sent).tool_names  # offered in the dialect's own tool shape
+    assert R in plan.hidden_tools and R in _view(d, sent).tool_names  # offered in the dialect's own tool shape
     out = c.output_at(sent)
     assert len(out) < len(ROWS) / 3 and "headroom_retrieve key=" in out
     # everything but the output and the tools is the client's
-    assert view_of(d, sent).latest_user_text == "which is bigger?" and len(view_of(d, sent).conversation) == len(view_of(d, body).conversation)
+    assert _view(d, sent).latest_user_text == "which is bigger?" and len(_view(d, sent).conversation) == len(_view(d, body).conversation)
     if c.count_path:
         counted = plan_request(_rt(tmp_path / "c"), "POST", c.count_path, {}, json.dumps(body).encode())
         assert counted.dry_run and counted.action is Action.REWRITE and len(c.output_at(json.loads(counted.body or b""))) == len(out)
@@ -171,7 +189,7 @@ def test_retrieve_round_trip_json_and_streamed(d):
     assert got.name == R and got.arguments == {"key": "0" * 24}
     follow = reply.followup(request, first, [(got, "THE ORIGINAL")])
     assert follow.startswith(request[: request.rindex("which is bigger?")])  # the request's prefix kept
-    assert "THE ORIGINAL" in follow and len(view_of(d, json.loads(follow)).conversation) == len(view_of(d, c.body).conversation) + 2
+    assert "THE ORIGINAL" in follow and len(_view(d, json.loads(follow)).conversation) == len(_view(d, c.body).conversation) + 2
     second = json.dumps(c.response([], "Done."))
     merged = json.loads(reply.merge([first, second], hidden, None))
     assert reply.tool_calls(merged) == [] and "Checking." in json.dumps(merged) and "Done." in json.dumps(merged)
