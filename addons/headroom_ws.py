@@ -2,10 +2,13 @@
 
 Per client ``response.create`` frame it takes the same steps as the HTTP path
 (:func:`headroom_core.request_plan.plan_request_async` on the frame's Responses body, under the
-same compression timeout; a frame that continues the connection's conversation, e.g. one with
-``previous_response_id``, takes the project and session of its first frame that named them:
-:mod:`headroom_core.ws_conversation`): the compressed body is spliced back into the frame, every other byte
-of the frame unchanged. Server event frames pass untouched (the addon only reads the terminal
+same compression timeout; every frame of a connection has its first frame's session key and the
+project first named by any of its frames, and what its earlier frames kept under their own
+conversation's project moves to that project: :mod:`headroom_core.ws_conversation`,
+:mod:`headroom_core.conversation_move`): the compressed body is spliced back into the frame, every
+other byte of the frame unchanged. The observers (live learning) see each frame as the
+connection's whole conversation so far (earlier frames' input items and each response's output
+items, which a frame with ``previous_response_id`` does not carry), as over HTTP. Server event frames pass untouched (the addon only reads the terminal
 ``response.completed``/``incomplete``/``failed``/``error`` events for the usage figures of the
 ledger), except when the frame offered the proxy's own tools (``RequestPlan.hidden_tools``:
 ``headroom_retrieve``, memory tools) and the model calls one.
@@ -47,17 +50,17 @@ import logging
 import time
 from collections import deque
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Coroutine
 
 from mitmproxy import ctx, http
 from mitmproxy.websocket import WebSocketMessage
 
-from headroom_core import ledger, ws_conversation, ws_policy
+from headroom_core import conversation_move, ledger, ws_conversation, ws_policy
 from headroom_core.ccr import ws_loop
 from headroom_core.extensions import answer_call
 from headroom_core.request_plan import Action, RequestPlan, plan_request_async, run_diagnostics, run_observers
-from headroom_core.scope import Conversation
+from headroom_core.scope import Conversation, credential, scope_of
 from headroom_core.wire import responses_ws as rws
 from headroom_core.wire.dialects import Route
 
@@ -72,6 +75,7 @@ KEY = "headroom_ws"
 #: A ``response.create`` frame's body is a Responses API request (known from the frame itself).
 _FRAME_ROUTE = Route(rws.DIALECT)
 _TERMINAL_BYTES = tuple(f'"{t}"'.encode() for t in rws.TERMINAL_EVENTS)
+_OUTPUT_ITEM_DONE = b'"response.output_item.done"'
 
 
 @dataclass
@@ -83,6 +87,10 @@ class _Turn:
     started: float
     loop: ws_loop.WsRetrieveLoop | None = None
     taught: asyncio.Future | None = None  # the observers' run; the frame that ends the turn waits for it
+    #: the connection's conversation through this frame (history and the frame's input items)
+    items: tuple[Any, ...] = ()
+    #: the output items of ``response.output_item.done`` events (when the terminal event has none)
+    outputs: list[Any] = field(default_factory=list)
 
 
 @dataclass
@@ -101,6 +109,11 @@ class WsFlowState:
     #: the project and session of the connection's first frame that named them: frames that
     #: continue it take them (:mod:`headroom_core.ws_conversation`)
     conversation: Conversation | None = None
+    #: the connection's items so far (input items and responses' output items), for the observers
+    history: tuple[Any, ...] = ()
+    #: the connection's project-less conversation named its project: rows of its earlier
+    #: frames still to be recorded take the named one
+    adopted: ws_conversation.Adoption | None = None
 
 
 class ResponsesWebSocket:
@@ -152,11 +165,17 @@ class ResponsesWebSocket:
         frame = rws.parse_create(content)
         if frame is None:
             return
-        continues = ws_conversation.continues(st.conversation, frame.body, st.headers)
+        cred = credential(st.headers, rws.RESPONSES_PATH)
+        continues = ws_conversation.continues(st.conversation, frame.body, st.headers, lambda p: scope_of(p, cred, rt.sealer))
         plan = await plan_request_async(
             rt, "POST", rws.RESPONSES_PATH, st.headers, frame.body_bytes, s.compress_timeout_seconds, route_=_FRAME_ROUTE, continues=continues
         )
+        move = ws_conversation.adoption(st.conversation, plan.conversation)
         st.conversation = ws_conversation.pin(st.conversation, plan.conversation)
+        if move is not None:
+            st.adopted = move
+            log.info("headroom: %s (WebSocket): the conversation names its project now; its earlier rows move to it", _where(flow))
+        before = ws_conversation.history_before(st.history, frame.body)
         refusal = ws_policy.plan_refusal(s, plan)
         if refusal is not None:
             self._refuse(flow, st, refusal)
@@ -165,7 +184,8 @@ class ResponsesWebSocket:
             msg.content = frame.with_body(plan.body)
             log.info("headroom: %s (WebSocket): %s, %d -> %d bytes", _where(flow), plan.reason, plan.bytes_before, plan.bytes_after)
         if plan.dialect is not None:
-            taught = asyncio.get_running_loop().run_in_executor(None, run_observers, rt, plan)
+            observed = replace(plan, context=ws_conversation.observed_context(plan.context, before)) if plan.context is not None else plan
+            taught = asyncio.get_running_loop().run_in_executor(None, _observe, rt, observed, move)
             st.logged = asyncio.ensure_future(_diagnose(rt, plan, taught, st.logged))
             loop = None
             if plan.hidden_tools:
@@ -173,7 +193,7 @@ class ResponsesWebSocket:
                 loop = ws_loop.WsRetrieveLoop(
                     sent.decode("utf-8"), plan.hidden_tools, s.retrieve_max_rounds, frame.text[: frame.start], frame.text[frame.end :]
                 )
-            st.pending.append(_Turn(plan, time.monotonic(), loop, taught))
+            st.pending.append(_Turn(plan, time.monotonic(), loop, taught, ws_conversation.frame_items(before, frame.body)))
 
     def _refuse(self, flow: http.HTTPFlow, st: WsFlowState, refusal: ws_policy.Refusal) -> None:
         assert flow.websocket is not None
@@ -193,16 +213,22 @@ class ResponsesWebSocket:
         if not st.pending or not msg.is_text:
             return None
         content = msg.content
-        if not any(t in content for t in _TERMINAL_BYTES):
+        if _OUTPUT_ITEM_DONE not in content and not any(t in content for t in _TERMINAL_BYTES):
             return None
         try:
             event = json.loads(content)
         except ValueError:
             return None
-        if not isinstance(event, dict) or event.get("type") not in rws.TERMINAL_EVENTS:
+        if not isinstance(event, dict):
+            return None
+        if event.get("type") == "response.output_item.done" and isinstance(event.get("item"), dict):
+            st.pending[0].outputs.append(event["item"])  # for the history, when the terminal event has no output
+            return None
+        if event.get("type") not in rws.TERMINAL_EVENTS:
             return None
         turn = st.pending.popleft()
         resp = event.get("response") if isinstance(event.get("response"), dict) else None
+        st.history = ws_conversation.with_response(turn.items, (resp or {}).get("output") or turn.outputs)
         return _after_commit(flow, self._record_later(flow, turn.plan, resp, 200 if event.get("type") != "error" else None), turn.taught)
 
     def _loop_event(self, flow: http.HTTPFlow, st: WsFlowState, turn: _Turn) -> Coroutine[Any, Any, None] | None:
@@ -249,6 +275,7 @@ class ResponsesWebSocket:
         if loop is None or not loop.done or not st.pending or st.pending[0] is not turn:
             return None
         st.pending.popleft()
+        st.history = ws_conversation.with_response(turn.items, (loop.final or {}).get("output"))
         return self._record_later(flow, turn.plan, loop.final, 200 if loop.final is not None else None, loop)
 
     def websocket_end(self, flow: http.HTTPFlow) -> None:
@@ -260,7 +287,11 @@ class ResponsesWebSocket:
         self, flow: http.HTTPFlow, plan: RequestPlan, resp: dict[str, Any] | None, status: int | None, loop: ws_loop.WsRetrieveLoop | None = None
     ) -> Future | None:
         """Queue the ledger row for the ledger's writer thread; the future of its commit (None:
-        not queued). Only the frame that ends the turn for the client waits for it."""
+        not queued). Only the frame that ends the turn for the client waits for it. A turn
+        planned before the connection named its project is recorded under that project."""
+        st: WsFlowState | None = flow.metadata.get(KEY)
+        if st is not None and st.adopted is not None and st.conversation is not None and plan.project == st.adopted.old_project:
+            plan = replace(plan, project=st.conversation.scope.project, conversation=st.conversation)
         return self._record(plan, resp, status, flow.request.headers.get("user-agent", ""), loop)
 
     def _record(
@@ -285,6 +316,19 @@ class ResponsesWebSocket:
         except Exception:  # noqa: BLE001 - the ledger never breaks traffic
             log.exception("headroom: could not record the WebSocket turn")
             return None
+
+
+def _observe(rt: Any, plan: RequestPlan, move: ws_conversation.Adoption | None) -> None:
+    """In a worker thread: first, when the frame gave the connection its project, the rows its
+    earlier frames wrote move to it (once the ledger's queue is written); then the observers."""
+    if move is not None:
+        try:
+            rt.ledger.flush(30.0)
+            moved = conversation_move.move_conversation(rt.sessions, move)
+            log.info("headroom: WebSocket conversation %s moved to its project: %s", move.old_project, {k: v for k, v in moved.items() if v})
+        except Exception:  # noqa: BLE001 - the rows stay where they are; traffic goes on
+            log.exception("headroom: could not move the WebSocket conversation's rows to its project")
+    run_observers(rt, plan)
 
 
 async def _diagnose(rt: Any, plan: RequestPlan, taught: asyncio.Future, previous: asyncio.Future | None) -> None:
