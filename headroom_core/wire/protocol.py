@@ -93,7 +93,12 @@ class WireDialect(Protocol):
     ``reply`` the response side (:class:`ReplySide`); ``cache_parts`` the top-level members that
     hold ``cache_control`` breakpoints, in the provider's cache order; ``tools_key`` the member
     holding the tool definitions (an array); ``system_keys`` the top-level members that hold the
-    system prompt; ``content_key`` the member of a conversation element that holds its parts."""
+    system prompt; ``content_key`` the member of a conversation element that holds its parts;
+    ``root`` the keys leading from the request body to the object the dialect's body lives in
+    (``()``: the body itself; ``("request",)`` for a body that wraps another dialect's, as Code
+    Assist wraps Gemini's: :mod:`headroom_core.wire.envelope`). With a root, the plan parses,
+    views and splices inside it (the envelope's bytes go upstream as sent), and every method
+    taking a body gets the inner one, but ``shape_error`` and ``model_of`` (the whole body)."""
 
     @property
     def id(self) -> Dialect: ...
@@ -117,6 +122,13 @@ class WireDialect(Protocol):
     def system_keys(self) -> tuple[str, ...]: ...
     @property
     def content_key(self) -> str: ...
+    @property
+    def root(self) -> tuple[str, ...]: ...
+
+    def inner(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """The object at :attr:`root` in a whole body (the body itself for ``()``; ``{}`` when
+        there is no object there)."""
+        ...
 
     def serves(self, path: str) -> bool:
         """Whether a POST to ``path`` (without query) is a request of this dialect."""
@@ -262,6 +274,12 @@ class DialectBase:
     tools_key: str = layout.TOOLS_KEY
     system_keys: tuple[str, ...] = layout.SYSTEM_KEYS
     content_key: str = "content"
+    root: tuple[str, ...] = ()
+
+    def inner(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        from headroom_core.wire.envelope import inner  # envelope imports this module
+
+        return inner(body, self.root)
 
     def serves(self, path: str) -> bool:
         p = path_only(path)
