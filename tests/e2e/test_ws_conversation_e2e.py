@@ -15,12 +15,12 @@ from sqlalchemy import select
 
 from headroom_core.db.engine import open_database
 from headroom_core.db.models import RequestOutcome
-from headroom_core.learn.models import LearnFailure
+from headroom_core.learn.models import LearnEvidence, LearnFailure
 from headroom_core.project import is_conversation
 from tests.e2e.test_ws_e2e import read_turn, wait_until
 from tests.support.clients import ws_connect
 from tests.support.proxy import ADDON_SCRIPT
-from tests.support.upstream import Reply
+from tests.support.upstream import Reply, ToolCall
 
 PROJECT = "/work/codex-proj"
 ENV = f"<environment_context>\n  <cwd>{PROJECT}</cwd>\n  <approval_policy>never</approval_policy>\n  <shell>bash</shell>\n</environment_context>"
@@ -105,3 +105,45 @@ def test_connections_without_a_project_are_each_their_own_conversation(upstream,
         assert len({r.session_key for r in conn}) == 1
     assert one[0].project != two[0].project and one[0].session_key != two[0].session_key
     assert "global" not in {r.project for r in one + two}
+
+
+def test_a_connection_that_names_its_project_late_is_one_conversation_of_that_project(upstream, proxy):
+    """Codex 0.171's shape: a warm-up holding only the developer message (no working directory),
+    then a ``previous_response_id`` frame with the ``<environment_context>`` and the prompt, then
+    frames with only the outputs of the calls the previous response made. Every row (the
+    warm-up's too, written before the project was known) names the project, one session key;
+    the failed call (made by one response, answered in the next frame) and the call that fixed
+    it (made by a later response) form live learning's pair under the project."""
+    model = "gpt-ws-late"
+    with ws_connect(upstream, proxy, additional_headers={"user-agent": "codex_cli_rs/0.171.0"}) as ws:
+        upstream.script(Reply.text("", response_id="resp_w"))
+        ws.send(frame(model, [message("developer", "You run commands for the user.")], generate=False))
+        read_turn(ws)
+        upstream.script(Reply(tool_calls=(ToolCall("shell", {"command": ["bash", "-lc", "hrtest tests"]}, "call_f"),), response_id="resp_1"))
+        ws.send(frame(model, [message("user", ENV), message("user", "run the tests")], previous_response_id="resp_w"))
+        read_turn(ws)
+        upstream.script(Reply(tool_calls=(ToolCall("shell", {"command": ["bash", "-lc", "python3 -m hrtest tests"]}, "call_g"),), response_id="resp_2"))
+        ws.send(frame(model, [output("call_f", "bash: line 1: hrtest: command not found")], previous_response_id="resp_1"))
+        read_turn(ws)
+        upstream.script(Reply.text("done", response_id="resp_3"))
+        ws.send(frame(model, [output("call_g", "3 passed in 0.01s")], previous_response_id="resp_2"))
+        read_turn(ws)
+    sessions = open_database(f"sqlite:///{proxy.home / 'headroom.db'}")
+
+    def settled_rows():
+        with sessions() as s:
+            got = list(s.scalars(select(RequestOutcome).where(RequestOutcome.model == model)))
+        return got if len(got) >= 4 and {r.project for r in got} == {PROJECT} else None
+
+    got = wait_until(settled_rows, timeout=30)
+    assert got, [(r.project, r.session_key) for r in rows(proxy, model, 4)]
+    assert len({r.session_key for r in got}) == 1
+
+    def evidence():
+        with sessions() as s:
+            return [e.text for e in s.scalars(select(LearnEvidence).where(LearnEvidence.project == PROJECT))] or None
+
+    ev = wait_until(evidence, timeout=30) or []
+    assert any("hrtest tests" in t and "python3 -m hrtest tests" in t for t in ev), ev
+    with sessions() as s:
+        assert not [e.project for e in s.scalars(select(LearnEvidence)) if is_conversation(e.project)]
