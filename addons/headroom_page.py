@@ -23,7 +23,7 @@ class HeadroomPage(asgiapp.WSGIApp):
 
     def __init__(self, state: State) -> None:
         super().__init__(
-            create_app(lambda: state.runtime.sessions if state.runtime is not None else None, lambda: _warm(state), lambda: _prices(state)),
+            create_app(lambda: state.runtime.sessions if state.runtime is not None else None, lambda: _warm(state), lambda: _prices(state), lambda ref: _show(state, ref)),
             PAGE_HOST,
             None,
         )
@@ -41,6 +41,16 @@ def _warm(state: State) -> bool:
     """Whether the runtime's warm-up is done (:class:`headroom_core.readiness.Readiness`)."""
     rt = state.runtime
     return rt is not None and rt.ready.ready
+
+
+def _show(state: State, ref: str | None) -> dict | None:
+    """The report of one request (:func:`headroom_core.show.request_report`), texts included."""
+    from headroom_core.show import request_report
+
+    rt = state.runtime
+    if rt is None:
+        raise LookupError("the proxy is still starting")
+    return request_report(rt.sessions, ref, rt.sealer, rt.store)
 
 
 _price_tables: dict[tuple[str, ...], PriceTable] = {}

@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "wrap": ("wrap_cmd", "Run an agent through the Headroom proxy, trusting its CA."),
     "certs": ("certs_cmd", "Show where the proxy's CA is and how to trust it; --install adds it to the system store."),
     "doctor": ("doctor_cmd", "Check the proxy, the CA, the database and the models, and say what to fix."),
+    "show": ("show_cmd", "Show what the proxy did to one recorded request: each tool output before and after, replays, the prefix and the cache."),
     "cache": ("cache_cmd", "Prompt-cache economics: hit rate and volatile prefix parts per session."),
     "memory": ("memory_cmd", "Memories shared by all agents, per project (list, search, add, remove, stats, export, import)."),
     "config": ("config_cmd", "Show or create the configuration (~/.headroom/config.toml)."),

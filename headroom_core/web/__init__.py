@@ -10,4 +10,4 @@ PAGE_HOST = "headroom.localhost"
 
 #: The paths of the stats page; on the proxy port itself only these are served (any other
 #: request sent to the port, not through it, gets a provider-shaped error: addons/headroom_direct.py).
-PAGE_ROUTES = ("/", "/stats", "/metrics", "/health", "/favicon.ico")
+PAGE_ROUTES = ("/", "/stats", "/metrics", "/health", "/favicon.ico", "/request")

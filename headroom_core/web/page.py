@@ -137,7 +137,7 @@ def render_page(snap: dict) -> str:
 <meta name="viewport" content="width=device-width, initial-scale=1"><meta http-equiv="refresh" content="{REFRESH_SECONDS}"><style>{_CSS}</style></head>
 <body>
 <h1>Headroom savings</h1>
-<p class="sub">What the proxy saved, from the savings ledger · {escape(now)} (refreshes every {REFRESH_SECONDS} s) · <a href="/stats">JSON</a> · <a href="/metrics">metrics</a></p>
+<p class="sub">What the proxy saved, from the savings ledger · {escape(now)} (refreshes every {REFRESH_SECONDS} s) · <a href="/stats">JSON</a> · <a href="/metrics">metrics</a> · <a href="/request">latest request</a></p>
 <div class="cards">{cards}</div>
 <h2>Savings over time</h2>
 {day_chart}
@@ -158,5 +158,75 @@ Cache hit rate = cache-read tokens / prompt tokens.
 Tool definitions are the client's; the proxy's own tools added (<code>headroom_retrieve</code>, memory tools, for retrieval) are counted apart.
 Money: each request's usage priced for its model (Anthropic cache writes 1.25&times;, reads 0.1&times; of input; OpenAI cached input at its model's price; overridable with the <code>prices</code> setting);
 money saved is an estimate: the tokens the proxy removed, priced at that request's own average prompt rate.</p>
+</body></html>
+"""
+
+
+def _prefix_words(p: dict | None) -> str:
+    if p is None:
+        return "not recorded for this request"
+    if not p.get("known"):
+        return f"first turn of its session ({p.get('messages', 0)} messages): nothing to compare with"
+    words = [f"{p['same_messages']} of {p['messages']} messages sent as last turn ({p['same_bytes']:,} bytes the same, tools included)",
+             "tools the same" if p.get("tools_same") else "tools changed"]  # fmt: skip
+    if p.get("system_same") is not None:
+        words.append("system prompt the same" if p["system_same"] else "system prompt changed")
+    words.append(f"first difference: {p['first_difference']}" if p.get("first_difference") else "no difference")
+    return "; ".join(words)
+
+
+def render_request(r: dict) -> str:
+    """The HTML view of one request's report (:func:`headroom_core.show.report`): its figures
+    (``data-figure``), a table of its tool outputs (``data-block`` rows) and, for each compressed
+    one, the text before and after where stored."""
+    u = r.get("usage") or {}
+    facts = [
+        ("when", "at", r.get("at") or "-"),
+        ("agent, model", "agent", f"{r.get('agent')}, {r.get('model') or '-'} ({r.get('dialect')})"),
+        ("project", "project", r.get("project") or "-"),
+        ("session", "session", r.get("session") or "-"),
+        ("status", "status", r.get("status")),
+        ("what the proxy did", "action", r.get("action")),
+        ("why", "outcome", r.get("outcome_label") or r.get("outcome") or "-"),
+        ("reason", "reason", r.get("reason") or "-"),
+        ("body bytes", "bytes", f"{r['bytes']['before']:,} → {r['bytes']['after']:,}"),
+        ("tool outputs, tokens (est.)", "tokens", f"{r['tokens']['before']:,} → {r['tokens']['after']:,}"),
+        ("tool definitions (est.)", "tools", f"{r['tools']['before']:,} → {r['tools']['after']:,}"),
+        ("proxy tools added (for retrieval)", "proxy_tools", f"{r['tools']['proxy']:,}"),
+        ("replayed from earlier turns", "replayed", f"{r['replayed']['blocks']} outputs, {r['replayed']['tokens_before']:,} → {r['replayed']['tokens_after']:,} tokens"),
+        ("prefix vs previous turn", "prefix", _prefix_words(r.get("prefix"))),
+        ("provider cache read / write", "cache", f"{_n(u.get('cache_read'))} / {_n(u.get('cache_write'))}"),
+        ("provider input / output", "usage", f"{_n(u.get('input'))} / {_n(u.get('output'))}"),
+    ]
+    rows = "".join(f'<tr><td>{escape(k)}</td><td data-figure="{f}" style="text-align:left;white-space:normal">{escape(str(v))}</td></tr>' for k, f, v in facts)
+    blocks = [b for b in r.get("blocks") or [] if b.get("decision") != "replayed"]
+    brows = "".join(
+        f'<tr data-block="{i}" data-kind="{escape(b["kind"])}" data-decision="{escape(b["decision"])}" data-before="{b["tokens_before"]}" data-after="{b["tokens_after"]}">'
+        f'<td>{_n(b["message"])}</td><td>{escape(b["tool"] or "-")}</td><td>{escape(b["kind"])}</td><td>{escape(b["decision"])}</td>'
+        f'<td>{b["tokens_before"]:,} → {b["tokens_after"]:,}</td><td style="text-align:left;white-space:normal">{escape(b["reason"])}</td></tr>'
+        for i, b in enumerate(blocks)
+    ) or '<tr><td colspan="6">no tool output of this request was considered</td></tr>'
+    texts = []
+    for i, b in enumerate(blocks):
+        if b.get("decision") != "compressed":
+            continue
+        before = escape(b["before"]) if b.get("before") is not None else "(original not stored: a lossless change keeps none)"
+        after = escape(b["after"]) if b.get("after") is not None else "(no longer stored: the session moved on)"
+        texts.append(
+            f'<h3>message {_n(b["message"])}, {escape(b["tool"] or "-")} ({escape(b["kind"])})</h3>'
+            f'<div class="pair"><div><div class="note">before, {b["tokens_before"]:,} tokens</div><pre data-text="before" data-block="{i}">{before}</pre></div>'
+            f'<div><div class="note">after, {b["tokens_after"]:,} tokens</div><pre data-text="after" data-block="{i}">{after}</pre></div></div>'
+        )
+    css = _CSS + ".pair{display:grid;grid-template-columns:1fr 1fr;gap:10px}pre{background:#fff;border:1px solid #e1e5ec;padding:8px;max-height:420px;overflow:auto;white-space:pre-wrap;font-size:12px}"
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Headroom: request #{r["id"]}</title>
+<meta name="viewport" content="width=device-width, initial-scale=1"><style>{css}</style></head>
+<body>
+<h1>Request #{r["id"]}</h1>
+<p class="sub">What the proxy did to this request · <a href="/">savings</a> · <a href="/request?id={r["id"]}&amp;format=json">JSON</a></p>
+<table data-group="request">{rows}</table>
+<h2>Tool outputs</h2>
+<table data-group="blocks"><thead><tr><th>message</th><th>tool</th><th>kind</th><th>decision</th><th>tokens (est.)</th><th>reason</th></tr></thead><tbody>{brows}</tbody></table>
+{"".join(texts)}
 </body></html>
 """
