@@ -31,6 +31,7 @@ from headroom_core.wire.decode import TooLarge, decode_limited, decoder_for
 from headroom_core.wire.dialects import Route, dialect, route
 from headroom_core.wire.rawjson import Raw
 from headroom_core.wire.signed import body_signature
+from headroom_core.wire.sse import framing_of
 
 import headroom_stream_relay
 from headroom_commit import until_committed
@@ -163,8 +164,8 @@ def _after_forwarding(
 class LLMTraffic:
     """Compresses LLM API requests and answers the proxy's own tool calls.
 
-    Hooks: ``request`` (plan: passthrough, rewrite or 413), ``responseheaders`` (SSE is streamed
-    through :class:`StreamTap`), ``response`` (the retrieval loop, streamed or not, usage,
+    Hooks: ``request`` (plan: passthrough, rewrite or 413), ``responseheaders`` (a stream in the
+    dialect's framing, SSE or another, goes through :class:`StreamTap`), ``response`` (the retrieval loop, streamed or not, usage,
     ledger).
     """
 
@@ -268,7 +269,8 @@ class LLMTraffic:
         if st is None or st.plan.dialect is None or flow.response is None:
             return
         resp = flow.response
-        if "text/event-stream" not in resp.headers.get("content-type", ""):
+        reply = dialect(st.plan.dialect).reply
+        if not framing_of(reply).streams(resp.headers.get("content-type", "")):
             return
         rt = self.state.runtime
         assert rt is not None
@@ -277,11 +279,11 @@ class LLMTraffic:
         try:
             decoder = decoder_for(encoding)
         except ValueError:
-            log.warning("headroom: %s: SSE with unknown content-encoding %r passes unread%s", where(flow), encoding, "; the proxy cannot answer its tools" if hidden else "")
+            log.warning("headroom: %s: a stream with unknown content-encoding %r passes unread%s", where(flow), encoding, "; the proxy cannot answer its tools" if hidden else "")
             resp.stream = True
             return
         # the request's text is needed only for a follow-up: decoded then
-        st.stream = StreamLoop(dialect(st.plan.dialect).reply, st.sent if hidden else None, hidden, rt.settings.retrieve_max_rounds)
+        st.stream = StreamLoop(reply, st.sent if hidden else None, hidden, rt.settings.retrieve_max_rounds)
         resp.stream = StreamTap(st.stream, decoder)
         if hidden:
             # the proxy may replace the tail of this stream: its length is no longer known, and

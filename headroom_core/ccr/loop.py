@@ -3,7 +3,8 @@
 Decisions only; no I/O here. The addons move bytes and run what blocks (answering a proxy tool
 reads the database; a follow-up is an HTTP request) off mitmproxy's event loop.
 
-- Streamed responses (SSE over HTTP; Responses over WebSocket through
+- Streamed responses (over HTTP in the dialect's framing, ``reply.framing``: SSE, NDJSON lines,
+  AWS event-stream frames; Responses over WebSocket through
   :mod:`headroom_core.ccr.ws_loop`): :class:`StreamLoop`. Each round's events go through the
   dialect's ``StreamView`` (``headroom_core.wire.reply_*``): everything passes as it arrives
   except calls to the proxy's tools and the events that end the response, which wait for the end
@@ -34,7 +35,7 @@ from typing import Any, Awaitable, Callable
 from headroom_core.wire.blocks import ToolCall, Usage
 from headroom_core.wire.protocol import ReplySide
 from headroom_core.wire.rawjson import Raw
-from headroom_core.wire.sse import SSEEvent, SSEParser
+from headroom_core.wire.sse import SSEEvent, framing_of
 
 log = logging.getLogger("headroom")
 
@@ -100,12 +101,13 @@ class StreamLoop:
         self._messages: list[dict[str, Any] | None] = []  # texts parsed, in order (None: not an object)
         self._state = reply.ViewState()
         self._view = reply.StreamView(hidden, self._state, 0)
-        self._parser = SSEParser()
+        self._parser = framing_of(reply).parser()
 
     # -- per round -------------------------------------------------------------------
 
     def feed(self, data: bytes) -> bytes:
-        """Bytes of the current round's SSE stream (content-decoded) → bytes for the client
+        """Bytes of the current round's stream (content-decoded; framed as the dialect's
+        ``reply.framing`` says: SSE, NDJSON, AWS event-stream) → bytes for the client
         (in ``tap`` mode: ``data`` itself)."""
         evs = self._parser.feed(data) if data else []
         out = self.feed_events(evs)
@@ -138,7 +140,7 @@ class StreamLoop:
         if not view.failed and self.rounds == 0 and not view.complete:
             self.done = True  # the client's own response was cut short: it gets what came, as it came
             return tail
-        tail = _terminated(tail)  # more events follow: a last event cut short must not run into them
+        tail = framing_of(self.reply).terminated(tail)  # more events follow: a last event cut short must not run into them
         if view.failed or not view.complete:
             return tail + self._close(notice_failed(view.failed or "the follow-up response ended early"))
         msg = Raw(text).value
@@ -165,7 +167,7 @@ class StreamLoop:
         self.request = body
         self.rounds += 1
         self._view = self.reply.StreamView(self.hidden, self._state, self.rounds)
-        self._parser = SSEParser()
+        self._parser = framing_of(self.reply).parser()
         return body.encode("utf-8")
 
     def finish(self) -> bytes:
@@ -232,20 +234,8 @@ class StreamLoop:
         return sum_usage([self.reply.usage(m) for m in self.messages])
 
 
-def _terminated(events: list[SSEEvent]) -> list[SSEEvent]:
-    """``events`` with an event the stream's end cut short (no blank line after it) dropped when
-    its data is not JSON (a client would discard it, WHATWG SSE) or else ended properly."""
-    out = []
-    for ev in events:
-        if ev.raw.endswith((b"\n\n", b"\r\r", b"\r\n\r\n")):
-            out.append(ev)
-        elif ev.parsed is not None:
-            out.append(SSEEvent(ev.raw.rstrip(b"\r\n") + b"\n\n", ev.event, ev.data))
-    return out
-
-
 class StreamTap:
-    """``flow.response.stream`` for an SSE response: content-decodes what the upstream sends
+    """``flow.response.stream`` for a streamed response: content-decodes what the upstream sends
     (``decoder``, or None for identity) and hands it to ``loop``.
 
     Returns what the client gets for each chunk: the chunk itself in tap mode (the client keeps

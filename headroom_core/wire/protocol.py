@@ -24,6 +24,37 @@ from headroom_core.wire.image_refs import ImageRef
 from headroom_core.wire.sse import SSEEvent
 
 
+class StreamParser(Protocol):
+    """Cuts one response's stream into events as its bytes arrive."""
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        """The events ``chunk`` completed (``b""``: the end of the stream, flushing the rest)."""
+        ...
+
+
+class StreamFraming(Protocol):
+    """How a dialect's streamed responses are framed (SSE: :data:`headroom_core.wire.sse.SSE`;
+    a dialect framing them otherwise, NDJSON lines or AWS event-stream frames, brings its own).
+
+    Every framing hands out :class:`~headroom_core.wire.sse.SSEEvent` values: ``raw`` the
+    frame's exact bytes (what a pass-through sends on), ``data`` its JSON payload as text,
+    ``event`` its type (or None)."""
+
+    def streams(self, content_type: str) -> bool:
+        """Whether a response with ``content_type`` (the header's value) is a stream in this
+        framing (read through the retrieval loop) rather than one body."""
+        ...
+
+    def parser(self) -> StreamParser:
+        """A new incremental parser for one response."""
+        ...
+
+    def terminated(self, events: list[SSEEvent]) -> list[SSEEvent]:
+        """The events of a stream's end (the parser's last ``feed(b"")``) fit to be followed by
+        more events: one cut short ended properly, or dropped when it cannot be."""
+        ...
+
+
 class ReplyStream(Protocol):
     """One round of a streamed response seen through a dialect (``wire/reply_*``
     ``StreamView``): upstream events in, the client's events out.
@@ -58,7 +89,11 @@ class ReplySide(Protocol):
     ``StreamView(hidden, state, round_no)`` one round (:class:`ReplyStream`); ``merge`` one
     response for the client from every round's JSON text; ``followup`` the next request's JSON
     text after the proxy answered its tools; ``tool_calls``, ``usage``, ``completed`` read one
-    (non-streamed) response object; ``notice_message`` a whole response holding only a notice."""
+    (non-streamed) response object; ``notice_message`` a whole response holding only a notice;
+    ``framing`` how its streamed responses are framed (:class:`StreamFraming`)."""
+
+    @property
+    def framing(self) -> StreamFraming: ...
 
     def ViewState(self) -> Any: ...  # noqa: N802 - the class in each reply module
 

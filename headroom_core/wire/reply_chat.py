@@ -17,7 +17,10 @@ from headroom_core.wire.assemble_chat import CompletionAssembler
 from headroom_core.wire.blocks import ImageAnswer, ToolCall, sum_usage
 from headroom_core.wire import openai_chat as _dialect
 from headroom_core.wire.rawjson import Raw, RawObject, append_to_array, dumps, elements, with_member
-from headroom_core.wire.sse import SSEEvent
+from headroom_core.wire.sse import SSE, SSEEvent
+
+#: Streamed responses are SSE.
+framing = SSE
 
 #: A response object's usage figures (:class:`~headroom_core.wire.blocks.Usage`).
 usage = _dialect.usage

@@ -24,7 +24,10 @@ from typing import Any
 from headroom_core.wire import gemini
 from headroom_core.wire.blocks import ErrorAnswer, ImageAnswer, ToolCall, Usage
 from headroom_core.wire.rawjson import Raw, RawObject, append_to_array, dumps
-from headroom_core.wire.sse import SSEEvent
+from headroom_core.wire.sse import SSE, SSEEvent
+
+#: Streamed responses are SSE.
+framing = SSE
 
 #: The ``usageMetadata`` counts summed over rounds.
 USAGE_KEYS = ("promptTokenCount", "candidatesTokenCount", "totalTokenCount", "cachedContentTokenCount", "thoughtsTokenCount", "toolUsePromptTokenCount")

@@ -11,9 +11,12 @@ import json
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from headroom_core.wire import rawjson
+
+if TYPE_CHECKING:
+    from headroom_core.wire.protocol import StreamFraming
 
 _BOUNDARY = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 _LINE_END = re.compile(r"\r\n|\n|\r")
@@ -97,3 +100,40 @@ def encode_event(data: Any, event: str | None = None) -> bytes:
     payload = data if isinstance(data, str) else rawjson.dumps(data)
     head = f"event: {event}\n" if event else ""
     return (head + "".join(f"data: {line}\n" for line in payload.split("\n")) + "\n").encode("utf-8")
+
+
+class SSEFraming:
+    """How a streamed response is framed (:class:`~headroom_core.wire.protocol.StreamFraming`),
+    for SSE: responses of ``content_types`` are streams, :class:`SSEParser` cuts them into
+    events, and :meth:`terminated` ends a last event the stream's end cut short."""
+
+    content_types: tuple[str, ...] = ("text/event-stream",)
+
+    def streams(self, content_type: str) -> bool:
+        """Whether a response with ``content_type`` (the header's value) is such a stream."""
+        ct = content_type.lower()
+        return any(t in ct for t in self.content_types)
+
+    def parser(self) -> SSEParser:
+        """A new incremental parser for one response."""
+        return SSEParser()
+
+    def terminated(self, events: list[SSEEvent]) -> list[SSEEvent]:
+        """``events`` with an event the stream's end cut short (no blank line after it) dropped
+        when its data is not JSON (a client would discard it, WHATWG SSE) or else ended properly."""
+        out = []
+        for ev in events:
+            if ev.raw.endswith((b"\n\n", b"\r\r", b"\r\n\r\n")):
+                out.append(ev)
+            elif ev.parsed is not None:
+                out.append(SSEEvent(ev.raw.rstrip(b"\r\n") + b"\n\n", ev.event, ev.data))
+        return out
+
+
+#: The SSE framing (every dialect's but those whose streams are framed otherwise).
+SSE = SSEFraming()
+
+
+def framing_of(reply: Any) -> "StreamFraming":
+    """The stream framing of a reply side (its ``framing``; SSE for one that names none)."""
+    return getattr(reply, "framing", SSE)
