@@ -87,7 +87,7 @@ def _handle_protocol_error(self: http_layers.HttpStream, event: Any) -> Generato
 
 
 http_layers.HttpStream._headroom_original_protocol_error = _original  # type: ignore[attr-defined]
-http_layers.HttpStream.handle_protocol_error = _handle_protocol_error  # type: ignore[method-assign,assignment]
+http_layers.HttpStream.handle_protocol_error = _handle_protocol_error  # type: ignore[method-assign]
 
 
 def _host(flow: http.HTTPFlow) -> str:

@@ -146,7 +146,8 @@ def report(sessions: sessionmaker[Session], row: RequestOutcome, sealer: Sealer 
         before = None
         if keys and originals is not None and sealer is not None and b.get("changed"):
             before = originals.get(keys[0], scope).text
-        path = b.get("path") if isinstance(b.get("path"), list) else []
+        got_path = b.get("path")
+        path: list[Any] = got_path if isinstance(got_path, list) else []
         b_text, b_cut = _cut(before)
         a_text, a_cut = _cut(after.get(i))
         shown.append(
