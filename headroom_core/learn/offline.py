@@ -96,7 +96,9 @@ class LearnResult:
         if not self.pairs:
             parts.append("none was followed by a call that fixed it")
         elif not lessons:
-            parts.append(f"{len(self.pairs)} were fixed, but only by content-specific changes (code edited, another text) that make no rule")
+            _, p = self.pairs[-1]
+            parts.append(f"{len(self.pairs)} were fixed, but only by content-specific changes (code edited, another text) that make no rule "
+                         f"(the latest: `{show(p.failed)}` failed, `{show(p.fixed, True)}` then worked)")
         if self.candidates:
             parts.append(f"{len(self.candidates)} rule(s) below the evidence threshold of {min_evidence} (lower it with --min-evidence)")
         if self.generic:

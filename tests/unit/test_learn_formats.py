@@ -239,11 +239,40 @@ def test_aider_history_runs_are_sessions_and_failures_are_read_as_far_as_it_reco
     shutil.copy(AIDER, renamed)
     runs = read_logs(renamed)
     assert [s.source for s in runs] == ["aider", "aider"] and runs[0].started == "2026-11-18T14:02:11"
+    # the auto-test is the --test-cmd of the quoted command line; each applied edit is an edit of its file
     assert [(s.first_line, s.ok) for s in runs[0].threads[0].steps] == [("pytest -q", False), ("pip install -e '.[test]'", True),
-                                                                       ("pytest -q", True), ("aider-test", False), ("aider-test", True)]
+                                                                       ("pytest -q", True), ("edit", True), ("pytest -q", False),
+                                                                       ("edit", True), ("pytest -q", True)]
+    assert {s.target for s in runs[0].threads[0].steps if s.tool == "edit"} == {"money.py"}
     assert [(s.first_line, s.ok) for s in runs[1].threads[0].steps] == [("ruff format --check .", True), ("make docs", False)]
     assert [n.text for n in runs[0].threads[0].notes] == ["the rounding in `convert()` is wrong for negative amounts, fix it"]
     assert read_logs(renamed, project="/elsewhere") == []
+
+
+def test_aider_check_commands_come_from_the_quoted_command_line():
+    from headroom_core.learn.readers.aider import check_commands
+
+    line = "/usr/bin/aider --model openai/m --test-cmd python3 -B check.py --auto-test --lint-cmd 'ruff check' --message Add mul calc.py"
+    assert check_commands(line) == {"aider-test": "python3 -B check.py", "aider-lint": "ruff check"}
+    assert check_commands('aider --test-cmd="pytest -q"') == {"aider-test": "pytest -q"}
+    assert check_commands("aider --model sonnet") == {}
+
+
+def test_learn_says_why_a_test_fixed_by_an_edit_makes_no_rule(tmp_path: Path):
+    project = tmp_path / "calc"
+    project.mkdir()
+    (project / ".aider.chat.history.md").write_text(
+        "\n# aider chat started at 2026-03-01 12:00:00\n\n> aider --model openai/play-1 --test-cmd python3 -B check.py --auto-test  \n\n"
+        "#### Add mul(a, b) to calc.py.  \n\nI will add mul.\n\n> Applied edit to calc.py  \n> Attempt to fix test errors? (Y)es/(N)o [Yes]: y  \n\n"
+        "Fixing it.\n\n> Applied edit to calc.py  \n\nDone.\n"
+    )
+    env = {"HEADROOM_HOME": str(tmp_path / "home"), "CLAUDE_CONFIG_DIR": str(tmp_path / "none"), "CODEX_HOME": str(tmp_path / "none"),
+           "XDG_DATA_HOME": str(tmp_path / "xdg"), "COLUMNS": "250"}
+    out = CliRunner().invoke(app, ["learn", "--project", str(project), "--dry-run", "--min-evidence", "1"], env=env, catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    text = " ".join(out.output.split())
+    assert "1 failed call(s); 1 were fixed, but only by content-specific changes" in text, out.output
+    assert "the latest: `python3 -B check.py` failed, `python3 -B check.py` then worked" in text, out.output
 
 
 def test_learn_discovers_opencode_and_aider_in_their_default_places(tmp_path: Path):

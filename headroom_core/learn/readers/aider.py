@@ -14,8 +14,14 @@ The output of a command is not written to the history; what is:
 - ``/test cmd`` adds its output to the chat only when the command exits non-zero: ``Added N
   lines`` after it is a failure, nothing is success;
 - ``Attempt to fix test errors?`` / ``... lint errors?`` is a failed run of the configured test
-  command / linter (tools ``aider-test`` / ``aider-lint``); once one was seen, a later round of
-  applied edits with no such question is a run that passed;
+  command / linter: the shell command given by ``--test-cmd`` / ``--lint-cmd`` on the command
+  line Aider quotes at the start of a run (``> aider … --test-cmd python3 -B check.py …``; its
+  words are joined by blanks, so an option's value runs to the next ``--option``), else tools
+  ``aider-test`` / ``aider-lint`` (set in a config file, the command is not in the history);
+  once one was seen, a later round of applied edits with no such question is a run that passed;
+- ``Applied edit to path`` is an edit of that file (tool ``edit``): a test that failed, then an
+  edit, then the test passing is a fix of the code, not of how the test was run (no rule;
+  ``headroom learn`` says so);
 - a shell command (``> Running cmd``, ``/run cmd``, ``!cmd``) fails when the ``> `` lines after it
   hold an error line (``Error running command: ...``, or an error-shaped line,
   :func:`~headroom_core.learn.outcome.has_error_line`); otherwise nothing says it failed.
@@ -39,6 +45,19 @@ _START = re.compile(r"(?m)^# aider chat started at (\d{4}-\d\d-\d\d[ T]\d\d:\d\d
 _ADDED = re.compile(r"^Added \d+ lines? of output to the chat\.?$")
 _RUN_ERROR = "Error running command"  # run_cmd's report of a command that could not be started
 _QUESTION = re.compile(r"^(.*?\?)\s*(?:\([^)]*\)[^:]*:\s*)?(\S*)\s*$")
+_CHECK_OPTION = re.compile(r"(?:^|\s)--(test|lint)-cmd(?:=|\s+)(.+?)(?=\s--[A-Za-z]|$)")
+
+
+def check_commands(line: str) -> dict[str, str]:
+    """The test and lint commands of an Aider command line as the history quotes it (words
+    joined by blanks): ``{"aider-test": cmd, "aider-lint": cmd}``, those given; an option's value
+    runs to the next ``--option`` (Aider's options are all long ones), quotes taken off."""
+    out = {}
+    for m in _CHECK_OPTION.finditer(line):
+        cmd = m.group(2).strip().strip("'\"").strip()
+        if cmd:
+            out[f"aider-{m.group(1)}"] = cmd
+    return out
 
 
 def looks_like_history(head: str) -> bool:
@@ -82,6 +101,14 @@ class _Run:
         self.checks_seen: set[str] = set()  # aider-test / aider-lint failures seen
         self.edits_open = False
         self.failed_this_round: set[str] = set()
+        self.commands: dict[str, str] = {}  # aider-test / aider-lint -> the configured command
+
+    def check_step(self, check: str, text: str, failed: bool) -> Step:
+        """A run of the test command or linter: the shell command when the history names it."""
+        cmd = self.commands.get(check)
+        if cmd:
+            return make_step("shell", {"command": cmd}, text, is_error=failed, index=self.next())
+        return make_step(check, {}, text, is_error=failed, index=self.next())
 
     def next(self) -> int:
         self.counter += 1
@@ -106,7 +133,7 @@ class _Run:
         this round passed."""
         if self.edits_open:
             for check in sorted(self.checks_seen - self.failed_this_round):
-                self.steps.append(make_step(check, {}, "", is_error=False, index=self.next()))
+                self.steps.append(self.check_step(check, "", False))
         self.edits_open = False
         self.failed_this_round = set()
 
@@ -167,11 +194,15 @@ def _quoted(r: _Run, line: str) -> None:
         check = "aider-test" if "test" in question else "aider-lint"
         r.checks_seen.add(check)
         r.failed_this_round.add(check)
-        r.steps.append(make_step(check, {}, f"{check[6:]} errors (output added to the chat)", is_error=True, index=r.next()))
+        r.steps.append(r.check_step(check, f"{check[6:]} errors (output added to the chat)", True))
         return
     if line.startswith("Applied edit to "):
         r.close_pending()
         r.edits_open = True
+        r.steps.append(make_step("edit", {"path": line[len("Applied edit to "):].strip()}, "", is_error=False, index=r.next()))
+        return
+    if not r.commands and not r.steps and ("--test-cmd" in line or "--lint-cmd" in line):
+        r.commands = check_commands(line)
         return
     if r.pending is not None:
         r.pending[2].append(line)
