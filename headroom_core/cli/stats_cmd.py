@@ -207,9 +207,9 @@ def stats(
             whole = ledger.totals(sessions, since=since, prices=prices)
             console.print(summary_table(whole[0][1], safe_url(settings.database_url), wide))
             if whole[0][1].proxy_tools_tokens:
-                ui.copyable(
-                    f"proxy tools added: {whole[0][1].proxy_tools_tokens:,} tokens, for retrieval (headroom_retrieve and the memory tools; "
-                    "counted apart from your tools' definitions)", console, markup=False,
+                console.print(
+                    f"proxy tools added: {whole[0][1].proxy_tools_tokens:,} tokens, for retrieval (headroom_retrieve, memory tools; "
+                    "counted apart from your tools' definitions)", style="dim", highlight=False,
                 )
             console.print()
             console.print(uncompressed_table(ledger.uncompressed(sessions, since=since), whole[0][1].requests))
