@@ -21,6 +21,8 @@ class Dialect(str, Enum):
     OPENAI_RESPONSES = "openai-responses"
     GEMINI = "gemini"
     VERTEX_GEMINI = "vertex-gemini"
+    VERTEX_ANTHROPIC = "vertex-anthropic"
+    BEDROCK_INVOKE = "bedrock-invoke"
     GEMINI_CODE_ASSIST = "gemini-code-assist"
 
 

@@ -22,10 +22,12 @@ from typing import Any, Mapping
 
 from headroom_core.wire.detect import Dialect
 from headroom_core.wire.dialect_anthropic import AnthropicMessages
+from headroom_core.wire.dialect_bedrock import BedrockInvoke
 from headroom_core.wire.dialect_chat import OpenAIChat
 from headroom_core.wire.dialect_code_assist import CodeAssist
 from headroom_core.wire.dialect_gemini import GeminiAPI, VertexGemini
 from headroom_core.wire.dialect_responses import OpenAIResponses
+from headroom_core.wire.dialect_vertex_anthropic import VertexAnthropic
 from headroom_core.wire.protocol import WireDialect
 
 __all__ = ["REGISTRY", "SEPARATE_CACHE_DIALECTS", "NOT_LLM", "Route", "WireDialect", "dialect", "for_body", "route"]
@@ -38,6 +40,8 @@ REGISTRY: dict[Dialect, WireDialect] = {
     Dialect.OPENAI_RESPONSES: OpenAIResponses(),
     Dialect.GEMINI: GeminiAPI(),
     Dialect.VERTEX_GEMINI: VertexGemini(),
+    Dialect.VERTEX_ANTHROPIC: VertexAnthropic(),
+    Dialect.BEDROCK_INVOKE: BedrockInvoke(),
     Dialect.GEMINI_CODE_ASSIST: CodeAssist(),
 }
 
