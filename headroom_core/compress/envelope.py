@@ -12,7 +12,11 @@ structure, never by one release's wording):
   payload (Codex's ``Warning: truncated output (original token count: N)`` / ``Total output
   lines: M``), or anywhere when what follows is not prose (the router decides: :attr:`Envelope.weak`);
 * a **wrapping tag**: the whole text is ``<name>`` … ``</name>`` on their own lines with a
-  hyphenated lowercase name (``<persisted-output>``);
+  lowercase name of several words joined by hyphens or underscores (``<persisted-output>``,
+  Gemini CLI's ``<untrusted_context>``);
+* a **labelled payload**: ``Label: value`` lines whose last one's value runs on over several
+  lines (the payload), then a trailer of ``Label: value`` lines at the end (Gemini CLI's shell
+  output: ``Output: <stdout…>`` then ``Exit Code: 1`` / ``Process Group PGID: 42``);
 * **trailing tag blocks**: ``<name>…</name>`` blocks with a hyphenated lowercase name at the end
   of the text, each starting a line (Claude Code's ``<system-reminder>``);
 * a **JSON object envelope**: a small JSON object (at most :data:`MAX_JSON_MEMBERS` members) one
@@ -56,7 +60,7 @@ MAX_DEPTH = 4
 _KV_RX = re.compile(r"[A-Z][A-Za-z0-9 ()./_,'-]{0,60}: \S.*")
 # a payload introducer: a label and a colon alone on its line
 _INTRO_RX = re.compile(r"[A-Z][A-Za-z0-9 ()./_,'-]{0,60}:[ \t]*")
-_TAG_NAME = r"[a-z][a-z0-9]*(?:-[a-z0-9]+)+"
+_TAG_NAME = r"[a-z][a-z0-9]*(?:[-_][a-z0-9]+)+"
 _CLOSE_AT_END_RX = re.compile(r"</(%s)>[ \t\r\n]*\Z" % _TAG_NAME)
 _OPEN_LINE_RX = re.compile(r"\A[ \t\r\n]*<(%s)>[ \t]*\r?\n" % _TAG_NAME)
 _ELLIPSIS_LINE_RX = re.compile(r"(\r?\n)[ \t]*(?:\.\.\.|…|\[\.\.\.\])[ \t]*\Z")
@@ -209,6 +213,42 @@ def _header(text: str) -> tuple[str, str, bool] | None:
     return at_blank if at_blank is not None and at_blank[1].strip() else None
 
 
+#: A labelled payload's trailer has at most this many lines, and its payload at least
+#: :data:`MIN_LABELLED_LINES` lines.
+MAX_TRAILER_LINES = 6
+MIN_LABELLED_LINES = 3
+
+
+def _labelled(text: str) -> tuple[str, str, str] | None:
+    """``(head, payload, tail)`` of a labelled payload (module docstring): ``head`` ends after
+    the label (and the space) of the line whose value starts the payload, ``tail`` starts at
+    the line end before the trailer."""
+    lines = text.split("\n")
+    if len(lines) < MIN_LABELLED_LINES + 1:
+        return None
+    # the trailer: Label: value lines at the end, at least one
+    n_tail = 0
+    while n_tail < min(MAX_TRAILER_LINES, len(lines) - 1) and _KV_RX.fullmatch(lines[-1 - n_tail].rstrip("\r")) and len(lines[-1 - n_tail]) <= MAX_STATUS_LINE:
+        n_tail += 1
+    if n_tail == 0:
+        return None
+    pos = 0
+    for i in range(min(MAX_HEADER_LINES, len(lines) - n_tail)):
+        line = lines[i].rstrip("\r")
+        if not _KV_RX.fullmatch(line) or len(line) > MAX_HEADER_LINE:
+            return None
+        nxt = lines[i + 1].rstrip("\r")
+        if _KV_RX.fullmatch(nxt) and len(nxt) <= MAX_STATUS_LINE and i + 1 < len(lines) - n_tail:
+            pos += len(lines[i]) + 1
+            continue  # another header line
+        if len(lines) - n_tail - i < MIN_LABELLED_LINES:
+            return None
+        start = pos + line.index(": ") + 2
+        end = len(text) - sum(len(x) + 1 for x in lines[len(lines) - n_tail :])  # the line end before the trailer
+        return (text[:start], text[start:end], text[end:]) if text[start:end].strip() else None
+    return None
+
+
 def _json_members(text: str) -> list[tuple[str, int, int, object]] | None:
     """The top-level members of the JSON object ``text`` as ``(name, value start, value end,
     value)``, or None when ``text`` is not one JSON object (or has too many members)."""
@@ -311,6 +351,10 @@ def _layer(text: str, nested: bool) -> tuple[Layer, str, bool] | None:
     if js is not None:
         layer, inner = js
         return Layer(lead + layer.head, layer.tail + trail + trailing, "json", layer.shape + shape_tail), inner, False
+    lab = _labelled(body)
+    if lab is not None:
+        head, inner, tail = lab
+        return Layer(lead + head, tail + trail + trailing, shape=f"labelled{shape_tail}"), inner, False
     if hdr is not None:  # a blank-line-ended header at the top: only if the payload is not prose
         head, inner, _ = hdr
         return Layer(lead + head, trail + trailing, shape=f"header{shape_tail}"), inner, True
