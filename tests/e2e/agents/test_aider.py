@@ -12,7 +12,15 @@ Asserted: Aider completes with the fix and the final text; no request was one th
 refuses; the proxy adds no tools to a tool-less client and the test output reaches the model
 whole (it is the user's message); what went upstream before goes upstream again unchanged;
 the ledger never pools the run in ``global`` (Aider states no working directory: the
-conversation is its own scope); ``headroom learn`` over Aider's history names the failing test.
+conversation is its own scope); ``headroom learn`` over Aider's history reads the failing test
+run (the ``--test-cmd`` of the command line Aider quotes) and the edit that fixed it, and says
+that a fix of the code makes no rule (Aider's history holds no command output, and a test made
+to pass by editing the code teaches nothing about how to run things).
+
+Aider's test output reaches the model as the user's own text, not as a tool result: the proxy
+leaves it whole. Only lossless transforms could apply to it (a tool-less client cannot call
+``headroom_retrieve``, and the proxy adds no tools to it), and the user's messages are what the
+user said: never rewritten.
 """
 
 from __future__ import annotations
@@ -186,4 +194,8 @@ def test_aider_history_names_the_failing_test_and_learn_reads_it(run):
     out = subprocess.run([HEADROOM, "learn", "--project", str(run["ws"]), "--dry-run", "--min-evidence", "1"],
                          cwd=run["ws"], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "check.py" in out.stdout, out.stdout + out.stderr
+    # the failed test run is read as the configured test command, the edits as edits of calc.py;
+    # the test passing after an edit is a fix of the code, which makes no rule: learn says so
+    text = " ".join(out.stdout.split())
+    assert "1 failed call(s); 1 were fixed, but only by content-specific changes" in text, out.stdout + out.stderr
+    assert f"`{TEST_CMD}` failed, `{TEST_CMD}` then worked" in text, out.stdout + out.stderr
