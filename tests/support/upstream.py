@@ -69,6 +69,32 @@ def _is_gemini(path: str) -> bool:
     """Whether ``path`` is a Gemini generation (not a token count: it takes no scripted reply)."""
     return "/models/" in path and path.endswith(GEMINI_METHODS[:2])
 
+
+#: Claude on Vertex AI (``…/publishers/anthropic/models/{m}:rawPredict|:streamRawPredict``, token
+#: counts at ``…/models/count-tokens:rawPredict``) and on Bedrock InvokeModel
+#: (``/model/{id}/invoke|/invoke-with-response-stream``): the Messages body and responses, the
+#: Bedrock stream in AWS event-stream ``chunk`` frames
+VERTEX_ANTHROPIC = "/publishers/anthropic/models/"
+BEDROCK_INVOKE = ("/invoke", "/invoke-with-response-stream")
+
+
+def _is_hosted_claude(path: str) -> bool:
+    """Whether ``path`` is a Claude generation on Vertex AI or Bedrock (not a token count)."""
+    if VERTEX_ANTHROPIC in path:
+        return path.endswith((":rawPredict", ":streamRawPredict")) and not path.endswith("/count-tokens:rawPredict")
+    return "/model/" in path and path.endswith(BEDROCK_INVOKE)
+
+
+def aws_frame(headers: list[tuple[str, str]], payload: bytes) -> bytes:
+    """One AWS event-stream frame (prelude with its CRC-32, string headers, payload, CRC-32),
+    written from the format's description, independent of the proxy's encoder."""
+    import zlib
+
+    hb = b"".join(bytes([len(k)]) + k.encode() + b"\x07" + len(v).to_bytes(2, "big") + v.encode() for k, v in headers)
+    prelude = (16 + len(hb) + len(payload)).to_bytes(4, "big") + len(hb).to_bytes(4, "big")
+    msg = prelude + zlib.crc32(prelude).to_bytes(4, "big") + hb + payload
+    return msg + zlib.crc32(msg).to_bytes(4, "big")
+
 _WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 
@@ -512,6 +538,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if self.command == "POST" and "/models/" in path and path.endswith(GEMINI_METHODS):
             self._send_gemini(rec, body, reply)
             return
+        if self.command == "POST" and (_is_hosted_claude(path) or path.endswith("/count-tokens:rawPredict")):
+            self._send_hosted_claude(rec, body, reply)
+            return
         if self.command != "POST" or path not in (*LLM_PATHS, ANTHROPIC_COUNT_TOKENS):
             self._send_json(
                 404,
@@ -536,6 +565,37 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send_sse(events, reply, extra)
         else:
             self._send_json(200, render.json(rec, body, reply), extra)
+
+    def _send_hosted_claude(self, rec: RecordedRequest, body: dict[str, Any] | None, reply: Reply) -> None:
+        """Claude on Vertex AI or Bedrock: the Messages responses; Bedrock's errors as
+        ``{"message"}``, its stream as event-stream ``chunk`` frames of the Messages events."""
+        path = rec.path_only
+        bedrock = VERTEX_ANTHROPIC not in path
+        if body is None or not isinstance(body.get("messages"), list) or not isinstance(body.get("anthropic_version"), str):
+            err: Any = {"message": "Malformed input request"} if bedrock else {"type": "error", "error": {"type": "invalid_request_error", "message": "bad body"}}
+            self._send_json(400, err)
+            return
+        if path.endswith("/count-tokens:rawPredict"):
+            self._send_json(200, {"input_tokens": _input_tokens(rec, reply)})
+            return
+        if path.endswith(":streamRawPredict"):
+            self._send_sse(_AnthropicRenderer.stream(rec, body, reply), reply, ())
+        elif path.endswith("/invoke-with-response-stream"):
+            frames = []
+            for ev in _AnthropicRenderer.stream(rec, body, reply):
+                data = ev.decode().split("data: ", 1)[1].rstrip("\n")
+                payload = json.dumps({"bytes": __import__("base64").b64encode(data.encode()).decode(), "p": "abcdefgh"}).encode()
+                frames.append(aws_frame([(":event-type", "chunk"), (":content-type", "application/json"), (":message-type", "event")], payload))
+            self.send_response_only(200)
+            self.send_header("Content-Type", "application/vnd.amazon.eventstream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("x-amzn-RequestId", str(uuid.uuid4()))
+            self.end_headers()
+            for f in frames:
+                self._write_chunk(f)
+            self._end_chunks()
+        else:
+            self._send_json(200, _AnthropicRenderer.json(rec, body, reply))
 
     def _send_gemini(self, rec: RecordedRequest, body: dict[str, Any] | None, reply: Reply) -> None:
         """Gemini's wire format: errors as ``{"error": {code, message, status}}``, a token count
@@ -1387,7 +1447,7 @@ class Upstream:
         return rec
 
     def _take(self, rec: RecordedRequest) -> Reply | RawReply:
-        is_llm = (rec.path_only in LLM_PATHS or _is_gemini(rec.path_only)) and rec.method in ("POST", "WS")
+        is_llm = (rec.path_only in LLM_PATHS or _is_gemini(rec.path_only) or _is_hosted_claude(rec.path_only)) and rec.method in ("POST", "WS")
         with self._lock:
             for i, s in enumerate(self._queue):
                 if s.path is not None and s.path != rec.path_only:
