@@ -30,7 +30,7 @@ def test_formats_are_told_by_content_not_by_name(tmp_path: Path):
     # a Claude Code prompt history is no session log: a clear error, nothing counted as malformed
     history = tmp_path / "history.jsonl"
     history.write_text(json.dumps({"display": "fix the build", "pastedContents": {}, "timestamp": 1755000000000, "project": "/repo"}) + "\n")
-    with pytest.raises(LogError, match="not a Claude Code, Codex, SWE-agent, opencode or Aider session log"):
+    with pytest.raises(LogError, match="not a Claude Code, Codex, Gemini CLI, SWE-agent, opencode or Aider session log"):
         read_log(history)
 
 
@@ -104,9 +104,9 @@ def test_the_command_reads_a_folder_of_mixed_logs(tmp_path: Path):
            "COLUMNS": "250"}
     out = CliRunner().invoke(app, ["learn", "--project", str(tmp_path), "--from", str(LOGS), "--dry-run"], env=env, catch_exceptions=False)
     assert out.exit_code == 0, out.output
-    # 15 sessions (the sub-agent file read with its session; 3 in the opencode database, 2 Aider runs; the opencode
-    # JSON storage as 1 session, its message and part files not on their own); truth.json is no log
-    assert "15 sessions," in out.output and "0 malformed records skipped" in out.output
+    # 16 sessions (the sub-agent file read with its session; 3 in the opencode database, 2 Aider runs; the opencode
+    # JSON storage as 1 session, its message and part files not on their own; one Gemini CLI chat); truth.json is no log
+    assert "16 sessions," in out.output and "0 malformed records skipped" in out.output
     assert "1 file(s) are no session log of a known agent: truth.json" in out.output
     assert "run `pip install -e '.[test]'` first" in out.output  # evidence 2 across the two attempts
 
@@ -223,7 +223,7 @@ def test_opencode_database_is_told_by_content_and_read_per_session_of_the_projec
     other = tmp_path / "other.db"
     with sqlite3.connect(other) as db:
         db.execute("create table notes (id integer)")
-    with pytest.raises(LogError, match="not a Claude Code, Codex, SWE-agent, opencode or Aider session log"):
+    with pytest.raises(LogError, match="not a Claude Code, Codex, Gemini CLI, SWE-agent, opencode or Aider session log"):
         read_logs(other)
 
 

@@ -1,4 +1,4 @@
-"""Session-log readers: Claude Code, Codex, SWE-agent, opencode and Aider, each turning one log
+"""Session-log readers: Claude Code, Codex, Gemini CLI, SWE-agent, opencode and Aider, each turning one log
 file into a :class:`LogSession` (threads of :class:`~headroom_core.learn.steps.Step` plus
 :class:`Note`); an opencode database holds many sessions (:func:`read_logs`).
 
@@ -93,20 +93,23 @@ _CLAUDE_TYPES = {"user", "assistant", "summary", "system", "progress", "file-his
 
 
 def detect(path: Path, head: str) -> str:
-    """``"swe-agent"``, ``"codex"``, ``"claude-code"``, ``"opencode"``, ``"aider"`` or ``""``
+    """``"swe-agent"``, ``"codex"``, ``"claude-code"``, ``"gemini-cli"``, ``"opencode"``, ``"aider"`` or ``""``
     (unknown) for a file whose first bytes are ``head``: an SQLite file with opencode's tables,
     or a JSON object that is a session of opencode's JSON storage, is opencode; a JSON object
     with a ``trajectory`` (or ``attempts``) is SWE-agent; JSON lines are Codex when they carry
     ``payload`` envelopes, a first record with ``instructions``, ``{"record_type": "state"}`` or
     bare Responses API items, and Claude Code when they carry ``message`` records with
     ``uuid``/``sessionId`` or Claude Code's own record types; Markdown with Aider's session
-    headers and ``#### `` user lines is Aider."""
-    from . import aider, opencode
+    headers and ``#### `` user lines is Aider; a session object naming its ``sessionId`` and
+    ``projectHash`` (JSON lines or one object) is Gemini CLI."""
+    from . import aider, gemini_cli, opencode
 
     if head.startswith(opencode.SQLITE_MAGIC.decode("latin-1")):
         return "opencode" if opencode.is_database(path, opencode.SQLITE_MAGIC) else ""
     if aider.looks_like_history(head):
         return "aider"
+    if gemini_cli.looks_like(head):
+        return "gemini-cli"
     s = head.lstrip()
     if s.startswith("{") and not _head_records(head, 2)[1:] and '"trajectory"' not in head and '"attempts"' not in head:
         try:
@@ -138,7 +141,7 @@ def detect(path: Path, head: str) -> str:
     return ""
 
 
-NOT_A_LOG = "not a Claude Code, Codex, SWE-agent, opencode or Aider session log"
+NOT_A_LOG = "not a Claude Code, Codex, Gemini CLI, SWE-agent, opencode or Aider session log"
 
 
 def read_logs(path: Path, project: str | None = None) -> list[LogSession]:
@@ -192,8 +195,10 @@ def read_log(path: Path) -> LogSession:
 
 
 def _read_one(path: Path, kind: str) -> LogSession:
-    from headroom_core.learn.readers import claude_code, codex, swe_agent
+    from headroom_core.learn.readers import claude_code, codex, gemini_cli, swe_agent
 
+    if kind == "gemini-cli":
+        return gemini_cli.read(path)
     if kind == "swe-agent":
         return swe_agent.read(path)
     if kind == "codex":

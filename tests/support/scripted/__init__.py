@@ -27,7 +27,8 @@ Pieces:
   body into a ``Conversation``, call ``next_move``, :meth:`ScriptedModel.note` the move, and map
   it to the dialect's tool names/argument shapes. :data:`ADAPTERS` maps a request path to its
   module: ``anthropic`` (Messages API and count_tokens), ``responses`` (Responses API over HTTP
-  and WebSocket, method ``"WS"``), ``chat`` (Chat Completions).
+  and WebSocket, method ``"WS"``), ``chat`` (Chat Completions); ``gemini`` (any path under
+  ``/models/`` ending in a Gemini method: the model is in the path).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from tests.support.scripted.play import Move, Task, make_workspace
-from tests.support.upstream import RawReply, RecordedRequest, Reply
+from tests.support.upstream import GEMINI_METHODS, RawReply, RecordedRequest, Reply
 
 if TYPE_CHECKING:
     from tests.support.upstream import Upstream
@@ -75,6 +76,8 @@ class ScriptedModel:
         """The reply to ``rec`` (the ``Upstream.responder`` hook); None (the upstream's own
         404) for a path no adapter serves."""
         name = ADAPTERS.get(rec.path_only)
+        if name is None and "/models/" in rec.path_only and rec.path_only.endswith(GEMINI_METHODS):
+            name = "gemini"  # the model is in the path: …/models/{m}:generateContent
         if name is None:
             return None
         try:
