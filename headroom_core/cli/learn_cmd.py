@@ -28,7 +28,7 @@ from rich.table import Table
 from headroom_core.cli.ui import copyable, err
 from headroom_core.learn import writers
 from headroom_core.learn.offline import KnownProblem, LearnResult, learn_from_logs
-from headroom_core.learn.readers import NOT_A_LOG, LogError, LogSession, aider, claude_code, codex, opencode, read_logs, swe_agent
+from headroom_core.learn.readers import NOT_A_LOG, LogError, LogSession, aider, claude_code, codex, gemini_cli, opencode, read_logs, swe_agent
 from headroom_core.learn.rules import Rule, rank
 
 console = Console()
@@ -48,7 +48,7 @@ def _collect(project: Path, sources: list[Path]) -> list[Path]:
                 raise typer.BadParameter(f"{src} does not exist", param_hint="--from")
         return out
     return (claude_code.find_logs(project) + codex.find_logs(project) + swe_agent.find_logs(project) + opencode.find_logs()
-            + aider.find_logs(project))
+            + aider.find_logs(project) + gemini_cli.find_logs(project))
 
 
 def _maybe_log(p: Path) -> bool:
