@@ -140,6 +140,38 @@ CASES[Dialect.BEDROCK_INVOKE] = _versioned(
     CASES[Dialect.ANTHROPIC_MESSAGES], "bedrock-2023-05-31", path="/model/us.anthropic.claude-sonnet-4-20250514-v1%3A0/invoke-with-response-stream",
     count_path=None, stream=_event_stream, error_of=lambda e: e["message"],
 )  # fmt: skip
+def _ollama_body(out: str = "a.py\nb.py") -> dict[str, Any]:
+    return {
+        "model": "qwen3:8b",
+        "tools": [{"type": "function", "function": {"name": "shell", "description": "Run.", "parameters": {"type": "object"}}}],
+        "messages": [
+            {"role": "system", "content": "You are a coding agent."},
+            {"role": "user", "content": "list the files"},
+            {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "shell", "arguments": {"cmd": "ls"}}}]},
+            {"role": "tool", "content": out, "tool_name": "shell"},
+            {"role": "user", "content": "which is bigger?"},
+        ],
+    }
+
+
+def _ollama_resp(calls: list[ToolCall], text: str) -> dict[str, Any]:
+    msg: dict[str, Any] = {"role": "assistant", "content": text}
+    if calls:
+        msg["tool_calls"] = [{"function": {"name": c.name, "arguments": c.arguments}} for c in calls]
+    return {"model": "qwen3:8b", "created_at": "2026-05-04T10:00:00Z", "message": msg, "done": True, "done_reason": "stop", "prompt_eval_count": 10, "eval_count": 2}
+
+
+def _ollama_stream(calls: list[ToolCall], text: str) -> bytes:
+    lines = [{"model": "qwen3:8b", "created_at": "t", "message": {"role": "assistant", "content": w}, "done": False} for w in text.split(" ") if text]
+    if calls:
+        lines.append({"model": "qwen3:8b", "created_at": "t", "message": {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": c.name, "arguments": c.arguments}} for c in calls]}, "done": False})
+    lines.append({**_ollama_resp([], ""), "created_at": "t"})
+    return b"".join(json.dumps(x).encode() + b"\n" for x in lines)
+
+
+CASES[Dialect.OLLAMA_CHAT] = Case(
+    "/api/chat", None, _ollama_body(), lambda b: b["messages"][3]["content"], _ollama_body, _ollama_resp, _ollama_stream, lambda e: e["error"],
+)  # fmt: skip
 #: dialects whose full round trip is covered elsewhere (test_sse_followup_e2e, test_e2e_proxy):
 #: here detection, view, count, 413 and fail-open only
 VIEW_ONLY = {Dialect.OPENAI_CHAT: ("/v1/chat/completions", None, CHAT), Dialect.OPENAI_RESPONSES: ("/v1/responses", "/v1/responses/input_tokens", RESPONSES)}
