@@ -78,6 +78,10 @@ VERTEX_ANTHROPIC = "/publishers/anthropic/models/"
 BEDROCK_INVOKE = ("/invoke", "/invoke-with-response-stream")
 
 
+#: Ollama's chat route (NDJSON streams)
+OLLAMA_CHAT = "/api/chat"
+
+
 def _is_hosted_claude(path: str) -> bool:
     """Whether ``path`` is a Claude generation on Vertex AI or Bedrock (not a token count)."""
     if VERTEX_ANTHROPIC in path:
@@ -538,6 +542,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if self.command == "POST" and "/models/" in path and path.endswith(GEMINI_METHODS):
             self._send_gemini(rec, body, reply)
             return
+        if self.command == "POST" and path == OLLAMA_CHAT:
+            self._send_ollama(rec, body, reply)
+            return
         if self.command == "POST" and (_is_hosted_claude(path) or path.endswith("/count-tokens:rawPredict")):
             self._send_hosted_claude(rec, body, reply)
             return
@@ -565,6 +572,32 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send_sse(events, reply, extra)
         else:
             self._send_json(200, render.json(rec, body, reply), extra)
+
+    def _send_ollama(self, rec: RecordedRequest, body: dict[str, Any] | None, reply: Reply) -> None:
+        """Ollama's ``/api/chat``: NDJSON lines unless ``"stream": false``, errors as ``{"error"}``."""
+        if body is None or not isinstance(body.get("messages"), list):
+            self._send_json(400, {"error": "invalid request body"})
+            return
+        base = {"model": body.get("model", ""), "created_at": "2026-05-04T10:00:00.000000Z"}
+        calls = [{"function": {"name": c.name, "arguments": c.arguments}} for c in reply.tool_calls]
+        counts = {"done_reason": "stop", "total_duration": 1000, "prompt_eval_count": _input_tokens(rec, reply), "eval_count": _output_tokens(reply)}
+        if body.get("stream", True) is False:
+            msg: dict[str, Any] = {"role": "assistant", "content": reply.text or ""}
+            if calls:
+                msg["tool_calls"] = calls
+            self._send_json(200, {**base, "message": msg, "done": True, **counts})
+            return
+        lines = [{**base, "message": {"role": "assistant", "content": d}, "done": False} for d in (reply.text_deltas() if reply.text else [])]
+        if calls:
+            lines.append({**base, "message": {"role": "assistant", "content": "", "tool_calls": calls}, "done": False})
+        lines.append({**base, "message": {"role": "assistant", "content": ""}, "done": True, **counts})
+        self.send_response_only(200)
+        self.send_header("Content-Type", "application/x-ndjson")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for line in lines:
+            self._write_chunk(json.dumps(line).encode() + b"\n")
+        self._end_chunks()
 
     def _send_hosted_claude(self, rec: RecordedRequest, body: dict[str, Any] | None, reply: Reply) -> None:
         """Claude on Vertex AI or Bedrock: the Messages responses; Bedrock's errors as
@@ -1447,7 +1480,7 @@ class Upstream:
         return rec
 
     def _take(self, rec: RecordedRequest) -> Reply | RawReply:
-        is_llm = (rec.path_only in LLM_PATHS or _is_gemini(rec.path_only) or _is_hosted_claude(rec.path_only)) and rec.method in ("POST", "WS")
+        is_llm = (rec.path_only in (*LLM_PATHS, OLLAMA_CHAT) or _is_gemini(rec.path_only) or _is_hosted_claude(rec.path_only)) and rec.method in ("POST", "WS")
         with self._lock:
             for i, s in enumerate(self._queue):
                 if s.path is not None and s.path != rec.path_only:
