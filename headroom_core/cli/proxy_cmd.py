@@ -142,6 +142,8 @@ def proxy(
     openai_port: Optional[int] = typer.Option(None, min=0, max=65535, show_default=False, help="Port serving as OPENAI_BASE_URL (…/v1, to --openai-upstream); default: --port + 2; 0: none."),
     anthropic_upstream: str = typer.Option(pp.ANTHROPIC_API, help="Where the Anthropic base-URL port forwards to."),
     openai_upstream: str = typer.Option(pp.OPENAI_API, help="Where the OpenAI base-URL port forwards to: an origin or a base URL ending in /v1."),
+    google_port: Optional[int] = typer.Option(None, min=0, max=65535, show_default=False, help="Port serving as GOOGLE_GEMINI_BASE_URL (the Gemini API, to --google-upstream); default: --port + 3; 0: none."),
+    google_upstream: str = typer.Option(pp.GOOGLE_API, help="Where the Google base-URL port forwards to: an origin."),
     confdir: Optional[Path] = typer.Option(None, help="mitmproxy confdir: where the proxy's CA lives (default: $HEADROOM_HOME/mitmproxy)."),
     db_url: Optional[str] = typer.Option(None, help="SQLAlchemy URL (default: SQLite under $HEADROOM_HOME)."),
     set_: list[str] = typer.Option([], "--set", help="Any mitmproxy or headroom_* option, as key=value (repeatable)."),
@@ -162,7 +164,7 @@ def proxy(
     validate_settings("proxy", db_url, set_)
     addr = pp.ProxyAddress(listen_host, port)
     try:
-        base_urls = pp.base_url_listeners(port, anthropic_port, openai_port, anthropic_upstream, openai_upstream)
+        base_urls = pp.base_url_listeners(port, anthropic_port, openai_port, anthropic_upstream, openai_upstream, google_port, google_upstream)
     except pp.ProxyError as e:
         ui.fail("proxy", str(e))
         raise typer.Exit(2) from e

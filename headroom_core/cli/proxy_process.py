@@ -27,6 +27,9 @@ PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PRO
 #: The providers' API hosts that ``headroom proxy`` serves as base URLs (mitmproxy reverse modes).
 ANTHROPIC_API = "https://api.anthropic.com"
 OPENAI_API = "https://api.openai.com"
+#: The Gemini API (Gemini CLI in API-key mode and the google-genai SDK read its base URL from
+#: ``GOOGLE_GEMINI_BASE_URL``; requests keep their own path, ``/v1beta/models/…``).
+GOOGLE_API = "https://generativelanguage.googleapis.com"
 
 
 class ProxyError(RuntimeError):
@@ -110,18 +113,25 @@ def upstream_origin(name: str, url: str, path: str) -> str:
     return f"{u.scheme}://{u.netloc}"
 
 
-def base_url_listeners(port: int, anthropic_port: int | None, openai_port: int | None, anthropic_upstream: str = ANTHROPIC_API, openai_upstream: str = OPENAI_API) -> list[BaseUrlListener]:
+def base_url_listeners(
+    port: int, anthropic_port: int | None, openai_port: int | None, anthropic_upstream: str = ANTHROPIC_API, openai_upstream: str = OPENAI_API,
+    google_port: int | None = None, google_upstream: str = GOOGLE_API,
+) -> list[BaseUrlListener]:  # fmt: skip
     """The base-URL listeners beside the proxy on ``port``: Anthropic on ``anthropic_port``
-    (default ``port + 1``), OpenAI on ``openai_port`` (default ``port + 2``); a port of 0 turns
+    (default ``port + 1``), OpenAI on ``openai_port`` (default ``port + 2``), Google's Gemini API
+    on ``google_port`` (default ``port + 3``, as ``GOOGLE_GEMINI_BASE_URL``); a port of 0 turns
     that one off. Each upstream is an origin or the API's base URL (:func:`upstream_origin`,
     which raises :class:`ProxyError` for other URLs)."""
     a = port + 1 if anthropic_port is None else anthropic_port
     o = port + 2 if openai_port is None else openai_port
+    g = port + 3 if google_port is None else google_port
     out = []
     if a:
         out.append(BaseUrlListener("Anthropic", upstream_origin("Anthropic", anthropic_upstream, ""), a, "ANTHROPIC_BASE_URL"))
     if o:
         out.append(BaseUrlListener("OpenAI", upstream_origin("OpenAI", openai_upstream, "/v1"), o, "OPENAI_BASE_URL", "/v1"))
+    if g:
+        out.append(BaseUrlListener("Google", upstream_origin("Google", google_upstream, ""), g, "GOOGLE_GEMINI_BASE_URL"))
     return out
 
 

@@ -7,6 +7,7 @@ nowhere (not in the ledger)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from tests.unit.test_request_plan import anthropic_request, github_scenario
 HEADROOM = str(Path(sys.executable).parent / "headroom")
 
 
-def _free_run(n: int = 3) -> int:
+def _free_run(n: int = 4) -> int:
     """A port P with P, P+1 … P+n-1 free a moment ago."""
     for _ in range(50):
         p = free_port()
@@ -46,17 +47,18 @@ def _free(port: int) -> bool:
 
 @pytest.fixture(scope="module")
 def base_proxy(tmp_path_factory, upstream_server):
-    """``headroom proxy --detach`` on P (proxy), P+1 (Anthropic base URL) and P+2 (OpenAI base
-    URL), both base URLs forwarding to the local test upstream."""
+    """``headroom proxy --detach`` on P (proxy), P+1 (Anthropic base URL), P+2 (OpenAI base
+    URL) and P+3 (Google's Gemini API base URL), each forwarding to the local test upstream."""
     home = tmp_path_factory.mktemp("base-url-home")
     port = _free_run()
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     env["HEADROOM_HOME"] = str(home)
     args = [HEADROOM, "proxy", "--detach", "--port", str(port), "--anthropic-upstream", upstream_server.url, "--openai-upstream", upstream_server.url,
-            "--set", f"ssl_verify_upstream_trusted_ca={upstream_server.cert_path}"]  # fmt: skip
+            "--google-upstream", upstream_server.url, "--set", f"ssl_verify_upstream_trusted_ca={upstream_server.cert_path}"]  # fmt: skip
     out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr
     assert f"ANTHROPIC_BASE_URL=http://127.0.0.1:{port + 1}" in out.stderr and f"OPENAI_BASE_URL=http://127.0.0.1:{port + 2}/v1" in out.stderr
+    assert f"GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:{port + 3}" in out.stderr
     yield {"home": home, "port": port, "env": env}
     subprocess.run([HEADROOM, "proxy", "--stop", "--port", str(port)], env=env, capture_output=True, timeout=60)
 
@@ -165,3 +167,28 @@ def test_busy_or_invalid_port_is_reported_before_the_banner(base_proxy, tmp_path
     host = subprocess.run([HEADROOM, "proxy", "--listen-host", "192.0.2.1", "--port", str(free_port())], env=env, capture_output=True, text=True, timeout=60)
     assert host.returncode == 1 and host.stderr.startswith("headroom proxy: '192.0.2.1' is not an address of this machine")
     assert not (tmp_path / "headroom.db").exists()
+
+
+def test_gemini_api_through_the_google_base_url_port_is_compressed(base_proxy, upstream_server):
+    """A Gemini ``generateContent`` request sent to the Google base-URL port (plain HTTP, as
+    Gemini CLI does with ``GOOGLE_GEMINI_BASE_URL``) reaches the upstream over HTTPS with its
+    tool output compressed, and is answered in Gemini's shape."""
+    rows = json.dumps([{"id": i, "name": f"item-{i}", "state": "open" if i % 9 else "closed", "size": i * 17} for i in range(300)], indent=1)
+    body = {
+        "systemInstruction": {"parts": [{"text": "You are a coding agent. Working directory: /srv/gem"}]},
+        "tools": [{"functionDeclarations": [{"name": "run_shell_command", "parametersJsonSchema": {"type": "object"}}]}],
+        "contents": [
+            {"role": "user", "parts": [{"text": "list the items"}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "run_shell_command", "args": {"command": "ls"}, "id": "c1"}}]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "run_shell_command", "id": "c1", "response": {"output": rows}}}]},
+        ],
+    }
+    before = len(upstream_server.requests)
+    url = f"http://127.0.0.1:{base_proxy['port'] + 3}/v1beta/models/gemini-2.5-pro:generateContent"
+    r = httpx.post(url, json=body, headers={"x-goog-api-key": "AIza-test-not-a-key"}, timeout=60, trust_env=False)
+    assert r.status_code == 200, r.text
+    assert r.json()["candidates"][0]["content"]["role"] == "model"
+    got = [q for q in upstream_server.requests[before:] if q.path_only.endswith(":generateContent")]
+    assert got, "the upstream saw no generateContent request"
+    sent = got[-1].json["contents"][2]["parts"][0]["functionResponse"]["response"]["output"]
+    assert len(sent) < len(rows) / 3 and "headroom_retrieve key=" in sent
