@@ -37,7 +37,7 @@ WORKER_WARM_SECONDS = 20.0
 
 class HeadroomOptions:
     """Declares ``--set headroom_<key>=…`` for every settings key; values set there win over
-    ``HEADROOM_*`` environment variables and ``config.toml`` (DESIGN.md precedence)."""
+    ``HEADROOM_*`` environment variables and ``config.toml`` (docs/architecture.md precedence)."""
 
     def __init__(self, state: State) -> None:
         self.state = state

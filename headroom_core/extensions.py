@@ -1,4 +1,4 @@
-"""Extension points of the request walk (DESIGN.md steps 5, 6 and 8).
+"""Extension points of the request walk (docs/architecture.md, steps 4, 6, 8 and 9).
 
 - **Proxy tools**: tools the proxy offers the model and answers itself (``headroom_retrieve``,
   memory tools). The client never sees their calls.

@@ -19,7 +19,7 @@ writer adds the entries the database lacks, found by their ``entry_id``
 (:meth:`~headroom_core.ledger_writer.LedgerWriter.recover`). An entry whose commit failed stays
 in its segment for the next start; one the database refuses outright goes to
 ``<segment>.bad``. No secret is journaled: a ledger row holds figures, names and hashes (see
-``README``: what is stored where).
+docs/security.md: what is kept where).
 
 The write runs on the event loop, as mitmproxy's own log output does: a home on a file system
 that stalls writes (a hung network mount) would stall the proxy with it. Headroom's home is

@@ -1,4 +1,4 @@
-"""Steps 1-6 of a request's walk (DESIGN.md): decide what the proxy does with one request.
+"""Steps 1-7 of a request's walk (docs/architecture.md): decide what the proxy does with one request.
 
 :func:`plan_request` takes plain method, path, headers and body bytes and returns a frozen
 :class:`RequestPlan`; it never raises (an internal error yields a plan that replays what was

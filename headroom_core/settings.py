@@ -1,4 +1,4 @@
-"""One frozen settings object, with the precedence of DESIGN.md.
+"""One frozen settings object, with the precedence of docs/architecture.md.
 
 Precedence, highest first: explicit overrides (the addon passes mitmproxy ``--set headroom_*``
 options that the user set), ``HEADROOM_*`` environment variables, ``~/.headroom/config.toml``
@@ -27,7 +27,7 @@ def headroom_home() -> Path:
 def setting(default: Any = dataclasses.MISSING, help: str = "", *, factory: Any = dataclasses.MISSING) -> Any:
     """A :class:`Settings` field with its documentation, ``help``: the one text for the key that
     the mitmproxy option's help (``addons/headroom_options.py``), ``config.example.toml`` (the
-    comment above the key) and the README's settings table give (``tests/unit/test_config.py``
+    comment above the key) and the settings table of docs/configuration.md give (``tests/unit/test_config.py``
     checks that they agree). ``factory``: a default computed per instance."""
     return field(default=default, default_factory=factory, metadata={"help": " ".join(help.split())})
 

@@ -1,7 +1,7 @@
 """The prompt-cache rule as a check: did the proxy change a part of the prompt earlier than
 the client did?
 
-The rule (DESIGN.md, "The prompt-cache rule"): once a request of a session has gone upstream,
+The rule (docs/architecture.md, "The prompt-cache rule"): once a request of a session has gone upstream,
 later requests keep byte for byte every part the client did not change; where the client does
 change a part, the proxy's first difference comes no earlier than the client's. Parts, in the
 provider's prompt order: ``tools`` (one part: a change anywhere in it rewrites every cached

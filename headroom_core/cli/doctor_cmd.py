@@ -25,7 +25,7 @@ from headroom_core.settings import Settings, SettingsError, headroom_home, load_
 
 console = Console(emoji=False)
 
-MITMPROXY_VERSION = "11.0.2"  # DESIGN.md: pinned (the WebSocket close mechanism depends on it)
+MITMPROXY_VERSION = "11.0.2"  # docs/architecture.md: pinned (the WebSocket close mechanism depends on it)
 GRAMMARS = ("tree_sitter_python", "tree_sitter_javascript", "tree_sitter_typescript", "tree_sitter_go", "tree_sitter_rust", "tree_sitter_java")
 
 

@@ -16,7 +16,7 @@ deterministic (same text and hint, same bytes); the pipeline caches them by cont
 
 Every kind is one entry of :data:`COMPRESSORS`: its name, its compressor, where repeated lines
 are folded, and the detection rules that name it with their place in the detection order. Adding
-a kind is one module and one entry (README: "Adding a content kind").
+a kind is one module and one entry (docs/extending.md: "A content kind").
 """
 
 from __future__ import annotations

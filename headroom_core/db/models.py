@@ -182,7 +182,7 @@ class FrozenMessage(Base):
     replays count in the ledger), ``offloads`` (JSON ``[[key, path], …]``: the originals its
     markers name) and ``blocks`` (JSON ``[[kind, tool, before, after], …]``: its changed tool
     outputs, so a replay counts under their kinds). Later turns re-send the same bytes for the same client message, so the
-    provider's cached prefix holds (DESIGN.md step 3)."""
+    provider's cached prefix holds (docs/architecture.md step 3)."""
 
     __tablename__ = "frozen_messages"
 

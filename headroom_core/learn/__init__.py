@@ -1,4 +1,4 @@
-"""Failure learning (DESIGN.md ``learn/``): turn failed tool calls, their corrections and the
+"""Failure learning (docs/architecture.md ``learn/``): turn failed tool calls, their corrections and the
 user's own corrections into short, evidence-backed rules, written where agents read them
 (CLAUDE.md, AGENTS.md, ...) and fed back into the next request.
 

@@ -1,6 +1,6 @@
 """One settings object: each key documented once, in ``headroom_core/settings.py`` (its
 ``help``), and given with that same text by the mitmproxy option and ``config.example.toml``
-(at its real default), and listed in the README's settings table; the precedence of DESIGN.md
+(at its real default), and listed in the settings table of docs/configuration.md; the precedence of docs/architecture.md
 holds (``headroom config show`` / ``init``: tests/e2e/test_config_cli.py)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from headroom_core.settings import Settings, SettingsError, load_settings, setti
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "config.example.toml"
-README = REPO / "README.md"
+CONFIGURATION_DOC = REPO / "docs" / "configuration.md"
 OPTIONS_ADDON = REPO / "addons" / "headroom_options.py"
 KEY_LINE = re.compile(r"^# (\w+) = (.+)$")
 KEYS = [f.name for f in dataclasses.fields(Settings)]
@@ -97,10 +97,10 @@ def test_mitmproxy_option_help_is_the_settings_help(monkeypatch):
     assert declared == {f"headroom_{k}": (None, setting_help(k)) for k in KEYS}
 
 
-def _readme_settings_rows() -> list[tuple[list[str], str]]:
-    """The README's settings table (under ``## Configuration``): each row's keys (a cell may
-    name several: ``a`` / ``b``) and its default cell."""
-    section = README.read_text().split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+def _doc_settings_rows() -> list[tuple[list[str], str]]:
+    """The settings table of docs/configuration.md (under ``## Settings``): each row's keys (a
+    cell may name several: ``a`` / ``b``) and its default cell."""
+    section = CONFIGURATION_DOC.read_text().split("\n## Settings\n", 1)[1].split("\n## ", 1)[0]
     rows = []
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("| `") else []
@@ -109,19 +109,19 @@ def _readme_settings_rows() -> list[tuple[list[str], str]]:
     return rows
 
 
-def test_readme_settings_table_lists_every_key_at_its_default():
-    rows = _readme_settings_rows()
+def test_doc_settings_table_lists_every_key_at_its_default():
+    rows = _doc_settings_rows()
     listed = [k for keys, _ in rows for k in keys]
-    assert sorted(listed) == sorted(KEYS), f"README settings table: missing {sorted(set(KEYS) - set(listed))}, unknown {sorted(set(listed) - set(KEYS))}, twice {sorted({k for k in listed if listed.count(k) > 1})}"
+    assert sorted(listed) == sorted(KEYS), f"docs/configuration.md settings table: missing {sorted(set(KEYS) - set(listed))}, unknown {sorted(set(listed) - set(KEYS))}, twice {sorted({k for k in listed if listed.count(k) > 1})}"
     defaults = Settings()
     for keys, cell in rows:
         shown = [d.strip() for d in cell.split(" / ")]
         for key, d in zip(keys, shown if len(shown) == len(keys) else [cell] * len(keys)):
             value = getattr(defaults, key)
             if isinstance(value, bool):
-                assert d == str(value).lower(), f"README: {key} default {d!r}, settings: {value!r}"
+                assert d == str(value).lower(), f"docs/configuration.md: {key} default {d!r}, settings: {value!r}"
             elif isinstance(value, (int, float)):
-                assert float(d.replace(",", "")) == value, f"README: {key} default {d!r}, settings: {value!r}"
+                assert float(d.replace(",", "")) == value, f"docs/configuration.md: {key} default {d!r}, settings: {value!r}"
 
 
 def test_example_defaults_are_the_real_defaults(tmp_path):
