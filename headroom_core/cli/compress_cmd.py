@@ -14,6 +14,7 @@ from typing import Optional
 
 import typer
 
+from headroom_core.cli.ui import compact, status
 from headroom_core.compress.router import KINDS, Hint, classify, compress_text
 from headroom_core.compress.tokens import TokenCounter, TokenizerUnavailable
 from headroom_core.settings import SettingsError, load_settings
@@ -47,26 +48,33 @@ def compress(
     except (OSError, UnicodeDecodeError) as e:
         typer.echo(f"headroom compress: cannot read {source}: {e}", err=True)
         raise typer.Exit(2) from e
-    try:
-        settings = load_settings()
-        counter = TokenCounter(settings.home, settings.tokenizer_path)
-        hint = Hint(tool_name=tool, path=path, kind=kind or "")
-        if (kind or classify(text, hint).name) in ("text", "html"):
-            _wait_for_model()
-        res = compress_text(
-            text,
-            query,
-            counter,
-            min_tokens=settings.min_tokens if min_tokens is None else min_tokens,
-            min_saving_ratio=settings.min_saving_ratio if min_saving_ratio is None else min_saving_ratio,
-            hint=hint,
-        )
-        before = counter.count(text)
-        after = counter.count(res.text) if res.changed else before
-        shown = str(classify(text, hint)) if res.kind in ("code", "") or not res.changed else res.kind
-    except (SettingsError, TokenizerUnavailable) as e:
-        typer.echo(f"headroom compress: {e}", err=True)
-        raise typer.Exit(2) from e
+    name = "standard input" if source == "-" else Path(source).name
+    # a large file takes seconds (a 23 MB log: ~10 s): say what runs, on standard error only
+    with status(f"compressing {name} ({_size(len(text))}) …") as phase:
+        try:
+            settings = load_settings()
+            counter = TokenCounter(settings.home, settings.tokenizer_path)
+            hint = Hint(tool_name=tool, path=path, kind=kind or "")
+            detected = kind or classify(text, hint).name
+            if detected in ("text", "html"):
+                phase("loading the embedding model (prose and HTML need it; seconds, once) …")
+                _wait_for_model()
+            phase(f"compressing {name} ({_size(len(text))}, {detected}) …")
+            res = compress_text(
+                text,
+                query,
+                counter,
+                min_tokens=settings.min_tokens if min_tokens is None else min_tokens,
+                min_saving_ratio=settings.min_saving_ratio if min_saving_ratio is None else min_saving_ratio,
+                hint=hint,
+            )
+            phase(f"counting the tokens of {name} …")
+            before = counter.count(text)
+            after = counter.count(res.text) if res.changed else before
+            shown = str(classify(text, hint)) if res.kind in ("code", "") or not res.changed else res.kind
+        except (SettingsError, TokenizerUnavailable) as e:
+            typer.echo(f"headroom compress: {e}", err=True)
+            raise typer.Exit(2) from e
     sys.stdout.write(res.text)
     if res.text and not res.text.endswith("\n"):
         sys.stdout.write("\n")
@@ -81,16 +89,18 @@ def register(app: typer.Typer) -> None:
     app.command("compress")(compress)
 
 
+def _size(chars: int) -> str:
+    """A text's size for a progress line: ``812 characters``, ``12.3k characters``, ``23.4M characters``."""
+    return f"{compact(chars)} characters"
+
+
 def _wait_for_model() -> None:
     """A preview may take its time: load the embedding model (prose and HTML need it) instead of
     answering "model loading" as the proxy does while it loads in the background."""
     from headroom_core.compress import embeddings
 
     if embeddings.available():
-        from headroom_core.cli.ui import status
-
         try:
-            with status("loading the embedding model (a few seconds, once) …"):
-                embeddings.get_model()
+            embeddings.get_model()
         except embeddings.EmbeddingModelUnavailable:
             pass  # the compressors then say why

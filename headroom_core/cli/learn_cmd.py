@@ -95,16 +95,34 @@ def _diff_markup(diff: str) -> str:
     return "\n".join(out)
 
 
-def _files_table(res: LearnResult, unreadable: dict[str, str]) -> Table:
-    t = Table(title="Session logs")
-    for col in ("file", "agent", "records", "malformed", "unknown", "failures", "other signals", "pairs", "rules written", "known problems"):
-        t.add_column(col, justify="left" if col in ("file", "agent", "other signals") else "right")
-    for f in res.files:
+def _files_table(res: LearnResult, unreadable: dict[str, str], wide: bool = False) -> Table:
+    """Per log file, fitting the terminal (:mod:`headroom_core.cli.tables`): the part of each
+    path that tells it from the others (folded, never cut; the common folder in the caption) and
+    the figures; ``wide`` adds malformed and unknown records and the other signals (a file not
+    read has its reason there, and in the compact table's last column)."""
+    from headroom_core.cli.tables import distinct_names, number, table
+
+    paths = [f.path for f in res.files] + list(unreadable)
+    folder, names = distinct_names(paths)
+    t = table("Session logs", caption=f"in {escape(folder)}" if folder else None)
+    t.add_column("file", overflow="fold", min_width=12)
+    t.add_column("agent", no_wrap=True)
+    cols = ("records", "malformed", "unknown", "failures", "other signals", "pairs", "rules written", "known problems") if wide else (
+        "records", "failures", "pairs", "rules", "problems")
+    for col in cols:
+        t.add_column(col, overflow="fold") if col == "other signals" else number(t, col)
+    if unreadable and not wide:
+        t.add_column("not read", overflow="fold")
+    for name, f in zip(names, res.files):
         sig = ", ".join(f"{k} {v}" for k, v in sorted(f.signals.items())) or "-"
-        t.add_row(escape(Path(f.path).name), f.source, str(f.records), str(f.skipped), str(f.unknown), str(f.failures), sig, str(f.pairs),
-                  str(f.rules_written), str(f.problems))
-    for p, why in unreadable.items():
-        t.add_row(escape(Path(p).name), "?", "-", "-", "-", "-", f"[red]{escape(why)}[/]", "-", "-", "-")
+        figures = (f.records, f.skipped, f.unknown, f.failures, sig, f.pairs, f.rules_written, f.problems) if wide else (
+            f.records, f.failures, f.pairs, f.rules_written, f.problems)
+        t.add_row(escape(name), f.source, *(str(x) for x in figures), *([""] if unreadable and not wide else []))
+    for name, why in zip(names[len(res.files):], unreadable.values()):
+        cells = ["-"] * len(cols)
+        if wide:
+            cells[cols.index("other signals")] = f"[red]{escape(why)}[/]"
+        t.add_row(escape(name), "?", *cells, *([] if wide else [f"[red]{escape(why)}[/]"]))
     return t
 
 
@@ -142,6 +160,7 @@ def learn(
     include_generic: bool = typer.Option(False, "--include-generic", help="Also write generic rules about the agent's own tools (read before edit, required parameters, edit line ranges and indentation), which its harness already enforces."),
     llm: bool = typer.Option(False, "--llm", help="Let an LLM rephrase and merge the rules (Anthropic API: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL). Optional."),
     llm_model: str = typer.Option("claude-haiku-4-5", "--llm-model", help="Model for --llm."),
+    wide: bool = typer.Option(False, "--wide", help="Every column of the per-file table (malformed and unknown records, other signals); the default fits 80 columns."),
 ) -> None:
     """Learn rules from past failures in session logs and write them where agents read them."""
     proj = (project or Path.cwd()).expanduser().resolve()
@@ -189,7 +208,7 @@ def learn(
         raise typer.Exit(1)
     res = learn_from_logs(sessions, min_evidence=min_evidence, ignore=frozenset({key}), include_generic=include_generic)
     not_logs = {p: why for p, why in unreadable.items() if why.startswith(NOT_A_LOG)}
-    console.print(_files_table(res, {p: why for p, why in unreadable.items() if p not in not_logs}))
+    console.print(_files_table(res, {p: why for p, why in unreadable.items() if p not in not_logs}, wide))
     if not_logs:
         console.print(escape(f"{len(not_logs)} file(s) are no session log of a known agent: " + ", ".join(Path(p).name for p in not_logs)))
     rules = list(res.rules)

@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 console = Console()
@@ -38,9 +40,10 @@ def _project(project: Optional[str]) -> str:
 
 
 def _store(model: bool = False, create: bool = True):
-    """The memory store on the configured database; ``model`` loads the embedding model
-    (blocking). With ``create`` False (commands that only read) a SQLite file that does not
-    exist yet is not created: the command says there are no memories and exits 0."""
+    """The memory store on the configured database; ``model`` gives it the embedding model (not
+    loaded yet: see :func:`_load_model`). With ``create`` False (commands that only read) a
+    SQLite file that does not exist yet is not created: the command says there are no memories
+    and exits 0."""
     from headroom_core.cli.dbopen import open_existing, safe_url
     from headroom_core.cli.ui import fail
     from headroom_core.compress.embeddings import embedder
@@ -58,32 +61,66 @@ def _store(model: bool = False, create: bool = True):
     if sessions is None:
         console.print(f"No memories yet: there is no database at {safe_url(url)}.", soft_wrap=True)
         raise typer.Exit(0)
-    emb = None
-    if model:
-        emb = embedder(s.memory_model_path)
-        with err.status("loading the embedding model …"):
-            if not emb.wait(300):
-                err.print(f"[yellow]embedding model not available ({emb.error}); text search and exact duplicates only[/]")
     return MemoryStore(
-        sessions, emb, dedup_similarity=s.memory_dedup_similarity, half_life_days=s.memory_half_life_days,
-        archive_below=s.memory_archive_below, archive_min_age_days=s.memory_archive_min_age_days,
+        sessions, embedder(s.memory_model_path) if model else None, dedup_similarity=s.memory_dedup_similarity,
+        half_life_days=s.memory_half_life_days, archive_below=s.memory_archive_below, archive_min_age_days=s.memory_archive_min_age_days,
     )  # fmt: skip
 
 
-def _when(t) -> str:
-    return t.strftime("%Y-%m-%d %H:%M") if t else "-"
+def _load_model(st, why: str) -> None:
+    """Load the store's embedding model now, with a status line on standard error (importing
+    torch and sentence-transformers is most of a memory command's time: ~10 s on a busy 2-core
+    machine, see bench/bench_cli.py); a model that cannot be loaded is said in one line and the
+    command goes on with words and exact duplicates."""
+    from headroom_core.cli.ui import note, status
+
+    if st.embedder is None or st.embedder.loaded:
+        return
+    with status(f"loading the embedding model ({why}) …"):
+        ok = st.embedder.wait(300)
+    if not ok:
+        note("memory", f"embedding model not available ({st.embedder.error}); text search and exact duplicates only")
 
 
-def _table(title: str, rows, extra: Optional[list[str]] = None, with_project: bool = False) -> Table:
-    t = Table(title=title, show_lines=False)
-    t.add_column("id", style="cyan", no_wrap=True)
-    t.add_column("kind")
-    t.add_column("text", overflow="fold")
+def _has_memories(st, project: str) -> bool:
+    """Whether ``project`` has an active memory (a search or a near-duplicate check needs the model only then)."""
+    return bool(st.list(project, limit=1))
+
+
+def _when(t, wide: bool = True) -> str:
+    return (t.strftime("%Y-%m-%d %H:%M") if wide else t.strftime("%y-%m-%d")) if t else "-"
+
+
+WIDE_HELP = "Every column (value, source, time of day, similarity); the default fits 80 columns and gives the text the room."
+
+
+def _table(title: str, wide: bool, *, with_project: bool = False, search: bool = False, archived: bool = False) -> Table:
+    """A table of memories that fits the terminal as ``stats`` does: the text folds over as many
+    lines as it needs and takes the room the other columns leave (each kept on one line: ids
+    are never cut, figures never wrapped); a project shown for ``--all`` folds, as its short name
+    (the part of its path that tells it from the others; the common folder in the title). Compact: id, kind, text, (project), evidence, updated (date),
+    (score); ``wide`` adds value, source, the time, similarity (and archived)."""
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, title_style="bold")
+    t.add_column("id", style="cyan", no_wrap=True, min_width=12)
+    t.add_column("kind", no_wrap=True)
+    t.add_column("text", overflow="fold", ratio=3, min_width=16)
     if with_project:
-        t.add_column("project", overflow="fold")
-    for col in ["evidence", "value", "updated", "source"] + (extra or []):
-        t.add_column(col, justify="right" if col in ("evidence", "value", "similarity", "score") else "left")
+        t.add_column("project", overflow="fold", ratio=1, min_width=8, max_width=None if wide else 16)
+    cols = ["evidence", *(["value"] if wide else []), "updated", *(["source"] if wide else []), *(["similarity", "score"] if wide and search else ["score"] if search else []),
+            *(["archived"] if archived else [])]  # fmt: skip
+    for col in cols:
+        t.add_column("ev." if col == "evidence" and not wide else col, justify="left" if col in ("updated", "source", "archived") else "right", no_wrap=True)
     return t
+
+
+def _cells(m, wide: bool, with_project: bool, hit=None, archived: bool = False, project: str | None = None) -> list[str]:
+    """One row of :func:`_table` for memory ``m`` (``hit``: its search hit; ``project``: the
+    project as shown, default its whole path)."""
+    row = [m.id, m.kind, escape(m.text), *([escape(project or m.project)] if with_project else []), str(m.evidence), *([f"{m.value:.2f}"] if wide else []),
+           _when(m.updated_at, wide), *([escape(m.source)] if wide else [])]  # fmt: skip
+    if hit is not None:
+        row += [f"{hit.similarity:.3f}", f"{hit.score:.3f}"] if wide else [f"{hit.score:.2f}"]
+    return row + (["yes" if m.archived else ""] if archived else [])
 
 
 @memory_app.command("list")
@@ -93,18 +130,27 @@ def list_(
     limit: int = typer.Option(50, help="At most this many."),
     all_projects: bool = typer.Option(False, "--all", help="Every project."),
     archived: bool = typer.Option(False, help="Include archived memories."),
+    wide: bool = typer.Option(False, "--wide", help=WIDE_HELP),
 ) -> None:
     """Memories of the project, most recently updated first."""
     st = _store(create=False)
     proj = None if all_projects else _project(project)
     rows = st.list(proj, kind=kind, limit=limit, include_archived=archived)
-    t = _table(f"Memories of {proj or 'all projects'}", rows, ["archived"] if archived else None, with_project=proj is None)
+    title = f"Memories of {escape(proj or 'all projects')}"
+    short: dict[str, str] = {}
+    if proj is None and not wide:  # the part of each project's path that tells it from the others
+        from headroom_core.cli.tables import distinct_names
+
+        projects = sorted({m.project for m in rows})
+        folder, names = distinct_names(projects)
+        short = dict(zip(projects, names))
+        title += f" (in {escape(folder)})" if folder else ""
+    t = _table(title, wide, with_project=proj is None, archived=archived)
     for m in rows:
-        cells = [m.id, m.kind, m.text] + ([m.project] if proj is None else []) + [str(m.evidence), f"{m.value:.2f}", _when(m.updated_at), m.source]
-        t.add_row(*cells, *(["yes" if m.archived else ""] if archived else []))
+        t.add_row(*_cells(m, wide, proj is None, archived=archived, project=short.get(m.project)))
     console.print(t)
     if not rows:
-        console.print(f"no memories{'' if proj is None else f' for project {proj}'} (use --project, or --all)")
+        console.print(f"no memories{'' if proj is None else f' for project {escape(proj)}'} (use --project, or --all)", soft_wrap=True)
 
 
 @memory_app.command()
@@ -113,16 +159,20 @@ def search(
     project: Optional[str] = typer.Option(None, "--project", "-p", help=PROJECT_HELP),
     limit: int = typer.Option(5, help="At most this many."),
     text: bool = typer.Option(False, "--text", help="Text search only (no embedding model)."),
+    wide: bool = typer.Option(False, "--wide", help=WIDE_HELP),
 ) -> None:
     """The memories of the project most relevant to QUERY (the ranking the proxy injects with)."""
     st = _store(model=not text, create=False)
     proj = _project(project)
+    if _has_memories(st, proj):  # nothing to rank otherwise: no model
+        _load_model(st, "to rank by meaning; --text searches words without it")
     res = st.search(proj, query, limit=limit)
-    t = _table(f"{res.mode} search in {proj}: {query}", res.hits, ["similarity", "score"])
+    t = _table(f"{res.mode} search in {escape(proj)}: {escape(query)}", wide, search=True)
     for h in res.hits:
-        m = h.memory
-        t.add_row(m.id, m.kind, m.text, str(m.evidence), f"{m.value:.2f}", _when(m.updated_at), m.source, f"{h.similarity:.3f}", f"{h.score:.3f}")
+        t.add_row(*_cells(h.memory, wide, False, hit=h))
     console.print(t)
+    if not res.hits:
+        console.print(f"no memory of {escape(proj)} matches (headroom memory list shows them all)", soft_wrap=True)
 
 
 @memory_app.command()
@@ -136,6 +186,10 @@ def add(
 
     st = _store(model=True)
     proj = _project(project)
+    # near-duplicates are found by meaning only among the project's memories: the first one is
+    # saved at once (exact duplicates are still merged) and gets its vector at the next search
+    if _has_memories(st, proj):
+        _load_model(st, "to find a near-duplicate among this project's memories")
     try:
         out = st.save(proj, text, kind, source="cli")
     except MemoryInputError as e:
@@ -219,7 +273,9 @@ def import_(
             records.append(json.loads(line))
         except ValueError:
             bad.append(i)
-    counts = _store(model=True).import_records(records, project=project)
+    st = _store(model=True)
+    _load_model(st, "to merge near-duplicates")
+    counts = st.import_records(records, project=project)
     counts["invalid"] += len(bad)
     console.print(f"imported: {counts['added']} added, {counts['merged']} merged into existing, {counts['invalid']} invalid" + (f" (lines {bad[:10]})" if bad else ""))
 

@@ -9,7 +9,7 @@ terminal folds it visually, the text keeps one line).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from rich.console import Console
 from rich.markup import escape
@@ -68,12 +68,13 @@ def pct(v: float | None) -> str:
 
 
 @contextlib.contextmanager
-def status(message: str, *, console: Console | None = None, quiet: bool = False) -> Iterator[None]:
+def status(message: str, *, console: Console | None = None, quiet: bool = False) -> Iterator[Callable[[str], None]]:
     """A spinner with ``message`` on standard error while a long step runs (nothing when
-    ``quiet`` or standard error is not a terminal)."""
+    ``quiet`` or standard error is not a terminal). Yields a function that replaces the message
+    (the step's next phase; a no-op without a spinner). Messages are plain text."""
     c = console or err
     if quiet or not c.is_terminal:
-        yield
+        yield lambda _message: None
         return
-    with c.status(message, spinner="dots"):
-        yield
+    with c.status(escape(message), spinner="dots") as st:
+        yield lambda m: st.update(escape(m))
