@@ -72,7 +72,7 @@ from headroom_core.wire.dialects import Route, WireDialect, route
 from headroom_core.wire.dialects import dialect as route_dialect
 from headroom_core.wire.envelope import Envelope, EnvelopeError, open_envelope
 from headroom_core.wire.request_view import RequestView, view_of
-from headroom_core.wire.view import ARRAYS, BodyView, ViewError, parse_view
+from headroom_core.wire.view import ARRAYS, BodyView, ViewError, array_at, parse_view
 
 log = logging.getLogger("headroom")
 
@@ -511,8 +511,8 @@ def _tools_step(rt: Runtime, req: _Request, rec: SessionRecord, proxy_tools: tup
     moved or order changed only), with the client's ``cache_control`` carried by position.
     In the client's own order every byte the proxy does not change stays the client's; a new
     order keeps the client's separators."""
-    tk = req.wire.tools_key
-    tools = req.parsed.get(tk)
+    tk, where = req.wire.tools_key, req.wire.tools_path
+    tools = req.wire.tools_of(req.parsed)
     state = rec.tools
     if tools is not None and not isinstance(tools, list):
         return _ToolsStep((), replace(state, proxy_tools=proxy_tools), None)
@@ -528,9 +528,9 @@ def _tools_step(rt: Runtime, req: _Request, rec: SessionRecord, proxy_tools: tup
     raw = ""
     spans: list[tuple[int, int]] = []
     if tools is not None:
-        a, b = req.view.members[tk]
+        (a, b), els = array_at(req.view, where)
         raw = req.text[a:b]
-        spans = [(x - a, y - a) for x, y in req.view.elements[tk]]
+        spans = [(x - a, y - a) for x, y in els]
     ids = tools_order.unique_ids(client)
     order = rt.tool_order.order(req.scope.id, ids, learn=not req.dry_run)
     bare = [jsonedit.strip_member(raw[x:y], "cache_control") for x, y in (spans[n] for n in order)]
@@ -561,9 +561,9 @@ def _tools_step(rt: Runtime, req: _Request, rec: SessionRecord, proxy_tools: tup
         forwarded = _compose(raw or "[]", spans, order, repl, proxy_defs, marks)
     edits: list[jsonedit.Edit] = []
     if tools is None:
-        edits = [jsonedit.Append((tk,), t) for t in proxy_defs]
+        edits = [jsonedit.Append(where, t) for t in proxy_defs]
     elif forwarded != raw:
-        edits = [jsonedit.ReplaceRaw((tk,), forwarded)]
+        edits = [jsonedit.ReplaceRaw(where, forwarded)]
     sent = jsonedit.strip_member(forwarded, "cache_control") if tools is not None else "[" + ",".join(jsonedit.dumps(t) for t in proxy_defs) + "]"
     own = ",".join(jsonedit.dumps(t) for t in proxy_defs) if edits else ""  # the proxy's tools, counted apart
     figures = None if fast else ToolsFigures(raw, sent if edits else raw, reason, rt.counter, own)
@@ -833,7 +833,7 @@ def _plan(
     edits = [*replayed.edits, *tools.edits, *content.edits, *inject_edits]
     out = _splice_step(req, replayed, edits)  # 7
     job = _remember_step(rt, req, rec, replayed, out, content, tools, proxy_tools, fast, commit, defer)
-    hidden = frozenset(proxy_tools) if isinstance(req.parsed.get(req.wire.tools_key), list) or tools.edits else frozenset()
+    hidden = frozenset(proxy_tools) if isinstance(req.wire.tools_of(req.parsed), list) or tools.edits else frozenset()
     n = len(body)
     plan = RequestPlan(
         Action.PASSTHROUGH,

@@ -35,7 +35,7 @@ def _h(v: Any) -> str:
 def _parts(body: dict[str, Any], tools_as_set: bool, d: WireDialect | None = None) -> list[tuple[Position, str]]:
     out: list[tuple[Position, str]] = []
     d = d or for_body(body)
-    tools = body.get(d.tools_key)
+    tools = d.tools_of(body)
     if isinstance(tools, list):
         hs = [_h(t) for t in tools]
         out.append(((0, 0), _h(sorted(hs) if tools_as_set else hs)))

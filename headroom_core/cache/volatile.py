@@ -154,7 +154,7 @@ def tool_entries(body: Mapping[str, Any], d: WireDialect | None = None) -> tuple
     """``(name, sha256 hex)`` of each entry of ``tools`` (``cache_control`` left out, keys
     sorted), in request order; the name of an OpenAI Chat tool is ``function.name``. The same
     array object (parsed bodies are never changed in place) is hashed once."""
-    tools = body.get((d or for_body(body)).tools_key)
+    tools = (d or for_body(body)).tools_of(body)
     if not isinstance(tools, list):
         return ()
     with _memo_lock:

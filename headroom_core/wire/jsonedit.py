@@ -173,8 +173,9 @@ class Replace:
 
 @dataclass(frozen=True)
 class Append:
-    """Append ``value`` to the array at ``path``; if ``path`` is ``(key,)`` and the top-level
-    object has no such key, add ``key: [value]`` at its end."""
+    """Append ``value`` to the array at ``path``; if the path's last keys are missing, they
+    are created at the end of the deepest object that is there (``(key,)`` on a top-level
+    object without it: ``key: [value]`` at its end)."""
 
     path: PathT
     value: Any
@@ -187,6 +188,29 @@ def apply(s: str, edits: Iterable["Edit"], locator: "Locator | None" = None) -> 
     ``locator``: a :class:`Locator` of ``s`` that already knows some spans.
     """
     return apply_spliced(s, edits, locator).text
+
+
+def _missing_members(s: str, path: PathT, span: Any) -> tuple[int, PathT]:
+    """Where an :class:`Append` to a missing ``path`` (object keys only) creates it: the
+    offset of the closing brace of its deepest existing object, and the keys missing below it.
+    Raises :class:`JSONPathError` when an index is missing or a value on the way is no object."""
+    for k in range(len(path) - 1, -1, -1):
+        try:
+            a, b = span(path[:k])
+        except JSONPathError:
+            continue
+        if s[a] != "{" or not all(isinstance(x, str) for x in path[k:]):
+            raise JSONPathError(f"{path}: cannot be created")
+        return (s.rstrip().rfind("}") if k == 0 else b - 1), path[k:]
+    raise JSONPathError(f"{path}: cannot be created")
+
+
+def _nested(keys: PathT, values: str, asc: bool) -> str:
+    """``"k0":{"k1":[values]}`` for ``keys`` (k0, k1) and the array's element text."""
+    out = f"[{values}]"
+    for k in reversed(keys[1:]):
+        out = "{" + f"{dumps(k, asc)}:{out}" + "}"
+    return f"{dumps(keys[0], asc)}:{out}"
 
 
 @dataclass(frozen=True)
@@ -214,6 +238,7 @@ def apply_spliced(s: str, edits: Iterable["Edit"], locator: "Locator | None" = N
     loc = locator or Locator(s)
     span = loc.span  # noqa: F811 - one locator for all edits of this document
     created: dict[Any, tuple[int, list[str]]] = {}
+    appended: set[int] = set()
     # a client that escaped every non-ASCII character gets the proxy's values written the same
     # way: its text stays ASCII (1 byte a character in memory; encoding it is a copy)
     asc = s.isascii()
@@ -235,23 +260,22 @@ def apply_spliced(s: str, edits: Iterable["Edit"], locator: "Locator | None" = N
         try:
             a, b = span(e.path)
         except JSONPathError:
-            if len(e.path) != 1:
-                raise
-            end = s.rstrip().rfind("}")
+            end, missing = _missing_members(s, e.path, span)
             inner = s[:end].rstrip()
             sep = "" if inner.endswith("{") else ","
-            if e.path[0] in created:  # a later Append to the key an earlier one created
-                i, values = created[e.path[0]]
+            if e.path in created:  # a later Append to the array an earlier one created
+                i, values = created[e.path]
                 values.append(dumps(e.value, asc))
-                splices[i] = (end, end, f"{sep}{dumps(e.path[0], asc)}:[{','.join(values)}]")
+                splices[i] = (end, end, sep + _nested(missing, ",".join(values), asc))
                 continue
-            created[e.path[0]] = (len(splices), [dumps(e.value, asc)])
-            splices.append((end, end, f"{sep}{dumps(e.path[0], asc)}:[{dumps(e.value, asc)}]"))
+            created[e.path] = (len(splices), [dumps(e.value, asc)])
+            splices.append((end, end, sep + _nested(missing, dumps(e.value, asc), asc)))
             continue
         if s[a] != "[":
             raise JSONPathError(f"{e.path}: not an array")
         close = b - 1
-        empty = s[a + 1 : close].strip() == ""
+        empty = s[a + 1 : close].strip() == "" and close not in appended  # a second Append needs its comma
+        appended.add(close)
         splices.append((close, close, ("" if empty else ",") + dumps(e.value, asc)))
     splices.sort(key=lambda t: (t[0], t[1]))
     pieces: list[str] = []

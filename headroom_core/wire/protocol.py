@@ -126,8 +126,10 @@ class WireDialect(Protocol):
     ``image_sizing`` how the provider sizes images (``"anthropic"`` or ``"openai"``: which
     limits and token formula :mod:`headroom_core.compress.images` applies);
     ``reply`` the response side (:class:`ReplySide`); ``cache_parts`` the top-level members that
-    hold ``cache_control`` breakpoints, in the provider's cache order; ``tools_key`` the member
-    holding the tool definitions (an array); ``system_keys`` the top-level members that hold the
+    hold ``cache_control`` breakpoints, in the provider's cache order; ``tools_key`` the top-level
+    member the tool definitions live in, ``tools_path`` the keys from the body to their array
+    (``(tools_key,)`` when they are the member itself; Bedrock Converse ``("toolConfig",
+    "tools")``; :meth:`tools_of` reads it); ``system_keys`` the top-level members that hold the
     system prompt; ``content_key`` the member of a conversation element that holds its parts;
     ``root`` the keys leading from the request body to the object the dialect's body lives in
     (``()``: the body itself; ``("request",)`` for a body that wraps another dialect's, as Code
@@ -154,6 +156,8 @@ class WireDialect(Protocol):
     @property
     def tools_key(self) -> str: ...
     @property
+    def tools_path(self) -> tuple[str, ...]: ...
+    @property
     def system_keys(self) -> tuple[str, ...]: ...
     @property
     def content_key(self) -> str: ...
@@ -163,6 +167,10 @@ class WireDialect(Protocol):
     def inner(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """The object at :attr:`root` in a whole body (the body itself for ``()``; ``{}`` when
         there is no object there)."""
+        ...
+
+    def tools_of(self, body: Mapping[str, Any]) -> Any:
+        """The tool definitions as sent, at :attr:`tools_path` (None when absent; normally a list)."""
         ...
 
     def serves(self, path: str) -> bool:
@@ -307,6 +315,8 @@ class DialectBase:
     count_paths: tuple[str, ...] = ()
     cache_parts: tuple[str, ...] = layout.CACHED_PARTS
     tools_key: str = layout.TOOLS_KEY
+    #: keys inside :attr:`tools_key` leading to the tools array (``()``: the member is the array)
+    tools_under: tuple[str, ...] = ()
     system_keys: tuple[str, ...] = layout.SYSTEM_KEYS
     content_key: str = "content"
     root: tuple[str, ...] = ()
@@ -315,6 +325,18 @@ class DialectBase:
         from headroom_core.wire.envelope import inner  # envelope imports this module
 
         return inner(body, self.root)
+
+    @property
+    def tools_path(self) -> tuple[str, ...]:
+        return (self.tools_key, *self.tools_under)
+
+    def tools_of(self, body: Mapping[str, Any]) -> Any:
+        v: Any = body
+        for k in self.tools_path:
+            if not isinstance(v, Mapping):
+                return None
+            v = v.get(k)
+        return v
 
     def serves(self, path: str) -> bool:
         p = path_only(path)

@@ -137,7 +137,7 @@ class RequestView:
     @property
     def tools(self) -> Any:
         """The tools member as sent (None when absent; normally a list)."""
-        return self.body.get(self.dialect.tools_key)
+        return self.dialect.tools_of(self.body)
 
     @cached_property
     def tool_names(self) -> list[str]:

@@ -18,6 +18,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from headroom_core.wire import jsonedit
 from headroom_core.wire.rawjson import scanstring as _scanstring
 
 _decoder = json.JSONDecoder()
@@ -310,3 +311,18 @@ def _reusable_elements(previous: BodyView | None, name: str, start: int, prefix:
             break
         out.append(((a, b), values[k]))
     return out
+
+
+def array_at(view: BodyView, path: tuple[str, ...]) -> tuple[tuple[int, int], tuple[tuple[int, int], ...]]:
+    """The span of the array at ``path`` (keys from the body; a dialect's ``tools_path``) in
+    ``view.text`` and the spans of its elements. A top-level array named in the parse's
+    ``arrays`` is read from the view; a deeper one (Bedrock Converse ``toolConfig.tools``) is
+    found inside its top-level member, the other members not scanned again. Raises
+    :class:`~headroom_core.wire.jsonedit.JSONPathError` when there is no array there."""
+    if len(path) == 1 and path[0] in view.elements:
+        return view.members[path[0]], view.elements[path[0]]
+    loc = jsonedit.Locator(view.text, {(): dict(view.members)})
+    a, b = loc.span(path)
+    if view.text[a] != "[":
+        raise jsonedit.JSONPathError(f"{path}: not an array")
+    return (a, b), tuple((a + x, a + y) for x, y in jsonedit.element_spans(view.text[a:b], ()))
