@@ -117,7 +117,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5, help="Runs per command (default 5).")
     a = ap.parse_args()
-    console = Console()
+    console = Console(width=110)  # one line per row, also into a file or pipe
     with tempfile.TemporaryDirectory(prefix="headroom-bench-cli-") as tmp:
         root = Path(tmp)
         home, work, empty = root / "home", root / "project", root / "empty"
