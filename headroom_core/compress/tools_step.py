@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from headroom_core.compress.tokens import TokenCounter
 from headroom_core.compress.tool_defs import minify_container, minify_tools
 from headroom_core.wire import jsonedit
+from headroom_core.wire.canonical import reserialize_canonical
 
 #: Tools whose own minification and written text are kept (a tool is ~1-3 KB of JSON), and the
 #: characters each of the two caches holds at most (MCP servers may define very large tools).
@@ -120,11 +121,16 @@ class ToolsMinifier:
 
         def own(i: int, container: dict, schema_key: str) -> dict:
             # kept as JSON text: the dedupe edits the dict it gets, so each use parses a new one
+            # (one just minified is handed out as it is: its schema nodes are new dicts, and it
+            # equals its parsed text unless it holds a NaN, which equals no copy of itself)
             k = _key(schema_key, texts[i])
             hit = self._own.get(k)
             if hit is None:
-                hit = json.dumps(minify_container(container, schema_key))
+                fresh = minify_container(container, schema_key)
+                hit = json.dumps(fresh)
                 self._own.put(k, hit)
+                if "NaN" not in hit:
+                    return fresh
             return json.loads(hit)
 
         res = minify_tools(tools, exclude=self._exclude, minify_one=own)
@@ -135,11 +141,14 @@ class ToolsMinifier:
                 if new is old or new == old:
                     continue
                 a, b = spans[i]
-                k = _key(texts[i], json.dumps(new))
-                text = self._written.get(k)
+                # a tool written as dumps writes it: as cheap as the cache key; else the walk, cached
+                text = reserialize_canonical(texts[i], old, new)
                 if text is None:
-                    text = jsonedit.reserialize(texts[i], old, new)
-                    self._written.put(k, text)
+                    k = _key(texts[i], json.dumps(new))
+                    text = self._written.get(k)
+                    if text is None:
+                        text = jsonedit.reserialize(texts[i], old, new)
+                        self._written.put(k, text)
                 if text != texts[i]:
                     repl.append((i, jsonedit.RawJSON(text)))
                     saved += (b - a) - len(text)
