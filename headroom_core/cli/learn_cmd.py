@@ -127,20 +127,24 @@ def _files_table(res: LearnResult, unreadable: dict[str, str], wide: bool = Fals
 
 
 def _problems_table(problems: list[KnownProblem]) -> Table:
-    t = Table(title="Known problems (no fix found; kept for the past-failures feed)")
-    t.add_column("failed calls", justify="right")
-    t.add_column("command", overflow="fold")
-    t.add_column("error", overflow="fold")
+    from headroom_core.cli.tables import number, table
+
+    t = table("Known problems (no fix found; kept for the past-failures feed)")
+    number(t, "failed calls")
+    t.add_column("command", overflow="fold", ratio=1)
+    t.add_column("error", overflow="fold", ratio=1)
     for p in problems:
         t.add_row(str(p.count), escape(p.shown), escape(p.error))
     return t
 
 
 def _rules_table(title: str, rules: list[Rule], dim: bool = False) -> Table:
-    t = Table(title=title, show_lines=False)
-    t.add_column("evidence", justify="right")
-    t.add_column("kind")
-    t.add_column("rule", overflow="fold")
+    from headroom_core.cli.tables import number, table
+
+    t = table(title)
+    number(t, "evidence")
+    t.add_column("kind", no_wrap=True)
+    t.add_column("rule", overflow="fold", ratio=1)
     for r in rules:
         style = "dim" if dim else None
         t.add_row(str(r.evidence), r.kind, escape(r.text), style=style)
@@ -171,9 +175,14 @@ def learn(
         if not rows:
             console.print(f"No rules learned yet for {key}.")
             return
-        t = Table(title=f"Rules learned for {key}")
-        for col in ("evidence", "source", "kind", "rule", "updated"):
-            t.add_column(col, justify="right" if col == "evidence" else "left", overflow="fold")
+        from headroom_core.cli.tables import number, table
+
+        t = table(f"Rules learned for {escape(key)}")
+        number(t, "evidence")
+        t.add_column("source", no_wrap=True)
+        t.add_column("kind", no_wrap=True)
+        t.add_column("rule", overflow="fold", ratio=1)
+        t.add_column("updated", no_wrap=True)
         for r in rows:
             t.add_row(str(r.evidence), r.source, r.kind, escape(r.text), r.updated_at.strftime("%Y-%m-%d %H:%M"))
         console.print(t)

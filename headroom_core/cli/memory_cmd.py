@@ -223,15 +223,27 @@ def remove(
 
 
 @memory_app.command()
-def stats(project: Optional[str] = typer.Option(None, "--project", "-p", help="Only this project (default: all).")) -> None:
+def stats(
+    project: Optional[str] = typer.Option(None, "--project", "-p", help="Only this project (default: all)."),
+    wide: bool = typer.Option(False, "--wide", help="A column per kind and the whole project paths; the default fits 80 columns."),
+) -> None:
     """Per project: active and archived memories, kinds, evidence, mean value, last update."""
+    from headroom_core.cli.tables import distinct_names, number, table
+
     rows = _store(create=False).stats(project)
-    t = Table(title="Memory per project")
-    for col in ("project", "active", "archived", "fact", "rule", "preference", "pitfall", "evidence", "mean value", "last update"):
-        t.add_column(col, justify="left" if col in ("project", "last update") else "right", overflow="fold")
-    for r in rows:
-        t.add_row(r.project, str(r.active), str(r.archived), *[str(r.kinds.get(k, 0)) for k in ("fact", "rule", "preference", "pitfall")],
-                  str(r.evidence), f"{r.mean_value:.2f}", _when(r.last_updated))
+    kinds = ("fact", "rule", "preference", "pitfall")
+    folder, names = distinct_names([r.project for r in rows]) if not wide else ("", [r.project for r in rows])
+    t = table("Memory per project", caption=f"projects in {escape(folder)}" if folder else None)
+    t.add_column("project", overflow="fold", min_width=8)
+    for col in ("active", "archived", *(kinds if wide else ()), "evidence", "mean value"):
+        number(t, col)
+    if not wide:
+        t.add_column("kinds", overflow="fold", min_width=8)
+    t.add_column("last update", no_wrap=True)
+    for name, r in zip(names, rows):
+        kinds_cells = [str(r.kinds.get(k, 0)) for k in kinds] if wide else []
+        t.add_row(escape(name), str(r.active), str(r.archived), *kinds_cells, str(r.evidence), f"{r.mean_value:.2f}",
+                  *([] if wide else [", ".join(f"{r.kinds[k]} {k}" for k in kinds if r.kinds.get(k)) or "-"]), _when(r.last_updated, wide))
     console.print(t)
 
 

@@ -73,6 +73,14 @@ def test_memory_list_of_all_projects_fits(tmp_path, columns):
     assert " ".join(texts) == "the API needs Python 3.12 " + LONG  # newest first, each folded whole
     shown = [c for c in _column(lines, header, "project", "ev.") if c]
     assert shown == ["b", "and-a-subfolder"]  # newest first; the part of the path that tells them apart
+    stats = _fits(_run(tmp_path / "home", project, columns, "memory", "stats").stdout, columns)
+    header = next(ln for ln in stats if ln.startswith("project "))
+    body = [ln for ln in stats[stats.index(header) + 2 :] if not ln.startswith("projects in ")]
+    cells = [ln[: header.index("active")].strip() for ln in body]
+    figures = [ln[header.index("active") :].split() for ln in body]
+    named = {"".join(cells[i : i + 2]) if i + 1 < len(cells) and not figures[i + 1] else cells[i]: figures[i] for i in range(len(body)) if figures[i]}
+    assert named == {"and-a-subfolder": ["1", "0", "1", "0.50", "1", "fact", named["and-a-subfolder"][-1]],
+                     "b": ["1", "0", "1", "0.50", "1", "fact", named["b"][-1]]}  # fmt: skip
 
 
 @pytest.mark.parametrize("columns", [80, 120])
