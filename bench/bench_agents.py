@@ -24,6 +24,7 @@ command line and environment, and its pricing.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -58,6 +59,9 @@ class Agent:
     command: Callable[[Path, play.Task], list[str]]
     env: Callable[[Path, Upstream], dict[str, str]]
     pricing: str
+    #: why the agent cannot talk to the scripted upstream directly ("" when it can): then only
+    #: the run through the proxy is measured
+    no_direct: str = ""
 
 
 def _claude_env(home: Path, up: Upstream) -> dict[str, str]:
@@ -68,8 +72,42 @@ def _claude_env(home: Path, up: Upstream) -> dict[str, str]:
     }
 
 
+def _codex_env(home: Path, up: Upstream) -> dict[str, str]:
+    """Codex CLI over HTTP (Responses API, SSE) with a custom provider at the upstream, in a
+    ``CODEX_HOME`` of its own (its config written here)."""
+    codex_home = home / ".codex"
+    codex_home.mkdir(parents=True, exist_ok=True)
+    (codex_home / "config.toml").write_text(
+        f'model = "gpt-5.5"\nmodel_provider = "scripted"\n\n[model_providers.scripted]\nname = "scripted"\n'
+        f'base_url = "{up.url}/v1"\nwire_api = "responses"\nenv_key = "SCRIPTED_API_KEY"\nsupports_websockets = false\n'
+    )
+    return {"HOME": str(home), "CODEX_HOME": str(codex_home), "SCRIPTED_API_KEY": "sk-bench-not-a-key", "COLUMNS": "200",
+            "CODEX_CA_CERTIFICATE": str(up.cert_path)}  # the direct run trusts the upstream (wrap sets its own bundle)
+
+
+def _opencode_env(home: Path, up: Upstream) -> dict[str, str]:
+    """opencode with an ``@ai-sdk/openai-compatible`` provider (Chat Completions) at the upstream."""
+    cfg = home / ".config" / "opencode"
+    cfg.mkdir(parents=True, exist_ok=True)
+    cfg.joinpath("opencode.json").write_text(json.dumps({
+        "provider": {"scripted": {"npm": "@ai-sdk/openai-compatible", "name": "Scripted",
+                                  "options": {"baseURL": f"{up.url}/v1", "apiKey": "sk-bench-not-a-key"},
+                                  "models": {"play-1": {"name": "Play 1", "tool_call": True}}}},
+        "model": "scripted/play-1", "autoupdate": False, "share": "disabled",
+    }))
+    return {
+        "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "XDG_CACHE_HOME": str(home / ".cache"), "XDG_STATE_HOME": str(home / ".local" / "state"), "NO_COLOR": "1",
+        "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "OPENCODE_DISABLE_SHARE": "1",
+        "NODE_EXTRA_CA_CERTS": str(up.cert_path),
+    }  # fmt: skip
+
+
 AGENTS = [
     Agent("claude", lambda exe, task: [str(exe), "-p", play.PROMPT, "--dangerously-skip-permissions"], _claude_env, "anthropic"),
+    Agent("codex", lambda exe, task: [str(exe), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "-C", str(task.workspace), play.PROMPT],
+          _codex_env, "openai", no_direct="Codex's TLS refuses the scripted upstream's self-signed CA:TRUE certificate (it needs a CA and a leaf)"),
+    Agent("opencode", lambda exe, task: [str(exe), "run", play.PROMPT], _opencode_env, "openai"),
 ]
 
 
@@ -114,7 +152,7 @@ def run_once(agent: Agent, exe: Path, through_proxy: bool, counter: TokenCounter
         home.mkdir()
         with Upstream() as up:
             model = ScriptedModel(task).install(up)
-            env = base_env(**agent.env(home, up))
+            env = base_env(**agent.env(home, up), PWD=str(task.workspace))  # as a shell starting it there sets it (opencode reads PWD)
             argv = agent.command(exe, task)
             t0 = time.perf_counter()
             start = 0.0
@@ -133,7 +171,10 @@ def run_once(agent: Agent, exe: Path, through_proxy: bool, counter: TokenCounter
             else:
                 import subprocess
 
-                proc = subprocess.run(argv, env=env, cwd=task.workspace, capture_output=True, text=True, timeout=timeout)
+                try:
+                    proc = subprocess.run(argv, env=env, cwd=task.workspace, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+                except subprocess.TimeoutExpired:
+                    proc = subprocess.CompletedProcess(argv, -1, "", "timed out")
                 seconds = time.perf_counter() - t0
             reqs = [r for r in up.requests if r.method == "POST" and not r.path_only.endswith("count_tokens") and isinstance(r.json, dict)]
             done = proc.returncode == 0 and play.FINAL_SENTINEL in proc.stdout and not model.invalid
@@ -159,17 +200,24 @@ def main() -> None:
         if exe is None:
             print(f"{agent.name}: not installed (bash scripts/agents {agent.name}); skipped", file=sys.stderr)
             continue
-        direct = [run_once(agent, exe, False, counter, args.timeout) for _ in range(args.passes)]
+        if agent.no_direct:
+            print(f"{agent.name}: no direct run ({agent.no_direct}); through the proxy only", file=sys.stderr)
+        direct = [] if agent.no_direct else [run_once(agent, exe, False, counter, args.timeout) for _ in range(args.passes)]
         proxied = [run_once(agent, exe, True, counter, args.timeout) for _ in range(args.passes)]
-        d, p = direct[-1], proxied[-1]
-        wd, wp = statistics.median(r.seconds for r in direct), statistics.median(r.seconds for r in proxied)
+        p = proxied[-1]
+        wp = statistics.median(r.seconds for r in proxied)
+        start = f"{statistics.median(r.start_seconds for r in proxied):.1f}"
+        ok = "yes" if all(r.completed for r in direct + proxied) else "NO"
+        if not direct:
+            table.add_row(agent.name, f"-/{p.requests}", "-", f"{p.cost.tokens:,}", "-", "-", f"{p.cost.usd:.4f}", "-", "-", f"{wp:.1f}", "-", start, ok)
+            continue
+        d = direct[-1]
+        wd = statistics.median(r.seconds for r in direct)
         tok_saved = 100 * (d.cost.tokens - p.cost.tokens) / d.cost.tokens if d.cost.tokens else 0.0
         usd_saved = 100 * (d.cost.usd - p.cost.usd) / d.cost.usd if d.cost.usd else 0.0
-        ok = all(r.completed for r in direct + proxied)
         table.add_row(agent.name, f"{d.requests}/{p.requests}", f"{d.cost.tokens:,}", f"{p.cost.tokens:,}", f"{tok_saved:.1f}%",
                       f"{d.cost.usd:.4f}", f"{p.cost.usd:.4f}", f"{usd_saved:.1f}%", f"{wd:.1f}", f"{wp:.1f}", f"{wp - wd:+.1f}",
-                      f"{statistics.median(r.start_seconds for r in proxied):.1f}",
-                      "yes" if ok else "NO")  # fmt: skip
+                      start, ok)  # fmt: skip
     Console(width=200).print(table)
 
 
