@@ -760,7 +760,7 @@ def _splice_step(req: _Request, replayed: _Replayed, edits: list[jsonedit.Edit])
     new_spans = [(spliced.map(a), spliced.map(b)) for a, b in replayed.spans]
     if edits:
         _check_messages(req, replayed.zone, replayed.spans, new_spans, spliced.text)
-        _check_markers(req.text, spliced)
+        _check_markers(req.text, spliced, req.wire.cache_marker)
     return _Splice(spliced.text, new_spans)
 
 
@@ -955,14 +955,14 @@ def _check_messages(req: _Request, zone: LiveZone, spans: list[tuple[int, int]],
             raise AssertionError(f"an edit changed message {i}'s role, type or call ids")
 
 
-def _check_markers(text: str, spliced: jsonedit.Spliced) -> None:
+def _check_markers(text: str, spliced: jsonedit.Spliced, marker: str = "cache_control") -> None:
     """Raise :class:`~headroom_core.cache.breakpoints.BreakpointError` when the edits added or
     dropped a ``cache_control`` breakpoint (counted in each edited span, old against new)."""
     old = new = 0
     for a, b, n in spliced.splices:
         na = spliced.map(a)
-        old += marker_count(text, a, b)
-        new += marker_count(spliced.text, na, na + n)
+        old += marker_count(text, a, b, marker)
+        new += marker_count(spliced.text, na, na + n, marker)
     if old != new:
         raise BreakpointError(f"cache_control breakpoints changed in the edited parts: {old} -> {new}")
 

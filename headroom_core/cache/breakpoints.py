@@ -33,20 +33,22 @@ def breakpoints(body: Mapping[str, Any], d: WireDialect | None = None) -> dict[P
     body that hold breakpoints (dialect ``d``'s ``cache_parts``; ``d`` defaults to the dialect
     the body reads as), paths as keys and indexes from the root."""
     out: dict[PathT, Any] = {}
+    wd = d or for_body(body)
+    marker = wd.cache_marker  # cache_control, or Bedrock Converse's cachePoint blocks
 
     def walk(v: Any, path: PathT) -> None:
         if isinstance(v, dict):
-            if "cache_control" in v:
-                out[path] = v["cache_control"]
+            if marker in v:
+                out[path] = v[marker]
             for k, x in v.items():
-                if isinstance(x, (dict, list)) and k != "cache_control":
+                if isinstance(x, (dict, list)) and k != marker:
                     walk(x, path + (k,))
         elif isinstance(v, list):
             for i, x in enumerate(v):
                 if isinstance(x, (dict, list)):
                     walk(x, path + (i,))
 
-    for part in (d or for_body(body)).cache_parts:
+    for part in wd.cache_parts:
         if part in body:
             walk(body[part], (part,))
     return out
@@ -101,12 +103,13 @@ def check(client: Mapping[str, Any], forwarded: Mapping[str, Any], d: WireDialec
     return BreakpointCheck(sum(a.values()), sum(b.values()), added, lost)
 
 
-def marker_count(text: str, start: int = 0, end: int | None = None) -> int:
+def marker_count(text: str, start: int = 0, end: int | None = None, marker: str = "cache_control") -> int:
     """How many ``cache_control`` members a JSON text holds (``text[start:end]``, counted in
     place: no copy of the slice), without parsing it (C-speed substring count): inside a string
     value the quotes are escaped, so text that merely mentions cache_control is not counted (a
-    string value that is exactly "cache_control" is, on both sides of a comparison alike)."""
-    return text.count('"cache_control"', start, len(text) if end is None else end)
+    string value that is exactly "cache_control" is, on both sides of a comparison alike).
+    ``marker``: the dialect's breakpoint member (``cache_marker``)."""
+    return text.count(f'"{marker}"', start, len(text) if end is None else end)
 
 
 def verify(client: Mapping[str, Any], forwarded: Mapping[str, Any], d: WireDialect | None = None) -> BreakpointCheck:

@@ -23,6 +23,7 @@ class Dialect(str, Enum):
     VERTEX_GEMINI = "vertex-gemini"
     VERTEX_ANTHROPIC = "vertex-anthropic"
     BEDROCK_INVOKE = "bedrock-invoke"
+    BEDROCK_CONVERSE = "bedrock-converse"
     OLLAMA_CHAT = "ollama-chat"
     GEMINI_CODE_ASSIST = "gemini-code-assist"
 

@@ -25,6 +25,7 @@ from headroom_core.wire.dialect_anthropic import AnthropicMessages
 from headroom_core.wire.dialect_bedrock import BedrockInvoke
 from headroom_core.wire.dialect_chat import OpenAIChat
 from headroom_core.wire.dialect_code_assist import CodeAssist
+from headroom_core.wire.dialect_converse import BedrockConverse
 from headroom_core.wire.dialect_gemini import GeminiAPI, VertexGemini
 from headroom_core.wire.dialect_ollama import OllamaChat
 from headroom_core.wire.dialect_responses import OpenAIResponses
@@ -43,6 +44,7 @@ REGISTRY: dict[Dialect, WireDialect] = {
     Dialect.VERTEX_GEMINI: VertexGemini(),
     Dialect.VERTEX_ANTHROPIC: VertexAnthropic(),
     Dialect.BEDROCK_INVOKE: BedrockInvoke(),
+    Dialect.BEDROCK_CONVERSE: BedrockConverse(),
     Dialect.OLLAMA_CHAT: OllamaChat(),
     Dialect.GEMINI_CODE_ASSIST: CodeAssist(),
 }

@@ -135,7 +135,9 @@ class WireDialect(Protocol):
     (``()``: the body itself; ``("request",)`` for a body that wraps another dialect's, as Code
     Assist wraps Gemini's: :mod:`headroom_core.wire.envelope`). With a root, the plan parses,
     views and splices inside it (the envelope's bytes go upstream as sent), and every method
-    taking a body gets the inner one, but ``shape_error`` and ``model_of`` (the whole body)."""
+    taking a body gets the inner one, but ``shape_error`` and ``model_of`` (the whole body). ``cache_marker`` the member that makes
+    an object a prompt-cache breakpoint (``cache_control``; Bedrock Converse's ``cachePoint``
+    blocks), counted in :attr:`cache_parts`."""
 
     @property
     def id(self) -> Dialect: ...
@@ -163,6 +165,8 @@ class WireDialect(Protocol):
     def content_key(self) -> str: ...
     @property
     def root(self) -> tuple[str, ...]: ...
+    @property
+    def cache_marker(self) -> str: ...
 
     def inner(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """The object at :attr:`root` in a whole body (the body itself for ``()``; ``{}`` when
@@ -320,6 +324,7 @@ class DialectBase:
     system_keys: tuple[str, ...] = layout.SYSTEM_KEYS
     content_key: str = "content"
     root: tuple[str, ...] = ()
+    cache_marker: str = "cache_control"
 
     def inner(self, body: Mapping[str, Any]) -> dict[str, Any]:
         from headroom_core.wire.envelope import inner  # envelope imports this module

@@ -172,6 +172,46 @@ def _ollama_stream(calls: list[ToolCall], text: str) -> bytes:
 CASES[Dialect.OLLAMA_CHAT] = Case(
     "/api/chat", None, _ollama_body(), lambda b: b["messages"][3]["content"], _ollama_body, _ollama_resp, _ollama_stream, lambda e: e["error"],
 )  # fmt: skip
+def _converse_body(out: str = "a.py\nb.py") -> dict[str, Any]:
+    return {
+        "system": [{"text": "You are a coding agent."}, {"cachePoint": {"type": "default"}}],
+        "toolConfig": {"tools": [{"toolSpec": {"name": "shell", "description": "Run.", "inputSchema": {"json": {"type": "object"}}}}, {"cachePoint": {"type": "default"}}]},
+        "messages": [
+            {"role": "user", "content": [{"text": "list the files"}]},
+            {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t1", "name": "shell", "input": {"cmd": "ls"}}}]},
+            {"role": "user", "content": [{"toolResult": {"toolUseId": "t1", "content": [{"text": out}], "status": "success"}}, {"text": "which is bigger?"}, {"cachePoint": {"type": "default"}}]},
+        ],
+        "inferenceConfig": {"maxTokens": 512},
+    }
+
+
+def _converse_resp(calls: list[ToolCall], text: str) -> dict[str, Any]:
+    content = ([{"text": text}] if text else []) + [{"toolUse": {"toolUseId": c.call_id, "name": c.name, "input": c.arguments}} for c in calls]
+    return {"output": {"message": {"role": "assistant", "content": content}}, "stopReason": "tool_use" if calls else "end_turn",
+            "usage": {"inputTokens": 10, "outputTokens": 2, "totalTokens": 12, "cacheReadInputTokens": 5, "cacheWriteInputTokens": 0}, "metrics": {"latencyMs": 9}}  # fmt: skip
+
+
+def _converse_stream(calls: list[ToolCall], text: str) -> bytes:
+    """ConverseStream's events in AWS event-stream frames (a text block starts with its delta)."""
+    from headroom_core.wire.eventstream import event_frame
+
+    evs: list[tuple[str, Any]] = [("messageStart", {"role": "assistant", "p": "abc"})]
+    i = 0
+    if text:
+        evs += [("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": text}}), ("contentBlockStop", {"contentBlockIndex": 0})]
+        i = 1
+    for c in calls:
+        evs += [("contentBlockStart", {"contentBlockIndex": i, "start": {"toolUse": {"toolUseId": c.call_id, "name": c.name}}}),
+                ("contentBlockDelta", {"contentBlockIndex": i, "delta": {"toolUse": {"input": json.dumps(c.arguments)}}}), ("contentBlockStop", {"contentBlockIndex": i})]  # fmt: skip
+        i += 1
+    evs += [("messageStop", {"stopReason": "tool_use" if calls else "end_turn"}), ("metadata", {"usage": _converse_resp([], "")["usage"], "metrics": {"latencyMs": 9}})]
+    return b"".join(event_frame(k, json.dumps(v)) for k, v in evs)
+
+
+CASES[Dialect.BEDROCK_CONVERSE] = Case(
+    "/model/us.anthropic.claude-sonnet-4-20250514-v1%3A0/converse-stream", None, _converse_body(),
+    lambda b: b["messages"][2]["content"][0]["toolResult"]["content"][0]["text"], _converse_body, _converse_resp, _converse_stream, lambda e: e["message"],
+)  # fmt: skip
 #: dialects whose full round trip is covered elsewhere (test_sse_followup_e2e, test_e2e_proxy):
 #: here detection, view, count, 413 and fail-open only
 VIEW_ONLY = {Dialect.OPENAI_CHAT: ("/v1/chat/completions", None, CHAT), Dialect.OPENAI_RESPONSES: ("/v1/responses", "/v1/responses/input_tokens", RESPONSES)}

@@ -63,7 +63,7 @@ def test_every_dialect_is_registered_and_implements_the_protocol():
         assert isinstance(impl, WireDialect)
         assert impl.id is d
         assert dialects.dialect(d.value) is impl
-    assert dialects.SEPARATE_CACHE_DIALECTS == ("anthropic-messages", "vertex-anthropic", "bedrock-invoke")  # Messages usage on every host
+    assert dialects.SEPARATE_CACHE_DIALECTS == ("anthropic-messages", "vertex-anthropic", "bedrock-invoke", "bedrock-converse")  # Messages usage on every host
 
 
 @pytest.mark.parametrize(
