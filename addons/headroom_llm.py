@@ -422,7 +422,7 @@ class LLMTraffic:
             if st.prepared is not None:  # built off the loop while the upstream answered
                 return ledger.finish_turn(st.prepared, status_code=status, usage=st.usage, rounds=st.rounds, called=st.called, writer=rt.ledger)
             return ledger.record_turn(
-                rt.sessions,
+                None,  # the writer opens the database: journaled while it cannot
                 st.plan,
                 user_agent=flow.request.headers.get("user-agent", ""),
                 status_code=flow.response.status_code if flow.response else None,
@@ -436,12 +436,17 @@ class LLMTraffic:
             return None
 
     def done(self) -> None:
-        """On shutdown: commit the ledger rows still queued (up to 10 s); diagnostics not yet
+        """On shutdown: commit the ledger rows still queued (up to 10 s), then checkpoint the
+        SQLite databases (:func:`~headroom_core.db.backup.checkpoint_all`); diagnostics not yet
         run are dropped."""
         _DIAGNOSTICS.shutdown(wait=False, cancel_futures=True)
         rt = self.state.runtime
         if rt is not None and "ledger" in rt.__dict__:
             rt.ledger.close(10.0)
+        if rt is not None:
+            from headroom_core.db.backup import checkpoint_all
+
+            checkpoint_all()  # a stopped proxy's data in headroom.db itself, not in its -wal file
 
 
 def _why(e: BaseException) -> str:

@@ -94,6 +94,7 @@ def _warm_up(rt: Runtime) -> None:
     except Exception as e:  # noqa: BLE001 - requests will fail open and log it again
         rt.ready.end(f"{type(e).__name__}: {e}")
         logging.exception("headroom: warm-up failed (database or tokenizer); traffic passes unchanged until it works")
+        _recover_ledger(rt)  # the journal waits for the database, and is written once it opens
         return
     _recover_ledger(rt)
     rt.ready.end()

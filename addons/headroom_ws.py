@@ -303,7 +303,7 @@ class ResponsesWebSocket:
         done = loop if loop is not None and loop.done else None
         try:
             return ledger.record_turn(
-                rt.sessions,
+                None,  # the writer opens the database: journaled while it cannot
                 plan,
                 user_agent=user_agent,
                 status_code=status,

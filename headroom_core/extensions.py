@@ -109,11 +109,15 @@ class HasExtensions(Protocol):
 
 def answer_call(rt: HasExtensions, ctx: RequestContext | None, call: ToolCall) -> str:
     """The tool result text for a call to one of the proxy's tools (an error text for an
-    unknown name or a tool that raised)."""
+    unknown name or a tool that raised). The client's answer waits for it: its database
+    statements share a lock-wait budget (:mod:`headroom_core.db.lock_wait`)."""
+    from headroom_core.db import lock_wait  # SQLAlchemy: imported once a proxy tool is answered
+
     for tool in rt.extensions.tools:
         if tool.name == call.name:
             try:
-                return tool.answer(rt, ctx, call)
+                with lock_wait.bounded():
+                    return tool.answer(rt, ctx, call)
             except Exception as e:  # noqa: BLE001 - the model gets the error, the proxy goes on
                 log.exception("headroom: proxy tool %s failed", call.name)
                 return f"{call.name} error: {type(e).__name__}: {e}"

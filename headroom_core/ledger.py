@@ -189,7 +189,7 @@ def _submit_when_counted(writer: LedgerWriter, entry: Entry, t: ToolsFigures) ->
 
 
 def record_turn(
-    sessions: sessionmaker[Session],
+    sessions: sessionmaker[Session] | None,
     plan: RequestPlan,
     *,
     user_agent: str,
@@ -205,7 +205,9 @@ def record_turn(
     plan's dialect (the proxy changes neither, and the forwarded body would have to be parsed
     again, on the event loop); ``usage`` and ``called`` (tool names the model called) are read from
     ``response`` (a non-streamed response object) when not given. Then :func:`finish_turn`,
-    which says what is returned and raised."""
+    which says what is returned and raised; ``sessions`` may be None with a ``writer`` (which
+    opens the database itself: a database that cannot be opened yet keeps the row in its
+    journal)."""
     prepared = prepare_turn(plan, user_agent=user_agent)
     wire = wire_dialect(plan.dialect) if plan.dialect is not None else None
     if usage is None:

@@ -229,6 +229,17 @@ def _upsert(dialect: str) -> Any:
     )
 
 
+class DatabaseUnavailable(OperationalError):
+    """The database could not be opened (its cause is ``orig``): the ledger's entries wait in
+    the journal. An ``OperationalError``, as a database that went away mid-run raises."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(None, None, cause)
+
+    def __str__(self) -> str:
+        return f"the database cannot be opened ({self.orig})"
+
+
 #: At most this many entries whose commit failed are held in memory to be written again (~1 KB
 #: each); the lines of any more stay in the journal for the next start.
 RETRY_KEEP = 10_000
@@ -256,12 +267,19 @@ class LedgerWriter:
     ``RETRY_KEEP`` entries held for this, the others written by the next start); an entry
     without a journal is dropped. :meth:`flush` waits until everything submitted so far is committed, counts
     included; :meth:`close` flushes and stops the thread (mitmproxy's ``done`` hook).
+
+    ``sessions`` may be None with ``open_sessions`` given: the database is opened by calling it
+    when first needed, and again after each failure (a PostgreSQL server not up yet, a database
+    that cannot be opened, issue 36 item 6): meanwhile every entry is journaled and answered as
+    usual, and its row is written once the database opens, as is the journal of a stopped proxy
+    (:meth:`recover`, retried every ``retry_seconds`` until it ran).
     """
 
     def __init__(
         self,
-        sessions: sessionmaker[Session],
+        sessions: sessionmaker[Session] | None,
         *,
+        open_sessions: Callable[[], sessionmaker[Session]] | None = None,
         flush_seconds: float = 0.0,
         counts_seconds: float = 1.0,
         max_batch: int = 500,
@@ -269,7 +287,10 @@ class LedgerWriter:
         journal: LedgerJournal | None = None,
         retry_seconds: float = 10.0,
     ) -> None:
-        self._sessions = sessions
+        if sessions is None and open_sessions is None:
+            raise TypeError("LedgerWriter needs sessions or open_sessions")
+        self._opened = sessions
+        self._open = open_sessions
         self._journal = journal
         self._flush_s = flush_seconds
         self._counts_s = counts_seconds
@@ -285,8 +306,20 @@ class LedgerWriter:
         self._retry_s = retry_seconds
         self._failed: list[tuple[Entry, Segment]] = []  # journaled entries whose commit failed
         self._retry_at: float | None = None  # when they are tried again
+        self._recover_at: float | None = None  # when recover() runs again (the database did not open)
         self._thread = threading.Thread(target=self._run, name="headroom-ledger", daemon=True)
         self._thread.start()
+
+    @property
+    def _sessions(self) -> sessionmaker[Session]:
+        """The database's sessions, opened now if not yet. Raises :class:`DatabaseUnavailable`."""
+        if self._opened is None:
+            assert self._open is not None
+            try:
+                self._opened = self._open()
+            except Exception as e:  # noqa: BLE001 - any reason it cannot be opened: unavailable for now
+                raise DatabaseUnavailable(e) from e
+        return self._opened
 
     @property
     def pending(self) -> int:
@@ -332,6 +365,14 @@ class LedgerWriter:
         start."""
         if self._journal is None:
             return 0
+        try:
+            self._sessions  # noqa: B018 - opened now, or unavailable: all segments wait
+        except DatabaseUnavailable as e:
+            self._recover_at = time.monotonic() + self._retry_s
+            self._q.put(_FLUSH)  # the thread learns when to try again
+            log.warning("headroom: %s; answered requests stay in the ledger journal and are written once it opens (tried every %g s)", e, self._retry_s)
+            return 0
+        self._recover_at = None
         written = 0
         seen: set[str] = set()  # an entry in two segments (a copied file) is written once
         for o in orphans(self._journal.directory):
@@ -391,7 +432,7 @@ class LedgerWriter:
         counts_due: float | None = None  # when the held counts are written
         while True:
             try:
-                due = [t for t in (counts_due, self._retry_at) if t is not None]
+                due = [t for t in (counts_due, self._retry_at, self._recover_at) if t is not None]
                 wait = max(0.0, min(due) - time.monotonic()) if due else None
                 first = self._q.get(timeout=wait)
             except queue.Empty:
@@ -402,6 +443,8 @@ class LedgerWriter:
                 if first is None:
                     return
                 self._retry_if_due()
+                if self._recover_at is not None and time.monotonic() >= self._recover_at:
+                    self.recover()
                 continue
             assert isinstance(first, tuple)
             batch: list[tuple[Entry, Future, Segment | None]] = [first]

@@ -25,6 +25,7 @@ LABELS: dict[str, str] = {
     "signed": "signed body",
     "not_ready": "proxy not ready",
     "unreachable": "upstream unreachable",
+    "db_busy": "database locked by another process",
 }
 
 _BY_CODE = {
@@ -34,6 +35,7 @@ _BY_CODE = {
     Code.NOT_PARSED: "not_parsed",
     Code.COMPRESS_OFF: "compress_off",
     Code.NOT_COMPRESSED_TOO_LARGE: "too_large",
+    Code.DB_BUSY: "db_busy",
 }
 
 #: Words of the reasons :mod:`headroom_core.request_plan` writes for a compression timeout and

@@ -29,3 +29,4 @@ class Code(StrEnum):
     NOT_COMPRESSED = "not_compressed"  # failed or timed out and the fallback failed too
     NOT_COMPRESSED_TOO_LARGE = "not_compressed_too_large"  # ... and too large to send uncompressed
     ABANDONED = "abandoned"
+    DB_BUSY = "db_busy"  # the database was locked past the request's lock-wait budget: fallback or unchanged

@@ -59,6 +59,7 @@ from headroom_core.compress.result import CompressResult
 from headroom_core.compress.router import classify, compress_text, hint_for, with_text_path
 from headroom_core.compress.worker import WORKER_MIN_CHARS, CompressTimeout, Job
 from headroom_core.compress.tools_figures import ToolsFigures
+from headroom_core.db import lock_wait
 from headroom_core.extensions import RequestContext
 from headroom_core.plan_codes import Action, Code
 from headroom_core.inject import tail_text_edits
@@ -77,6 +78,8 @@ from headroom_core.wire.view import ARRAYS, BodyView, ViewError, array_at, parse
 log = logging.getLogger("headroom")
 
 BYPASS_HEADER = "x-headroom-bypass"
+#: The reason of a plan that gave up on a database lock (its code is ``DB_BUSY``).
+DB_BUSY_WORDS = f"the database was locked by another process for over {lock_wait.REQUEST_WAIT_SECONDS:g} s"
 #: Seconds the fallback after a compression timeout may take (it replays and looks up only).
 FALLBACK_MIN_SECONDS = 15.0
 
@@ -153,17 +156,18 @@ class PlanAbandoned(Exception):
     waiting (a compression timeout): the plan then remembers nothing for the session."""
 
 
-def _not_compressed(rt: Runtime, r: Route, body: bytes, why: str, error: bool = False) -> RequestPlan:
+def _not_compressed(rt: Runtime, r: Route, body: bytes, why: str, error: bool = False, busy: bool = False) -> RequestPlan:
     """The plan when compressing failed or timed out (``why``): small bodies go on unchanged
     (fail open, as without the proxy); only when ``fail_open_max_bytes`` is set (not 0, the
     default), bodies over it are refused with 413 instead (for teams that would rather stop an
     uncompressed huge request than pay for it). ``error``: the failure was an internal error
-    (the plan's ``internal_error``)."""
+    (the plan's ``internal_error``); ``busy``: a database lock (code ``DB_BUSY``)."""
     n = len(body)
     d, counting = r.dialect, r.counting
     limit = rt.settings.fail_open_max_bytes
     if d is None or not limit or n <= limit or counting:
-        return RequestPlan(Action.PASSTHROUGH, why[:300], bytes_before=n, bytes_after=n, code=Code.NOT_COMPRESSED, dry_run=counting, internal_error=error)
+        code = Code.DB_BUSY if busy else Code.NOT_COMPRESSED
+        return RequestPlan(Action.PASSTHROUGH, why[:300], bytes_before=n, bytes_after=n, code=code, dry_run=counting, internal_error=error)
     msg = (
         f"headroom proxy: this {n}-byte request could not be compressed ({why[:120]}), and requests over "
         f"{limit} bytes (headroom fail_open_max_bytes) are not sent uncompressed. Compact the conversation "
@@ -199,7 +203,8 @@ def plan_request(
     """
     r = route_ if route_ is not None else route(method, path)
     try:
-        return _plan(rt, r, path, headers, body, commit, defer=defer, continues=continues)
+        with lock_wait.bounded():  # a database locked by another process: fail open, not wait
+            return _plan(rt, r, path, headers, body, commit, defer=defer, continues=continues)
     except PlanAbandoned:
         return RequestPlan(Action.PASSTHROUGH, "abandoned: compression timed out", bytes_before=len(body), bytes_after=len(body), code=Code.ABANDONED)
     except CompressTimeout as e:
@@ -209,13 +214,16 @@ def plan_request(
         log.warning("headroom: %s; sending what was sent before, nothing new compressed", e)
         return replay_only(rt, method, path, headers, body, str(e)[:200], defer, r, continues=continues)
     except Exception as e:  # noqa: BLE001 - fail open, loudly
+        if lock_wait.is_lock_wait(e):
+            log.warning("headroom: %s; sending what was sent before, nothing new compressed", DB_BUSY_WORDS)
+            return replay_only(rt, method, path, headers, body, DB_BUSY_WORDS, defer, r, continues=continues, busy=True)
         log.exception("headroom: compression failed; sending what was sent before, nothing new compressed")
         return replay_only(rt, method, path, headers, body, f"internal error: {type(e).__name__}: {e}", defer, r, error=True, continues=continues)
 
 
 def replay_only(
     rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes, why: str, defer: bool = False, route_: Route | None = None,
-    error: bool = False, continues: Conversation | None = None,
+    error: bool = False, continues: Conversation | None = None, busy: bool = False,
 ) -> RequestPlan:
     """The fallback when compressing failed or timed out (``why``): the session's earlier
     messages are still replayed byte for byte and ``tools`` still sent as before (so the
@@ -223,16 +231,23 @@ def replay_only(
     compressed, counted or injected. A body over ``fail_open_max_bytes`` (when set) is refused (413) as the
     fallback cannot shrink it. If even the fallback fails: :func:`_not_compressed`. ``error``:
     the failure was an internal error (kept as the plan's ``internal_error``). ``continues``: as
-    for :func:`plan_request`."""
+    for :func:`plan_request`. ``busy``: the failure was a database lock held past the request's
+    lock-wait budget (:mod:`headroom_core.db.lock_wait`): the plan's code is ``DB_BUSY``; the
+    fallback shares what is left of that budget (a write it needs fails at once)."""
     r = route_ if route_ is not None else route(method, path)
     try:
-        plan = _plan(rt, r, path, headers, body, None, fast=True, defer=defer, continues=continues)
+        with lock_wait.bounded():
+            plan = _plan(rt, r, path, headers, body, None, fast=True, defer=defer, continues=continues)
         if plan.action != Action.REJECT and plan.dialect is not None and not plan.dry_run and 0 < rt.settings.fail_open_max_bytes < plan.bytes_after:
             return _not_compressed(rt, r, body, why, error)  # too large to send uncompressed
-        return replace(plan, reason=f"{why[:150]}; fallback: {plan.reason}"[:300], code=Code.FALLBACK, internal_error=error)
+        return replace(plan, reason=f"{why[:150]}; fallback: {plan.reason}"[:300], code=Code.DB_BUSY if busy else Code.FALLBACK, internal_error=error)
     except Exception as e:  # noqa: BLE001
-        log.exception("headroom: the fallback failed too")
-        return _not_compressed(rt, r, body, f"{why[:150]}; fallback failed: {type(e).__name__}: {e}", error)
+        busy = busy or lock_wait.is_lock_wait(e)
+        if busy:
+            log.warning("headroom: the fallback found the database locked too; the request goes on as the client sent it")
+        else:
+            log.exception("headroom: the fallback failed too")
+        return _not_compressed(rt, r, body, f"{why[:150]}; fallback failed: {type(e).__name__}: {e}", error, busy=busy)
 
 
 class _CommitGate:
@@ -778,7 +793,8 @@ def _remember_step(
     recent = RecentRequest(req.view, req.scope, req.session_key, tuple(replayed.hashes), ((rec.tools, proxy_tools, fast), tools))
 
     def store() -> None:
-        _remember(rt, req, rec, replayed.zone, replayed.spans, replayed.hashes, out.text, out.spans, content.result, content.images, tools.state)
+        with lock_wait.bounded():  # the answer waits for it: never for another writer's lock
+            _remember(rt, req, rec, replayed.zone, replayed.spans, replayed.hashes, out.text, out.spans, content.result, content.images, tools.state)
         if not req.store_key:  # a continuation is no base for another request's identity
             rt.recent.remember(req.credential, req.headers.get(PROJECT_HEADER, ""), recent)
 
@@ -994,8 +1010,11 @@ def _keep_originals(rt: Runtime, req: _Request, zone: LiveZone) -> None:
 
 def run_observers(rt: Runtime, plan: RequestPlan) -> None:
     """Run the observers (live learning, memory capture) on a planned request, after it was
-    forwarded; failures are logged. Nothing runs for token counts or fallbacks."""
-    _observe(rt, plan, rt.extensions.observers)
+    forwarded; failures are logged. Nothing runs for token counts or fallbacks. The answer and
+    the client's next request wait for them: their statements share a lock-wait budget
+    (:mod:`headroom_core.db.lock_wait`)."""
+    with lock_wait.bounded():
+        _observe(rt, plan, rt.extensions.observers)
 
 
 def run_diagnostics(rt: Runtime, plan: RequestPlan) -> None:

@@ -52,7 +52,10 @@ class Runtime:
     def ledger(self) -> LedgerWriter:
         """The background writer of ledger rows (its thread starts on first use), journaling
         into ``<home>/ledger-journal`` (:mod:`headroom_core.ledger_journal`); without a journal
-        (the folder cannot be written) answers wait for their rows' commits."""
+        (the folder cannot be written) answers wait for their rows' commits. It opens the
+        database when it first writes (not here): a database that cannot be opened yet (a
+        PostgreSQL server still starting) leaves every answered request in the journal until it
+        can."""
         try:
             journal: LedgerJournal | None = LedgerJournal(Path(self.settings.home) / "ledger-journal")
         except OSError as e:
@@ -61,7 +64,7 @@ class Runtime:
         # journaled, nothing waits for a commit: rows arriving within 20 ms share one (under
         # load one commit writes many requests' rows; an idle proxy's row is in the database
         # 20 ms after its answer)
-        return LedgerWriter(self.sessions, journal=journal, flush_seconds=0.02 if journal is not None else 0.0)
+        return LedgerWriter(None, open_sessions=lambda: self.sessions, journal=journal, flush_seconds=0.02 if journal is not None else 0.0)
 
     @cached_property
     def sealer(self) -> Sealer:

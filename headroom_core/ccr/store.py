@@ -13,6 +13,7 @@ from the client's copy when it had expired or was evicted.
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 import time
@@ -21,11 +22,16 @@ from typing import Any
 from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import CursorResult, Result, delete, func, select, update
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from headroom_core.db import lock_wait
 from headroom_core.db.models import Original
 from headroom_core.db.sealed import SECRET_BYTES, Sealer
 from headroom_core.db.upsert import upsert
+
+
+log = logging.getLogger("headroom")
 
 
 def _now() -> datetime:
@@ -108,17 +114,27 @@ class OriginalsStore:
         self.put(key, text, kind, scope)
 
     def get(self, key: str, scope: str = "") -> Retrieved:
-        """The original under ``key`` in ``scope`` (refreshing its time), or ``text=None``."""
+        """The original under ``key`` in ``scope`` (refreshing its time), or ``text=None``. A read,
+        then the refresh in its own transaction: a database another process holds locked past
+        the caller's lock-wait budget (:mod:`headroom_core.db.lock_wait`) still answers, the
+        refresh skipped (logged). Raises SQLAlchemy's other errors."""
         now = _now()
-        with self._sessions.begin() as s:
+        with self._sessions() as s:
             row = s.get(Original, (scope, key))
             if row is None or row.last_used_at < now - self._ttl:
                 return Retrieved(key=key, text=None)
             text = self._sealer.open(row.data, _row(scope, key))
             if text is None:
                 return Retrieved(key=key, text=None)
-            row.last_used_at = now
-            return Retrieved(key=key, text=text, kind=row.kind)
+            kind = row.kind
+        try:
+            with self._sessions.begin() as s:
+                s.execute(update(Original).where(Original.scope == scope, Original.key == key).values(last_used_at=now))
+        except OperationalError as e:
+            if not lock_wait.is_lock_wait(e):
+                raise
+            log.warning("headroom: the database is locked by another process; original %s answered without refreshing its time", key[:16])
+        return Retrieved(key=key, text=text, kind=kind)
 
     def evict(self) -> int:
         """Delete expired originals, then the least recently used until under ``max_bytes``.

@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "show": ("show_cmd", "Show what the proxy did to one recorded request: each tool output before and after, replays, the prefix and the cache."),
     "cache": ("cache_cmd", "Prompt-cache economics: hit rate and volatile prefix parts per session."),
     "memory": ("memory_cmd", "Memories shared by all agents, per project (list, search, add, remove, stats, export, import)."),
+    "backup": ("backup_cmd", "Copy the SQLite database into one file, safely while the proxy runs (PostgreSQL: use pg_dump)."),
     "config": ("config_cmd", "Show or create the configuration (~/.headroom/config.toml)."),
     "mcp": ("mcp_cmd", "Headroom as an MCP server (retrieve, memory search/save, compress) over stdio; `install` registers it with Claude Code and Codex."),
 }

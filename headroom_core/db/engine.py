@@ -10,13 +10,14 @@ import logging
 import os
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+from headroom_core.db import lock_wait, sqlite_file
 from headroom_core.db.types import scrub_parameters
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
@@ -33,10 +34,12 @@ class DatabaseError(RuntimeError):
     """The database could not be opened or migrated; the message says which URL and why."""
 
 
-def _sqlite_pragmas(dbapi_conn, _record) -> None:
+def _sqlite_pragmas(dbapi_conn, record) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute("PRAGMA busy_timeout=10000")
+    busy_ms = round(1000 * lock_wait.BACKGROUND_WAIT_SECONDS)
+    cur.execute(f"PRAGMA busy_timeout={busy_ms}")
+    record.info["busy_ms"] = busy_ms  # each transaction sets its own (headroom_core.db.lock_wait)
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.close()
 
@@ -85,11 +88,14 @@ def make_engine(url: str) -> Engine:
         # Connections kept open for every thread that may write at once (asyncio's default pool,
         # the ledger writer, observers): past ``pool_size`` SQLAlchemy opens and closes a connection
         # (and runs the pragmas) per checkout, which under load costs more than the query.
-        eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": 10}, pool_size=SQLITE_POOL_SIZE, max_overflow=SQLITE_MAX_OVERFLOW)
+        eng = create_engine(
+            url, connect_args={"check_same_thread": False, "timeout": lock_wait.BACKGROUND_WAIT_SECONDS}, pool_size=SQLITE_POOL_SIZE, max_overflow=SQLITE_MAX_OVERFLOW
+        )
         event.listen(eng, "connect", _sqlite_pragmas)
     else:
         eng = create_engine(url, pool_pre_ping=True, pool_size=PG_POOL_SIZE, max_overflow=PG_MAX_OVERFLOW, pool_timeout=30)
     event.listen(eng, "before_cursor_execute", scrub_parameters, retval=True)
+    lock_wait.install(eng)  # a request's statements wait for locks only as long as its budget
     return eng
 
 
@@ -143,17 +149,56 @@ def _blocker(f: Path) -> str:
 
 
 def open_database(url: str) -> sessionmaker[Session]:
-    """Engine for ``url``, migrated to head once per process, as a session factory."""
+    """Engine for ``url``, migrated to head once per process, as a session factory.
+
+    A SQLite file is opened by one process at a time (:func:`~headroom_core.db.sqlite_file.opening`:
+    proxies starting together migrate once), and a damaged one is set aside with one log line
+    before a new one is created in its place (:mod:`headroom_core.db.sqlite_file`). Raises
+    :class:`DatabaseError` when the database cannot be opened or migrated."""
     with _lock:
         eng = _engines.get(url)
         if eng is None:
+            f = sqlite_path(url)
             try:
-                eng = make_engine(url)
-            except (ImportError, ValueError) as e:  # a driver that is not installed, a bad URL
-                raise DatabaseError(f"cannot open {make_url(url).render_as_string(hide_password=True)}: {type(e).__name__}: {e}") from e
-            migrate(eng)
+                with sqlite_file.opening(f) if f is not None else nullcontext():
+                    if f is not None and (found := sqlite_file.damage(f)) is not None:
+                        sqlite_file.set_aside(f, found)
+                    eng = _make_and_migrate(url)
+            except OSError as e:  # the lock file, or the damaged file's rename
+                raise DatabaseError(f"cannot open the SQLite database {f}: {e.strerror or e}") from e
             _engines[url] = eng
     return sessionmaker(eng, expire_on_commit=False)
+
+
+def _make_and_migrate(url: str) -> Engine:
+    try:
+        eng = make_engine(url)
+    except (ImportError, ValueError) as e:  # a driver that is not installed, a bad URL
+        raise DatabaseError(f"cannot open {make_url(url).render_as_string(hide_password=True)}: {type(e).__name__}: {e}") from e
+    try:
+        migrate(eng)
+    except DatabaseError:
+        eng.dispose()  # a later try makes a new one: no pool left behind per failed start
+        raise
+    return eng
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a SQLite ``url`` (``~`` expanded), None for another backend, ``:memory:`` or a
+    ``file:`` URI. Raises :class:`DatabaseError` for a URL that cannot be read."""
+    try:
+        u = make_url(url)
+    except Exception as e:  # noqa: BLE001 - SQLAlchemy's ArgumentError, a bad port, …
+        raise DatabaseError(f"cannot open {url!r}: {type(e).__name__}: {e}") from e
+    if u.get_backend_name() != "sqlite" or not u.database or u.database == ":memory:" or u.database.startswith("file:"):
+        return None
+    return Path(u.database).expanduser()
+
+
+def opened_engines() -> list[Engine]:
+    """The engines this process opened (:func:`open_database`), for a checkpoint at stop."""
+    with _lock:
+        return list(_engines.values())
 
 
 @contextmanager

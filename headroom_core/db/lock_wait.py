@@ -1,0 +1,112 @@
+"""How long a database statement may wait for another writer's lock: long in the background,
+briefly on a request's path (issue 36, item 3).
+
+Another process holding the database's write lock (a second proxy, the CLI, a ``sqlite3``
+shell in ``BEGIN EXCLUSIVE``) made every request wait for SQLite's busy timeout, 10 s per write,
+twice per request. Now the work a client waits for (the plan, storing the session's state, the
+observers, answering the proxy's tools) runs inside :func:`bounded`: a lock-wait budget of
+:data:`REQUEST_WAIT_SECONDS` for the whole unit, shared by its statements. Each transaction
+begun meanwhile waits at most what is left of it (SQLite: ``PRAGMA busy_timeout``; PostgreSQL:
+``lock_timeout`` for the transaction, and ``statement_timeout`` :data:`REQUEST_STATEMENT_SECONDS`).
+Past it the statement fails (:func:`is_lock_wait`), and the caller fails open. Work outside any
+budget (the ledger's writer thread, migrations, the CLI) keeps :data:`BACKGROUND_WAIT_SECONDS`.
+
+The budget is a :class:`contextvars.ContextVar`: it follows a request into ``asyncio.to_thread``
+and ``contextvars.copy_context().run``, never into another request's thread.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+from sqlalchemy import Connection, Engine, event
+
+#: Lock wait of work outside a budget (seconds): the ledger writer, migrations, the CLI.
+#: SQLite's busy timeout as it was before budgets.
+BACKGROUND_WAIT_SECONDS = 10.0
+#: Lock wait a request's unit of work may spend in all (seconds): a fraction of a model's
+#: answer time, long enough for another proxy's ordinary commits (milliseconds each).
+REQUEST_WAIT_SECONDS = 0.5
+#: Longest a PostgreSQL statement inside a budget may run (seconds; ``statement_timeout``).
+REQUEST_STATEMENT_SECONDS = 5.0
+
+#: SQLite's result codes for a lock held by another connection (``SQLITE_BUSY``, ``SQLITE_LOCKED``).
+_SQLITE_BUSY = frozenset({5, 6})
+#: PostgreSQL's SQLSTATEs for ``lock_timeout`` (``lock_not_available``) and ``statement_timeout``
+#: (``query_canceled``).
+_PG_TIMEOUT = frozenset({"55P03", "57014"})
+
+_deadline: ContextVar[float | None] = ContextVar("headroom_db_lock_deadline", default=None)
+
+
+@contextmanager
+def bounded(seconds: float = REQUEST_WAIT_SECONDS) -> Iterator[None]:
+    """Run the block with a lock-wait budget of ``seconds`` shared by every transaction begun in
+    it (in this context); inside an outer budget, the earlier deadline holds."""
+    end = time.monotonic() + seconds
+    outer = _deadline.get()
+    token = _deadline.set(end if outer is None else min(outer, end))
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
+
+
+def wait_left() -> float | None:
+    """Seconds of lock wait the current budget has left (0 when spent), None outside a budget."""
+    end = _deadline.get()
+    return None if end is None else max(0.0, end - time.monotonic())
+
+
+def is_lock_wait(e: BaseException) -> bool:
+    """Whether ``e`` (a SQLAlchemy error, a driver's, or one raised from either) is a statement
+    that gave up waiting for another connection's lock: SQLite ``SQLITE_BUSY``/``SQLITE_LOCKED``
+    (by result code), PostgreSQL ``lock_timeout``/``statement_timeout`` (by SQLSTATE)."""
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        code = getattr(cur, "sqlite_errorcode", None)
+        if isinstance(code, int) and (code & 0xFF) in _SQLITE_BUSY:
+            return True
+        if getattr(cur, "sqlstate", None) in _PG_TIMEOUT:
+            return True
+        cur = getattr(cur, "orig", None) or cur.__cause__ or cur.__context__
+    return False
+
+
+def _sqlite_begin(conn: Connection) -> None:
+    left = wait_left()
+    ms = round(1000 * (BACKGROUND_WAIT_SECONDS if left is None else min(left, BACKGROUND_WAIT_SECONDS)))
+    info = conn.connection.info  # the DBAPI connection's: kept across checkouts
+    if info.get("busy_ms") != ms:
+        conn.connection.dbapi_connection.execute(f"PRAGMA busy_timeout={int(ms)}")  # type: ignore[union-attr]
+        info["busy_ms"] = ms
+
+
+def _pg_begin(conn: Connection) -> None:
+    left = wait_left()
+    if left is None:
+        return  # the server's own settings (none by default)
+    cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        # for this transaction only (``is_local``): the pool's connection keeps no trace
+        cur.execute(
+            "SELECT set_config('lock_timeout', %s, true), set_config('statement_timeout', %s, true)",
+            (f"{max(1, round(1000 * left))}ms", f"{round(1000 * REQUEST_STATEMENT_SECONDS)}ms"),
+        )
+    finally:
+        cur.close()
+
+
+def install(engine: Engine) -> None:
+    """Make every transaction on ``engine`` wait for locks as the current budget says (SQLite and
+    PostgreSQL; other backends keep their own settings)."""
+    name = engine.dialect.name
+    if name == "sqlite":
+        event.listen(engine, "begin", _sqlite_begin)
+    elif name == "postgresql":
+        event.listen(engine, "begin", _pg_begin)
