@@ -78,6 +78,14 @@ VERTEX_ANTHROPIC = "/publishers/anthropic/models/"
 BEDROCK_INVOKE = ("/invoke", "/invoke-with-response-stream")
 
 
+#: Bedrock's Converse API (``/model/{id}/converse|/converse-stream``): its own body and responses,
+#: the stream in AWS event-stream frames of Converse events
+BEDROCK_CONVERSE = ("/converse", "/converse-stream")
+#: Converse's top-level request members (Amazon Bedrock API reference, "Converse")
+CONVERSE_MEMBERS = frozenset({"messages", "system", "inferenceConfig", "toolConfig", "guardrailConfig", "additionalModelRequestFields",
+                              "promptVariables", "additionalModelResponseFieldPaths", "requestMetadata", "performanceConfig"})  # fmt: skip
+
+
 #: Ollama's chat route (NDJSON streams)
 OLLAMA_CHAT = "/api/chat"
 
@@ -87,6 +95,11 @@ def _is_hosted_claude(path: str) -> bool:
     if VERTEX_ANTHROPIC in path:
         return path.endswith((":rawPredict", ":streamRawPredict")) and not path.endswith("/count-tokens:rawPredict")
     return "/model/" in path and path.endswith(BEDROCK_INVOKE)
+
+
+def _is_converse(path: str) -> bool:
+    """Whether ``path`` is a Bedrock Converse generation."""
+    return "/model/" in path and path.endswith(BEDROCK_CONVERSE)
 
 
 def aws_frame(headers: list[tuple[str, str]], payload: bytes) -> bytes:
@@ -545,6 +558,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if self.command == "POST" and path == OLLAMA_CHAT:
             self._send_ollama(rec, body, reply)
             return
+        if self.command == "POST" and _is_converse(path):
+            self._send_converse(rec, body, reply)
+            return
         if self.command == "POST" and (_is_hosted_claude(path) or path.endswith("/count-tokens:rawPredict")):
             self._send_hosted_claude(rec, body, reply)
             return
@@ -629,6 +645,29 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._end_chunks()
         else:
             self._send_json(200, _AnthropicRenderer.json(rec, body, reply))
+
+    def _send_converse(self, rec: RecordedRequest, body: dict[str, Any] | None, reply: Reply) -> None:
+        """Bedrock Converse: the body validated as Bedrock does (known members, content block
+        lists, toolConfig defined when the conversation holds toolUse/toolResult blocks, every
+        toolUse answered in the next user message), ``{"message"}`` errors with
+        ``x-amzn-ErrorType``, ``/converse-stream`` as event-stream frames."""
+        why = _converse_invalid(body)
+        if why:
+            self._send_json(400, {"message": why}, (("x-amzn-ErrorType", "ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/"),))
+            return
+        assert body is not None
+        if rec.path_only.endswith("/converse"):
+            self._send_json(200, _ConverseRenderer.json(rec, body, reply), (("x-amzn-RequestId", str(uuid.uuid4())),))
+            return
+        self.send_response_only(200)
+        self.send_header("Content-Type", "application/vnd.amazon.eventstream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("x-amzn-RequestId", str(uuid.uuid4()))
+        self.end_headers()
+        for kind, payload in _ConverseRenderer.events(rec, body, reply):
+            data = json.dumps({**payload, "p": "abcdefghij"}).encode()
+            self._write_chunk(aws_frame([(":event-type", kind), (":content-type", "application/json"), (":message-type", "event")], data))
+        self._end_chunks()
 
     def _send_gemini(self, rec: RecordedRequest, body: dict[str, Any] | None, reply: Reply) -> None:
         """Gemini's wire format: errors as ``{"error": {code, message, status}}``, a token count
@@ -1239,6 +1278,72 @@ class _GeminiRenderer:
         return [b"data: " + json.dumps(c, separators=(",", ":")).encode() + b"\r\n\r\n" for c in cls.chunks(rec, body, reply)]
 
 
+def _converse_invalid(body: Any) -> str:
+    """Why Bedrock would refuse a Converse body (``""``: it would not)."""
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        return "Malformed input request: messages is required"
+    extra = set(body) - CONVERSE_MEMBERS
+    if extra:
+        return f"Malformed input request: extraneous key [{sorted(extra)[0]}] is not permitted"
+    uses_tools = False
+    open_ids: set[str] = set()
+    for m in body["messages"]:
+        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant") or not isinstance(m.get("content"), list):
+            return "Malformed input request: a message needs a role and a content list"
+        answered = set()
+        for b in m["content"]:
+            if not isinstance(b, dict) or len(b) != 1:
+                return "Malformed input request: a content block holds exactly one member"
+            (k, v), = b.items()
+            uses_tools = uses_tools or k in ("toolUse", "toolResult")
+            if k == "toolResult":
+                answered.add(v.get("toolUseId"))
+        if m["role"] == "user" and open_ids - answered:
+            return "The toolUse blocks at the previous turn have no matching toolResult blocks"
+        open_ids = {b["toolUse"]["toolUseId"] for b in m["content"] if "toolUse" in b} if m["role"] == "assistant" else set()
+    tc = body.get("toolConfig")
+    if uses_tools and not (isinstance(tc, dict) and isinstance(tc.get("tools"), list) and tc["tools"]):
+        return "The toolConfig field must be defined when using toolUse and toolResult content blocks."
+    for t in tc.get("tools", []) if isinstance(tc, dict) else []:
+        if not (isinstance(t, dict) and len(t) == 1 and ("cachePoint" in t or isinstance((t.get("toolSpec") or {}).get("inputSchema", {}).get("json"), dict))):
+            return "Malformed input request: a tool is a toolSpec with inputSchema.json, or a cachePoint"
+    return ""
+
+
+class _ConverseRenderer:
+    @staticmethod
+    def _usage(rec: RecordedRequest, reply: Reply) -> dict[str, Any]:
+        i, o = _input_tokens(rec, reply), _output_tokens(reply)
+        return {"inputTokens": i, "outputTokens": o, "totalTokens": i + o + reply.cache_read + reply.cache_creation,
+                "cacheReadInputTokens": reply.cache_read, "cacheWriteInputTokens": reply.cache_creation}  # fmt: skip
+
+    @staticmethod
+    def _stop(reply: Reply) -> str:
+        return reply.stop_reason or ("tool_use" if reply.tool_calls else "end_turn")
+
+    @classmethod
+    def json(cls, rec: RecordedRequest, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+        content: list[dict[str, Any]] = [{"text": reply.text}] if reply.text else []
+        content += [{"toolUse": {"toolUseId": c.id_for("anthropic"), "name": c.name, "input": c.arguments}} for c in reply.tool_calls]
+        return {"output": {"message": {"role": "assistant", "content": content}}, "stopReason": cls._stop(reply), "usage": cls._usage(rec, reply), "metrics": {"latencyMs": 12}}
+
+    @classmethod
+    def events(cls, rec: RecordedRequest, body: dict[str, Any], reply: Reply) -> list[tuple[str, dict[str, Any]]]:
+        out: list[tuple[str, dict[str, Any]]] = [("messageStart", {"role": "assistant"})]
+        i = 0
+        if reply.text:
+            out += [("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": d}}) for d in reply.text_deltas()]
+            out.append(("contentBlockStop", {"contentBlockIndex": 0}))
+            i = 1
+        for c in reply.tool_calls:
+            out.append(("contentBlockStart", {"contentBlockIndex": i, "start": {"toolUse": {"toolUseId": c.id_for("anthropic"), "name": c.name}}}))
+            out += [("contentBlockDelta", {"contentBlockIndex": i, "delta": {"toolUse": {"input": piece}}}) for piece in _split_args(json.dumps(c.arguments))]
+            out.append(("contentBlockStop", {"contentBlockIndex": i}))
+            i += 1
+        out += [("messageStop", {"stopReason": cls._stop(reply)}), ("metadata", {"usage": cls._usage(rec, reply), "metrics": {"latencyMs": 12}})]
+        return out
+
+
 _RENDERERS: dict[str, Any] = {
     "anthropic": _AnthropicRenderer,
     "chat": _ChatRenderer,
@@ -1480,7 +1585,7 @@ class Upstream:
         return rec
 
     def _take(self, rec: RecordedRequest) -> Reply | RawReply:
-        is_llm = (rec.path_only in (*LLM_PATHS, OLLAMA_CHAT) or _is_gemini(rec.path_only) or _is_hosted_claude(rec.path_only)) and rec.method in ("POST", "WS")
+        is_llm = (rec.path_only in (*LLM_PATHS, OLLAMA_CHAT) or _is_gemini(rec.path_only) or _is_hosted_claude(rec.path_only) or _is_converse(rec.path_only)) and rec.method in ("POST", "WS")
         with self._lock:
             for i, s in enumerate(self._queue):
                 if s.path is not None and s.path != rec.path_only:
