@@ -153,13 +153,19 @@ def is_error_item(item: object, depth: int = 0) -> bool:
     if depth == 0 and isinstance(item, str):
         return bool(_ERROR_IN_TEXT.search(item))
     if isinstance(item, dict):
+        kinds = _KEY_KINDS
         for k, v in item.items():
-            kind = _key_kind(k if type(k) is str else str(k))
+            kind = kinds.get(k) if type(k) is str else None  # (the common case without a call)
+            if kind is None:
+                kind = _key_kind(k if type(k) is str else str(k))
             if kind == 1 and _truthy(v):
                 return True
             if kind == 2 and _status_error(v):
                 return True
-            if isinstance(v, (dict, list)):
+            if type(v) is str:  # _is_error_value, inline: every string of every item
+                if v.strip().lower().replace("_", "").replace("-", "") in _ERROR_VALUES:
+                    return True
+            elif isinstance(v, (dict, list)):
                 if depth < ERROR_WALK_DEPTH and is_error_item(v, depth + 1):
                     return True
             elif _is_error_value(v):
