@@ -31,7 +31,7 @@ from headroom_core.wire.decode import TooLarge, decode_limited, decoder_for
 from headroom_core.wire.dialects import Route, dialect, route
 from headroom_core.wire.rawjson import Raw
 from headroom_core.wire.signed import body_signature
-from headroom_core.wire.sse import framing_of
+from headroom_core.wire.protocol import framing_of
 
 import headroom_stream_relay
 from headroom_commit import until_committed

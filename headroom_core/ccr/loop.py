@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from headroom_core.wire.blocks import ToolCall, Usage
-from headroom_core.wire.protocol import ReplySide
+from headroom_core.wire.protocol import ReplySide, framing_of
 from headroom_core.wire.rawjson import Raw
-from headroom_core.wire.sse import SSEEvent, framing_of
+from headroom_core.wire.sse import SSEEvent
 
 log = logging.getLogger("headroom")
 

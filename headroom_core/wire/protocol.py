@@ -21,7 +21,7 @@ from headroom_core.wire import layout
 from headroom_core.wire.blocks import ToolCall, ToolOutput, Usage
 from headroom_core.wire.detect import Dialect, path_only
 from headroom_core.wire.image_refs import ImageRef
-from headroom_core.wire.sse import SSEEvent
+from headroom_core.wire.sse import SSE, SSEEvent
 
 
 class StreamParser(Protocol):
@@ -420,3 +420,8 @@ class DialectBase:
 
     def text_block(self, text: str) -> dict[str, Any]:
         return {"type": self.text_part, "text": text}
+
+
+def framing_of(reply: Any) -> StreamFraming:
+    """The stream framing of a reply side (its ``framing``; SSE for one that names none)."""
+    return getattr(reply, "framing", SSE)

@@ -11,12 +11,9 @@ import json
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from headroom_core.wire import rawjson
-
-if TYPE_CHECKING:
-    from headroom_core.wire.protocol import StreamFraming
 
 _BOUNDARY = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 _LINE_END = re.compile(r"\r\n|\n|\r")
@@ -133,7 +130,3 @@ class SSEFraming:
 #: The SSE framing (every dialect's but those whose streams are framed otherwise).
 SSE = SSEFraming()
 
-
-def framing_of(reply: Any) -> "StreamFraming":
-    """The stream framing of a reply side (its ``framing``; SSE for one that names none)."""
-    return getattr(reply, "framing", SSE)

@@ -20,7 +20,7 @@ from headroom_core.wire.blocks import ToolCall
 from headroom_core.wire.detect import Dialect, detect
 from headroom_core.wire.dialects import REGISTRY, route
 from headroom_core.wire.request_view import view_of
-from headroom_core.wire.sse import framing_of
+from headroom_core.wire.protocol import framing_of
 from tests.unit.test_dialects import ANTHROPIC, CHAT, RESPONSES
 
 R = "headroom_retrieve"
