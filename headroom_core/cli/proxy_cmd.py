@@ -154,7 +154,7 @@ def proxy(
 ) -> None:
     """Run the proxy: mitmdump -s addons/headroom.py with these options.
 
-    It listens as a proxy (HTTPS_PROXY) on --port and as the Anthropic and OpenAI base URLs on the next two ports. In the foreground it replaces this process; --detach runs it in the background.
+    It listens as a proxy (HTTPS_PROXY) on --port and as the Anthropic, OpenAI and Google (Gemini) base URLs on the next three ports. In the foreground it replaces this process; --detach runs it in the background.
     """
     home = headroom_home()
     if stop:
