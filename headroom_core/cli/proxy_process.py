@@ -176,25 +176,45 @@ def proxy_command(
 def probe(addr: ProxyAddress, timeout: float = 2.0) -> str:
     """What listens at ``addr``: ``"none"``, ``"headroom"`` (it answers ``/health`` at the
     reserved host through itself), ``"warming"`` (a Headroom proxy still loading its database
-    and vocabulary) or ``"other"``."""
+    and vocabulary, or one that cannot open its database: :func:`health_failure`) or ``"other"``."""
+    return _health(addr, timeout)[0]
+
+
+def health_failure(addr: ProxyAddress, timeout: float = 1.0) -> str | None:
+    """Why the Headroom proxy at ``addr`` cannot work, as its ``/health`` says (its database
+    cannot be opened: the proxy then runs but compresses nothing), or None (it works, is still
+    starting, or is no Headroom proxy)."""
+    return _failure(*_health(addr, timeout))
+
+
+def _failure(state: str, j: dict | None) -> str | None:
+    """The reason a ``/health`` answer gives for not working (``ok`` false with a ``detail``;
+    a proxy still starting has none)."""
+    if state == "warming" and j is not None and not j.get("ok", True) and j.get("detail"):
+        return " ".join(str(j["detail"]).split())
+    return None
+
+
+def _health(addr: ProxyAddress, timeout: float) -> tuple[str, dict | None]:
+    """:func:`probe`'s state and the ``/health`` answer (None when there was none)."""
     try:
         with socket.create_connection((addr.client_host, addr.port), timeout=timeout):
             pass
     except OSError:
-        return "none"
+        return "none", None
     import httpx  # here, not at the top: `headroom --version`, `wrap` start without it (~70 ms)
 
     try:
         with httpx.Client(proxy=addr.url, trust_env=False, timeout=timeout) as c:
             r = c.get(f"http://{PAGE_HOST}/health")
         if not r.headers.get("content-type", "").startswith("application/json"):
-            return "other"
+            return "other", None
         j = r.json()
-        if j.get("service") != "headroom":
-            return "other"
-        return "headroom" if j.get("ready", True) else "warming"
+        if not isinstance(j, dict) or j.get("service") != "headroom":
+            return "other", None
+        return ("headroom" if j.get("ready", True) else "warming"), j
     except (httpx.HTTPError, ValueError):
-        return "other"
+        return "other", None
 
 
 def wait_ready(addr: ProxyAddress, timeout: float) -> bool:
@@ -302,7 +322,8 @@ def start_detached(cmd: Sequence[str], env: Mapping[str, str], addr: ProxyAddres
     and its CA ``ca_cert`` exists, write the pid file, and return the pid.
 
     Raises :class:`ProxyError` with the end of its log when it exits or is not ready within
-    ``timeout`` seconds (it is then stopped).
+    ``timeout`` seconds, and in one line as soon as it answers that it cannot open its database
+    (it is then stopped).
     """
     log = log_file(home, addr.port)
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -319,8 +340,11 @@ def start_detached(cmd: Sequence[str], env: Mapping[str, str], addr: ProxyAddres
             code = proc.poll()
             if code is not None:
                 raise ProxyError(f"the proxy exited with code {code} while starting; its log ({log}) ends:\n{_tail(log)}")
-            if ca_cert.is_file() and probe(addr, timeout=1.0) == "headroom":
+            state, j = _health(addr, 1.0)
+            if ca_cert.is_file() and state == "headroom":
                 return proc.pid
+            if (why := _failure(state, j)) is not None:
+                raise ProxyError(f"the proxy cannot open its database ({why}); it is stopped, its log is {log}")
             if time.monotonic() > deadline:
                 raise ProxyError(f"the proxy did not answer at {addr.url} within {timeout:.0f} s; its log ({log}) ends:\n{_tail(log)}")
             time.sleep(0.1)

@@ -104,7 +104,9 @@ def wrap(
     if state == "other":
         ui.fail("wrap", f"{addr.url} answers, but not as a Headroom proxy: choose another --port")
         raise typer.Exit(2)
-    if state == "warming":
+    if state == "warming" and (why := pp.health_failure(addr)) is not None:
+        ui.note("wrap", f"the proxy on {addr.url} cannot open its database ({why}): requests pass uncompressed; fix it, then restart that proxy (`headroom proxy --stop --port {port}`)")
+    elif state == "warming":
         with ui.status(f"waiting for the Headroom proxy on {addr.url} to warm up …", quiet=quiet):
             ready = pp.wait_ready(addr, timeout)
         if not ready:

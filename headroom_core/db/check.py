@@ -25,6 +25,9 @@ from pathlib import Path
 CONNECT_TIMEOUT = 4.0
 #: PostgreSQL's port when the URL names none (libpq's default).
 PG_PORT = 5432
+#: SQLite's result codes of a database another connection holds (SQLITE_BUSY, SQLITE_LOCKED;
+#: https://www.sqlite.org/rescode.html): the proxy waits for it, so it is no reason to refuse.
+SQLITE_BUSY_CODES = (5, 6)
 
 
 def database_problem(url: str, timeout: float = CONNECT_TIMEOUT) -> str | None:
@@ -159,11 +162,13 @@ def _sqlite_problem(database: str) -> str | None:
     if not os.access(f, os.R_OK | os.W_OK):
         return f"{f} is not readable and writable by this user"
     try:
-        con = sqlite3.connect(f.resolve().as_uri() + "?mode=rw", uri=True, timeout=2)
+        con = sqlite3.connect(f.resolve().as_uri() + "?mode=rw", uri=True, timeout=0.2)
         try:
             con.execute("PRAGMA schema_version").fetchone()
         finally:
             con.close()
     except sqlite3.DatabaseError as e:
+        if getattr(e, "sqlite_errorcode", None) in SQLITE_BUSY_CODES:
+            return None  # another process holds it (a proxy migrating it): busy, not broken
         return f"{f} cannot be opened as a SQLite database ({e})"
     return None

@@ -200,3 +200,55 @@ def test_certs_renew_moves_the_old_ca_aside_and_the_proxy_makes_a_new_one(tmp_pa
         _run(tmp_path, "proxy", "--stop", "--port", str(port))
     again = _run(tmp_path, "certs", "--renew")  # nothing is lost: a second renewal keeps both
     assert again.returncode == 0 and len([p for p in conf.iterdir() if p.name.startswith("old-ca-")]) == 2
+
+
+# --- a database that fails once the proxy runs ------------------------------------------------
+
+
+def test_a_proxy_that_cannot_open_its_database_is_told_in_seconds(tmp_path):
+    """Past the CLI's check (the server went away a moment later, or mitmdump started by hand):
+    the proxy answers /health with why, so a start stops at once in one line, and ``wrap`` in
+    front of such a running proxy says so instead of waiting for it to warm up."""
+    import signal
+    import time
+
+    from headroom_core.cli import proxy_process as pp
+
+    conf = tmp_path / "mitmproxy"
+    conf.mkdir()
+    dead = free_port()
+    addr = pp.ProxyAddress("127.0.0.1", free_port())
+    cmd = pp.proxy_command(addr, conf, db_url=f"postgresql+psycopg://u@127.0.0.1:{dead}/h")
+    env = {**pp.proxy_environ({k: v for k, v in os.environ.items() if not k.startswith("HEADROOM_")}), "HEADROOM_HOME": str(tmp_path)}
+    with pytest.raises(pp.ProxyError) as e:
+        pp.start_detached(cmd, env, addr, tmp_path, conf / CA_CERT, timeout=120)
+    assert str(e.value).startswith(f"the proxy cannot open its database (DatabaseError: cannot open postgresql+psycopg://u@127.0.0.1:{dead}/h: ")
+    assert "\n" not in str(e.value) and str(e.value).endswith(f"it is stopped, its log is {tmp_path / 'logs' / f'proxy-{addr.port}.log'}")
+    assert not pp.pid_file(tmp_path, addr.port).exists() and pp.probe(addr) == "none"
+
+    running = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while pp.health_failure(addr) is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert (pp.health_failure(addr) or "").startswith(f"DatabaseError: cannot open postgresql+psycopg://u@127.0.0.1:{dead}/h: ")
+        out = _run(tmp_path, "wrap", "--port", str(addr.port), "-q", "true")
+        assert out.returncode == 0, out.stderr
+        assert out.stderr.startswith(f"headroom wrap: the proxy on {addr.url} cannot open its database (DatabaseError: ")
+        assert out.stderr.rstrip().endswith(f"requests pass uncompressed; fix it, then restart that proxy (`headroom proxy --stop --port {addr.port}`)")
+    finally:
+        os.killpg(running.pid, signal.SIGTERM)
+        running.wait(timeout=60)
+
+
+def test_a_sqlite_database_another_process_holds_is_busy_not_broken(tmp_path):
+    import sqlite3
+
+    db = tmp_path / "headroom.db"
+    lock = sqlite3.connect(db, isolation_level=None)
+    lock.execute("CREATE TABLE t (x)")
+    lock.execute("BEGIN EXCLUSIVE")
+    try:
+        assert database_problem(f"sqlite:///{db}") is None
+    finally:
+        lock.close()
