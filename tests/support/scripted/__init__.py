@@ -37,6 +37,7 @@ import importlib
 import threading
 from typing import TYPE_CHECKING
 
+from tests.support.scripted import hosted_claude
 from tests.support.scripted.play import Move, Task, make_workspace
 from tests.support.upstream import GEMINI_METHODS, RawReply, RecordedRequest, Reply
 
@@ -78,6 +79,8 @@ class ScriptedModel:
         name = ADAPTERS.get(rec.path_only)
         if name is None and "/models/" in rec.path_only and rec.path_only.endswith(GEMINI_METHODS):
             name = "gemini"  # the model is in the path: …/models/{m}:generateContent
+        if name is None and hosted_claude.serves(rec.path_only):
+            name = "hosted_claude"  # Claude on Vertex AI or Bedrock InvokeModel
         if name is None:
             return None
         try:
