@@ -92,6 +92,10 @@ def check_database(settings: Settings) -> list[Check]:
         if not os.access(f, os.W_OK):
             return [Check("database", "fail", f"{shown}: the file is read-only", f"`chmod u+w {f}` (or chown it to you)")]
         out += check_database_mode(f)
+    from headroom_core.db.check import database_problem
+
+    if why := database_problem(settings.database_url):  # the cause in words: refused, no such database, login refused, …
+        return [Check("database", "fail", f"{shown}: {why}", "fix that (start the server, create the database), or set db_url (HEADROOM_DB_URL, or db_url in config.toml) to one that answers")]
     try:
         sessions = open_database(settings.database_url)
         with sessions() as s, s.begin():

@@ -252,3 +252,14 @@ def test_a_sqlite_database_another_process_holds_is_busy_not_broken(tmp_path):
         assert database_problem(f"sqlite:///{db}") is None
     finally:
         lock.close()
+
+
+def test_doctor_names_the_cause_of_an_unreachable_database(tmp_path):
+    import json
+
+    dead = free_port()
+    out = _run(tmp_path, "doctor", "--no-models", "--port", str(free_port()), "--json", HEADROOM_DB_URL=f"postgresql://u:pw@127.0.0.1:{dead}/h")
+    found = {f["name"]: f for f in json.loads(out.stdout)}
+    assert found["database"]["level"] == "fail"
+    assert found["database"]["detail"] == f"postgresql+psycopg://u:***@127.0.0.1:{dead}/h: connection refused at 127.0.0.1:{dead}: no database server listens there"
+    assert "HEADROOM_DB_URL" in found["database"]["fix"]
