@@ -793,8 +793,13 @@ def _remember_step(
     recent = RecentRequest(req.view, req.scope, req.session_key, tuple(replayed.hashes), ((rec.tools, proxy_tools, fast), tools))
 
     def store() -> None:
-        with lock_wait.bounded():  # the answer waits for it: never for another writer's lock
-            _remember(rt, req, rec, replayed.zone, replayed.spans, replayed.hashes, out.text, out.spans, content.result, content.images, tools.state)
+        try:
+            with lock_wait.bounded():  # the answer waits for it: never for another writer's lock
+                _remember(rt, req, rec, replayed.zone, replayed.spans, replayed.hashes, out.text, out.spans, content.result, content.images, tools.state)
+        except Exception as e:
+            if not defer or not lock_wait.is_lock_wait(e):
+                raise  # undeferred: the plan falls back (db_busy) and sends nothing it could not store
+            log.warning("headroom: %s; the session's state of this turn is not stored (its next turn starts anew)", DB_BUSY_WORDS)
         if not req.store_key:  # a continuation is no base for another request's identity
             rt.recent.remember(req.credential, req.headers.get(PROJECT_HEADER, ""), recent)
 

@@ -75,10 +75,13 @@ class DecisionCache:
         return entry
 
     def put(self, h: str, result: CompressResult, tokens_before: int, tokens_after: int) -> None:
-        """Record the decision for ``h`` (first writer wins across threads and processes)."""
+        """Record the decision for ``h`` (first writer wins across threads and processes): in
+        the database, then in memory. A write that fails (a database locked by another process
+        past the request's lock-wait budget) raises SQLAlchemy's error and leaves nothing in
+        memory either: a fallback must not apply a decision that was never stored."""
         entry = (result, tokens_before, tokens_after)
-        self._remember(h, entry)
         if self._sessions is None:
+            self._remember(h, entry)
             return
         with self._sessions.begin() as s:
             insert_ignore(
@@ -98,6 +101,7 @@ class DecisionCache:
                 ),
                 ["decision_hash"],
             )
+        self._remember(h, entry)
 
     def _remember(self, h: str, entry: tuple[CompressResult, int, int]) -> None:
         entry = (_without_original(entry[0]), entry[1], entry[2])

@@ -22,15 +22,21 @@ sharing it sends the same order. The functions here are pure.
 
 from __future__ import annotations
 
+import logging
 import threading
 from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from headroom_core.db import lock_wait
 from headroom_core.db.models import ToolOrder as ToolOrderRow
 from headroom_core.db.upsert import upsert_many
+
+
+log = logging.getLogger("headroom")
 
 
 def tool_id(tool: Any) -> str:
@@ -85,8 +91,10 @@ class ToolOrder:
 
     def order(self, scope: str, ids: list[str], learn: bool = True) -> list[int]:
         """:func:`ordered` for ``ids`` in ``scope``; with ``learn`` the ids the scope has not
-        sent before are added to its order first (after every known one, in list order).
-        Raises SQLAlchemy errors."""
+        sent before are added to its order first (after every known one, in list order). When
+        another process holds the database locked past the caller's lock-wait budget
+        (:mod:`headroom_core.db.lock_wait`) they are ordered as learning would order them and
+        learned by a later request (logged). Raises SQLAlchemy's other errors."""
         with self._lock:
             seq = self._seq.get(scope)
         if seq is None or any(i not in seq for i in ids):
@@ -95,8 +103,14 @@ class ToolOrder:
             if missing and learn:
                 now = datetime.now(timezone.utc).replace(tzinfo=None)
                 start = max(seq.values(), default=-1) + 1
-                with self._sessions.begin() as s:
-                    rows = [dict(scope=scope, tool_id=i, seq=start + n, created_at=now) for n, i in enumerate(missing)]
-                    upsert_many(s, ToolOrderRow, rows, ["scope", "tool_id"], update=())
-                seq = self._load(scope)
+                try:
+                    with self._sessions.begin() as s:
+                        rows = [dict(scope=scope, tool_id=i, seq=start + n, created_at=now) for n, i in enumerate(missing)]
+                        upsert_many(s, ToolOrderRow, rows, ["scope", "tool_id"], update=())
+                    seq = self._load(scope)
+                except OperationalError as e:
+                    if not lock_wait.is_lock_wait(e):
+                        raise
+                    log.warning("headroom: the database is locked by another process; %d new tools ordered as sent, learned later", len(missing))
+                    seq = {**seq, **{i: start + n for n, i in enumerate(missing)}}
         return ordered(ids, seq)
