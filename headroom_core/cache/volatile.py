@@ -238,17 +238,21 @@ def diff_system(old: str, new: str) -> PrefixDiff:
         change = Change("system", "replaced", first + 1, starts[min(first, len(starts) - 1)], _excerpt(old), _excerpt(new))
         return PrefixDiff((change,), ratio, True)
     changes: list[Change] = []
+    more = 0  # changed lines past MAX_CHANGES: counted, not classified (a character diff each)
     for tag, i1, i2, j1, j2 in sm.get_opcodes():
         if tag == "equal":
             continue
         olds, news = a[i1:i2], b[j1:j2]
         for k in range(max(len(olds), len(news))):
+            if len(changes) >= MAX_CHANGES:
+                more += 1
+                continue
             o = olds[k] if k < len(olds) else ""
             n = news[k] if k < len(news) else ""
             lineno = min(j1 + k, len(b))
             off = starts[min(j1 + k, len(starts) - 1)]
             changes.append(Change("system", _classify_pair(o, n), lineno + 1, off, _excerpt(o), _excerpt(n)))
-    return PrefixDiff(tuple(changes[:MAX_CHANGES]), ratio, False, max(0, len(changes) - MAX_CHANGES))
+    return PrefixDiff(tuple(changes), ratio, False, more)
 
 
 def diff_tools(old: Iterable[tuple[str, str]], new: Iterable[tuple[str, str]]) -> tuple[Change, ...]:
