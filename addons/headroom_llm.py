@@ -269,7 +269,7 @@ class LLMTraffic:
         if st is None or st.plan.dialect is None or flow.response is None:
             return
         resp = flow.response
-        reply = dialect(st.plan.dialect).reply
+        reply = dialect(st.plan.dialect).reply_for(flow.request.path)  # its framing may depend on the path
         if not framing_of(reply).streams(resp.headers.get("content-type", "")):
             return
         rt = self.state.runtime

@@ -4,8 +4,10 @@
 :mod:`headroom_core.wire.gemini`, response side :mod:`headroom_core.wire.reply_gemini`.
 
 Paths (any host, POST): ``:generateContent`` and ``:streamGenerateContent`` (``?alt=sse``: SSE;
-without it a JSON array the proxy reads but never rewrites) under a ``/models/`` path; token
-counts ``:countTokens`` (body ``{contents}``, planned like the request it measures).
+without it one JSON array sent in chunks, read and rewritten through
+:class:`~headroom_core.wire.json_array.JSONArrayReply`: :meth:`GeminiAPI.reply_for`) under a
+``/models/`` path; token counts ``:countTokens`` (body ``{contents}``, planned like the request
+it measures).
 
 The prompt cache (ai.google.dev "Context caching"): implicit caching is by prefix, so earlier
 contents, ``systemInstruction`` and ``tools`` keep their bytes (the plan's replay does that); a
@@ -21,11 +23,24 @@ from headroom_core.wire import gemini, reply_gemini
 from headroom_core.wire.blocks import ToolCall
 from headroom_core.wire.detect import Dialect, path_only
 from headroom_core.wire.image_refs import ImageRef
-from headroom_core.wire.protocol import DialectBase
+from headroom_core.wire.json_array import JSONArrayReply
+from headroom_core.wire.protocol import DialectBase, ReplySide
 
 #: Method suffixes of a generation request and of a token count.
 GENERATE = (":generateContent", ":streamGenerateContent")
+STREAM = ":streamGenerateContent"
 COUNT = (":countTokens",)
+
+
+def array_stream(path: str) -> bool:
+    """Whether a request to ``path`` (query included) is answered as one JSON array streamed in
+    chunks: ``:streamGenerateContent`` without ``alt=sse`` (``alt=json`` or no ``alt``; Google's
+    REST streaming, "Method: models.streamGenerateContent")."""
+    if not path_only(path).endswith(STREAM):
+        return False
+    query = path.split("?", 1)[1].split("#", 1)[0] if "?" in path else ""
+    alts = [v.lower() for k, _, v in (kv.partition("=") for kv in query.split("&")) if k == "alt"]
+    return not alts or alts[-1] != "sse"
 
 
 def _system_parts(body: Mapping[str, Any]) -> list[Any]:
@@ -57,6 +72,11 @@ class GeminiAPI(DialectBase):
 
     def counts(self, path: str) -> bool:
         return self._mine(path) and path_only(path).endswith(COUNT)
+
+    def reply_for(self, path: str) -> ReplySide:
+        """The JSON-array stream's reply side for ``:streamGenerateContent`` without ``alt=sse``
+        (:func:`array_stream`), else :attr:`reply` (SSE streams, one JSON object)."""
+        return JSONArrayReply(self.reply) if array_stream(path) else self.reply
 
     def shape_error(self, body: dict[str, Any]) -> str:
         return gemini.shape_error(body)

@@ -181,6 +181,12 @@ class WireDialect(Protocol):
         """Whether a POST to ``path`` (without query) is a request of this dialect."""
         ...
 
+    def reply_for(self, path: str) -> ReplySide:
+        """The response side of a request to ``path`` (query included): :attr:`reply`, unless
+        the path picks another stream framing (Gemini's ``:streamGenerateContent`` without
+        ``alt=sse`` streams one JSON array: :mod:`headroom_core.wire.json_array`)."""
+        ...
+
     def counts(self, path: str) -> bool:
         """Whether a POST to ``path`` (without query) is this dialect's token-counting request
         (planned like the request it measures, never sent to a model by the proxy)."""
@@ -342,6 +348,9 @@ class DialectBase:
                 return None
             v = v.get(k)
         return v
+
+    def reply_for(self, path: str) -> ReplySide:
+        return self.reply
 
     def serves(self, path: str) -> bool:
         p = path_only(path)

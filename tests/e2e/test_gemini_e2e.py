@@ -3,8 +3,8 @@ through a real ``mitmdump -s addons/headroom.py`` to a local upstream speaking G
 format (tests/support/upstream.py: JSON, ``?alt=sse`` chunks, ``functionCall`` parts).
 
 - a large ``functionResponse`` output goes upstream compressed, ``headroom_retrieve`` offered as
-  a ``functionDeclarations`` Tool; the model's retrieve call is answered by the proxy (JSON and
-  SSE), the client never sees it and gets one answer; the follow-up carries the byte-exact
+  a ``functionDeclarations`` Tool; the model's retrieve call is answered by the proxy (JSON, SSE
+  and the JSON-array stream without ``alt=sse``), the client never sees it and gets one answer; the follow-up carries the byte-exact
   original and the model's ``thoughtSignature`` as sent;
 - the next turn replays the earlier contents byte for byte (implicit caching is by prefix);
 - ``:countTokens`` is planned like the request it measures (compressed too), never recorded;
@@ -209,11 +209,50 @@ def test_same_output_saves_the_same_as_the_messages_dialect(upstream, proxy_fact
     assert by["gemini"] > 0 and abs(by["gemini"] - by["anthropic-messages"]) <= 0.05 * by["anthropic-messages"]
 
 
-def test_a_json_array_stream_is_read_not_rewritten(upstream, proxy):
-    """``:streamGenerateContent`` without ``alt=sse`` answers one JSON array: it reaches the client as sent."""
+def _raw_history(big_output: str) -> dict:
+    """:func:`history` and :data:`CONFIG` as the REST body (for clients without the SDK)."""
+    return {
+        "contents": [
+            {"role": "user", "parts": [{"text": SESSION_CONTEXT}]},
+            {"role": "user", "parts": [{"text": "which issues are open?"}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "run_shell_command", "args": {"command": "gh issue list --json"}}, "thoughtSignature": SIGNATURE}]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "run_shell_command", "response": {"output": big_output}}}]},
+        ],
+        "systemInstruction": {"parts": [{"text": "You are an interactive CLI agent."}]},
+        "tools": [{"functionDeclarations": [{"name": "run_shell_command", "description": "Run a command.", "parametersJsonSchema": {"type": "object", "properties": {"command": {"type": "string"}}}}]}],
+    }
+
+
+def test_a_json_array_stream_without_the_proxy_s_tools_reaches_the_client_as_sent(upstream, proxy):
+    """``:streamGenerateContent`` without ``alt=sse`` answers one JSON array: read (usage), not rewritten."""
     upstream.script(Reply.text("plain array"))
     with http_client(proxy) as c:
         r = c.post(f"{upstream.url}/v1beta/models/{MODEL}:streamGenerateContent", json={"contents": [{"role": "user", "parts": [{"text": "hi"}]}]})
     assert r.status_code == 200 and isinstance(r.json(), list)
     assert "".join(p["text"] for ch in r.json() for p in ch["candidates"][0]["content"]["parts"]) == "plain array"
 
+
+def test_a_json_array_stream_gets_retrieve_answered_by_the_proxy(upstream, proxy_factory, big_output):
+    """The JSON-array stream (Google's REST streaming without ``alt=sse``; the SDKs ask for SSE, so
+    a raw HTTP client) carries the proxy's ``headroom_retrieve`` call: the proxy answers it, the
+    follow-up goes to the same path, and the client reads one array without the call, usage summed."""
+    p = proxy_factory(ADDON_SCRIPT, options=OPTIONS)
+    key = markers.offload_key(big_output)
+    upstream.script(Reply.tool_call(R, {"key": key}, text="Checking."), Reply.text("Thirteen issues are open."))
+    url = f"{upstream.url}/v1beta/models/{MODEL}:streamGenerateContent?key=test-key"
+    with http_client(p) as c, c.stream("POST", url, json=_raw_history(big_output)) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")
+        body = r.read()
+    chunks = json.loads(body)  # one JSON array over both rounds
+    parts = [q for ch in chunks for cand in ch["candidates"] for q in cand["content"]["parts"]]
+    assert "".join(q.get("text", "") for q in parts) == "Checking.Thirteen issues are open."
+    assert not any("functionCall" in q for q in parts) and chunks[-1]["candidates"][0]["finishReason"] == "STOP"
+    first, follow = upstream.requests
+    assert first.path == follow.path and follow.path.endswith(":streamGenerateContent?key=test-key")
+    assert len(_output(first)) < len(big_output) / 2 and key in _output(first)
+    fr = follow.json["contents"][-1]["parts"][0]["functionResponse"]
+    assert fr["name"] == R and fr["response"]["output"] == big_output
+    assert chunks[-1]["usageMetadata"]["promptTokenCount"] == sum(max(1, len(q.body) // 4) for q in upstream.requests)
+    (row,) = _rows(p, 1)
+    assert (row.dialect, row.model, row.status_code) == ("gemini", MODEL, 200)
+    assert row.usage_input_tokens == chunks[-1]["usageMetadata"]["promptTokenCount"]
