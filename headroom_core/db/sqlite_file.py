@@ -116,7 +116,8 @@ def set_aside(f: Path, found: Damage) -> Path:
             except OSError as e:
                 log.warning("headroom: could not move %s beside %s: %s", c, dest, e)
     also = f" (with its {' and '.join(moved)})" if moved else ""
-    log.error(
+    # a warning, not an error: mitmproxy exits on an error logged during its start
+    log.warning(
         "headroom: the database %s was damaged: %s; moved to %s%s and a new empty database created in its place. "
         "To recover, stop the proxy and try `sqlite3 %s .recover | sqlite3 recovered.db`, then put recovered.db at %s",
         f, found.what, dest, also, dest, f,
