@@ -40,6 +40,8 @@ from mitmproxy.proxy import events
 from mitmproxy.proxy.layers import http as http_layers
 from mitmproxy.proxy.layers.http._events import ResponseData
 
+from headroom_core.errors import EnvironmentProblem
+
 log = logging.getLogger("headroom")
 
 PINNED_VERSION = "11.0.2"
@@ -52,7 +54,7 @@ if mitmproxy.version.VERSION != PINNED_VERSION:  # pragma: no cover - fails loud
     )
 
 
-class RelayError(RuntimeError):
+class RelayError(RuntimeError, EnvironmentProblem):
     """The client's connection is gone (or never was live): nothing more can be sent."""
 
 

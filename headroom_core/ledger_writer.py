@@ -37,6 +37,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from headroom_core.db.engine import core_connection
 from headroom_core.db.models import RequestOutcome, ToolUsage
+from headroom_core.errors import EnvironmentProblem
 
 from headroom_core.ledger_entry import Entry
 from headroom_core.ledger_journal import LedgerJournal, Segment, encode, orphans
@@ -229,7 +230,7 @@ def _upsert(dialect: str) -> Any:
     )
 
 
-class DatabaseUnavailable(OperationalError):
+class DatabaseUnavailable(OperationalError, EnvironmentProblem):
     """The database could not be opened (its cause is ``orig``): the ledger's entries wait in
     the journal. An ``OperationalError``, as a database that went away mid-run raises."""
 

@@ -27,6 +27,8 @@ import fnmatch
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from headroom_core.errors import UsageError
+
 #: Anthropic prompt caching: cache read and 5-minute cache write as multiples of base input.
 ANTHROPIC_CACHE_READ = 0.10
 ANTHROPIC_CACHE_WRITE = 1.25
@@ -34,7 +36,7 @@ ANTHROPIC_CACHE_WRITE = 1.25
 OPENAI_CACHE_READ = 0.50
 
 
-class PriceError(ValueError):
+class PriceError(ValueError, UsageError):
     """A ``prices`` entry could not be parsed; the message names it and shows the form."""
 
 

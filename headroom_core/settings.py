@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from headroom_core.errors import UsageError
 
-class SettingsError(ValueError):
+
+class SettingsError(ValueError, UsageError):
     """A configuration value could not be used; the message names the key and the source."""
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from headroom_core.errors import InternalError
 from headroom_core.wire.dialects import WireDialect, for_body
 
 #: Anthropic's limit of ``cache_control`` breakpoints per request.
@@ -24,7 +25,7 @@ MAX_BREAKPOINTS = 4
 PathT = tuple[Any, ...]
 
 
-class BreakpointError(ValueError):
+class BreakpointError(ValueError, InternalError):
     """A planned edit added, dropped, moved or changed a ``cache_control`` breakpoint."""
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from headroom_core.errors import EnvironmentProblem
 from headroom_core.web import PAGE_HOST
 
 ADDON = Path(__file__).resolve().parents[2] / "addons" / "headroom.py"
@@ -32,7 +33,7 @@ OPENAI_API = "https://api.openai.com"
 GOOGLE_API = "https://generativelanguage.googleapis.com"
 
 
-class ProxyError(RuntimeError):
+class ProxyError(RuntimeError, EnvironmentProblem):
     """The proxy could not be started or reached; the message says why and what to do."""
 
 

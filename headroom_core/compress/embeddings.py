@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from headroom_core import heap
+from headroom_core.errors import EnvironmentProblem
 from headroom_core.gc_tuning import freeze_long_lived
 from headroom_core.surrogates import scrub
 
@@ -45,7 +46,7 @@ BATCH_SIZE = 64
 TORCH_THREADS = 1
 
 
-class EmbeddingModelUnavailable(RuntimeError):
+class EmbeddingModelUnavailable(RuntimeError, EnvironmentProblem):
     """The model could not be loaded; the message says why (missing package, folder, error)."""
 
 

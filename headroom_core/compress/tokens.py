@@ -21,6 +21,7 @@ from typing import cast
 import numpy as np
 
 from headroom_core import heap
+from headroom_core.errors import EnvironmentProblem
 from headroom_core.surrogates import scrub
 
 CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
@@ -112,7 +113,7 @@ def pieces(text: str, size: int = PIECE_CHARS) -> list[str]:
     return out
 
 
-class TokenizerUnavailable(RuntimeError):
+class TokenizerUnavailable(RuntimeError, EnvironmentProblem):
     """No vocabulary could be loaded; the message says which file was missing or wrong."""
 
 

@@ -22,12 +22,13 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from headroom_core.compress.result import CompressResult
+from headroom_core.errors import EnvironmentProblem
 
 #: Outputs at least this long (characters) are compressed in the worker process.
 WORKER_MIN_CHARS = 256 * 1024
 
 
-class CompressTimeout(TimeoutError):
+class CompressTimeout(TimeoutError, EnvironmentProblem):
     """The worker did not finish a job in time; it was stopped (the message says how long)."""
 
 

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from headroom_core.db import lock_wait, sqlite_file
 from headroom_core.db.types import scrub_parameters
+from headroom_core.errors import EnvironmentProblem
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 #: The PostgreSQL advisory lock (a number fixed for Headroom: "HeadRoom" in ASCII) that
@@ -30,7 +31,7 @@ _lock = threading.Lock()
 _engines: dict[str, Engine] = {}
 
 
-class DatabaseError(RuntimeError):
+class DatabaseError(RuntimeError, EnvironmentProblem):
     """The database could not be opened or migrated; the message says which URL and why."""
 
 

@@ -26,13 +26,15 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from headroom_core.errors import EnvironmentProblem
+
 SECRET_BYTES = 32
 NONCE_BYTES = 12
 #: First byte of every sealed value: the format version (so a later format can be told apart).
 FORMAT = b"\x01"
 
 
-class SecretError(RuntimeError):
+class SecretError(RuntimeError, EnvironmentProblem):
     """The secret key file cannot be read or created, or is not 32 bytes; the message names it."""
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from headroom_core.errors import UsageError
 from headroom_core.learn.rules import Rule
 
 START = "<!-- headroom:learned:start -->"
@@ -42,7 +43,7 @@ _SECTION = re.compile(re.escape(START) + r"(?:(?!" + re.escape(START) + r").)*?"
 _ITEM = re.compile(r"^- (?P<text>.*?) _\(evidence: (?P<n>\d+)\)_ <!-- headroom:rule (?P<id>[0-9a-f]{6,64}) (?P<sk>[0-9a-f]{0,64}) ?-->\s*$")
 
 
-class TargetError(ValueError):
+class TargetError(ValueError, UsageError):
     """An unknown ``--target`` name; the message lists the known ones."""
 
 

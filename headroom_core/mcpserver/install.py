@@ -29,12 +29,14 @@ from typing import Any
 import tomlkit
 from tomlkit.exceptions import TOMLKitError
 
+from headroom_core.errors import UsageError
+
 SERVER_KEY = "headroom"
 #: Codex waits 10 s for a server to start by default; opening the database can take longer on a busy machine.
 CODEX_STARTUP_TIMEOUT_SEC = 30
 
 
-class InstallError(ValueError):
+class InstallError(ValueError, UsageError):
     """A config file cannot be changed safely (it does not parse, or has an unexpected shape);
     the message names the file and what to do."""
 

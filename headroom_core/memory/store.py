@@ -25,6 +25,7 @@ import numpy as np
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from headroom_core.errors import UsageError
 from headroom_core.memory import ranking
 from headroom_core.compress.embeddings import MODEL_NAME, Embedder
 from headroom_core.memory.models import KINDS, Memory
@@ -44,7 +45,7 @@ def from_bytes(raw: bytes) -> np.ndarray:
     return np.frombuffer(raw, dtype="<f4")
 
 
-class MemoryInputError(ValueError):
+class MemoryInputError(ValueError, UsageError):
     """A memory could not be saved or changed as asked; the message says what was wrong."""
 
 

@@ -20,6 +20,8 @@ from typing import Protocol
 import brotli
 import zstandard
 
+from headroom_core.errors import DataProblem
+
 #: Output per step while decoding a body with a limit (bytes).
 STEP = 64 * 1024
 #: Input per step for brotli, whose decoder has no output bound: at most this many compressed
@@ -27,7 +29,7 @@ STEP = 64 * 1024
 _BROTLI_SLICE = 64
 
 
-class TooLarge(ValueError):
+class TooLarge(ValueError, DataProblem):
     """The decoded body passed the limit; ``size`` is how far decoding got (bytes), more than
     ``limit``."""
 

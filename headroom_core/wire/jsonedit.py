@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from headroom_core.errors import DataProblem
 from headroom_core.surrogates import escape_in_json
 from headroom_core.wire.rawjson import scanstring
 
@@ -22,7 +23,7 @@ _decoder = json.JSONDecoder()
 PathT = tuple[Any, ...]
 
 
-class JSONPathError(LookupError):
+class JSONPathError(LookupError, DataProblem):
     """The path does not lead to a value in the document; the message names the path."""
 
 

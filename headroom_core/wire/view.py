@@ -18,6 +18,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from headroom_core.errors import DataProblem
 from headroom_core.wire import jsonedit
 from headroom_core.wire.rawjson import scanstring as _scanstring
 
@@ -57,7 +58,7 @@ class BodyView:
         return [self.text[a:b] for a, b in self.elements.get(key, ())]
 
 
-class ViewError(ValueError):
+class ViewError(ValueError, DataProblem):
     """The text is not a JSON object (the message says where it broke)."""
 
 

@@ -15,10 +15,11 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from headroom_core.errors import UsageError
 from headroom_core.learn.steps import Step
 
 
-class LogError(ValueError):
+class LogError(ValueError, UsageError):
     """A log file could not be read at all (missing, unreadable, not a known agent's log)."""
 
 
