@@ -193,7 +193,8 @@ class MessageAssembler:
 
     def message(self) -> dict[str, Any]:
         """The response object, parsed."""
-        return Raw(self.text()).value
+        message: dict[str, Any] = Raw(self.text()).value  # text() writes one JSON object
+        return message
 
     def block_text(self, index: int) -> str | None:
         """One content block's JSON text (None when no block has this index)."""

@@ -124,4 +124,5 @@ class ResponseAssembler:
 
     def message(self) -> dict[str, Any]:
         """The response object, parsed."""
-        return Raw(self.text()).value
+        message: dict[str, Any] = Raw(self.text()).value  # text() writes one JSON object
+        return message

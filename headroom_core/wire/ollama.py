@@ -69,8 +69,9 @@ def tool_calls(body: dict[str, Any]) -> dict[str, ToolCall]:
 def latest_user_text(body: dict[str, Any]) -> str:
     """The text of the latest ``role: "user"`` message."""
     for m in reversed(body.get(CONVERSATION) or []):
-        if isinstance(m, dict) and m.get("role") == "user" and isinstance(m.get("content"), str) and m["content"].strip():
-            return m["content"]
+        text = m.get("content") if isinstance(m, dict) and m.get("role") == "user" else None
+        if isinstance(text, str) and text.strip():
+            return text
     return ""
 
 

@@ -208,7 +208,8 @@ class RawObject:
 
     def value(self) -> dict[str, Any]:
         """The parsed object."""
-        return json.loads(self.text())
+        obj: dict[str, Any] = json.loads(self.text())  # text() writes one JSON object
+        return obj
 
 
 def as_raw(value: Any) -> Raw:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 
-def tool_definition(tool: Any) -> tuple[dict, str] | None:
+def tool_definition(tool: Any) -> tuple[dict[str, Any], str] | None:
     """``(container, schema_key)`` of a client tool definition: the object holding ``name``,
     ``description`` and the JSON Schema under ``schema_key`` (``input_schema`` or
     ``parameters``); None for a built-in tool or a shape not understood."""
@@ -35,7 +35,7 @@ def tool_definition(tool: Any) -> tuple[dict, str] | None:
     return None
 
 
-def rebuild_tool(tool: dict, container: dict) -> dict:
+def rebuild_tool(tool: dict[str, Any], container: dict[str, Any]) -> dict[str, Any]:
     """``tool`` with its container (:func:`tool_definition`) replaced by ``container``."""
     if tool.get("type") == "function" and isinstance(tool.get("function"), dict):
         return {k: (container if k == "function" else v) for k, v in tool.items()}
