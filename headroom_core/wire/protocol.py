@@ -14,7 +14,6 @@ error body and its text part look like, how its prompt is cut for the cache cost
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any, Iterator, Mapping, Protocol, runtime_checkable
 
 from headroom_core.wire import layout
@@ -306,6 +305,28 @@ def _user_parts(item: Any, types: tuple[str, ...]) -> Iterator[str]:
                 yield p["text"]
 
 
+class RequestModule(Protocol):
+    """The request functions of one dialect, as a module ``wire/<name>.py`` defines them (a
+    module satisfies this protocol; :class:`DialectBase` calls it). ``body`` is a parsed request
+    body, ``resp`` a parsed (non-streamed) response body."""
+
+    def tool_outputs(self, body: dict[str, Any]) -> list[ToolOutput]: ...
+
+    def latest_user_text(self, body: dict[str, Any]) -> str: ...
+
+    def tool_names(self, body: dict[str, Any]) -> list[str]: ...
+
+    def function_tool(self, name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]: ...
+
+    def tool_choice_allows(self, body: dict[str, Any], name: str) -> bool: ...
+
+    def response_tool_calls(self, resp: dict[str, Any]) -> list[ToolCall]: ...
+
+    def usage(self, resp: dict[str, Any]) -> Usage: ...
+
+    def error_body(self, message: str, too_large: bool = False) -> dict[str, Any]: ...
+
+
 @dataclass(frozen=True)
 class DialectBase:
     """A :class:`WireDialect` over ``module``, a module of the request functions named in the
@@ -313,7 +334,7 @@ class DialectBase:
     inline images, ``image_finder``."""
 
     id: Dialect
-    module: ModuleType
+    module: RequestModule
     reply: ReplySide
     conversation_key: str
     text_part: str
