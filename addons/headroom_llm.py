@@ -1,5 +1,10 @@
 """The LLM-traffic addon: request → core plan; response → usage, retrieval loop, ledger.
 
+What happens to a planned request after it went out (the session's state, the observers in the
+client's order, the ledger row, the proxy's tool answers, diagnostics) is the core's
+:class:`~headroom_core.turn.Turn`; this addon translates the flow into calls on it and moves
+the bytes (the body, the stream, the follow-up requests).
+
 Nothing here blocks mitmproxy's event loop: planning, answering the proxy's tools, decoding
 large bodies and the ledger run in worker threads; follow-up requests are async (httpx), and a
 streamed follow-up reaches the client through :mod:`headroom_stream_relay` from the async
@@ -9,24 +14,18 @@ streamed follow-up reaches the client through :mod:`headroom_stream_relay` from 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import hashlib
 import json
 import logging
-import time
-from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 from mitmproxy import ctx, http
 
-from headroom_core import ledger
 from headroom_core.ccr.loop import StreamLoop, StreamTap, complete_json, sum_usage
-from headroom_core.extensions import answer_call
-from headroom_core.scope import credential
-from headroom_core.request_plan import Action, Code, RequestPlan, plan_request_async, run_diagnostics, run_observers
-from headroom_core.wire.blocks import ToolCall, Usage
+from headroom_core.request_plan import Action, Code, RequestPlan, plan_request_async
+from headroom_core.turn import Turn, Turns, client_key
+from headroom_core.wire.blocks import Usage
 from headroom_core.wire.decode import TooLarge, decode_limited, decoder_for
 from headroom_core.wire.dialects import Route, dialect, route
 from headroom_core.wire.rawjson import Raw
@@ -34,7 +33,6 @@ from headroom_core.wire.signed import body_signature
 from headroom_core.wire.protocol import framing_of
 
 import headroom_stream_relay
-from headroom_commit import until_committed
 from headroom_headers import header_dict
 from headroom_options import State
 
@@ -49,21 +47,20 @@ _FOLLOWUP_TIMEOUT = httpx.Timeout(600.0, connect=30.0)
 
 @dataclass
 class FlowState:
-    """What the request hook decided, kept in ``flow.metadata`` for the response hooks.
+    """What the request hook decided, kept in ``flow.metadata`` for the response hooks: the
+    request's :class:`~headroom_core.turn.Turn` (its plan), ``sent``: the request body as it went
+    upstream (content-decoded), for follow-ups; what the response said, for the ledger."""
 
-    ``sent``: the request body as it went upstream (content-decoded), for follow-ups."""
-
-    plan: RequestPlan
-    started: float
+    turn: Turn
     sent: bytes = b""
     stream: StreamLoop | None = None
     rounds: int = 0
     usage: Usage = field(default_factory=Usage)
     called: list[str] = field(default_factory=list)
-    stored: Future | None = None  # the session state's store: awaited before the client sees the response
-    observed: Future | None = None  # the observers' run: awaited before the client has the end of it
-    prepared: ledger.PreparedTurn | None = None  # the ledger row, built off the loop once the observers ran
-    answered: bool = False  # the response hook ran: the row is built there if it was not prepared
+
+    @property
+    def plan(self) -> RequestPlan:
+        return self.turn.plan
 
 
 def where(flow: http.HTTPFlow) -> str:
@@ -94,73 +91,6 @@ def _too_large(r: Route, size: int, limit: int) -> RequestPlan:
     return RequestPlan(Action.REJECT, "body over max_body_bytes", r.dialect, status=413, error_body=body, bytes_before=size, code=Code.TOO_LARGE)
 
 
-#: Longest a request waits for its client's previous request to finish storing (seconds).
-AFTER_WAIT_SECONDS = 30.0
-#: Clients whose latest request's observers are kept (a done one is dropped past this many).
-_AFTER_KEEP = 256
-
-
-def _client_key(headers: dict[str, str], path: str) -> str:
-    """Who sent a request, for ordering one client's turns (a hash of its credential and
-    project header; kept in memory only)."""
-    return hashlib.sha256(f"{credential(headers, path)}\0{headers.get('x-headroom-project', '')}".encode("utf-8", "surrogatepass")).hexdigest()
-
-
-#: The diagnostics (the prefix log) of every request, one at a time in the order their observers
-#: finished (a client's observers run in its turns' order, so its turns are recorded in order);
-#: a backlog waits in this queue, nothing waits for it.
-_DIAGNOSTICS = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="headroom-diagnostics")
-
-
-def _after_forwarding(
-    rt, plan: RequestPlan, stored: concurrent.futures.Future, observed: concurrent.futures.Future, previous: concurrent.futures.Future | None,
-    prepare: Callable[[], None] | None = None, announce: Callable[[], None] | None = None,
-) -> None:
-    """Off the event loop, once the request is on its way: call ``announce`` (the request's log
-    line: a log record costs the event loop ~0.2 ms, mitmproxy turns each into an ``add_log``
-    event for every addon), store the plan's session state (then
-    ``stored`` is done); then, once the same client's ``previous`` request's observers are done,
-    run the observers (so learning sees a client's turns in order), call ``prepare`` (the ledger
-    row's part known before the response; then ``observed`` is done) and queue the diagnostics.
-    Errors are logged, never raised."""
-    try:
-        if announce is not None:
-            announce()
-    except Exception:  # noqa: BLE001 - a log line never stops the bookkeeping
-        pass
-    try:
-        if plan.persist is not None:
-            plan.persist()
-    except Exception:  # noqa: BLE001 - the request went on; the next turn starts anew
-        log.exception("headroom: could not store the session's state for the next turn")
-    finally:
-        if not stored.done():  # cancelled by an awaiting task that was cancelled
-            stored.set_result(None)
-
-    def observe(_: object = None) -> None:
-        try:
-            run_observers(rt, plan)
-        except Exception:  # noqa: BLE001 - run_observers logs its observers' errors; anything else too
-            log.exception("headroom: the observers of a request failed")
-        try:
-            if prepare is not None:
-                prepare()
-        except Exception:  # noqa: BLE001 - the response hook builds the row itself then
-            log.exception("headroom: could not prepare the request's ledger row")
-        finally:
-            try:
-                _DIAGNOSTICS.submit(run_diagnostics, rt, plan)  # before the next turn's observers can queue theirs
-            except RuntimeError:  # shutting down
-                pass
-            if not observed.done():
-                observed.set_result(None)
-
-    if previous is None:
-        observe()
-    else:
-        previous.add_done_callback(observe)  # now if done, else in the thread that finishes it
-
-
 class LLMTraffic:
     """Compresses LLM API requests and answers the proxy's own tool calls.
 
@@ -171,8 +101,8 @@ class LLMTraffic:
 
     def __init__(self, state: State) -> None:
         self.state = state
-        #: per client: the observers' run of its latest request
-        self._after: dict[str, concurrent.futures.Future] = {}
+        #: the turns after forwarding, ordered per client
+        self.turns = Turns()
 
     async def request(self, flow: http.HTTPFlow) -> None:
         rt = self.state.runtime
@@ -189,10 +119,11 @@ class LLMTraffic:
         if d is None:
             return
         raw = req.raw_content or b""
+        ua = req.headers.get("user-agent", "")
         if sig is not None:
             # a changed body (or signed header) fails the signature: byte-identical, not planned
             plan = RequestPlan(Action.PASSTHROUGH, f"body signed ({sig.scheme}): forwarded byte-identical", d, bytes_before=len(raw), bytes_after=len(raw), code=Code.SIGNED)
-            flow.metadata["headroom"] = FlowState(plan, time.monotonic())
+            flow.metadata["headroom"] = FlowState(Turn(rt, plan, user_agent=ua))
             log.info("headroom: %s: body signed (%s), forwarded byte-identical", where(flow), sig.scheme)
             return
         encoding = req.headers.get("content-encoding", "")
@@ -203,69 +134,46 @@ class LLMTraffic:
                 body = await asyncio.to_thread(decode_limited, raw, encoding, rt.settings.max_body_bytes)
             except TooLarge as e:
                 plan = _too_large(r, e.size, e.limit)
-                flow.metadata["headroom"] = FlowState(plan, time.monotonic())
+                flow.metadata["headroom"] = FlowState(Turn(rt, plan, user_agent=ua))
                 flow.response = http.Response.make(413, plan.error_body or b"", {"content-type": "application/json"})
                 log.warning("headroom: %s %s refused: decoded body over %d bytes (%d bytes encoded)", req.method, where(flow), e.limit, len(raw))
                 return
             except ValueError as e:
                 log.info("headroom: %s: body not decodable (content-encoding %r: %s); forwarded unchanged", where(flow), encoding, e)
                 return
-        client = _client_key(headers, req.path)
-        before = self._after.get(client)
-        if before is not None and not before.done():
-            # the same client's previous request is still storing its session state or being
-            # learned from: this turn must see both (bounded: a stuck store never stops traffic)
-            await asyncio.wait([asyncio.wrap_future(before)], timeout=AFTER_WAIT_SECONDS)
+        client = client_key(headers, req.path)
+        # the same client's previous request may still be storing its session state or being
+        # learned from: this turn must see both (bounded: a stuck store never stops traffic)
+        await self.turns.wait_previous(client)
         plan = await plan_request_async(rt, req.method, req.path, headers, body, rt.settings.compress_timeout_seconds, defer=True, route_=r)
-        st = FlowState(plan, time.monotonic(), sent=body)
-        flow.metadata["headroom"] = st
         if plan.action == "reject":
+            flow.metadata["headroom"] = FlowState(Turn(rt, plan, user_agent=ua), sent=body)
             flow.response = http.Response.make(plan.status, plan.error_body or b"", {"content-type": "application/json"})
             log.warning("headroom: %s %s refused: %s (%d bytes)", req.method, where(flow), plan.reason, plan.bytes_before)
             return
         announce = None
         if plan.action == "rewrite" and plan.body is not None:
-            req.content = plan.body
-            st.sent = plan.body
+            req.content = body = plan.body
 
             def announce() -> None:  # logged after forwarding, from the worker thread
                 log.info("headroom: %s: %s, %d -> %d bytes", where(flow), plan.reason, plan.bytes_before, plan.bytes_after)
         if plan.dry_run:  # a token count: planned like the request it measures, nothing else
-            flow.metadata.pop("headroom", None)
             if announce is not None:
                 announce()
             return
         if plan.hidden_tools:
             req.headers["accept-encoding"] = "identity"
         # what the session must remember (originals, the bytes sent), then learning and memory
-        # capture, then the prefix log, run once the request is on its way, off the event loop;
-        # answering a proxy tool waits for the store, the end of the answer and the same
-        # client's next request for the store and the observers, nothing for the prefix log
-        # (thread futures: nothing wakes the event loop when they complete unless a hook awaits one)
-        stored: concurrent.futures.Future = concurrent.futures.Future()
-        observed: concurrent.futures.Future = concurrent.futures.Future()
-        st.stored, st.observed = stored, observed
-        user_agent = req.headers.get("user-agent", "")
-
-        def prepare() -> None:  # in the worker thread, unless the response came first
-            if not st.answered:
-                st.prepared = ledger.prepare_turn(plan, user_agent=user_agent)
-
-        loop = asyncio.get_running_loop()
-        # started in the loop's next step: mitmproxy writes the request upstream in this one,
-        # right after the hook returns (ConnectionHandler.server_event is synchronous); a worker
-        # thread taking the GIL meanwhile slowed that write, ~4 ms a request (bench_proxy)
-        loop.call_soon(loop.run_in_executor, None, _after_forwarding, rt, plan, stored, observed, before, prepare, announce)
-        self._after[client] = observed
-        if len(self._after) > _AFTER_KEEP:  # clients whose latest observers are done: forgotten
-            self._after = {k: f for k, f in self._after.items() if not f.done()}
+        # capture, then the prefix log, run once the request is on its way, off the event loop
+        turn = self.turns.begin(rt, plan, key=client, user_agent=ua, announce=announce)
+        flow.metadata["headroom"] = FlowState(turn, sent=body)
 
     async def responseheaders(self, flow: http.HTTPFlow) -> None:
         st: FlowState | None = flow.metadata.get("headroom")
-        if st is not None and st.stored is not None and not st.stored.done():
+        if st is not None:
             # the session's state is stored before the client sees its answer: the client's next
             # turn may reach another proxy of a team (one database), which must find it
-            await asyncio.wait([asyncio.wrap_future(st.stored)], timeout=AFTER_WAIT_SECONDS)
+            await st.turn.until_stored()
         if st is None or st.plan.dialect is None or flow.response is None:
             return
         resp = flow.response
@@ -301,7 +209,7 @@ class LLMTraffic:
             return
         if st.stream is not None:
             if st.stream.pending is not None:
-                await self._continue_stream(flow, st, st.stream)
+                await st.turn.follow_up(self._continue_stream(flow, st, st.stream))
             st.usage, st.rounds, st.called = st.stream.usage, st.stream.rounds, st.stream.called
         elif st.plan.dialect is not None and st.plan.action != "reject":
             await self._complete_json(flow, st)
@@ -309,24 +217,16 @@ class LLMTraffic:
         # behind the compression work): a proxy killed at any moment has every answered request
         # on disk. Without a journal, or with the tools still being counted, the answer waits
         # for the row's commit (at most LEDGER_WAIT seconds).
-        committed = self._record(flow, st)
+        committed = st.turn.record(status_code=flow.response.status_code, usage=st.usage, rounds=st.rounds, called=st.called)
         # the plan holds the parsed request (megabytes of objects for a large body) and the stream
         # loop's callback refers back to it: free it with the flow, not at a later cyclic collection
         del flow.metadata["headroom"]
         st.stream = None
         # and what the request taught is written: the client's next turn may reach another
         # proxy of a team, which must find it (one proxy's next request waits for it anyway)
-        if (committed is not None and not committed.done()) or (st.observed is not None and not st.observed.done()):
-            await until_committed(committed, lambda: where(flow), st.observed)
-
-    async def _answer(self, st: FlowState, call: ToolCall) -> str:
-        if st.stored is not None and not st.stored.done():
-            # the originals this request offloaded are stored (shielded: a cancelled answer must
-            # not cancel the store's future through its asyncio wrapper)
-            await asyncio.shield(asyncio.wrap_future(st.stored))
-        rt = self.state.runtime
-        assert rt is not None  # a flow with a plan was planned with it
-        return await asyncio.to_thread(answer_call, rt, st.plan.context, call)
+        wait = st.turn.durable(committed, lambda: where(flow))
+        if wait is not None:
+            await wait
 
     async def _continue_stream(self, flow: http.HTTPFlow, st: FlowState, loop: StreamLoop) -> None:
         """The model called the proxy's tools in a streamed response: answer them (worker
@@ -342,7 +242,7 @@ class LLMTraffic:
                 while loop.pending is not None:
                     p = loop.pending
                     try:
-                        results = [(c, await self._answer(st, c)) for c in p.calls]
+                        results = [(c, await st.turn.answer(c)) for c in p.calls]
                         if not p.follow_up:
                             if p.exhausted:
                                 log.warning("headroom: %s: retrieval rounds exhausted (%d); the response ends with a notice", where(flow), loop.rounds)
@@ -396,14 +296,8 @@ class LLMTraffic:
                     r = await client.post(url, headers=headers, content=body)
                     return r.status_code, r.content
 
-            outcome = await complete_json(
-                reply,
-                st.sent.decode("utf-8", "replace"),
-                text,
-                st.plan.hidden_tools,
-                lambda c: self._answer(st, c),
-                send,
-                rt.settings.retrieve_max_rounds,
+            outcome = await st.turn.follow_up(
+                complete_json(reply, st.sent.decode("utf-8", "replace"), text, st.plan.hidden_tools, st.turn.answer, send, rt.settings.retrieve_max_rounds)
             )
             if outcome.body is not None:
                 flow.response.content = outcome.body
@@ -412,34 +306,11 @@ class LLMTraffic:
         st.called = [c.name for m in msgs for c in reply.tool_calls(m)]
         st.usage = sum_usage([reply.usage(m) for m in msgs])
 
-    def _record(self, flow: http.HTTPFlow, st: FlowState) -> Future | None:
-        """Queue the flow's ledger row; the future of its commit (None: not queued)."""
-        rt = self.state.runtime
-        assert rt is not None
-        st.answered = True
-        status = flow.response.status_code if flow.response else None
-        try:
-            if st.prepared is not None:  # built off the loop while the upstream answered
-                return ledger.finish_turn(st.prepared, status_code=status, usage=st.usage, rounds=st.rounds, called=st.called, writer=rt.ledger)
-            return ledger.record_turn(
-                None,  # the writer opens the database: journaled while it cannot
-                st.plan,
-                user_agent=flow.request.headers.get("user-agent", ""),
-                status_code=flow.response.status_code if flow.response else None,
-                usage=st.usage,
-                rounds=st.rounds,
-                called=st.called,
-                writer=rt.ledger,
-            )
-        except Exception:  # noqa: BLE001 - the ledger never breaks traffic
-            log.exception("headroom: could not record the request outcome")
-            return None
-
     def done(self) -> None:
         """On shutdown: commit the ledger rows still queued (up to 10 s), then checkpoint the
         SQLite databases (:func:`~headroom_core.db.backup.checkpoint_all`); diagnostics not yet
         run are dropped."""
-        _DIAGNOSTICS.shutdown(wait=False, cancel_futures=True)
+        self.turns.close()
         rt = self.state.runtime
         if rt is not None and "ledger" in rt.__dict__:
             rt.ledger.close(10.0)

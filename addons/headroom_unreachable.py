@@ -23,7 +23,6 @@ SDKs through a real ``mitmdump``, proxy port and base-URL port, to a closed port
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Generator
 from typing import Any
@@ -32,9 +31,9 @@ import mitmproxy.version
 from mitmproxy import ctx, flow as mflow, http
 from mitmproxy.proxy.layers import http as http_layers
 
-from headroom_core import ledger
 from headroom_core.plan_codes import Action, Code
 from headroom_core.request_plan import RequestPlan
+from headroom_core.turn import Turn
 from headroom_core.upstream_failure import Failure, classify, error_answer
 from headroom_core.wire.blocks import Usage
 from headroom_core.wire.dialects import route
@@ -128,26 +127,14 @@ class Unreachable:
         if rt is None:
             return
         st = flow.metadata.pop("headroom", None)  # the LLM addon's FlowState: recorded here, not there
+        turn: Turn | None = st.turn if st is not None else None
         try:
-            ua = flow.request.headers.get("user-agent", "")
-            prepared = None
-            if st is not None:
-                st.answered = True
-                prepared = st.prepared
-                plan = st.plan
-            else:
+            if turn is None:
                 raw = flow.request.raw_content or b""
                 r = route(flow.request.method, flow.request.path)
                 plan = RequestPlan(Action.PASSTHROUGH, "not planned", r.dialect, bytes_before=len(raw), bytes_after=len(raw), code=Code.NOT_COMPRESSED)
-            if prepared is None:
-                prepared = ledger.prepare_turn(plan, user_agent=ua)
-            row = prepared.entry.rows[-1]
-            row.update(
-                action="unreachable", outcome="unreachable", reason=f"upstream {_host(flow)} unreachable: {failure.why} ({failure.detail})"[:300],
-                tokens_before=0, tokens_after=0, blocks_compressed=0, body_bytes_after=row.get("body_bytes_before", 0), detail="[]",
-            )  # fmt: skip
-            prepared = dataclasses.replace(prepared, plan=dataclasses.replace(prepared.plan, tools=None))
-            ledger.finish_turn(prepared, status_code=status, usage=Usage(), rounds=0, called=[], writer=rt.ledger)
+                turn = Turn(rt, plan, user_agent=flow.request.headers.get("user-agent", ""))
+            turn.record(status_code=status, usage=Usage(), called=[], unreachable=f"upstream {_host(flow)} unreachable: {failure.why} ({failure.detail})")
         except Exception:  # noqa: BLE001 - the ledger never breaks traffic
             log.exception("headroom: could not record the unreachable upstream in the ledger")
 
