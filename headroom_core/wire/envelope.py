@@ -20,6 +20,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from headroom_core.errors import DataProblem
 from headroom_core.wire import jsonedit
 from headroom_core.wire.blocks import ToolCall, Usage
 from headroom_core.wire.protocol import ReplySide, ReplyStream
@@ -27,7 +28,7 @@ from headroom_core.wire.rawjson import Raw, RawObject, dumps
 from headroom_core.wire.sse import SSEEvent
 
 
-class EnvelopeError(ValueError):
+class EnvelopeError(ValueError, DataProblem):
     """The text has no JSON object at the dialect's root."""
 
 
@@ -66,7 +67,7 @@ class Envelope:
         members parsed here: they are small). Raises :class:`EnvelopeError` when the envelope is
         not JSON."""
         try:
-            out = json.loads(self.before + "null" + self.after)
+            out: dict[str, Any] = json.loads(self.before + "null" + self.after)  # an object: the root is in it
         except (ValueError, RecursionError) as e:
             raise EnvelopeError(f"the envelope is not JSON: {e}") from None
         at = out

@@ -59,11 +59,14 @@ def _module_names() -> list[str]:
 
 
 def _defined_exceptions() -> dict[str, type[BaseException]]:
-    """``module.Class`` -> class, for every exception class a module of ours defines."""
+    """``module.Class`` -> class, for every exception class a module of ours defines (the
+    hierarchy's own module aside)."""
     if str(ROOT / "addons") not in sys.path:
         sys.path.insert(0, str(ROOT / "addons"))
     out = {}
     for name in _module_names():
+        if name == "headroom_core.errors":
+            continue
         module = importlib.import_module(name)
         for attr, obj in vars(module).items():
             if isinstance(obj, type) and issubclass(obj, BaseException) and obj.__module__ == name:
@@ -90,6 +93,8 @@ def test_the_import_scan_missed_no_class():
     found = set(_defined_exceptions())
     written = set()
     for path in [*(ROOT / "headroom_core").rglob("*.py"), *(ROOT / "addons").glob("*.py")]:
+        if path == ROOT / "headroom_core" / "errors.py":
+            continue
         rel = path.relative_to(ROOT).with_suffix("")
         parts = list(rel.parts[1:] if rel.parts[0] == "addons" else rel.parts)
         if parts[-1] == "__init__":
