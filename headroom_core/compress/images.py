@@ -27,6 +27,13 @@ Provider rules (all estimates, the providers' own counts are in their ``usage``)
   o3, …); ``detail: "low"``: "The model receives a low-resolution 512px x 512px version" (85
   tokens). The 32 px patch models (gpt-4.1-mini/-nano, o4-mini) cap an image at 1536 patches.
   Models not listed only get the 2048 px square.
+- Google Gemini, "Understand and count tokens" (ai.google.dev/gemini-api/docs/tokens) for
+  Gemini 2.x: an image with both edges at most 384 px costs 258 tokens, a larger one is cut into
+  768x768 px tiles of 258 tokens each; "Image understanding" (Gemini API, the 1.5 generation's
+  rule, the only pixel bound Google documents): larger images "are scaled down to a maximum
+  resolution of 3072x3072" keeping their aspect ratio. Gemini 3 bills a fixed budget per
+  ``media_resolution`` whatever the size, with no documented pixel bound: the 3072 px square is
+  kept for every Gemini model (the proxy never shrinks below what a model may see).
 - Anthropic also notes that images "under 200 pixels on any given edge may degrade
   performance": the token target never goes below that (:data:`MIN_SHORT_EDGE`).
 
@@ -87,6 +94,13 @@ OPENAI_LOW = SizeLimit(512, 0, 0, "OpenAI vision guide: detail low, 512x512 px")
 OPENAI_PATCHES = SizeLimit(0, 1536 * 32 * 32, 0, "OpenAI vision guide: 32 px patches, at most 1536")
 #: OpenAI models not listed: only the documented 2048 px square.
 OPENAI_OTHER = SizeLimit(2048, 0, 0, "OpenAI vision guide: fit 2048x2048")
+
+#: Gemini: the 3072 px square its image pipeline scales larger images into.
+GEMINI = SizeLimit(3072, 0, 0, "Gemini API image understanding: scaled down to fit 3072x3072")
+#: Gemini's image tiles (px) and the tokens of one tile (or of a small image).
+GEMINI_TILE = 768
+GEMINI_SMALL = 384
+GEMINI_TILE_TOKENS = 258
 
 _CLAUDE_VERSION = re.compile(r"claude-(?:(?:opus|sonnet|haiku)-(\d+)(?:-(\d{1,2}))?(?!\d)|(\d+)(?:-(\d))?-(?:opus|sonnet|haiku|instant))")
 _OPENAI_PATCH_MODELS = re.compile(r"(?:^|[/:.])(?:gpt-4\.1-(?:mini|nano)|o4-mini)(?:$|[-@:])")
@@ -162,6 +176,16 @@ def openai_tokens(width: int, height: int, limit: SizeLimit = OPENAI_TILES) -> i
     if limit is OPENAI_PATCHES:
         return math.ceil(w / 32) * math.ceil(h / 32)
     return 85 + 170 * math.ceil(w / 512) * math.ceil(h / 512)
+
+
+def gemini_tokens(width: int, height: int, limit: SizeLimit = GEMINI) -> int:
+    """Estimated tokens of an image Gemini sees at ``limit``: 258 when both edges are at most
+    384 px, else 258 per 768x768 px tile after the provider's own downscale (Gemini API
+    "Understand and count tokens", Gemini 2.x)."""
+    w, h = fit(width, height, limit)
+    if w <= GEMINI_SMALL and h <= GEMINI_SMALL:
+        return GEMINI_TILE_TOKENS
+    return GEMINI_TILE_TOKENS * math.ceil(w / GEMINI_TILE) * math.ceil(h / GEMINI_TILE)
 
 
 def target_size(width: int, height: int, tokens: Callable[[int, int], int], max_tokens: int) -> tuple[int, int]:
@@ -377,6 +401,15 @@ def decode_base64(text: str) -> bytes | None:
     """Strictly decoded standard base64 (no stray characters), or None."""
     try:
         return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def decode_base64_urlsafe(text: str) -> bytes | None:
+    """Strictly decoded URL-safe base64 (``-`` and ``_``, RFC 4648 section 5: what the protobuf
+    JSON mapping accepts for ``bytes`` and the ``google-genai`` SDK sends), or None."""
+    try:
+        return base64.b64decode(text, altchars=b"-_", validate=True)
     except (binascii.Error, ValueError):
         return None
 

@@ -1,7 +1,8 @@
 """The request step for images: find the base64 images of the live zone and plan their edits.
 
 Where images sit, per dialect: :mod:`headroom_core.wire.image_refs` (Anthropic ``image``
-blocks with a base64 source; OpenAI ``image_url``/``input_image`` parts with a ``data:`` URL).
+blocks with a base64 source; OpenAI ``image_url``/``input_image`` parts with a ``data:`` URL;
+Gemini ``inlineData`` parts). The dialect's ``image_sizing`` names the provider's size rule.
 
 Only messages at or after ``live_from`` are looked at (earlier ones are replayed byte for byte).
 Each image is decided by :func:`headroom_core.compress.images.shrink`; a changed image is one
@@ -49,6 +50,8 @@ class ImageSite:
     detail: str | None = None
     data_url: bool = False
     tool_name: str = ""
+    #: the base64 string was URL-safe (``-``, ``_``): the resized image is written the same way
+    urlsafe: bool = False
 
 
 @dataclass(frozen=True)
@@ -97,9 +100,12 @@ def _decoded(ref: ImageRef) -> ImageSite | None:
             return None
         return ImageSite(ref.path, ref.container, ref.message_index, parsed.media_type, parsed.data, ref.detail, True, ref.tool_name)
     raw = images.decode_base64(ref.encoded)
+    urlsafe = raw is None and ref.media_type.startswith("image/")
+    if urlsafe:  # some clients write bytes URL-safe (google-genai's inlineData)
+        raw = images.decode_base64_urlsafe(ref.encoded)
     if raw is None:
         return None
-    return ImageSite(ref.path, ref.container, ref.message_index, ref.media_type, raw, tool_name=ref.tool_name)
+    return ImageSite(ref.path, ref.container, ref.message_index, ref.media_type, raw, tool_name=ref.tool_name, urlsafe=urlsafe)
 
 
 def plan_images(d: Dialect, body: dict[str, Any], live_from: int, max_tokens: int = 0, exclude_tools: tuple[str, ...] = ()) -> ImagesOutcome:
@@ -111,11 +117,14 @@ def plan_images(d: Dialect, body: dict[str, Any], live_from: int, max_tokens: in
     edits: list[jsonedit.Replace | jsonedit.Append] = []
     offloads: list[Offload] = []
     results: list[images.ImageResult] = []
-    anthropic_sizing = view_of(d, {}).dialect.image_sizing == "anthropic"
+    sizing = view_of(d, {}).dialect.image_sizing
     for site in image_sites(d, body, live_from):
         if site.tool_name and excluded(site.tool_name, exclude_tools):
             continue
-        if anthropic_sizing:
+        if sizing == "gemini":
+            limit = images.GEMINI
+            tokens = lambda w, h, lim=limit: images.gemini_tokens(w, h, lim)  # noqa: E731
+        elif sizing == "anthropic":
             limit = images.anthropic_limit(model)
             tokens = lambda w, h, lim=limit: images.anthropic_tokens(w, h, lim)  # noqa: E731
         else:
@@ -129,6 +138,8 @@ def plan_images(d: Dialect, body: dict[str, Any], live_from: int, max_tokens: in
         if not r.changed:
             continue
         encoded = images.encode_base64(r.data)
+        if site.urlsafe:
+            encoded = encoded.replace("+", "-").replace("/", "_")
         edits.append(jsonedit.Replace(site.path, f"data:{site.media_type};base64,{encoded}" if site.data_url else encoded))
         if r.reduced:
             original = images.DataURL(site.media_type, site.data).text()

@@ -38,7 +38,7 @@ class CodeAssist(GeminiAPI):
     def __init__(self) -> None:
         DialectBase.__init__(
             self, Dialect.GEMINI_CODE_ASSIST, gemini, EnvelopedReply(reply_gemini, ROOT, RESPONSE), gemini.CONVERSATION, "text", False,
-            cache_parts=(), tools_key=gemini.TOOLS, system_keys=(gemini.SYSTEM,), content_key="parts", root=ROOT,
+            image_sizing="gemini", cache_parts=(), tools_key=gemini.TOOLS, system_keys=(gemini.SYSTEM,), content_key="parts", root=ROOT,
         )  # fmt: skip
 
     def _mine(self, path: str) -> bool:

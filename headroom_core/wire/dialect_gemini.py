@@ -22,7 +22,7 @@ from typing import Any, Iterator, Mapping
 from headroom_core.wire import gemini, reply_gemini
 from headroom_core.wire.blocks import ToolCall
 from headroom_core.wire.detect import Dialect, path_only
-from headroom_core.wire.image_refs import ImageRef
+from headroom_core.wire.image_refs import ImageRef, gemini_images
 from headroom_core.wire.json_array import JSONArrayReply
 from headroom_core.wire.protocol import DialectBase, ReplySide
 
@@ -60,7 +60,7 @@ class GeminiAPI(DialectBase):
     def __init__(self, id_: Dialect = Dialect.GEMINI) -> None:
         super().__init__(
             id_, gemini, reply_gemini, gemini.CONVERSATION, "text", False,
-            cache_parts=(), tools_key=gemini.TOOLS, system_keys=(gemini.SYSTEM,), content_key="parts",
+            image_sizing="gemini", cache_parts=(), tools_key=gemini.TOOLS, system_keys=(gemini.SYSTEM,), content_key="parts",
         )  # fmt: skip
 
     def _mine(self, path: str) -> bool:
@@ -96,7 +96,7 @@ class GeminiAPI(DialectBase):
         return gemini.user_texts(item)
 
     def images(self, item: Any, at: tuple[Any, ...], i: int, names: dict[str, str]) -> Iterator[ImageRef]:
-        return iter(())  # inlineData is left as sent (no resizing rule for Gemini yet)
+        return gemini_images(item, at, i, names)
 
     def cache_lifetime_seconds(self, body: dict[str, Any]) -> float:
         """Implicit caching keeps a prefix for minutes (not stated; 3-5 min observed, as

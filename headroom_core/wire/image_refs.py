@@ -7,6 +7,10 @@
 - OpenAI Responses: ``input_image`` parts (``image_url`` a ``data:`` URL, ``detail``) in user
   message items and in ``function_call_output`` output lists.
 
+- Gemini (API, Vertex AI, Code Assist): ``inlineData`` parts ``{mimeType: "image/…", data:
+  <base64>}`` in user contents and in a ``functionResponse``'s own ``parts`` (Gemini 3's
+  multimodal function responses); other media types (PDF, audio, video) are not images.
+
 Only places are found here (no decoding): :mod:`headroom_core.compress.images_step` decodes and
 decides. Images given by URL or file id are skipped by the decoder (they are not ``data:`` URLs).
 """
@@ -99,3 +103,28 @@ def responses_images(item: Any, at: Path, i: int, names: dict[str, str]) -> Iter
         yield from _openai_parts(item.get("output"), at + ("output",), i, "input_image", names.get(str(item.get("call_id", "")), ""))
     elif item.get("role") == "user":
         yield from _openai_parts(item.get("content"), at + ("content",), i, "input_image")
+
+
+def _gemini_parts(parts: Any, container: Path, i: int, tool_name: str = "") -> Iterator[ImageRef]:
+    if not isinstance(parts, list):
+        return
+    for j, p in enumerate(parts):
+        blob = p.get("inlineData") if isinstance(p, dict) else None
+        if not isinstance(blob, dict) or not isinstance(blob.get("data"), str):
+            continue
+        mime = str(blob.get("mimeType") or "")
+        if mime.lower().startswith("image/"):
+            yield ImageRef(container + (j, "inlineData", "data"), container, i, blob["data"], mime, tool_name=tool_name)
+
+
+def gemini_images(item: Any, at: Path, i: int, names: dict[str, str]) -> Iterator[ImageRef]:
+    """The ``inlineData`` images of Gemini content ``item`` (user contents: its parts and the
+    parts inside its function responses)."""
+    if not isinstance(item, dict) or item.get("role", "user") != "user":
+        return
+    container = at + ("parts",)
+    yield from _gemini_parts(item.get("parts"), container, i)
+    for j, p in enumerate(item.get("parts") or []):
+        fr = p.get("functionResponse") if isinstance(p, dict) else None
+        if isinstance(fr, dict):
+            yield from _gemini_parts(fr.get("parts"), container + (j, "functionResponse", "parts"), i, str(fr.get("name", "")))

@@ -122,7 +122,7 @@ class WireDialect(Protocol):
     part in a user message; ``separate_cache_usage`` True when the provider reports cache reads
     and writes apart from ``input_tokens`` (Anthropic) rather than inside it (OpenAI);
     ``string_input`` True when the conversation member may be one string (a user text);
-    ``image_sizing`` how the provider sizes images (``"anthropic"`` or ``"openai"``: which
+    ``image_sizing`` how the provider sizes images (``"anthropic"``, ``"openai"`` or ``"gemini"``: which
     limits and token formula :mod:`headroom_core.compress.images` applies);
     ``reply`` the response side (:class:`ReplySide`); ``cache_parts`` the top-level members that
     hold ``cache_control`` breakpoints, in the provider's cache order; ``tools_key`` the top-level

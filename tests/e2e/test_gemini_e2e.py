@@ -256,3 +256,26 @@ def test_a_json_array_stream_gets_retrieve_answered_by_the_proxy(upstream, proxy
     (row,) = _rows(p, 1)
     assert (row.dialect, row.model, row.status_code) == ("gemini", MODEL, 200)
     assert row.usage_input_tokens == chunks[-1]["usageMetadata"]["promptTokenCount"]
+
+
+def test_sdk_inline_image_resized_to_what_gemini_sees(upstream, proxy):
+    """A real PNG larger than Gemini's 3072 px square, sent by the SDK as ``inlineData``: it goes
+    upstream resized to fit the square (PNG, ``mimeType`` as sent), the text beside it unchanged."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    from tests.unit.test_gemini_images import photo
+
+    png = photo(3600, 1200)
+    upstream.script(Reply.text("A chart."))
+    client = gemini_client(upstream, proxy)
+    contents = [types.Content(role="user", parts=[types.Part.from_bytes(data=png, mime_type="image/png"), types.Part(text="What is this?")])]
+    assert client.models.generate_content(model=MODEL, contents=contents).text == "A chart."
+    (req,) = upstream.requests
+    img, text = req.json["contents"][0]["parts"]
+    assert "-" in img["inlineData"]["data"] or "_" in img["inlineData"]["data"]  # written URL-safe, as the SDK wrote it
+    sent = Image.open(io.BytesIO(base64.urlsafe_b64decode(img["inlineData"]["data"])))
+    assert (sent.format, sent.size, img["inlineData"]["mimeType"]) == ("PNG", (3072, 1024), "image/png")
+    assert text == {"text": "What is this?"} and len(req.body) < len(base64.b64encode(png))
