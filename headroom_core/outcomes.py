@@ -26,6 +26,7 @@ LABELS: dict[str, str] = {
     "not_ready": "proxy not ready",
     "unreachable": "upstream unreachable",
     "db_busy": "database locked by another process",
+    "db_unavailable": "database could not be opened",
 }
 
 _BY_CODE = {
@@ -36,6 +37,7 @@ _BY_CODE = {
     Code.COMPRESS_OFF: "compress_off",
     Code.NOT_COMPRESSED_TOO_LARGE: "too_large",
     Code.DB_BUSY: "db_busy",
+    Code.DB_UNAVAILABLE: "db_unavailable",
 }
 
 #: Words of the reasons :mod:`headroom_core.request_plan` writes for a compression timeout and

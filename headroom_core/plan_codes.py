@@ -30,3 +30,4 @@ class Code(StrEnum):
     NOT_COMPRESSED_TOO_LARGE = "not_compressed_too_large"  # ... and too large to send uncompressed
     ABANDONED = "abandoned"
     DB_BUSY = "db_busy"  # the database was locked past the request's lock-wait budget: fallback or unchanged
+    DB_UNAVAILABLE = "db_unavailable"  # the database could not be opened: unchanged

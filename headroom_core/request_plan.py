@@ -60,6 +60,7 @@ from headroom_core.compress.router import classify, compress_text, hint_for, wit
 from headroom_core.compress.worker import WORKER_MIN_CHARS, CompressTimeout, Job
 from headroom_core.compress.tools_figures import ToolsFigures
 from headroom_core.db import lock_wait
+from headroom_core.db.engine import DatabaseError
 from headroom_core.extensions import RequestContext
 from headroom_core.plan_codes import Action, Code
 from headroom_core.inject import tail_text_edits
@@ -156,17 +157,17 @@ class PlanAbandoned(Exception):
     waiting (a compression timeout): the plan then remembers nothing for the session."""
 
 
-def _not_compressed(rt: Runtime, r: Route, body: bytes, why: str, error: bool = False, busy: bool = False) -> RequestPlan:
+def _not_compressed(rt: Runtime, r: Route, body: bytes, why: str, error: bool = False, code: Code = Code.NOT_COMPRESSED) -> RequestPlan:
     """The plan when compressing failed or timed out (``why``): small bodies go on unchanged
     (fail open, as without the proxy); only when ``fail_open_max_bytes`` is set (not 0, the
     default), bodies over it are refused with 413 instead (for teams that would rather stop an
     uncompressed huge request than pay for it). ``error``: the failure was an internal error
-    (the plan's ``internal_error``); ``busy``: a database lock (code ``DB_BUSY``)."""
+    (the plan's ``internal_error``); ``code``: why, for a request that goes on (``DB_BUSY``: a
+    database lock; ``DB_UNAVAILABLE``: a database that cannot be opened)."""
     n = len(body)
     d, counting = r.dialect, r.counting
     limit = rt.settings.fail_open_max_bytes
     if d is None or not limit or n <= limit or counting:
-        code = Code.DB_BUSY if busy else Code.NOT_COMPRESSED
         return RequestPlan(Action.PASSTHROUGH, why[:300], bytes_before=n, bytes_after=n, code=code, dry_run=counting, internal_error=error)
     msg = (
         f"headroom proxy: this {n}-byte request could not be compressed ({why[:120]}), and requests over "
@@ -213,6 +214,9 @@ def plan_request(
             return RequestPlan(Action.PASSTHROUGH, "abandoned: compression timed out", bytes_before=len(body), bytes_after=len(body), code=Code.ABANDONED)
         log.warning("headroom: %s; sending what was sent before, nothing new compressed", e)
         return replay_only(rt, method, path, headers, body, str(e)[:200], defer, r, continues=continues)
+    except DatabaseError as e:  # cannot be opened (a server not up yet): no walk can run without it
+        log.warning("headroom: %s; the request goes on as the client sent it", e)
+        return _not_compressed(rt, r, body, str(e), code=Code.DB_UNAVAILABLE)
     except Exception as e:  # noqa: BLE001 - fail open, loudly
         if lock_wait.is_lock_wait(e):
             log.warning("headroom: %s; sending what was sent before, nothing new compressed", DB_BUSY_WORDS)
@@ -247,7 +251,7 @@ def replay_only(
             log.warning("headroom: the fallback found the database locked too; the request goes on as the client sent it")
         else:
             log.exception("headroom: the fallback failed too")
-        return _not_compressed(rt, r, body, f"{why[:150]}; fallback failed: {type(e).__name__}: {e}", error, busy=busy)
+        return _not_compressed(rt, r, body, f"{why[:150]}; fallback failed: {type(e).__name__}: {e}", error, code=Code.DB_BUSY if busy else Code.NOT_COMPRESSED)
 
 
 class _CommitGate:
@@ -793,6 +797,8 @@ def _remember_step(
     recent = RecentRequest(req.view, req.scope, req.session_key, tuple(replayed.hashes), ((rec.tools, proxy_tools, fast), tools))
 
     def store() -> None:
+        if tools.figures is not None:  # counted from now on, the request on its way (tools_figures)
+            tools.figures.start()
         try:
             with lock_wait.bounded():  # the answer waits for it: never for another writer's lock
                 _remember(rt, req, rec, replayed.zone, replayed.spans, replayed.hashes, out.text, out.spans, content.result, content.images, tools.state)
