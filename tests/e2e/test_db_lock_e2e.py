@@ -22,6 +22,7 @@ from headroom_core.db import lock_wait
 from headroom_core.db.engine import open_database
 from headroom_core.db.models import RequestOutcome
 from tests.support.clients import anthropic_client
+from tests.support.postgres import fresh_pg_database, pg_server_url
 from tests.support.proxy import ADDON_SCRIPT
 from tests.support.upstream import Reply
 from tests.unit.test_request_plan import anthropic_request, github_scenario
@@ -37,46 +38,79 @@ c.execute("ROLLBACK")
 """
 
 
-class Locker:
-    """Another process holding the database's write lock while the block runs."""
+#: PostgreSQL: what another writer's long transaction holds (reads go on, writes wait).
+PG_LOCK = ("BEGIN; LOCK TABLE originals, compression_decisions, session_state, frozen_messages, tool_order, request_outcomes, tool_usage "
+           "IN EXCLUSIVE MODE")  # fmt: skip
 
-    def __init__(self, db) -> None:
-        self.db = db
+
+class Locker:
+    """Another process holding the database's write lock while the block runs: ``BEGIN
+    EXCLUSIVE`` on a SQLite file (a separate process), or PostgreSQL tables locked against
+    writes by another connection's open transaction."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
 
     def __enter__(self) -> "Locker":
-        self.p = subprocess.Popen([sys.executable, "-c", LOCKER, str(self.db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert self.p.stdout is not None and self.p.stdout.readline().strip() == "locked"
+        if self.url.startswith("sqlite"):
+            db = self.url.removeprefix("sqlite:///")
+            self.p = subprocess.Popen([sys.executable, "-c", LOCKER, db], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            assert self.p.stdout is not None and self.p.stdout.readline().strip() == "locked"
+        else:
+            import psycopg
+            from sqlalchemy.engine import make_url
+
+            self.c = psycopg.connect(make_url(self.url).set(drivername="postgresql").render_as_string(hide_password=False), autocommit=True)
+            for stmt in PG_LOCK.split("; "):
+                self.c.execute(stmt)
         return self
 
     def __exit__(self, *exc) -> None:
-        assert self.p.stdin is not None
-        self.p.stdin.close()
-        self.p.wait(30)
+        if self.url.startswith("sqlite"):
+            assert self.p.stdin is not None
+            self.p.stdin.close()
+            self.p.wait(30)
+        else:
+            self.c.execute("ROLLBACK")
+            self.c.close()
 
 
-def _rows(db) -> dict[str, tuple[str, str]]:
+def _rows(url: str) -> dict[str, tuple[str, str]]:
     """``model -> (outcome, action)`` of every ledger row."""
-    sessions = open_database(f"sqlite:///{db}")
+    sessions = open_database(url)
     with sessions() as s:
         return {r.model: (r.outcome, r.action) for r in s.scalars(select(RequestOutcome))}
 
 
-def _wait_rows(db, n: int, timeout: float = 120.0) -> dict[str, tuple[str, str]]:
+def _wait_rows(url: str, n: int, timeout: float = 120.0) -> dict[str, tuple[str, str]]:
     deadline = time.monotonic() + timeout
-    while len(rows := _rows(db)) < n and time.monotonic() < deadline:
+    while len(rows := _rows(url)) < n and time.monotonic() < deadline:
         time.sleep(0.2)
     return rows
 
 
-@pytest.fixture
-def proxy(proxy_factory):
-    px = proxy_factory(ADDON_SCRIPT, options={"headroom_compress_timeout_seconds": "120"})
+@pytest.fixture(params=["sqlite", "postgresql"])
+def proxy(request, proxy_factory, tmp_path):
+    """A warmed-up proxy and its database URL: a SQLite file in its home, or a fresh PostgreSQL
+    database (skipped without a server)."""
+    options = {"headroom_compress_timeout_seconds": "120"}
+    drop = None
+    if request.param == "postgresql":
+        server = pg_server_url()
+        if server is None:
+            pytest.skip("needs PostgreSQL: set HEADROOM_TEST_PG_URL or install PostgreSQL")
+        url, drop = fresh_pg_database(server)
+        options["headroom_db_url"] = url
+    px = proxy_factory(ADDON_SCRIPT, options=options)
     px.wait_for_log(r"headroom: ready", timeout=120)
-    return px
+    yield px, options.get("headroom_db_url") or f"sqlite:///{px.home / 'headroom.db'}"
+    if drop is not None:
+        px.stop()
+        drop()
 
 
 def test_a_write_lock_held_by_another_process_stalls_no_request(upstream, proxy):
-    db = proxy.home / "headroom.db"
+    proxy, db = proxy
     client = anthropic_client(upstream, proxy, timeout=120)
     big = github_scenario("paginate-issues.json")  # ~118 KB: new to the proxy when the lock is held
     body = anthropic_request(github_scenario("search-issues.json"))
@@ -118,5 +152,5 @@ def test_a_write_lock_held_by_another_process_stalls_no_request(upstream, proxy)
     assert len(after.json["messages"][2]["content"][0]["content"]) < len(big) / 2
     assert _wait_rows(db, 4)["after"][0] == "compressed"
     assert "database was locked by another process" in proxy.log_text()
-    snap = ledger.snapshot(open_database(f"sqlite:///{db}"))  # what headroom stats and the stats page show
+    snap = ledger.snapshot(open_database(db))  # what headroom stats and the stats page show
     assert {"key": "db_busy", "label": "database locked by another process", "requests": 1} in snap["uncompressed"]
