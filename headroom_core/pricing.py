@@ -11,12 +11,23 @@ providers' pricing pages:
 - OpenAI, https://platform.openai.com/docs/pricing ("Text tokens", Standard): cached input has
   its own price per model family (GPT-4o and o1/o3-mini: 50% of input; GPT-4.1, o3 and o4-mini:
   25%; GPT-5: 10%). OpenAI writes no cache entries at a price: ``cache_write`` is the input price.
+- Google Gemini (Gemini API and Vertex AI), https://ai.google.dev/gemini-api/docs/pricing (standard
+  tier, prompts up to 200k tokens; text/image/video input), as published in 2026 (read through
+  dated copies of that page of 2026-03 and 2026-07): "Context caching price" is the cache read
+  (Gemini 2.5 and 3: 10% of input; 2.0 Flash: 25%). ``usageMetadata.promptTokenCount`` includes
+  ``cachedContentTokenCount`` (the OpenAI way). Gemini charges no cache-write premium (implicit
+  caching writes nothing at a price; an explicit cache's tokens are input when it is created), so
+  ``cache_write`` is the input price; the storage of an explicit cache (USD 4.50 per MTok per hour
+  for Pro models, 1.00 for Flash and Flash-Lite) is billed by time, which no usage figure carries,
+  and is left out. The Pro models' higher rates above 200k prompt tokens are not modelled (an
+  under-estimate for such prompts).
 
-Figures as of 2025-11; providers change them, so the table is a default, not a bill. A user
+Figures as of 2025-11 (Google's: 2026); providers change them, so the table is a default, not a bill. A user
 replaces or adds entries with ``prices`` (``config.toml``, ``HEADROOM_PRICES``, or ``--set
 headroom_prices=…``): each entry is ``"<model glob>=<input>/<output>[/<cache read>[/<cache
 write>]]"`` in USD per MTok, e.g. ``"claude-sonnet-4*=3/15/0.30/3.75"``; a missing cache price
-follows the provider's rule for the dialect (Anthropic 0.1x / 1.25x, OpenAI 0.5x / 1x). User
+follows the provider's rule for the dialect (Anthropic 0.1x / 1.25x, Gemini 0.1x / 1x, OpenAI
+0.5x / 1x). User
 entries are tried before the table; the first glob that matches the model name wins
 (:func:`fnmatch.fnmatchcase`, lower-cased name).
 """
@@ -34,6 +45,8 @@ ANTHROPIC_CACHE_READ = 0.10
 ANTHROPIC_CACHE_WRITE = 1.25
 #: OpenAI's cached-input discount when a user entry names none (the GPT-4o family's 50%).
 OPENAI_CACHE_READ = 0.50
+#: Gemini's cache read as a multiple of input when a user entry names none (Gemini 2.5 and 3).
+GEMINI_CACHE_READ = 0.10
 
 
 class PriceError(ValueError, UsageError):
@@ -59,6 +72,11 @@ def anthropic(input: float, output: float) -> Price:
 
 def openai(input: float, cached: float, output: float) -> Price:
     """An OpenAI price: input, cached input and output (no separate cache-write price)."""
+    return Price(input, output, cached, input)
+
+
+def gemini(input: float, output: float, cached: float) -> Price:
+    """A Gemini price: input, output and context caching (cache read); no cache-write price."""
     return Price(input, output, cached, input)
 
 
@@ -93,6 +111,14 @@ DEFAULT_TABLE: tuple[tuple[str, Price], ...] = (
     ("*o1-mini*", openai(1.10, 0.55, 4.40)),
     ("*o1*", openai(15.0, 7.50, 60.0)),
     ("*codex-mini*", openai(1.50, 0.375, 6.00)),
+    # Google Gemini (input, output, context caching), prompts up to 200k tokens
+    ("*gemini-3*-pro*", gemini(2.00, 12.00, 0.20)),
+    ("*gemini-3*-flash*", gemini(0.50, 3.00, 0.05)),
+    ("*gemini-2.5-pro*", gemini(1.25, 10.00, 0.125)),
+    ("*gemini-2.5-flash-lite*", gemini(0.10, 0.40, 0.01)),
+    ("*gemini-2.5-flash*", gemini(0.30, 2.50, 0.03)),
+    ("*gemini-2.0-flash-lite*", gemini(0.075, 0.30, 0.075)),
+    ("*gemini-2.0-flash*", gemini(0.10, 0.40, 0.025)),
 )
 
 
@@ -100,7 +126,7 @@ def parse_entry(entry: str, dialect_hint: str = "") -> tuple[str, Price]:
     """``"glob=input/output[/cache_read[/cache_write]]"`` (USD per MTok) as ``(glob, Price)``.
 
     A missing cache price follows the provider's rule, chosen by the glob (``claude`` or an
-    Anthropic family name: 0.1x / 1.25x; otherwise OpenAI's 0.5x / 1x). Raises
+    Anthropic family name: 0.1x / 1.25x; ``gemini``: 0.1x / 1x; otherwise OpenAI's 0.5x / 1x). Raises
     :class:`PriceError` naming the entry when it does not have that form or a price is negative.
     """
     glob, sep, rest = entry.partition("=")
@@ -114,7 +140,8 @@ def parse_entry(entry: str, dialect_hint: str = "") -> tuple[str, Price]:
         raise PriceError(f"price entry {entry!r}: expected '<model glob>=<input>/<output>[/<cache read>[/<cache write>]]' in USD per million tokens, e.g. 'claude-sonnet-4*=3/15/0.3/3.75'")
     inp, out = nums[0], nums[1]
     is_anthropic = any(w in (glob + dialect_hint) for w in ("claude", "opus", "sonnet", "haiku", "anthropic"))
-    read = nums[2] if len(nums) > 2 else inp * (ANTHROPIC_CACHE_READ if is_anthropic else OPENAI_CACHE_READ)
+    is_gemini = "gemini" in (glob + dialect_hint)
+    read = nums[2] if len(nums) > 2 else inp * (ANTHROPIC_CACHE_READ if is_anthropic else GEMINI_CACHE_READ if is_gemini else OPENAI_CACHE_READ)
     write = nums[3] if len(nums) > 3 else inp * (ANTHROPIC_CACHE_WRITE if is_anthropic else 1.0)
     return glob, Price(inp, out, read, write)
 

@@ -183,6 +183,14 @@ def test_ledger_row_names_dialect_model_project_and_usage(upstream, proxy_factor
     assert (row.dialect, row.model, row.project, row.status_code) == ("gemini", MODEL, WORKSPACE, 200)
     assert (row.usage_input_tokens, row.usage_output_tokens, row.usage_cache_read_tokens) == (1234, 5, 1000)
     assert row.action == "compressed" and row.tokens_after < row.tokens_before
+    # priced at Google's rates: promptTokenCount includes the 1000 cached tokens (USD 0.125/MTok)
+    from headroom_core import ledger
+    from headroom_core.db.engine import open_database
+    from headroom_core.pricing import PriceTable
+
+    ((_, t),) = ledger.totals(open_database(f"sqlite:///{p.home / 'headroom.db'}"), prices=PriceTable())
+    assert t.priced_requests == 1
+    assert t.cost_prompt_usd == pytest.approx((234 * 1.25 + 1000 * 0.125) / 1e6) and t.cost_output_usd == pytest.approx(5 * 10.0 / 1e6)
 
 
 def test_same_output_saves_the_same_as_the_messages_dialect(upstream, proxy_factory, big_output):
