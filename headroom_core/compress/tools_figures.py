@@ -3,14 +3,17 @@
 A tool list the process has not counted before (a new session's, one with an MCP server more,
 the first after a restart) takes 0.1-0.2 s to count (377 KB of tool definitions, twice: as the
 client sent it and as forwarded). Only the ledger row needs the figures, and the client's answer
-waits for that row: counting starts when the plan decides the ``tools`` text, in a thread of its
-own (the tokenizer runs without the GIL), so it overlaps the rest of the plan and the upstream's
-answer instead of following them.
+waits for that row: counting runs in threads of their own (the tokenizer runs without the GIL)
+and starts once the request is on its way (:meth:`ToolsFigures.start`, from the plan's
+``persist`` job), so it overlaps the upstream's answer instead of competing with the plan and
+the forwarding for the processor (both threads count the pieces of a long text: on a two-core
+machine they took both cores while a new session's plan ran), or when a figure is first asked.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -27,7 +30,7 @@ class ToolsFigures:
     """The ``tools`` array as the client sent it (``before``) and as forwarded (``after``), JSON
     texts, and why it changed (``reason``); ``proxy``: the JSON texts of the proxy's own tool
     definitions in ``after`` (``headroom_retrieve``, the memory tools), joined, "" when none.
-    Counting starts on construction, in the background; :attr:`tokens_before` /
+    Counting starts with :meth:`start` (or the first figure asked), in the background; :attr:`tokens_before` /
     :attr:`tokens_after` / :attr:`tokens_proxy` (tokens) wait for it, :attr:`future` resolves to
     ``(before, after, proxy)`` once counted. ``after`` includes the proxy's tools;
     :attr:`tokens_client_after` leaves them out (the client's tools as forwarded). A text that
@@ -38,10 +41,22 @@ class ToolsFigures:
     reason: str
     counter: TokenCounter
     proxy: str = ""
-    future: Future = field(init=False, repr=False, compare=False)
+    _future: Future | None = field(init=False, default=None, repr=False, compare=False)
+    _lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "future", _COUNTING.submit(self._count))
+    def start(self) -> Future:
+        """Start counting (once; later calls return the same future) and return its future,
+        which resolves to ``(before, after, proxy)``."""
+        with self._lock:
+            if self._future is None:
+                object.__setattr__(self, "_future", _COUNTING.submit(self._count))
+            assert self._future is not None
+            return self._future
+
+    @property
+    def future(self) -> Future:
+        """The counting's future (counting starts now if it has not)."""
+        return self._future if self._future is not None else self.start()
 
     def _count(self) -> tuple[int, int, int]:
         try:
