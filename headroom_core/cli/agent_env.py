@@ -56,13 +56,28 @@ class AgentProfile:
 
 _NODE = ("NODE_EXTRA_CA_CERTS",)
 _PYTHON = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
+#: Antigravity CLI (``agy``, Gemini CLI's successor): a native Go binary with no base-URL setting
+#: (google-antigravity/antigravity-cli issues 113, 181: it takes ``HTTPS_PROXY``; Go reads the
+#: roots from ``SSL_CERT_FILE`` on Linux). It speaks the Code Assist API
+#: (``cloudcode-pa.googleapis.com`` and ``daily-cloudcode-pa…``, ``/v1internal:streamGenerateContent``),
+#: which the proxy reads on any host. On macOS Go takes the system keychain's roots instead.
+_ANTIGRAVITY = AgentProfile("Antigravity CLI", "native", ("SSL_CERT_FILE",))
 PROFILES: dict[str, AgentProfile] = {
     "claude": AgentProfile("Claude Code", "node", _NODE),
     "codex": AgentProfile("Codex CLI", "native", ("CODEX_CA_CERTIFICATE", "SSL_CERT_FILE")),
     "aider": AgentProfile("Aider", "python", _PYTHON),
+    # Gemini CLI signed in with Google talks to the Code Assist API at CODE_ASSIST_ENDPOINT
+    # (default https://cloudcode-pa.googleapis.com; CODE_ASSIST_API_VERSION v1internal, gemini-cli
+    # 0.61 code_assist/server.ts): through HTTPS_PROXY like the Gemini API, nothing else to set
     "gemini": AgentProfile("Gemini CLI", "node", _NODE),
     "cursor-agent": AgentProfile("Cursor Agent", "node", _NODE),
+    "agy": _ANTIGRAVITY,
+    "antigravity": _ANTIGRAVITY,
 }
+#: Agent names a user may type whose program has another name (``headroom wrap antigravity`` runs
+#: the Antigravity CLI, ``agy``, when no ``antigravity`` program is on the PATH: that one is the
+#: editor).
+ALIASES: dict[str, str] = {"antigravity": "agy"}
 _RUNTIMES = {"node": AgentProfile("Node program", "node", _NODE), "python": AgentProfile("Python program", "python", _PYTHON)}
 _RUNTIME_WORDS = {"node": "Node", "python": "Python", "native": "native"}
 
@@ -74,6 +89,16 @@ def _interpreter(word: str) -> str | None:
     if base.startswith(("python", "pypy")) or base in ("uv", "uvx", "pipx"):
         return "python"
     return None
+
+
+def agent_command(command: Sequence[str], which: Callable[[str], str | None] = shutil.which) -> list[str]:
+    """``command`` with its first word replaced by the program of an agent name in
+    :data:`ALIASES` when that name is not itself a program ``which`` finds and the alias is."""
+    cmd = list(command)
+    alias = ALIASES.get(cmd[0]) if cmd else None
+    if alias is not None and which(cmd[0]) is None and which(alias) is not None:
+        cmd[0] = alias
+    return cmd
 
 
 def profile_for(command: Sequence[str], which: Callable[[str], str | None] = shutil.which) -> AgentProfile:

@@ -74,7 +74,7 @@ def _free(host: str, listeners: list[pp.BaseUrlListener]) -> list[pp.BaseUrlList
 
 def wrap(
     ctx: typer.Context,
-    agent: str = typer.Argument(..., help="claude, codex, aider, gemini, cursor-agent, or any command; its arguments follow."),
+    agent: str = typer.Argument(..., help="claude, codex, aider, gemini, antigravity (agy), cursor-agent, or any command; its arguments follow."),
     listen_host: str = typer.Option("127.0.0.1", help="The proxy's address."),
     port: int = typer.Option(8080, min=1, max=65535, help="The proxy's port (reused when a Headroom proxy already answers there)."),
     confdir: Optional[Path] = typer.Option(None, help="mitmproxy confdir (the CA) (default: $HEADROOM_HOME/mitmproxy)."),
@@ -90,7 +90,7 @@ def wrap(
     agent with HTTPS_PROXY, NO_PROXY and the CA variables for its runtime. Exits with the
     agent's exit code. Example: headroom wrap claude --resume
     """
-    command = [agent, *ctx.args]
+    command = ae.agent_command([agent, *ctx.args], lambda c: find_command([c], os.environ))
     exe = find_command(command, os.environ)
     if exe is None:  # before any proxy starts: nothing is left behind
         ui.fail("wrap", f"command not found: {command[0]}")
