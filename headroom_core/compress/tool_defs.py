@@ -128,6 +128,13 @@ def normalize_description(text: str) -> str:
     * outside fenced code blocks (```` ``` ```` / ``~~~``), runs of spaces/tabs between two
       non-blank characters become one space; inside fences only trailing whitespace goes.
     """
+    if "\n" not in text and "\r" not in text:  # one line (most parameters'): the walk below, made short
+        line = text.strip(" \t")
+        if not line.strip():
+            return ""
+        if ("  " in line or "\t" in line) and not _FENCE.match(line):
+            line = _INNER_WS.sub(" ", line)
+        return line
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     lines = [ln.rstrip(" \t") for ln in lines]
     while lines and not lines[0].strip():
