@@ -160,23 +160,32 @@ def find_pairs(steps: Sequence[Step], window: int = WINDOW, ignore: frozenset[st
             kind, detail = m
             retries = tuple(
                 r for k, r in enumerate(steps[max(lo, i - window):i], max(lo, i - window))
-                if k not in used and not r.ok and (r.signature == f.signature or (match(r, s, (), ignore, root) or ("",))[0] == kind
-                                                   or (f.is_edit and r.is_edit and r.target == f.target and r.first_line == f.first_line))
+                if k not in used and not r.ok and _also_answers(r, f, s, kind, ignore, root)
             )
             used.add(i)
             used.update(k for k in range(lo, i) if steps[k] in retries)
             param = detail if kind == PairKind.PARAM else ""
-            if kind == PairKind.PREREQUISITE and f.is_shell:
-                between_steps = reread(f, between)
-            elif kind == PairKind.PREREQUISITE:
-                between_steps = tool_reads(f, between)
-            elif kind == PairKind.SETUP:
-                between_steps = tuple(b for b in between if b.first_line == detail) or (s,)
-            else:
-                between_steps = ()
-            pairs.append(Pair(f, s, kind, between_steps, retries, param, "" if kind == PairKind.PARAM else detail))
+            pairs.append(Pair(f, s, kind, _made_the_difference(kind, f, s, between, detail), retries, param, "" if kind == PairKind.PARAM else detail))
             break
     return [p for p in pairs if not _refuted(p, steps)]
+
+
+def _also_answers(r: Step, f: Step, s: Step, kind: PairKind, ignore: frozenset[str], root: str) -> bool:
+    """Whether an earlier failure ``r`` is answered by the fix ``s`` of ``f`` too: the same
+    call, one ``s`` fixes the same way on its own, or the same edit of the same file."""
+    return (r.signature == f.signature or (match(r, s, (), ignore, root) or ("",))[0] == kind
+            or (f.is_edit and r.is_edit and r.target == f.target and r.first_line == f.first_line))
+
+
+def _made_the_difference(kind: PairKind, f: Step, s: Step, between: Sequence[Step], detail: str) -> tuple[Step, ...]:
+    """The pair's ``between`` (:class:`Pair`): for ``prerequisite`` the calls that showed the
+    file again (shell) or worked on it with another tool; for ``setup`` the set-up calls (the
+    fix itself when the set-up is on its line); else none."""
+    if kind == PairKind.PREREQUISITE:
+        return reread(f, between) if f.is_shell else tool_reads(f, between)
+    if kind == PairKind.SETUP:
+        return tuple(b for b in between if b.first_line == detail) or (s,)
+    return ()
 
 
 def _refuted(p: Pair, steps: Sequence[Step]) -> bool:
