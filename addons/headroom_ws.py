@@ -1,7 +1,9 @@
 """The WebSocket addon: the Responses API over WebSocket, as Codex speaks it, on any host.
 
 Per client ``response.create`` frame it takes the same steps as the HTTP path
-(:func:`headroom_core.request_plan.plan_request_async` on the frame's Responses body, under the
+(:func:`headroom_core.request_plan.plan_request_async` on the frame's Responses body, then the
+frame's :class:`~headroom_core.turn.Turn`: its observers, ledger row, proxy-tool answers and
+diagnostics, after those of the connection's previous frame; under the
 same compression timeout; every frame of a connection has its first frame's session key and the
 project first named by any of its frames, and what its earlier frames kept under their own
 conversation's project moves to that project: :mod:`headroom_core.ws_conversation`,
@@ -36,7 +38,7 @@ not JSON, not ``response.create``, or binary pass unchanged.
 The frame that ends a turn for the client (its terminal event, or the last frames the proxy
 releases in its place) goes out once the turn's ledger row is durable, as an HTTP answer does:
 in the ledger journal (at once), or committed when there is no journal (at most
-``headroom_commit.LEDGER_WAIT`` seconds): a proxy killed at any moment has every answered turn on disk.
+``headroom_core.turn.LEDGER_WAIT`` seconds): a proxy killed at any moment has every answered turn on disk.
 Only that connection's frames wait (mitmproxy relays a message when its async
 ``websocket_message`` hook returns, and queues the connection's later events behind it, in
 order); other flows and connections go on.
@@ -44,28 +46,25 @@ order); other flows and connections go on.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-import time
 from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
-from typing import Any, Coroutine
+from typing import Any, Callable, Coroutine
 
 from mitmproxy import ctx, http
 from mitmproxy.websocket import WebSocketMessage
 
-from headroom_core import conversation_move, ledger, ws_conversation, ws_policy
+from headroom_core import ws_conversation, ws_policy
 from headroom_core.ccr import ws_loop
-from headroom_core.extensions import answer_call
-from headroom_core.request_plan import Action, RequestPlan, plan_request_async, run_diagnostics, run_observers
+from headroom_core.request_plan import Action, plan_request_async
 from headroom_core.scope import Conversation, credential, scope_of
+from headroom_core.turn import Turn, Turns
 from headroom_core.wire import responses_ws as rws
 from headroom_core.wire.dialects import Route
 
 import headroom_ws_close
-from headroom_commit import until_committed
 from headroom_headers import header_dict
 from headroom_options import State
 
@@ -79,14 +78,12 @@ _OUTPUT_ITEM_DONE = b'"response.output_item.done"'
 
 
 @dataclass
-class _Turn:
-    """A forwarded ``response.create`` waiting for its terminal server event; ``loop`` follows
-    its events when the proxy offered its own tools."""
+class _Pending:
+    """A forwarded ``response.create`` (its :class:`~headroom_core.turn.Turn`) waiting for its
+    terminal server event; ``loop`` follows its events when the proxy offered its own tools."""
 
-    plan: RequestPlan
-    started: float
+    turn: Turn
     loop: ws_loop.WsRetrieveLoop | None = None
-    taught: asyncio.Future | None = None  # the observers' run; the frame that ends the turn waits for it
     #: the connection's conversation through this frame (history and the frame's input items)
     items: tuple[Any, ...] = ()
     #: the output items of ``response.output_item.done`` events (when the terminal event has none)
@@ -102,10 +99,8 @@ class WsFlowState:
 
     headers: dict[str, str]
     responses_path: bool
-    pending: deque[_Turn] = field(default_factory=deque)
+    pending: deque[_Pending] = field(default_factory=deque)
     closed: bool = False
-    #: the latest turn's diagnostics (after its observers and the turn before's diagnostics)
-    logged: asyncio.Future | None = None
     #: the project and session of the connection's first frame that named them: frames that
     #: continue it take them (:mod:`headroom_core.ws_conversation`)
     conversation: Conversation | None = None
@@ -117,10 +112,13 @@ class WsFlowState:
 
 
 class ResponsesWebSocket:
-    """mitmproxy addon (hooks ``requestheaders``, ``websocket_message``, ``websocket_end``)."""
+    """mitmproxy addon (hooks ``requestheaders``, ``websocket_message``, ``websocket_end``,
+    ``done``)."""
 
     def __init__(self, state: State) -> None:
         self.state = state
+        #: the frames' turns after forwarding, ordered per connection
+        self.turns = Turns()
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if flow.request.headers.get("upgrade", "").lower() != "websocket":
@@ -185,15 +183,15 @@ class ResponsesWebSocket:
             log.info("headroom: %s (WebSocket): %s, %d -> %d bytes", _where(flow), plan.reason, plan.bytes_before, plan.bytes_after)
         if plan.dialect is not None:
             observed = replace(plan, context=ws_conversation.observed_context(plan.context, before)) if plan.context is not None else plan
-            taught = asyncio.get_running_loop().run_in_executor(None, _observe, rt, observed, move)
-            st.logged = asyncio.ensure_future(_diagnose(rt, plan, taught, st.logged))
+            ua = flow.request.headers.get("user-agent", "")
+            turn = self.turns.begin(rt, plan, key=f"ws {flow.id}", user_agent=ua, observe_as=observed, move=move)
             loop = None
             if plan.hidden_tools:
                 sent = plan.body if plan.action is Action.REWRITE and plan.body is not None else frame.body_bytes
                 loop = ws_loop.WsRetrieveLoop(
                     sent.decode("utf-8"), plan.hidden_tools, s.retrieve_max_rounds, frame.text[: frame.start], frame.text[frame.end :]
                 )
-            st.pending.append(_Turn(plan, time.monotonic(), loop, taught, ws_conversation.frame_items(before, frame.body)))
+            st.pending.append(_Pending(turn, loop, ws_conversation.frame_items(before, frame.body)))
 
     def _refuse(self, flow: http.HTTPFlow, st: WsFlowState, refusal: ws_policy.Refusal) -> None:
         assert flow.websocket is not None
@@ -203,7 +201,7 @@ class ResponsesWebSocket:
         # in this order on the connection: the error event tells the agent to compact (see ws_policy)
         _inject(flow, refusal.event, to_client=True)
         headroom_ws_close.close(flow, refusal.code, refusal.reason)
-        self._record_later(flow, refusal.plan, None, refusal.code)
+        self._record(flow, st, Turn(self.state.runtime, refusal.plan, user_agent=flow.request.headers.get("user-agent", "")), refusal.code)
 
     def _server_event(self, flow: http.HTTPFlow, st: WsFlowState) -> Coroutine[Any, Any, None] | None:
         """A server event of a turn without the proxy's tools: passes untouched; a terminal one
@@ -226,127 +224,97 @@ class ResponsesWebSocket:
             return None
         if event.get("type") not in rws.TERMINAL_EVENTS:
             return None
-        turn = st.pending.popleft()
+        p = st.pending.popleft()
         resp = event.get("response") if isinstance(event.get("response"), dict) else None
-        st.history = ws_conversation.with_response(turn.items, (resp or {}).get("output") or turn.outputs)
-        return _after_commit(flow, self._record_later(flow, turn.plan, resp, 200 if event.get("type") != "error" else None), turn.taught)
+        st.history = ws_conversation.with_response(p.items, (resp or {}).get("output") or p.outputs)
+        committed = self._record(flow, st, p.turn, 200 if event.get("type") != "error" else None, resp)
+        return p.turn.durable(committed, _where_ws(flow))
 
-    def _loop_event(self, flow: http.HTTPFlow, st: WsFlowState, turn: _Turn) -> Coroutine[Any, Any, None] | None:
+    def _loop_event(self, flow: http.HTTPFlow, st: WsFlowState, p: _Pending) -> Coroutine[Any, Any, None] | None:
         """A server event of a turn that offered the proxy's tools (see the module docstring)."""
-        assert flow.websocket is not None and turn.loop is not None
+        assert flow.websocket is not None and p.loop is not None
         msg = flow.websocket.messages[-1]
         if not msg.is_text:
             return None
-        step = turn.loop.feed(msg.content)
+        step = p.loop.feed(msg.content)
         if isinstance(step, ws_loop.Hold):
             msg.drop()
         elif isinstance(step, ws_loop.Emit):
             _replace(flow, msg, step.frames)
         elif isinstance(step, ws_loop.Settle):
-            return self._settle(flow, st, turn, step)
-        return _after_commit(flow, self._turn_over(flow, st, turn), turn.taught if turn.loop.done else None)
+            return self._settle(flow, st, p, step)
+        return p.turn.durable(self._turn_over(flow, st, p), _where_ws(flow), taught=p.loop.done)
 
-    async def _settle(self, flow: http.HTTPFlow, st: WsFlowState, turn: _Turn, step: ws_loop.Settle) -> None:
+    async def _settle(self, flow: http.HTTPFlow, st: WsFlowState, p: _Pending, step: ws_loop.Settle) -> None:
         """The turn ended with held events: answer the proxy's calls off the event loop, then
         release frames to the client and/or send the follow-up upstream."""
-        rt = self.state.runtime
-        assert rt is not None and turn.loop is not None and flow.websocket is not None
+        assert p.loop is not None and flow.websocket is not None
         msg = flow.websocket.messages[-1]  # the terminal event; taken before any await
         try:
-            results = [(c, await asyncio.to_thread(answer_call, rt, turn.plan.context, c)) for c in step.calls]
-            res = turn.loop.resolve(results)
+            results = await p.turn.follow_up(_answers(p.turn, step.calls))
+            res = p.loop.resolve(results)
         except Exception as e:  # noqa: BLE001 - the client still gets a coherent end of its response
             log.exception("headroom: %s (WebSocket): answering the proxy's tools failed", _where(flow))
-            res = ws_loop.Resolution(turn.loop.fail(type(e).__name__), None)
+            res = ws_loop.Resolution(p.loop.fail(type(e).__name__), None)
         _replace(flow, msg, res.to_client)
         if res.to_upstream is not None:
-            log.info("headroom: %s (WebSocket): answered %d proxy tool call(s), follow-up %d", _where(flow), len(results), turn.loop.rounds)
+            log.info("headroom: %s (WebSocket): answered %d proxy tool call(s), follow-up %d", _where(flow), len(results), p.loop.rounds)
             _inject(flow, res.to_upstream, to_client=False)
         elif step.calls:
             log.warning("headroom: %s (WebSocket): proxy tool calls carried out and removed (client calls in the same turn, or rounds exhausted)", _where(flow))
-        wait = _after_commit(flow, self._turn_over(flow, st, turn), turn.taught if turn.loop.done else None)
+        wait = p.turn.durable(self._turn_over(flow, st, p), _where_ws(flow), taught=p.loop.done)
         if wait is not None:
             await wait
 
-    def _turn_over(self, flow: http.HTTPFlow, st: WsFlowState, turn: _Turn) -> Future | None:
+    def _turn_over(self, flow: http.HTTPFlow, st: WsFlowState, p: _Pending) -> Future | None:
         """Record the turn once its loop saw the last terminal event the client gets; the future
         of the row's commit (None: the turn goes on, or nothing was queued)."""
-        loop = turn.loop
-        if loop is None or not loop.done or not st.pending or st.pending[0] is not turn:
+        loop = p.loop
+        if loop is None or not loop.done or not st.pending or st.pending[0] is not p:
             return None
         st.pending.popleft()
-        st.history = ws_conversation.with_response(turn.items, (loop.final or {}).get("output"))
-        return self._record_later(flow, turn.plan, loop.final, 200 if loop.final is not None else None, loop)
+        st.history = ws_conversation.with_response(p.items, (loop.final or {}).get("output"))
+        return self._record(flow, st, p.turn, 200 if loop.final is not None else None, loop.final, loop)
 
     def websocket_end(self, flow: http.HTTPFlow) -> None:
         st: WsFlowState | None = flow.metadata.get(KEY)
         while st is not None and st.pending:
-            self._record_later(flow, st.pending.popleft().plan, None, None)
+            self._record(flow, st, st.pending.popleft().turn, None)
 
-    def _record_later(
-        self, flow: http.HTTPFlow, plan: RequestPlan, resp: dict[str, Any] | None, status: int | None, loop: ws_loop.WsRetrieveLoop | None = None
-    ) -> Future | None:
-        """Queue the ledger row for the ledger's writer thread; the future of its commit (None:
-        not queued). Only the frame that ends the turn for the client waits for it. A turn
-        planned before the connection named its project is recorded under that project."""
-        st: WsFlowState | None = flow.metadata.get(KEY)
-        if st is not None and st.adopted is not None and st.conversation is not None and plan.project == st.adopted.old_project:
-            plan = replace(plan, project=st.conversation.scope.project, conversation=st.conversation)
-        return self._record(plan, resp, status, flow.request.headers.get("user-agent", ""), loop)
+    def done(self) -> None:
+        """On shutdown: diagnostics not yet run are dropped."""
+        self.turns.close()
 
+    @staticmethod
     def _record(
-        self, plan: RequestPlan, resp: dict[str, Any] | None, status: int | None, user_agent: str, loop: ws_loop.WsRetrieveLoop | None = None
+        flow: http.HTTPFlow, st: WsFlowState, turn: Turn, status: int | None, resp: dict[str, Any] | None = None, loop: ws_loop.WsRetrieveLoop | None = None
     ) -> Future | None:
-        rt = self.state.runtime
-        if rt is None:
+        """Record ``turn`` (:meth:`~headroom_core.turn.Turn.record`; its usage and calls from
+        ``resp``, the terminal event's response, or from the proxy's ``loop``); the future of
+        the row's commit (None: not queued). Only the frame that ends the turn for the client
+        waits for it. A turn planned before the connection named its project is recorded under
+        that project."""
+        if turn.rt is None:
             return None
         done = loop if loop is not None and loop.done else None
-        try:
-            return ledger.record_turn(
-                None,  # the writer opens the database: journaled while it cannot
-                plan,
-                user_agent=user_agent,
-                status_code=status,
-                response=resp,
-                usage=done.usage if done else None,
-                rounds=loop.rounds if loop is not None else 0,
-                called=list(done.called) if done else None,
-                writer=rt.ledger,
-            )
-        except Exception:  # noqa: BLE001 - the ledger never breaks traffic
-            log.exception("headroom: could not record the WebSocket turn")
-            return None
+        return turn.record(
+            status_code=status,
+            response=resp,
+            usage=done.usage if done else None,
+            rounds=loop.rounds if loop is not None else 0,
+            called=list(done.called) if done else None,
+            conversation=ws_conversation.row_conversation(st.adopted, st.conversation, turn.plan.project),
+        )
 
 
-def _observe(rt: Any, plan: RequestPlan, move: ws_conversation.Adoption | None) -> None:
-    """In a worker thread: first, when the frame gave the connection its project, the rows its
-    earlier frames wrote move to it (once the ledger's queue is written); then the observers."""
-    if move is not None:
-        try:
-            rt.ledger.flush(30.0)
-            moved = conversation_move.move_conversation(rt.sessions, move)
-            log.info("headroom: WebSocket conversation %s moved to its project: %s", move.old_project, {k: v for k, v in moved.items() if v})
-        except Exception:  # noqa: BLE001 - the rows stay where they are; traffic goes on
-            log.exception("headroom: could not move the WebSocket conversation's rows to its project")
-    run_observers(rt, plan)
+async def _answers(turn: Turn, calls: Any) -> list[tuple[Any, str]]:
+    """The proxy's answers to ``calls``, in order."""
+    return [(c, await turn.answer(c)) for c in calls]
 
 
-async def _diagnose(rt: Any, plan: RequestPlan, taught: asyncio.Future, previous: asyncio.Future | None) -> None:
-    """The turn's diagnostics (the prefix log), in a worker thread once its observers and the
-    previous turn's diagnostics are done; no frame waits for them."""
-    await asyncio.wait([f for f in (taught, previous) if f is not None])
-    await asyncio.get_running_loop().run_in_executor(None, run_diagnostics, rt, plan)
-
-
-def _after_commit(flow: http.HTTPFlow, committed: Future | None, taught: asyncio.Future | None = None) -> Coroutine[Any, Any, None] | None:
-    """For a ``websocket_message`` hook: :func:`~headroom_commit.until_committed` of
-    ``committed`` (a ledger row's commit) and ``taught`` (the turn's observers); mitmproxy relays
-    the current frame, and what was injected after it, when the hook returns. None when there is
-    nothing to wait for."""
-    if (committed is None or committed.done()) and (taught is None or taught.done()):
-        return None
-    return until_committed(committed, f"{_where(flow)} (WebSocket)", taught)
-
+def _where_ws(flow: http.HTTPFlow) -> Callable[[], str]:
+    """The flow for a log line, made only when one is written."""
+    return lambda: f"{_where(flow)} (WebSocket)"
 
 
 def _replace(flow: http.HTTPFlow, msg: WebSocketMessage, frames: tuple[bytes, ...]) -> None:

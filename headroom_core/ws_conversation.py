@@ -93,6 +93,15 @@ def adoption(pinned: Conversation | None, planned: Conversation | None) -> Adopt
     return Adoption(pinned.scope.project, planned.scope.project, pinned.scope.id, planned.scope.id)
 
 
+def row_conversation(adopted: Adoption | None, pinned: Conversation | None, project: str) -> Conversation | None:
+    """The conversation a turn planned under ``project`` is recorded under when it is not its
+    plan's: the connection's (``pinned``) once it adopted a named project (``adopted``) and the
+    turn was planned under the old one; else None."""
+    if adopted is not None and pinned is not None and project == adopted.old_project:
+        return pinned
+    return None
+
+
 def _input_items(body: Mapping[str, Any]) -> tuple[Any, ...]:
     """A Responses body's ``input`` as items (a string input is one user message)."""
     v = body.get("input")
