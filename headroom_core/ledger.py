@@ -1,4 +1,9 @@
-"""The savings ledger: one funnel that records every LLM request's outcome, and its totals."""
+"""The savings ledger: one funnel that records every LLM request's outcome, and its totals.
+
+A row is built from the plan (:func:`prepare_turn`, off the event loop while the upstream
+answers) and completed with the response's figures and queued (:func:`finish_turn`); the proxy
+records every request through :meth:`headroom_core.turn.Turn.record`, which does both.
+:func:`record` does both at once for callers outside the proxy (tests, benchmarks)."""
 
 from __future__ import annotations
 
@@ -186,35 +191,6 @@ def _submit_when_counted(writer: LedgerWriter, entry: Entry, t: ToolsFigures) ->
 
     t.future.add_done_callback(submit)
     return outer
-
-
-def record_turn(
-    sessions: sessionmaker[Session] | None,
-    plan: RequestPlan,
-    *,
-    user_agent: str,
-    status_code: int | None,
-    response: dict[str, Any] | None = None,
-    usage: Usage | None = None,
-    rounds: int = 0,
-    called: list[str] | None = None,
-    writer: LedgerWriter | None = None,
-) -> Future | None:
-    """The one entry point both addons (HTTP and WebSocket) record a turn through: the model
-    and the tools offered (the proxy's own left out) are read from the client's body through the
-    plan's dialect (the proxy changes neither, and the forwarded body would have to be parsed
-    again, on the event loop); ``usage`` and ``called`` (tool names the model called) are read from
-    ``response`` (a non-streamed response object) when not given. Then :func:`finish_turn`,
-    which says what is returned and raised; ``sessions`` may be None with a ``writer`` (which
-    opens the database itself: a database that cannot be opened yet keeps the row in its
-    journal)."""
-    prepared = prepare_turn(plan, user_agent=user_agent)
-    wire = wire_dialect(plan.dialect) if plan.dialect is not None else None
-    if usage is None:
-        usage = wire.usage(response) if wire is not None and response else Usage()
-    if called is None:
-        called = [c.name for c in wire.response_tool_calls(response)] if wire is not None and response else []
-    return finish_turn(prepared, status_code=status_code, usage=usage, rounds=rounds, called=called, writer=writer, sessions=sessions)
 
 
 def _count_tools(e: Entry, client: str, project: str, offered: Iterable[str], called: Iterable[str], now: datetime) -> None:

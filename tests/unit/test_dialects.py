@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
+from types import SimpleNamespace
 
 import pytest
 from sqlalchemy import select
@@ -12,9 +13,11 @@ from sqlalchemy import select
 from headroom_core import ledger, ws_policy
 from headroom_core.db.engine import open_database
 from headroom_core.db.models import RequestOutcome, ToolUsage
+from headroom_core.ledger_writer import LedgerWriter
 from headroom_core.request_plan import Action, Code, RequestPlan, plan_request
 from headroom_core.runtime import Runtime
 from headroom_core.settings import load_settings
+from headroom_core.turn import Turn
 from headroom_core.wire import dialects, responses_ws as rws
 from headroom_core.wire.blocks import Usage
 from headroom_core.wire.detect import Dialect
@@ -145,6 +148,19 @@ def test_ws_size_policy_decides_by_code():
     }
 
 
+def _record_turn(sessions, plan: RequestPlan, *, user_agent: str, **figures) -> None:
+    """Record ``plan`` as the proxy does (:meth:`headroom_core.turn.Turn.record`), committed
+    before returning."""
+    writer = LedgerWriter(sessions)
+    try:
+        committed = Turn(SimpleNamespace(ledger=writer), plan, user_agent=user_agent).record(**figures)
+        assert committed is not None
+        committed.result(timeout=10)
+        assert writer.flush(10.0)  # the tool counts too
+    finally:
+        writer.close(10.0)
+
+
 @pytest.mark.parametrize("d", list(BODIES))
 def test_record_turn_reads_model_tools_usage_and_calls_through_the_dialect(tmp_path, d):
     sessions = open_database(f"sqlite:///{tmp_path / 'h.db'}")
@@ -155,7 +171,7 @@ def test_record_turn_reads_model_tools_usage_and_calls_through_the_dialect(tmp_p
         Dialect.OPENAI_CHAT: {"choices": [{"message": {"tool_calls": [{"id": "c2", "function": {"name": "shell", "arguments": "{}"}}]}}], "usage": {"prompt_tokens": 7, "completion_tokens": 2}},
         Dialect.OPENAI_RESPONSES: {"output": [{"type": "function_call", "call_id": "f2", "name": "shell", "arguments": "{}"}], "usage": {"input_tokens": 7, "output_tokens": 2}},
     }[d]
-    assert ledger.record_turn(sessions, plan, user_agent="claude-cli/1.0", status_code=200, response=resp) is None
+    _record_turn(sessions, plan, user_agent="claude-cli/1.0", status_code=200, response=resp)
     with sessions() as s:
         row = s.execute(select(RequestOutcome)).scalar_one()
         tools = {t.tool_name: (t.offered, t.called) for t in s.execute(select(ToolUsage)).scalars()}
@@ -175,7 +191,7 @@ def test_a_row_prepared_before_the_response_is_the_row_written_in_one_step(tmp_p
     for how in ("one step", "prepared"):
         sessions = open_database(f"sqlite:///{tmp_path / (how + '.db')}")
         if how == "one step":
-            ledger.record_turn(sessions, plan, user_agent="claude-cli/1.0", status_code=200, usage=usage, rounds=1, called=["Bash"])
+            _record_turn(sessions, plan, user_agent="claude-cli/1.0", status_code=200, usage=usage, rounds=1, called=["Bash"])
         else:
             prepared = ledger.prepare_turn(plan, user_agent="claude-cli/1.0")
             answered = datetime.now(timezone.utc).replace(tzinfo=None)  # the response ends after the row was prepared
@@ -203,6 +219,6 @@ def test_ledger_action_follows_the_plan_code_not_its_words(tmp_path, code, inter
     d = Dialect.ANTHROPIC_MESSAGES
     # the reason's words are deliberately misleading: the row must follow the code
     plan = RequestPlan(Action.PASSTHROUGH, "internal error: bypass header", d, client_body=dict(BODIES[d]), code=code, internal_error=internal_error)
-    ledger.record_turn(sessions, plan, user_agent="claude-cli/1.0", status_code=200)
+    _record_turn(sessions, plan, user_agent="claude-cli/1.0", status_code=200)
     with sessions() as s:
         assert s.execute(select(RequestOutcome)).scalar_one().action == action
