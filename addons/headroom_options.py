@@ -97,9 +97,12 @@ def _warm_up(rt: Runtime) -> None:
         _recover_ledger(rt)  # the journal waits for the database, and is written once it opens
         return
     _recover_ledger(rt)
+    # full collections stop walking what lives as long as the process; the collection before it
+    # holds the GIL for 0.1-0.3 s: done before requests are let in (they wait for readiness, not
+    # counted in their compression time), not over the first ones
+    freeze_long_lived("the warm-up")
     rt.ready.end()
     logging.info("headroom: ready (database, secret key, vocabulary and compressors loaded)")
-    freeze_long_lived("the warm-up")  # full collections stop walking what lives as long as the process
 
 
 def _recover_ledger(rt: Runtime) -> None:
