@@ -121,23 +121,45 @@ _WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 
 def make_self_signed_cert(directory: Path) -> tuple[Path, Path]:
-    """Write a self-signed certificate for ``127.0.0.1`` / ``localhost`` into ``directory``.
+    """Write a test CA and a server certificate it signs, for ``127.0.0.1`` / ``localhost``,
+    into ``directory``: ``upstream-ca.pem`` (the CA alone), ``upstream-cert.pem`` (the server
+    certificate followed by the CA: the chain a server presents) and ``upstream-key.pem``.
 
-    Returns ``(cert_path, key_path)`` (PEM). The certificate is its own CA, so a client
-    talking to the upstream directly can use ``verify=cert_path``.
+    Returns ``(cert_path, key_path)`` (PEM): serve them with ``load_cert_chain``; a client talking
+    to the server directly trusts either ``cert_path`` (it holds the CA) or ``upstream-ca.pem``.
+    Two certificates, not one self-signed CA:TRUE leaf, because strict TLS stacks (rustls/webpki
+    in Codex CLI, Python 3.13's ``VERIFY_X509_STRICT``) refuse a CA certificate as a server's
+    end-entity certificate: the server certificate is CA:FALSE with ``serverAuth``, the CA has
+    ``keyCertSign``, and both carry key identifiers (RFC 5280, 4.2.1.1-4.2.1.3, 4.2.1.9, 4.2.1.12).
     """
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "headroom-test-upstream")])
     now = _dt.datetime.now(_dt.timezone.utc)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "headroom-test-upstream CA")])
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "headroom-test-upstream")])
+    ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
+    no_usage = dict.fromkeys(("content_commitment", "key_encipherment", "data_encipherment", "key_agreement", "encipher_only", "decipher_only"), False)
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _dt.timedelta(hours=1))
+        .not_valid_after(now + _dt.timedelta(days=2))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, **no_usage), critical=True)
+        .add_extension(ski, critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)
-        .issuer_name(name)
+        .issuer_name(ca_name)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - _dt.timedelta(hours=1))
@@ -151,13 +173,19 @@ def make_self_signed_cert(directory: Path) -> tuple[Path, Path]:
             ),
             critical=False,
         )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=False, crl_sign=False, **no_usage), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski), critical=False)
+        .sign(ca_key, hashes.SHA256())
     )
     directory.mkdir(parents=True, exist_ok=True)
+    ca_pem = ca.public_bytes(serialization.Encoding.PEM)
     cert_path = directory / "upstream-cert.pem"
     key_path = directory / "upstream-key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (directory / "upstream-ca.pem").write_bytes(ca_pem)
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM) + ca_pem)
     key_path.write_bytes(
         key.private_bytes(
             serialization.Encoding.PEM,
@@ -722,13 +750,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.flush()
         self.close_connection = True
         ws = _WS(self.rfile, self.wfile)
+        epoch = up._epoch
         while True:
             frame = ws.recv()
             if frame is None:
                 return
             opcode, payload = frame
             if opcode == 0x8:  # close
-                up._ws_closes.append(_parse_close(payload))
+                up._note_ws_close(epoch, _parse_close(payload))
                 ws.send(0x8, payload[:2] if len(payload) >= 2 else b"")
                 return
             if opcode == 0x9:
@@ -1389,7 +1418,8 @@ class Upstream:
 
         with Upstream() as up:
             up.url            # "https://127.0.0.1:PORT"
-            up.cert_path      # its self-signed certificate (PEM), for direct clients
+            up.cert_path      # its certificate chain (PEM: server certificate, then its CA), for direct clients
+            up.ca_path        # the CA alone (PEM), for clients that want only a trust anchor
             up.script(Reply.text("hi"))
             up.requests       # list[RecordedRequest], in arrival order
 
@@ -1406,10 +1436,12 @@ class Upstream:
         self._requests: list[RecordedRequest] = []
         self._errors: list[str] = []
         self._ws_closes: list[tuple[int | None, str]] = []
+        self._epoch = 0  # reset() count: a socket opened before a reset() reports nothing after it
         self._tmp: Path | None = None
         self._server: _TLSServer | None = None
         self._thread: threading.Thread | None = None
         self.cert_path: Path | None = None
+        self.ca_path: Path | None = None
         #: Optional ``fn(RecordedRequest) -> Reply | RawReply | None`` consulted when the
         #: script queue has nothing for a request.
         self.responder: Callable[[RecordedRequest], Reply | RawReply | None] | None = None
@@ -1420,6 +1452,7 @@ class Upstream:
         """Generate a certificate, bind a free port on 127.0.0.1 and start serving."""
         self._tmp = Path(tempfile.mkdtemp(prefix="headroom-upstream-"))
         self.cert_path, key_path = make_self_signed_cert(self._tmp)
+        self.ca_path = self._tmp / "upstream-ca.pem"
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(self.cert_path, key_path)
         ctx.set_alpn_protocols(["http/1.1"])
@@ -1511,12 +1544,14 @@ class Upstream:
         return item
 
     def reset(self) -> None:
-        """Forget recorded requests, pending scripted replies, the responder and errors."""
+        """Forget recorded requests, pending scripted replies, the responder, errors and
+        WebSocket closes (a socket opened before the reset records no close after it)."""
         with self._lock:
             self._queue.clear()
             self._requests.clear()
             self._errors.clear()
             self._ws_closes.clear()
+            self._epoch += 1
             self.responder = None
 
     @property
@@ -1568,6 +1603,13 @@ class Upstream:
             return list(self._requests)
 
     # -- internals ----------------------------------------------------------------------
+
+    def _note_ws_close(self, epoch: int, close: tuple[int | None, str]) -> None:
+        """Record the close a WebSocket opened at reset count ``epoch`` received, unless a
+        :meth:`reset` came since (the late close of an earlier test's socket is not this one's)."""
+        with self._lock:
+            if epoch == self._epoch:
+                self._ws_closes.append(close)
 
     def _record(self, method: str, path: str, headers: list[tuple[str, str]], body: bytes) -> RecordedRequest:
         rec = RecordedRequest(
