@@ -27,7 +27,7 @@ Pieces:
   body into a ``Conversation``, call ``next_move``, :meth:`ScriptedModel.note` the move, and map
   it to the dialect's tool names/argument shapes. :data:`ADAPTERS` maps a request path to its
   module: ``anthropic`` (Messages API and count_tokens), ``responses`` (Responses API over HTTP
-  and WebSocket, method ``"WS"``), ``chat`` (Chat Completions); ``gemini`` (any path under
+  and WebSocket, method ``"WS"``; Codex's ``exec_command``), ``chat`` (Chat Completions); ``gemini`` (any path under
   ``/models/`` ending in a Gemini method: the model is in the path).
 """
 
@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import importlib
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from tests.support.scripted import hosted_claude
 from tests.support.scripted.play import Move, Task, make_workspace
@@ -45,6 +46,8 @@ if TYPE_CHECKING:
     from tests.support.upstream import Upstream
 
 __all__ = ["ADAPTERS", "ScriptedModel", "Task", "make_workspace"]
+
+T = TypeVar("T")
 
 #: request path -> adapter module of this package (``answer(model, rec)``)
 ADAPTERS = {
@@ -67,6 +70,7 @@ class ScriptedModel:
         self._lock = threading.Lock()
         self.invalid: list[tuple[int, str]] = []
         self.moves: list[tuple[int, Move]] = []
+        self._states: dict[str, object] = {}
 
     def install(self, up: "Upstream") -> "ScriptedModel":
         """Make this model ``up``'s responder; returns self."""
@@ -89,6 +93,14 @@ class ScriptedModel:
             return None
         reply: Reply | RawReply = mod.answer(self, rec)
         return reply
+
+    def state(self, name: str, factory: Callable[[], T]) -> T:
+        """The adapter state ``name`` of this model (made by ``factory()`` on first use), e.g.
+        the Responses endpoint's WebSocket histories: one per model, shared by its threads."""
+        with self._lock:
+            if name not in self._states:
+                self._states[name] = factory()
+            return self._states[name]  # type: ignore[return-value]
 
     def note(self, rec: RecordedRequest, move: Move) -> None:
         """Record that ``move`` answered ``rec``."""

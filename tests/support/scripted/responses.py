@@ -43,12 +43,17 @@ import json
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from tests.support.scripted import play
 from tests.support.scripted.chat import Output
-from tests.support.upstream import RawReply, RecordedRequest, Reply
+from tests.support.upstream import RawReply, RecordedRequest, Reply, ToolCall
 
-__all__ = ["TOP_LEVEL", "WS_FIELDS", "ITEM_TYPES", "ROLES", "ResponsesView", "Responses", "is_responses"]
+if TYPE_CHECKING:
+    from tests.support.scripted import ScriptedModel
+
+__all__ = ["TOP_LEVEL", "WS_FIELDS", "ITEM_TYPES", "ROLES", "SHELL_TOOLS", "ResponsesView", "Responses", "is_responses",
+           "conversation", "shell_call", "answer"]
 
 #: Top-level fields of a create-response body (OpenAI API reference, "Create a model response";
 #: ``client_metadata``: what Codex sends to OpenAI's own endpoint with every request).
@@ -305,3 +310,65 @@ class Responses:
             with self._lock:
                 self._resolved.pop(id(rec), None)
         return dataclasses.replace(reply, response_id=rid)
+
+
+# -- the shared play (tests.support.scripted.play) over the Responses API ----------------------
+
+#: Shell tools of Responses clients, by the argument shape each takes (Codex CLI: ``exec_command``
+#: with ``cmd`` in 0.1xx; ``shell_command`` with a command string and ``shell`` with an argv in
+#: other releases and models).
+SHELL_TOOLS = frozenset({"exec_command", "shell_command", "shell"})
+
+
+def conversation(view: ResponsesView) -> play.Conversation:
+    """The play's view of an accepted request (its whole conversation): every user text stands
+    for the first user message (Codex sends its instructions and ``<environment_context>`` as
+    user messages of their own before the prompt); the calls are the answered ones (every call
+    is answered in the next request: :meth:`Responses.problems` checks it)."""
+    return play.Conversation(
+        first_user_text="\n".join(view.users),
+        tools=frozenset(view.tools),
+        calls=tuple(play.Call(o.call_id, o.name, dict(o.arguments)) for o in view.outputs),
+        outputs=tuple(play.Output(o.call_id, o.text) for o in view.outputs),
+        ends_with_output=bool(view.outputs),
+    )
+
+
+def shell_call(tools: Sequence[str], command: str, call_id: str) -> ToolCall:
+    """A call of the first offered tool of :data:`SHELL_TOOLS` that runs ``command`` (a shell
+    line), in that tool's argument shape."""
+    name = next(t for t in tools if t in SHELL_TOOLS)
+    if name == "exec_command":
+        args: dict[str, Any] = {"cmd": command}
+    elif name == "shell":
+        args = {"command": ["bash", "-lc", command]}
+    else:
+        args = {"command": command}
+    return ToolCall(name, args, call_id)
+
+
+def answer(model: "ScriptedModel", rec: RecordedRequest) -> Reply | RawReply:
+    """The reply to a Responses request, over HTTP or a WebSocket frame (the adapter hook of
+    :mod:`tests.support.scripted`): checked strictly (:meth:`Responses.problems`, one endpoint
+    state per model), a prewarm frame answered empty, else the play's next move with the
+    client's shell tool (the read step through ``cat``: Codex has no read tool)."""
+    if rec.method not in ("POST", "WS"):
+        err = {"error": {"message": f"Method {rec.method} not allowed", "type": "invalid_request_error", "param": None, "code": None}}
+        return RawReply(status=405, headers=(("Content-Type", "application/json"),), body=json.dumps(err).encode())
+    api = model.state("responses", Responses)
+    found = api.problems(rec)
+    if found:
+        return model.refuse(rec, "; ".join(found), api.refusal(rec, found))
+    view = api.view(rec)
+    if view.prewarm:
+        return api.reply(rec, Reply(text=None))
+    conv = conversation(view)
+    move = play.next_move(conv, SHELL_TOOLS)
+    if isinstance(move, play.Read):
+        move = play.Shell(move.step, f"cat {move.rel}")
+    model.note(rec, move)
+    if isinstance(move, play.Shell):
+        return api.reply(rec, Reply(tool_calls=(shell_call(view.tools, move.command, play.call_id(move.step, "call_")),)))
+    if isinstance(move, play.Retrieve):
+        return api.reply(rec, Reply(tool_calls=(ToolCall("headroom_retrieve", {"key": move.key}, play.call_id(move.step, "call_")),)))
+    return api.reply(rec, Reply(text=move.text))
