@@ -39,58 +39,11 @@ import pytest
 
 from tests.support.agents import agent_exe
 from tests.support.proxy import free_port
-from tests.support.scripted import chat
-from tests.support.upstream import OPENAI_CHAT, RecordedRequest, Reply, Upstream
+from tests.support.scripted.aider_play import CHECK_PY, EDIT, FINAL, TEST_CMD, WRONG, Play, aider_args, is_main, make_workspace
+from tests.support.upstream import OPENAI_CHAT, RecordedRequest, Upstream
 
 HEADROOM = str(Path(sys.executable).parent / "headroom")
-FINAL = "FINAL: mul multiplies now and the tests pass."
-TEST_CMD = "python3 -B check.py"
 GLOBAL = "global"
-CALC = "def add(a, b):\n    return a + b\n"
-CHECK_PY = """import sys
-from calc import add, mul
-for i in range(300):
-    print(f"2026-03-01 12:{i // 60:02d}:{i % 60:02d} INFO  [builder] compiling module_{i % 30}/file_{i}.c ({i + 1}/300)")
-bad = [(a, b, mul(a, b)) for a in range(1, 4) for b in range(1, 4) if mul(a, b) != a * b]
-if bad:
-    print("FAILED test_mul: mul(a, b) != a * b for", bad)
-    sys.exit(1)
-print("2 passed")
-"""
-WRONG = "I will add mul.\n\ncalc.py\n```python\n<<<<<<< SEARCH\n    return a + b\n=======\n    return a + b\n\n\ndef mul(a, b):\n    return a + b\n>>>>>>> REPLACE\n```\n"
-FIX = (f"The test shows mul adds. Fixing it.\n\ncalc.py\n```python\n<<<<<<< SEARCH\ndef mul(a, b):\n    return a + b\n"
-       f"=======\ndef mul(a, b):\n    return a * b\n>>>>>>> REPLACE\n```\n\n{FINAL}\n")
-EDIT = "<<<<<<< SEARCH"
-TASK = "Add mul(a, b) to calc.py."
-
-
-def is_main(body: Any) -> bool:
-    """A request of Aider's coding conversation (its side requests, the history summarizer, carry
-    no earlier assistant edits and no file listing)."""
-    return any(m.get("role") == "user" and "calc.py\n```" in chat.view({"messages": [m]}).user for m in body["messages"])
-
-
-class Play:
-    """The wrong edit, then (after the failing test output) the fix with the final text; other
-    requests get a short text. Every request is checked strictly first."""
-
-    def __init__(self) -> None:
-        self.refused: list[tuple[int, list[str]]] = []
-
-    def __call__(self, rec: RecordedRequest) -> Reply | Any:
-        if rec.path_only != OPENAI_CHAT:
-            return None
-        found = chat.problems(rec.json)
-        if found:
-            self.refused.append((rec.index, found))
-            return chat.refusal(found)
-        if not is_main(rec.json):
-            return Reply.text_reply("The user asked for a mul function in calc.py.")
-        msgs = rec.json["messages"]
-        start = next((i for i, m in enumerate(msgs) if m["role"] == "user" and TASK in str(m.get("content"))), len(msgs))
-        # edits after the task (Aider's prompt carries example edits before it)
-        edits = sum(1 for m in msgs[start:] if m["role"] == "assistant" and EDIT in str(m.get("content")))
-        return Reply.text_reply(WRONG if edits == 0 else FIX)
 
 
 @pytest.fixture(scope="module")
@@ -98,11 +51,9 @@ def run(tmp_path_factory) -> Iterator[dict[str, Any]]:
     """Aider played once through ``headroom wrap``; what the tests look at."""
     exe = str(agent_exe("aider"))
     root = tmp_path_factory.mktemp("aider")
-    ws, home, hh = root / "ws", root / "home", root / "headroom-home"
-    ws.mkdir()
+    home, hh = root / "home", root / "headroom-home"
+    ws = make_workspace(root / "ws")
     home.mkdir()
-    (ws / "calc.py").write_text(CALC)
-    (ws / "check.py").write_text(CHECK_PY)
     with Upstream() as up:
         play = Play()
         up.responder = play
@@ -112,11 +63,7 @@ def run(tmp_path_factory) -> Iterator[dict[str, Any]]:
                    LITELLM_LOCAL_MODEL_COST_MAP="True", OPENAI_API_KEY="sk-test-aider")
         port = free_port()
         cmd = [HEADROOM, "wrap", "--port", str(port), "--set", f"ssl_verify_upstream_trusted_ca={up.cert_path}",
-               "--no-proxy", "", "--quiet", exe,
-               "--model", "openai/play-1", "--openai-api-base", f"{up.url}/v1", "--edit-format", "diff",
-               "--no-git", "--yes-always", "--no-check-update", "--analytics-disable", "--no-show-model-warnings",
-               "--no-pretty", "--no-show-release-notes", "--max-chat-history-tokens", "30000",
-               "--test-cmd", TEST_CMD, "--auto-test", "--message", TASK, "calc.py"]
+               "--no-proxy", "", "--quiet", exe, *aider_args(f"{up.url}/v1")]
         try:
             out = subprocess.run(cmd, cwd=ws, env=env, capture_output=True, text=True, timeout=300)
         finally:
