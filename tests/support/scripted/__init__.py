@@ -28,7 +28,10 @@ Pieces:
   it to the dialect's tool names/argument shapes. :data:`ADAPTERS` maps a request path to its
   module: ``anthropic`` (Messages API and count_tokens), ``responses`` (Responses API over HTTP
   and WebSocket, method ``"WS"``; Codex's ``exec_command``), ``chat`` (Chat Completions); ``gemini`` (any path under
-  ``/models/`` ending in a Gemini method: the model is in the path).
+  ``/models/`` ending in a Gemini method: the model is in the path). An adapter keeps state
+  across requests (the Responses API's WebSocket histories) with :meth:`ScriptedModel.state`.
+- :mod:`.aider_play`: the play of an agent without tool calls (Aider), its own responder: an
+  edit, a failing test, the fixing edit.
 """
 
 from __future__ import annotations
