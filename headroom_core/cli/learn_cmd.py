@@ -17,10 +17,10 @@ far (live and offline) from the database.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.markup import escape
 from rich.progress import track
 from rich.table import Table
@@ -30,6 +30,9 @@ from headroom_core.learn import writers
 from headroom_core.learn.offline import KnownProblem, LearnResult, learn_from_logs
 from headroom_core.learn.readers import NOT_A_LOG, LogError, LogSession, aider, claude_code, codex, gemini_cli, opencode, read_logs, swe_agent
 from headroom_core.learn.rules import Rule, rank
+
+if TYPE_CHECKING:
+    from headroom_core.learn.store import LearnStore, StoredRule
 
 console = Console()
 
@@ -67,7 +70,7 @@ def _select(sessions: list[LogSession], session: str | None, last: int | None) -
     return sessions
 
 
-def _store(create: bool):
+def _store(create: bool) -> LearnStore | None:
     """The learner's store on the configured database, or None (with a note) when it cannot be
     opened; with ``create`` False a SQLite file that does not exist yet is not created."""
     from headroom_core.db.engine import DatabaseError, open_database
@@ -166,115 +169,209 @@ def learn(
     llm_model: str = typer.Option("claude-haiku-4-5", "--llm-model", help="Model for --llm."),
     wide: bool = typer.Option(False, "--wide", help="Every column of the per-file table (malformed and unknown records, other signals); the default fits 80 columns."),
 ) -> None:
-    """Learn rules from past failures in session logs and write them where agents read them."""
+    """Learn rules from past failures in session logs and write them where agents read them.
+
+    The steps, in order: list the rules learned so far (``--list``, and stop); discover the
+    logs; read them; pick the sessions; pair failures with fixes and build rules
+    (:func:`~headroom_core.learn.offline.learn_from_logs`); report; keep the known problems;
+    decide what each target file would become; show the diffs and write."""
     proj = (project or Path.cwd()).expanduser().resolve()
     key = str(proj)
     if list_rules:
-        store = _store(create=False)
-        rows = store.rules(key) if store else []
-        if not rows:
-            console.print(f"No rules learned yet for {key}.")
-            return
-        from headroom_core.cli.tables import number, table
-
-        t = table(f"Rules learned for {escape(key)}")
-        number(t, "evidence")
-        t.add_column("source", no_wrap=True)
-        t.add_column("kind", no_wrap=True)
-        t.add_column("rule", overflow="fold", ratio=1)
-        t.add_column("updated", no_wrap=True)
-        for r in rows:
-            t.add_row(str(r.evidence), r.source, r.kind, escape(r.text), r.updated_at.strftime("%Y-%m-%d %H:%M"))
-        console.print(t)
+        _print_learned(key)
         return
-    try:
-        targets = [writers.target_file(t) for t in (target or [writers.DEFAULT_TARGET])]
-    except writers.TargetError as e:
-        raise typer.BadParameter(str(e), param_hint="--target") from e
+    targets = _targets(target)
     paths = _collect(proj, sources)
     if not paths:
-        console.print(
-            f"No session logs found for {key} (looked in {claude_code.config_dir() / 'projects' / claude_code.project_dir_name(key)}, "
-            f"{codex.codex_home() / 'sessions'}, {opencode.data_dir()}, {proj / 'trajectories'}, {proj / aider.HISTORY_NAME}). Use --from to name log files or folders."
-        )
+        console.print(_no_logs_found(proj))
         raise typer.Exit(1)
+    sessions, unreadable = _read(paths, project=None if sources else key)
+    sessions = _select(sessions, session, last)
+    why = _why_no_sessions(key, sessions, unreadable, from_given=bool(sources), selected=bool(session or last))
+    if why:
+        console.print(why)
+        raise typer.Exit(1)
+    res = learn_from_logs(sessions, min_evidence=min_evidence, ignore=frozenset({key}), include_generic=include_generic)
+    for part in _files_report(res, unreadable, wide):
+        console.print(part)
+    rules = list(res.rules)
+    if llm and rules:
+        rules = _rephrase(rules, llm_model)
+    store = _store(create=not dry_run)
+    live = _kept_rules(store.as_rules(key) if store else [], rules, include_generic)
+    for part in _rules_report(res, rules, live, min_evidence):
+        console.print(part)
+    console.print(_summary(sessions, res, rules, unreadable))
+    if store is not None and not dry_run:
+        _keep_problems(store, key, res)
+    changed = _changes(proj, targets, rules, live, sessions, key, from_given=bool(sources))
+    if not changed:
+        console.print("Nothing to change: the target files already hold these rules." if rules or live else "No file changed.")
+        return
+    if _write(changed, dry_run, yes) and store is not None:
+        _keep_rules(store, key, rules)
+
+
+def _print_learned(key: str) -> None:
+    """``--list``: the rules learned so far for the project (live and offline), from the
+    database; a line saying there are none when it holds none (or does not exist)."""
+    store = _store(create=False)
+    rows = store.rules(key) if store else []
+    if not rows:
+        console.print(f"No rules learned yet for {key}.")
+        return
+    console.print(_learned_table(key, rows))
+
+
+def _learned_table(key: str, rows: list[StoredRule]) -> Table:
+    from headroom_core.cli.tables import number, table
+
+    t = table(f"Rules learned for {escape(key)}")
+    number(t, "evidence")
+    t.add_column("source", no_wrap=True)
+    t.add_column("kind", no_wrap=True)
+    t.add_column("rule", overflow="fold", ratio=1)
+    t.add_column("updated", no_wrap=True)
+    for r in rows:
+        t.add_row(str(r.evidence), r.source, r.kind, escape(r.text), r.updated_at.strftime("%Y-%m-%d %H:%M"))
+    return t
+
+
+def _targets(target: list[str]) -> list[str]:
+    """The target files named with ``--target`` (default: :data:`~headroom_core.learn.writers.DEFAULT_TARGET`).
+    Raises typer.BadParameter for an unknown one."""
+    try:
+        return [writers.target_file(t) for t in (target or [writers.DEFAULT_TARGET])]
+    except writers.TargetError as e:
+        raise typer.BadParameter(str(e), param_hint="--target") from e
+
+
+def _no_logs_found(proj: Path) -> str:
+    """The line saying no log was found, and every place looked in."""
+    key = str(proj)
+    return (
+        f"No session logs found for {key} (looked in {claude_code.config_dir() / 'projects' / claude_code.project_dir_name(key)}, "
+        f"{codex.codex_home() / 'sessions'}, {opencode.data_dir()}, {proj / 'trajectories'}, {proj / aider.HISTORY_NAME}). Use --from to name log files or folders."
+    )
+
+
+def _read(paths: list[Path], project: str | None) -> tuple[list[LogSession], dict[str, str]]:
+    """Every session of the log files (those run in ``project`` when given), and the files not
+    read with why (path -> reason); a progress bar on a terminal for five files or more."""
     sessions: list[LogSession] = []
     unreadable: dict[str, str] = {}
     for p in track(paths, description="Reading session logs", console=err, transient=True, disable=len(paths) < 5 or not err.is_terminal):
         try:
-            sessions += read_logs(p, project=None if sources else key)
+            sessions += read_logs(p, project=project)
         except LogError as e:
             unreadable[str(p)] = str(e).split(": ", 1)[-1]
-    sessions = _select(sessions, session, last)
-    if not sessions and not unreadable and not sources and not (session or last):
-        console.print(f"No sessions of {key} in the session logs found. Use --from to name log files or folders.")
-        raise typer.Exit(1)
-    if not sessions:
-        if session or last:
-            console.print("No session matched.")
-        else:
-            console.print("No readable session logs: " + escape("; ".join(f"{Path(p).name}: {why}" for p, why in unreadable.items())))
-        raise typer.Exit(1)
-    res = learn_from_logs(sessions, min_evidence=min_evidence, ignore=frozenset({key}), include_generic=include_generic)
+    return sessions, unreadable
+
+
+def _why_no_sessions(key: str, sessions: list[LogSession], unreadable: dict[str, str], from_given: bool, selected: bool) -> str | None:
+    """Why there is nothing to learn from (None when there are sessions): the logs found hold
+    none of the project's sessions, ``--session``/``--last`` (``selected``) matched none, or no
+    file could be read."""
+    if sessions:
+        return None
+    if not unreadable and not from_given and not selected:
+        return f"No sessions of {key} in the session logs found. Use --from to name log files or folders."
+    if selected:
+        return "No session matched."
+    return "No readable session logs: " + escape("; ".join(f"{Path(p).name}: {why}" for p, why in unreadable.items()))
+
+
+def _files_report(res: LearnResult, unreadable: dict[str, str], wide: bool) -> list[RenderableType]:
+    """The per-file table (files that are no session log of a known agent left out of it) and
+    a line naming those files."""
     not_logs = {p: why for p, why in unreadable.items() if why.startswith(NOT_A_LOG)}
-    console.print(_files_table(res, {p: why for p, why in unreadable.items() if p not in not_logs}, wide))
+    out: list[RenderableType] = [_files_table(res, {p: why for p, why in unreadable.items() if p not in not_logs}, wide)]
     if not_logs:
-        console.print(escape(f"{len(not_logs)} file(s) are no session log of a known agent: " + ", ".join(Path(p).name for p in not_logs)))
-    rules = list(res.rules)
-    if llm and rules:
-        import anthropic
+        out.append(escape(f"{len(not_logs)} file(s) are no session log of a known agent: " + ", ".join(Path(p).name for p in not_logs)))
+    return out
 
-        from headroom_core.learn.rephrase import rephrase
 
-        rules, note = rephrase(rules, anthropic.Anthropic(), llm_model)
-        console.print(f"[cyan]{escape(note)}[/]")
-    store = _store(create=not dry_run)
-    live = [r for r in (store.as_rules(key) if store else []) if r.id not in {x.id for x in rules}]
-    if rules:
-        console.print(_rules_table(f"Rules to write (evidence ≥ {min_evidence})", rules))
-    else:
-        console.print(escape(res.why_nothing(min_evidence)))
-    if not include_generic:
-        live = [r for r in live if not r.generic]
+def _rephrase(rules: list[Rule], model: str) -> list[Rule]:
+    """``--llm``: the rules rephrased and merged by ``model`` (Anthropic API), printing its note."""
+    import anthropic
+
+    from headroom_core.learn.rephrase import rephrase
+
+    rules, note = rephrase(rules, anthropic.Anthropic(), model)
+    console.print(f"[cyan]{escape(note)}[/]")
+    return rules
+
+
+def _kept_rules(stored: list[Rule], rules: list[Rule], include_generic: bool) -> list[Rule]:
+    """The rules learned earlier (database) that are kept beside the new ``rules``: those not
+    learned again, generic ones only with ``include_generic``."""
+    new = {x.id for x in rules}
+    return [r for r in stored if r.id not in new and (include_generic or not r.generic)]
+
+
+def _rules_report(res: LearnResult, rules: list[Rule], live: list[Rule], min_evidence: int) -> list[RenderableType]:
+    """The rule tables in the order they are shown: to write (or why nothing), learned earlier
+    and kept, generic (not written), below the threshold, dropped, and the known problems."""
+    out: list[RenderableType] = [_rules_table(f"Rules to write (evidence ≥ {min_evidence})", rules) if rules else escape(res.why_nothing(min_evidence))]
     if live:
-        console.print(_rules_table("Rules learned earlier (database), kept", rank(live)))
+        out.append(_rules_table("Rules learned earlier (database), kept", rank(live)))
     if res.generic:
-        console.print(_rules_table("Generic rules about the agent's own tools (not written; --include-generic writes them)", list(res.generic), dim=True))
+        out.append(_rules_table("Generic rules about the agent's own tools (not written; --include-generic writes them)", list(res.generic), dim=True))
     if res.candidates:
-        console.print(_rules_table("Below the threshold (not written)", list(res.candidates), dim=True))
+        out.append(_rules_table("Below the threshold (not written)", list(res.candidates), dim=True))
     if res.dropped:
-        console.print(_rules_table("Dropped: contradict each other", list(res.dropped), dim=True))
+        out.append(_rules_table("Dropped: contradict each other", list(res.dropped), dim=True))
     if res.problems:
-        console.print(_problems_table(list(res.problems)))
+        out.append(_problems_table(list(res.problems)))
+    return out
+
+
+def _summary(sessions: list[LogSession], res: LearnResult, rules: list[Rule], unreadable: dict[str, str]) -> str:
+    """The one-line count of what was read and found."""
     malformed = sum(s.skipped for s in sessions)
     unknown = sum(s.unknown for s in sessions)
-    console.print(f"{len(sessions)} sessions, {sum(f.failures for f in res.files)} failures, {len(res.pairs)} pairs, "
-                  f"{len(rules)} rules, {len(res.problems)} known problems; {malformed} malformed records skipped, "
-                  f"{unknown} records of unknown types ignored, {len(unreadable)} files not read.")
-    if res.problems and store is not None and not dry_run:
+    return (f"{len(sessions)} sessions, {sum(f.failures for f in res.files)} failures, {len(res.pairs)} pairs, "
+            f"{len(rules)} rules, {len(res.problems)} known problems; {malformed} malformed records skipped, "
+            f"{unknown} records of unknown types ignored, {len(unreadable)} files not read.")
+
+
+def _keep_problems(store: LearnStore, key: str, res: LearnResult) -> None:
+    """Keep the known problems (failures nothing fixed) for the past-failures feed."""
+    if res.problems:
         n = store.record_known_problems(key, list(res.problems))
         console.print(f"{n} known problem(s) kept for the past-failures feed.")
-    # logs read with --from may be another project's: their rules go under a heading naming it
-    found_in = writers.origins(rules, {s.path: s.cwd for s in sessions}, key) if sources else {r.id: "" for r in rules}
-    planned = writers.plan(proj, targets, rank([*rules, *live]), found_in)
-    changed = [p for p in planned if p.changed]
-    if not changed:
-        console.print("Nothing to change: the target files already hold these rules." if rules or live else "No file changed.")
-        return
+
+
+def _keep_rules(store: LearnStore, key: str, rules: list[Rule]) -> None:
+    """Keep the rules just written in the database (``--list`` shows them)."""
+    if rules:
+        store.save_rules(key, rules)
+        console.print(f"{len(rules)} rule(s) kept in the database (headroom learn --list shows them).")
+
+
+def _changes(proj: Path, targets: list[str], rules: list[Rule], live: list[Rule], sessions: list[LogSession], key: str,
+             from_given: bool) -> list[writers.Planned]:
+    """The target files that writing the new and kept rules would change. Logs read with
+    ``--from`` (``from_given``) may be another project's: their rules go under a heading naming it."""
+    found_in = writers.origins(rules, {s.path: s.cwd for s in sessions}, key) if from_given else {r.id: "" for r in rules}
+    return [p for p in writers.plan(proj, targets, rank([*rules, *live]), found_in) if p.changed]
+
+
+def _write(changed: list[writers.Planned], dry_run: bool, yes: bool) -> bool:
+    """Show each file's diff, then (not ``dry_run``; asking first without ``yes``) write them.
+    Returns whether they were written."""
     for pf in changed:
         copyable(_diff_markup(writers.diff(pf.path, pf.old, pf.new)), console)
     if dry_run:
         console.print("--dry-run: nothing written.")
-        return
+        return False
     if not yes and not typer.confirm(f"Write {', '.join(str(p.path) for p in changed)}?", default=False):
         console.print("Nothing written.")
-        return
+        return False
     for pf in changed:
         writers.write(pf)
         copyable(f"wrote {escape(str(pf.path))}", console)
-    if store is not None and rules:
-        store.save_rules(key, rules)
-        console.print(f"{len(rules)} rule(s) kept in the database (headroom learn --list shows them).")
+    return True
 
 
 def register(app: typer.Typer) -> None:
