@@ -157,18 +157,40 @@ class PlanAbandoned(Exception):
     waiting (a compression timeout): the plan then remembers nothing for the session."""
 
 
-def _not_compressed(rt: Runtime, r: Route, body: bytes, why: str, error: bool = False, code: Code = Code.NOT_COMPRESSED) -> RequestPlan:
+#: Largest body whose model a plan that failed reads for its ledger row (bytes; a parse of this
+#: size takes a few milliseconds in the worker thread).
+MODEL_HINT_MAX_BYTES = 1 << 20
+
+
+def _model_hint(r: Route, path: str, body: bytes) -> str:
+    """The model a request names, for the ledger row of a plan that failed (its dialect's
+    ``model_of``); "" for a body over :data:`MODEL_HINT_MAX_BYTES` or one that is not JSON."""
+    if r.dialect is None or len(body) > MODEL_HINT_MAX_BYTES:
+        return ""
+    try:
+        whole = json.loads(body)
+        return r.wire.model_of(whole, path) if isinstance(whole, dict) else ""
+    except Exception:  # noqa: BLE001 - a hint only
+        return ""
+
+
+def _not_compressed(
+    rt: Runtime, r: Route, body: bytes, why: str, error: bool = False, code: Code = Code.NOT_COMPRESSED, model: str = ""
+) -> RequestPlan:
     """The plan when compressing failed or timed out (``why``): small bodies go on unchanged
     (fail open, as without the proxy); only when ``fail_open_max_bytes`` is set (not 0, the
     default), bodies over it are refused with 413 instead (for teams that would rather stop an
     uncompressed huge request than pay for it). ``error``: the failure was an internal error
     (the plan's ``internal_error``); ``code``: why, for a request that goes on (``DB_BUSY``: a
-    database lock; ``DB_UNAVAILABLE``: a database that cannot be opened)."""
+    database lock; ``DB_UNAVAILABLE``: a database that cannot be opened), with the request's
+    dialect and ``model`` for its ledger row."""
     n = len(body)
     d, counting = r.dialect, r.counting
     limit = rt.settings.fail_open_max_bytes
     if d is None or not limit or n <= limit or counting:
-        return RequestPlan(Action.PASSTHROUGH, why[:300], bytes_before=n, bytes_after=n, code=code, dry_run=counting, internal_error=error)
+        if code is Code.NOT_COMPRESSED:  # as before: no dialect (the addons then leave the response alone)
+            return RequestPlan(Action.PASSTHROUGH, why[:300], bytes_before=n, bytes_after=n, code=code, dry_run=counting, internal_error=error)
+        return RequestPlan(Action.PASSTHROUGH, why[:300], d, bytes_before=n, bytes_after=n, code=code, dry_run=counting, internal_error=error, model=model)
     msg = (
         f"headroom proxy: this {n}-byte request could not be compressed ({why[:120]}), and requests over "
         f"{limit} bytes (headroom fail_open_max_bytes) are not sent uncompressed. Compact the conversation "
@@ -216,7 +238,7 @@ def plan_request(
         return replay_only(rt, method, path, headers, body, str(e)[:200], defer, r, continues=continues)
     except DatabaseError as e:  # cannot be opened (a server not up yet): no walk can run without it
         log.warning("headroom: %s; the request goes on as the client sent it", e)
-        return _not_compressed(rt, r, body, str(e), code=Code.DB_UNAVAILABLE)
+        return _not_compressed(rt, r, body, str(e), code=Code.DB_UNAVAILABLE, model=_model_hint(r, path, body))
     except Exception as e:  # noqa: BLE001 - fail open, loudly
         if lock_wait.is_lock_wait(e):
             log.warning("headroom: %s; sending what was sent before, nothing new compressed", DB_BUSY_WORDS)
@@ -251,7 +273,9 @@ def replay_only(
             log.warning("headroom: the fallback found the database locked too; the request goes on as the client sent it")
         else:
             log.exception("headroom: the fallback failed too")
-        return _not_compressed(rt, r, body, f"{why[:150]}; fallback failed: {type(e).__name__}: {e}", error, code=Code.DB_BUSY if busy else Code.NOT_COMPRESSED)
+        if busy:
+            return _not_compressed(rt, r, body, f"{why[:150]}; fallback failed: {type(e).__name__}: {e}", error, Code.DB_BUSY, _model_hint(r, path, body))
+        return _not_compressed(rt, r, body, f"{why[:150]}; fallback failed: {type(e).__name__}: {e}", error)
 
 
 class _CommitGate:

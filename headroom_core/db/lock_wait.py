@@ -5,11 +5,14 @@ Another process holding the database's write lock (a second proxy, the CLI, a ``
 shell in ``BEGIN EXCLUSIVE``) made every request wait for SQLite's busy timeout, 10 s per write,
 twice per request. Now the work a client waits for (the plan, storing the session's state, the
 observers, answering the proxy's tools) runs inside :func:`bounded`: a lock-wait budget of
-:data:`REQUEST_WAIT_SECONDS` for the whole unit, shared by its statements. Each transaction
+:data:`REQUEST_WAIT_SECONDS` for the whole unit, shared by its transactions. Each transaction
 begun meanwhile waits at most what is left of it (SQLite: ``PRAGMA busy_timeout``; PostgreSQL:
-``lock_timeout`` for the transaction, and ``statement_timeout`` :data:`REQUEST_STATEMENT_SECONDS`).
-Past it the statement fails (:func:`is_lock_wait`), and the caller fails open. Work outside any
-budget (the ledger's writer thread, migrations, the CLI) keeps :data:`BACKGROUND_WAIT_SECONDS`.
+``lock_timeout`` for the transaction, and ``statement_timeout`` :data:`REQUEST_STATEMENT_SECONDS`),
+and the time it took, from its begin to its commit or rollback, is taken from the budget: what
+is spent is time in the database (waits included), never the unit's other work (compressing a
+large output before the first write spends nothing). Past it the statement fails
+(:func:`is_lock_wait`), and the caller fails open. Work outside any budget (the ledger's writer
+thread, migrations, the CLI) keeps :data:`BACKGROUND_WAIT_SECONDS`.
 
 The budget is a :class:`contextvars.ContextVar`: it follows a request into ``asyncio.to_thread``
 and ``contextvars.copy_context().run``, never into another request's thread.
@@ -39,26 +42,40 @@ _SQLITE_BUSY = frozenset({5, 6})
 #: (``query_canceled``).
 _PG_TIMEOUT = frozenset({"55P03", "57014"})
 
-_deadline: ContextVar[float | None] = ContextVar("headroom_db_lock_deadline", default=None)
+class _Budget:
+    """Seconds of database time a unit of work has ``left`` (shared by the threads it hands a
+    copy of its context to; a race between two of them costs at most one transaction's time)."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, seconds: float) -> None:
+        self.left = seconds
+
+
+_budget: ContextVar[_Budget | None] = ContextVar("headroom_db_lock_budget", default=None)
+#: Key of a transaction's ``(budget, start)`` in its DBAPI connection's ``info``.
+_STARTED = "headroom_budget_started"
 
 
 @contextmanager
 def bounded(seconds: float = REQUEST_WAIT_SECONDS) -> Iterator[None]:
-    """Run the block with a lock-wait budget of ``seconds`` shared by every transaction begun in
-    it (in this context); inside an outer budget, the earlier deadline holds."""
-    end = time.monotonic() + seconds
-    outer = _deadline.get()
-    token = _deadline.set(end if outer is None else min(outer, end))
+    """Run the block with a budget of ``seconds`` of database time (lock waits included) shared by
+    every transaction begun in it, in this context and the contexts copied from it; inside an
+    outer budget, the outer one goes on being spent."""
+    if _budget.get() is not None:
+        yield
+        return
+    token = _budget.set(_Budget(seconds))
     try:
         yield
     finally:
-        _deadline.reset(token)
+        _budget.reset(token)
 
 
 def wait_left() -> float | None:
-    """Seconds of lock wait the current budget has left (0 when spent), None outside a budget."""
-    end = _deadline.get()
-    return None if end is None else max(0.0, end - time.monotonic())
+    """Seconds the current budget has left (0 when spent), None outside a budget."""
+    b = _budget.get()
+    return None if b is None else max(0.0, b.left)
 
 
 def is_lock_wait(e: BaseException) -> bool:
@@ -78,8 +95,24 @@ def is_lock_wait(e: BaseException) -> bool:
     return False
 
 
+def _started(conn: Connection) -> float | None:
+    """Note the transaction's start against the current budget; what the budget has left."""
+    b = _budget.get()
+    if b is None:
+        return None
+    conn.connection.info[_STARTED] = (b, time.monotonic())
+    return max(0.0, b.left)
+
+
+def _ended(conn: Connection) -> None:
+    started = conn.connection.info.pop(_STARTED, None)
+    if started is not None:
+        b, t0 = started
+        b.left -= time.monotonic() - t0
+
+
 def _sqlite_begin(conn: Connection) -> None:
-    left = wait_left()
+    left = _started(conn)
     ms = round(1000 * (BACKGROUND_WAIT_SECONDS if left is None else min(left, BACKGROUND_WAIT_SECONDS)))
     info = conn.connection.info  # the DBAPI connection's: kept across checkouts
     if info.get("busy_ms") != ms:
@@ -88,7 +121,7 @@ def _sqlite_begin(conn: Connection) -> None:
 
 
 def _pg_begin(conn: Connection) -> None:
-    left = wait_left()
+    left = _started(conn)
     if left is None:
         return  # the server's own settings (none by default)
     cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
@@ -110,3 +143,7 @@ def install(engine: Engine) -> None:
         event.listen(engine, "begin", _sqlite_begin)
     elif name == "postgresql":
         event.listen(engine, "begin", _pg_begin)
+    else:
+        return
+    event.listen(engine, "commit", _ended)
+    event.listen(engine, "rollback", _ended)

@@ -27,9 +27,9 @@ def _server(cluster: PgCluster, action: str) -> None:
 
 
 def _models(cluster: PgCluster, database: str) -> list[str]:
-    """Each ledger row's model, else (a request the proxy could not plan: the body unread) its outcome."""
+    """Each ledger row's model and outcome, as ``model:outcome``."""
     try:
-        return sorted(r[0] or f"({r[1]})" for r in cluster.query("SELECT model, outcome FROM request_outcomes", database))
+        return sorted(f"{m}:{o}" for m, o in cluster.query("SELECT model, outcome FROM request_outcomes", database))
     except Exception:  # noqa: BLE001 - the server or the table not there yet
         return []
 
@@ -50,7 +50,7 @@ def test_requests_answered_before_postgresql_is_up_reach_the_ledger(upstream, pr
         # the writer gave up its first tries: the rows wait in the journal, tried again later
         px.wait_for_log(r"ledger entries could not be written", timeout=60)
         _server(cluster, "start")
-        early = ["(db_unavailable)"] * 6  # planned without a database: counted as such
+        early = [f"early-{i}:db_unavailable" for i in range(6)]  # planned without a database: counted as such
         deadline = time.monotonic() + 120
         while _models(cluster, "headroom_late") != early and time.monotonic() < deadline:
             time.sleep(0.5)
@@ -60,7 +60,7 @@ def test_requests_answered_before_postgresql_is_up_reach_the_ledger(upstream, pr
         deadline = time.monotonic() + 60
         while len(_models(cluster, "headroom_late")) < 8 and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert _models(cluster, "headroom_late") == sorted(early + ["late-0", "late-1"])
+        assert _models(cluster, "headroom_late") == sorted(early + ["late-0:unchanged", "late-1:unchanged"])
         (n,) = cluster.query("SELECT count(DISTINCT entry_id) FROM request_outcomes", "headroom_late")[0]
         assert n == 8
         assert re.search(r"headroom: \d+ ledger entries written on a later try", px.log_text())
