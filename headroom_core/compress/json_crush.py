@@ -212,6 +212,8 @@ class _Encoder:
         return slots
 
     def _array(self, items: list[object]) -> object:
+        if (not self.crush or len(items) < MIN_ITEMS) and not any(isinstance(x, (dict, list)) for x in items):
+            return list(items)  # scalars kept whole (a record's labels): what the walk below gives
         slots = self._slots(items)
         keys = self._table_keys(items)
         enc = self.encode
