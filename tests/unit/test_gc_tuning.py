@@ -23,7 +23,8 @@ def test_objects_alive_at_the_freeze_leave_the_collected_generations_and_garbage
     del a, b
     try:
         n = freeze_long_lived("a test")
-        assert n == gc.get_freeze_count() > 0
+        # >=: an embedding model loading in a thread an earlier test started freezes too
+        assert n > 0 and gc.get_freeze_count() >= n
         assert gone() is None
         assert not any(o is kept for o in gc.get_objects())
         later = _Node()
