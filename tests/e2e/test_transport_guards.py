@@ -182,14 +182,21 @@ def test_signed_body_passes_byte_identical(upstream, proxy):
     """A SigV4-signed Messages request whose tool output the proxy would otherwise compress:
     the upstream gets exactly the client's bytes, including a signed ``x-headroom-*`` header;
     an unsigned-payload request with the same body is compressed (the contrast)."""
-    body = json.dumps(anthropic_request(github_scenario("paginate-issues.json"))).encode()
-    signed = {"authorization": SIGV4, "x-amz-date": "20250801T000000Z", "x-amz-content-sha256": hashlib.sha256(body).hexdigest(), "x-headroom-project": "signed", "content-type": "application/json"}
+    request = anthropic_request(github_scenario("paginate-issues.json"))
+    body = json.dumps(request).encode()
+    # Bedrock's InvokeModel body: the model is in the path, the API version in the body
+    invoke = json.dumps({**{k: v for k, v in request.items() if k != "model"}, "anthropic_version": "bedrock-2023-05-31"}).encode()
+
+    def signed_headers(b: bytes) -> dict:
+        return {"authorization": SIGV4, "x-amz-date": "20250801T000000Z", "x-amz-content-sha256": hashlib.sha256(b).hexdigest(), "x-headroom-project": "signed", "content-type": "application/json"}
+
+    signed = signed_headers(body)
     with http_client(proxy) as c:
-        for path in ("/v1/messages", "/model/anthropic.claude-sonnet-4/invoke"):
-            r = c.post(upstream.url + path, content=body, headers=signed)
-            assert r.status_code in (200, 404)
+        for path, b in (("/v1/messages", body), ("/model/anthropic.claude-sonnet-4/invoke", invoke)):
+            r = c.post(upstream.url + path, content=b, headers=signed_headers(b))
+            assert r.status_code == 200, r.text
             got = upstream.last
-            assert got.body == body and got.path == path
+            assert got.body == b and got.path == path
             assert got.header("x-headroom-project") == "signed" and got.header("authorization") == SIGV4
         r = c.post(upstream.url + "/v1/messages", content=body, headers={**signed, "x-amz-content-sha256": "UNSIGNED-PAYLOAD"})
         assert r.status_code == 200 and len(upstream.last.body) < len(body)
