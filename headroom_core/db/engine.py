@@ -165,8 +165,9 @@ def open_database(url: str) -> sessionmaker[Session]:
                     if f is not None and (found := sqlite_file.damage(f)) is not None:
                         sqlite_file.set_aside(f, found)
                     eng = _make_and_migrate(url)
-            except OSError as e:  # the lock file, or the damaged file's rename
-                raise DatabaseError(f"cannot open the SQLite database {f}: {e.strerror or e}") from e
+            except OSError as e:  # the lock file (its folder may be a file), or the damaged file's rename
+                raise DatabaseError(f"cannot create the SQLite database {f}: {_blocker(f)}" if f is not None and _blocker(f)
+                                    else f"cannot open the SQLite database {f}: {e.strerror or e}") from e
             _engines[url] = eng
     return sessionmaker(eng, expire_on_commit=False)
 

@@ -93,7 +93,8 @@ def test_database_file_is_owner_only(tmp_path):
     with sessions.begin() as s:
         s.execute(__import__("sqlalchemy").text("UPDATE alembic_version SET version_num = version_num"))
     modes = {p.name: p.stat().st_mode & 0o777 for p in f.parent.iterdir()}
-    assert modes == {"headroom.db": 0o600, "headroom.db-wal": 0o600, "headroom.db-shm": 0o600}
+    # the lock file that makes starts open it one at a time is owner-only too
+    assert modes == {"headroom.db": 0o600, "headroom.db-wal": 0o600, "headroom.db-shm": 0o600, "headroom.db.lock": 0o600}
     assert f.parent.stat().st_mode & 0o777 == 0o700
 
 

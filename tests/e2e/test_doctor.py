@@ -72,7 +72,7 @@ def test_doctor_creates_no_database_and_checks_its_mode(tmp_path):
 
     open_database(f"sqlite:///{home / 'headroom.db'}")  # as the proxy does on first start
     db = home / "headroom.db"
-    assert {p.name: oct(p.stat().st_mode & 0o777) for p in home.glob("headroom.db*")} == {"headroom.db": "0o600", "headroom.db-wal": "0o600", "headroom.db-shm": "0o600"}
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in home.glob("headroom.db*")} == {"headroom.db": "0o600", "headroom.db-wal": "0o600", "headroom.db-shm": "0o600", "headroom.db.lock": "0o600"}
     f = _findings(_doctor(home, "--no-models", "--port", str(free_port()), "--json"))
     assert f["database"]["detail"].endswith("(migrated, writable)") and f["database file"]["level"] == "ok"
     db.chmod(0o644)
