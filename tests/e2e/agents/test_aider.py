@@ -27,22 +27,18 @@ from __future__ import annotations
 
 import os
 import re
-import sqlite3
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.support.agents import agent_exe
+from tests.support.agents import HEADROOM, agent_exe, query, settled
 from tests.support.proxy import free_port
 from tests.support.scripted.aider_play import CHECK_PY, EDIT, FINAL, TEST_CMD, WRONG, Play, aider_args, is_main, make_workspace
 from tests.support.upstream import OPENAI_CHAT, RecordedRequest, Upstream
 
-HEADROOM = str(Path(sys.executable).parent / "headroom")
 GLOBAL = "global"
 
 
@@ -107,26 +103,10 @@ def test_what_went_upstream_goes_again_unchanged(run):
     assert len(mine) == 1
 
 
-def settled(read: Callable[[], Any], ok: Callable[[Any], bool], timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = read()
-        if ok(got) or time.monotonic() > deadline:
-            return got
-        time.sleep(0.1)
-
-
 def test_the_conversation_is_its_own_scope_never_global(run):
     db = run["hh"] / "headroom.db"
 
-    def rows() -> list[tuple[Any, ...]]:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
-        try:
-            return con.execute("select project from request_outcomes").fetchall()
-        finally:
-            con.close()
-
-    got = settled(rows, lambda r: len(r) >= len(run["requests"]))
+    got = settled(lambda: query(db, "select project from request_outcomes"), lambda r: len(r) >= len(run["requests"]))
     projects = {p for (p,) in got}
     assert GLOBAL not in projects, projects
     assert len(got) >= 2 and len(projects) == 1, projects  # one conversation, one scope

@@ -13,18 +13,16 @@ dialect and the model from the path.
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from headroom_core.compress import markers
-from tests.support.agents import Wrapped, agent_exe, base_env, prefix_breaks
-from tests.support.proxy import free_port
-from tests.support.scripted import ScriptedModel, anthropic, make_workspace, play
-from tests.support.upstream import RecordedRequest, Upstream
+from tests.support.agents import AgentRun, agent_exe, base_env, play_wrapped, prefix_breaks
+from tests.support.scripted import anthropic, play
+from tests.support.upstream import Upstream
 
-RUN_TIMEOUT = 300  # seconds for the whole agent run (it takes a few)
 HOSTS = {
     "vertex": ("vertex-anthropic", ":streamRawPredict"),
     "bedrock": ("bedrock-invoke", "/invoke-with-response-stream"),
@@ -32,25 +30,20 @@ HOSTS = {
 
 
 @dataclass(frozen=True)
-class Run:
+class Run(AgentRun):
     host: str
-    proc: subprocess.CompletedProcess[str]
-    requests: list[RecordedRequest]
-    model: ScriptedModel
-    task: play.Task
-    proxy: Wrapped
-
-    def task_requests(self) -> list[RecordedRequest]:
-        main = {i for i, mv in self.model.moves if not isinstance(mv, play.Side)}
-        return [r for r in self.requests if r.index in main]
 
 
 def _env(host: str, up: Upstream, home: str) -> dict[str, str]:
     common = dict(HOME=home, IS_SANDBOX="1", DISABLE_AUTOUPDATER="1", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", TERM="dumb")
     if host == "vertex":
-        return base_env(**common, CLAUDE_CODE_USE_VERTEX="1", ANTHROPIC_VERTEX_BASE_URL=f"{up.url}/v1", CLAUDE_CODE_SKIP_VERTEX_AUTH="1",
-                        ANTHROPIC_VERTEX_PROJECT_ID="proj-1", CLOUD_ML_REGION="us-east5")  # fmt: skip
-    return base_env(**common, CLAUDE_CODE_USE_BEDROCK="1", ANTHROPIC_BEDROCK_BASE_URL=up.url, CLAUDE_CODE_SKIP_BEDROCK_AUTH="1", AWS_REGION="us-east-1")
+        env = base_env(**common, CLAUDE_CODE_USE_VERTEX="1", ANTHROPIC_VERTEX_BASE_URL=f"{up.url}/v1", CLAUDE_CODE_SKIP_VERTEX_AUTH="1",
+                       ANTHROPIC_VERTEX_PROJECT_ID="proj-1", CLOUD_ML_REGION="us-east5")  # fmt: skip
+    else:
+        env = base_env(**common, CLAUDE_CODE_USE_BEDROCK="1", ANTHROPIC_BEDROCK_BASE_URL=up.url, CLAUDE_CODE_SKIP_BEDROCK_AUTH="1", AWS_REGION="us-east-1")
+    for k in ("CLAUDE_CONFIG_DIR", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "AWS_BEARER_TOKEN_BEDROCK", "AWS_ACCESS_KEY_ID", "AWS_PROFILE"):
+        env.pop(k, None)
+    return env
 
 
 @pytest.fixture(scope="module", params=list(HOSTS))
@@ -58,27 +51,16 @@ def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     host = request.param
     exe = agent_exe("claude")
     root = tmp_path_factory.mktemp(f"claude-code-{host}")
-    task = make_workspace(root / "workspace")
-    home = root / "home"
-    home.mkdir()
-    with Upstream() as up:
-        model = ScriptedModel(task).install(up)
-        assert up.cert_path is not None
-        proxy = Wrapped(root / "headroom-home", free_port(), up.cert_path)
-        env = _env(host, up, str(home))
-        for k in ("CLAUDE_CONFIG_DIR", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "AWS_BEARER_TOKEN_BEDROCK", "AWS_ACCESS_KEY_ID", "AWS_PROFILE"):
-            env.pop(k, None)
-        try:
-            proc = proxy.run([str(exe), "-p", play.PROMPT, "--dangerously-skip-permissions"], env=env, cwd=task.workspace, timeout=RUN_TIMEOUT)
-        finally:
-            proxy.stop()
-        return Run(host, proc, up.requests, model, task, proxy)
+
+    def env(up: Upstream, home: Path) -> dict[str, str]:
+        return _env(host, up, str(home))
+
+    return play_wrapped(root, [str(exe), "-p", play.PROMPT, "--dangerously-skip-permissions"], env, lambda *a: Run(*a, host=host))
 
 
 def _why(run: Run) -> str:
-    moves = [(i, type(mv).__name__, getattr(mv, "step", "")) for i, mv in run.model.moves]
     paths = sorted({r.path_only for r in run.requests})
-    return f"rc={run.proc.returncode}\nstdout: {run.proc.stdout[-1500:]}\nstderr: {run.proc.stderr[-1500:]}\ninvalid: {run.model.invalid}\nmoves: {moves}\npaths: {paths}"
+    return f"{run.why()}\npaths: {paths}"
 
 
 def test_completes_the_task_with_valid_requests_only(run: Run) -> None:

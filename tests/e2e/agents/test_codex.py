@@ -27,9 +27,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,13 +37,12 @@ from headroom_core.cli import agent_env as ae
 from headroom_core.db.engine import open_database
 from headroom_core.db.models import RequestOutcome
 from headroom_core.learn.models import LearnEvidence
-from tests.support.agents import agent_exe
+from tests.support.agents import HEADROOM, agent_exe, settled
 from tests.support.proxy import free_port
 from tests.support.scripted import ScriptedModel, make_workspace, play
 from tests.support.scripted.responses import is_responses
 from tests.support.upstream import RecordedRequest, Upstream
 
-HEADROOM = str(Path(sys.executable).parent / "headroom")
 MODEL = "gpt-5.5"  # a model Codex 0.171 knows: exec_command, output cut at 10,000 tokens (not bytes)
 FAIL_CMD = "python3 tool/stats.py"  # the play's wrong path: exit 2
 FIX_CMD = "python3 tools/stats.py"
@@ -56,16 +52,6 @@ ERROR_LINES = [line for line in play.build_log_text().splitlines() if ": error: 
 def codex_exe() -> str:
     """The installed pinned Codex (scripts/agents installs it), else the test skips saying why."""
     return str(agent_exe("codex"))
-
-
-def settled(read: Callable[[], Any], want: Callable[[Any], bool], timeout: float = 60.0) -> Any:
-    """``read()`` once ``want`` holds for it (rows are written after the answer), else its last value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = read()
-        if want(got) or time.monotonic() > deadline:
-            return got
-        time.sleep(0.1)
 
 
 def run_codex(tmp_path: Path, up: Upstream, model: ScriptedModel, *, websocket: bool, sets: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -16,23 +16,18 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from headroom_core.compress import markers
-from tests.support.agents import agent_exe
+from tests.support.agents import HEADROOM, agent_exe, query, settled
 from tests.support.proxy import free_port
 from tests.support.scripted import ScriptedModel, chat, make_workspace, play
 from tests.support.upstream import OPENAI_CHAT, RecordedRequest, Upstream
 
-HEADROOM = str(Path(sys.executable).parent / "headroom")
 RETRIEVE = "headroom_retrieve"
 GLOBAL = "global"  # the shared bucket no conversation may land in
 JSON_CMD, LOG_CMD = "python3 list_records.py", "python3 build.py"
@@ -89,24 +84,6 @@ def tool_text(req: RecordedRequest, command: str) -> str:
         if o.arguments.get("command") == command:
             return o.text
     raise AssertionError(f"no output of {command!r} upstream")
-
-
-def settled(read: Callable[[], Any], ok: Callable[[Any], bool], timeout: float = 60.0) -> Any:
-    """``read()`` once ``ok`` of it (rows are committed after the answers), else its last value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = read()
-        if ok(got) or time.monotonic() > deadline:
-            return got
-        time.sleep(0.1)
-
-
-def query(db: Path, sql: str) -> list[tuple[Any, ...]]:
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
 
 
 def test_completes_with_the_final_text_and_no_request_refused(run):
