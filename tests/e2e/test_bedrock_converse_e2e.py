@@ -26,11 +26,12 @@ from headroom_core.ccr import retrieve
 from headroom_core.compress import markers
 from headroom_core.wire.detect import Dialect
 from headroom_core.wire.dialects import REGISTRY
-from tests.e2e.test_hosted_claude_e2e import OPTIONS, SYSTEM, TOOLS, _rows, boto_client, messages
+from tests.e2e.test_hosted_claude_e2e import SYSTEM, TOOLS, boto_client, messages
 from tests.support.clients import anthropic_client, http_client
+from tests.support.dialect_e2e import OPTIONS, ledger_rows
+from tests.support.dialect_e2e import big_output, proxy  # noqa: F401 (fixtures)
 from tests.support.proxy import ADDON_SCRIPT
 from tests.support.upstream import Reply
-from tests.unit.test_request_plan import github_scenario
 
 pytest.importorskip("boto3")
 
@@ -39,16 +40,6 @@ MODEL = "us.anthropic.claude-sonnet-4-20250514-v1:0"
 CP = {"cachePoint": {"type": "default"}}
 TOOL_CONFIG = {"tools": [{"toolSpec": {"name": "run_shell_command", "description": "Run a command.", "inputSchema": {"json": {"type": "object", "properties": {"command": {"type": "string"}}}}}}, CP]}
 CONVERSE = Dialect.BEDROCK_CONVERSE
-
-
-@pytest.fixture(scope="module")
-def proxy(module_proxy_factory):
-    return module_proxy_factory(ADDON_SCRIPT, options=OPTIONS)
-
-
-@pytest.fixture(scope="module")
-def big_output() -> str:
-    return github_scenario("paginate-issues.json")
 
 
 def conv(big_output: str) -> list[dict]:
@@ -104,7 +95,7 @@ def test_sigv4_signed_converse_passes_byte_identical_and_is_counted_signed(upstr
     for req in upstream.requests[-2:]:
         assert req.header("authorization", "").startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
         assert _output(req) == big_output and R not in req.text  # not a byte changed
-    rows = _rows(p, 2)
+    rows = ledger_rows(p, 2)
     assert [(r.dialect, r.outcome, r.action) for r in rows] == [("bedrock-converse", "signed", "unchanged")] * 2
 
 
@@ -151,7 +142,7 @@ def test_ledger_row_and_same_savings_as_the_messages_dialect(upstream, proxy_fac
     h, a = upstream.requests[-2:]
     saved_h, saved_a = len(big_output) - len(_output(h)), len(big_output) - len(a.json["messages"][2]["content"][0]["content"])
     assert saved_h > 0 and abs(saved_h - saved_a) <= 0.05 * saved_a
-    rows = _rows(p, 2)
+    rows = ledger_rows(p, 2)
     (row,) = [r for r in rows if r.dialect == "bedrock-converse"]
     assert (row.model, row.status_code, row.action) == (MODEL, 200, "compressed")
     assert (row.usage_input_tokens, row.usage_output_tokens, row.usage_cache_read_tokens) == (1234, 5, 1000)

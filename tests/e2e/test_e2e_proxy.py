@@ -12,6 +12,7 @@ from headroom_core.ccr import retrieve
 from headroom_core.compress import markers
 from headroom_core.ccr.loop import notice_rounds
 from tests.support.clients import anthropic_client, http_client, openai_client
+from tests.support.dialect_e2e import ledger_rows
 from tests.support.upstream import Reply
 from tests.unit.test_request_plan import anthropic_request, github_scenario
 
@@ -206,24 +207,9 @@ def test_corpus_replay_through_mitmdump(upstream, proxy):
                 assert sorted(t["name"] for t in got["tools"][: len(body["tools"])]) == sorted(t["name"] for t in body["tools"])
 
 
-def _outcomes(proxy, n: int, timeout: float = 10.0):
-    """The ledger rows of ``proxy``'s database once there are at least ``n`` (written off the
-    response path, so they may lag the response by a moment)."""
-    import time
-
-    from sqlalchemy import select
-
-    from headroom_core.db.engine import open_database
-    from headroom_core.db.models import RequestOutcome
-
-    sessions = open_database(f"sqlite:///{proxy.home / 'headroom.db'}")
-    deadline = time.monotonic() + timeout
-    while True:
-        with sessions() as s:
-            rows = list(s.scalars(select(RequestOutcome).order_by(RequestOutcome.id)))
-        if len(rows) >= n or time.monotonic() > deadline:
-            return rows
-        time.sleep(0.1)
+def _outcomes(proxy, n: int):
+    """The ledger rows of ``proxy``'s database once there are at least ``n`` (within 10 s)."""
+    return ledger_rows(proxy, n, timeout=10.0, poll=0.1)
 
 
 def test_ledger_records_outcome_and_provider_usage(upstream, proxy_factory, big_output):

@@ -23,32 +23,22 @@ import pytest
 from headroom_core.ccr import retrieve
 from headroom_core.compress import markers
 from tests.support.clients import anthropic_client, http_client, ssl_context
+from tests.support.dialect_e2e import OPTIONS, ledger_rows
+from tests.support.dialect_e2e import big_output, proxy  # noqa: F401 (fixtures)
 from tests.support.proxy import ADDON_SCRIPT
 from tests.support.upstream import Reply
-from tests.unit.test_request_plan import github_scenario
 
 genai = pytest.importorskip("google.genai")
 from google.genai import types  # noqa: E402
 
 MODEL = "gemini-2.5-pro"
 R = retrieve.TOOL_NAME
-OPTIONS = {"headroom_compress_timeout_seconds": 300}
 WORKSPACE = "/home/gem/app"
 SESSION_CONTEXT = (
     "<session_context>\nThis is the Gemini CLI. We are setting up the context for our chat.\nToday's date is Monday, 4 May 2026.\n"
     f"My operating system is: linux\n- **Workspace Directories:**\n  - {WORKSPACE}\n- **Directory Structure:**\n\n{WORKSPACE}/\n</session_context>"
 )
 SIGNATURE = "CiQBVKhc7q0Zr8n1c2lnbmF0dXJlLW9wYXF1ZQ=="
-
-
-@pytest.fixture(scope="module")
-def proxy(module_proxy_factory):
-    return module_proxy_factory(ADDON_SCRIPT, options=OPTIONS)
-
-
-@pytest.fixture(scope="module")
-def big_output() -> str:
-    return github_scenario("paginate-issues.json")
 
 
 def gemini_client(upstream, proxy, *, vertex: bool = False):
@@ -75,22 +65,6 @@ CONFIG = types.GenerateContentConfig(
     tools=[types.Tool(function_declarations=[types.FunctionDeclaration(name="run_shell_command", description="Run a command.", parameters_json_schema={"type": "object", "properties": {"command": {"type": "string"}}})])],
     automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
 )
-
-
-def _rows(proxy, n: int, timeout: float = 20.0):
-    from sqlalchemy import select
-
-    from headroom_core.db.engine import open_database
-    from headroom_core.db.models import RequestOutcome
-
-    sessions = open_database(f"sqlite:///{proxy.home / 'headroom.db'}")
-    deadline = time.monotonic() + timeout
-    while True:
-        with sessions() as s:
-            rows = list(s.scalars(select(RequestOutcome).order_by(RequestOutcome.id)))
-        if len(rows) >= n or time.monotonic() > deadline:
-            return rows
-        time.sleep(0.2)
 
 
 def _output(req) -> str:
@@ -149,14 +123,14 @@ def test_next_turn_replays_earlier_contents_byte_for_byte(upstream, proxy, big_o
 def test_count_tokens_planned_like_the_request(upstream, proxy, big_output):
     upstream.script(Reply.text("unused"))
     client = gemini_client(upstream, proxy)
-    before = len(_rows(proxy, 0, timeout=0))
+    before = len(ledger_rows(proxy, 0, timeout=0))
     got = client.models.count_tokens(model=MODEL, contents=history(big_output))
     req = upstream.requests[-1]
     assert req.path_only.endswith(":countTokens")
     assert got.total_tokens == max(1, len(req.body) // 4)
     assert len(req.body) < len(json.dumps(big_output)) / 2  # measured as it would be sent
     time.sleep(1.0)
-    assert len(_rows(proxy, 0, timeout=0)) == before  # nothing recorded for a count
+    assert len(ledger_rows(proxy, 0, timeout=0)) == before  # nothing recorded for a count
 
 
 def test_too_large_is_refused_in_googles_shape_and_garbage_passes(upstream, proxy_factory):
@@ -179,7 +153,7 @@ def test_ledger_row_names_dialect_model_project_and_usage(upstream, proxy_factor
     upstream.script(Reply.text("Thirteen.", input_tokens=1234, output_tokens=5, cache_read=1000))
     client = gemini_client(upstream, p)  # held: the SDK closes its HTTP client when the Client goes
     client.models.generate_content(model=MODEL, contents=history(big_output), config=CONFIG)
-    (row,) = _rows(p, 1)
+    (row,) = ledger_rows(p, 1)
     assert (row.dialect, row.model, row.project, row.status_code) == ("gemini", MODEL, WORKSPACE, 200)
     assert (row.usage_input_tokens, row.usage_output_tokens, row.usage_cache_read_tokens) == (1234, 5, 1000)
     assert row.action == "compressed" and row.tokens_after < row.tokens_before
@@ -212,7 +186,7 @@ def test_same_output_saves_the_same_as_the_messages_dialect(upstream, proxy_fact
     saved_g = len(big_output) - len(_output(g))
     saved_a = len(big_output) - len(a.json["messages"][2]["content"][0]["content"])
     assert saved_g > 0 and abs(saved_g - saved_a) <= 0.05 * saved_a
-    rows = _rows(p, 2)
+    rows = ledger_rows(p, 2)
     by = {r.dialect: r.tokens_before - r.tokens_after for r in rows}
     assert by["gemini"] > 0 and abs(by["gemini"] - by["anthropic-messages"]) <= 0.05 * by["anthropic-messages"]
 
@@ -261,7 +235,7 @@ def test_a_json_array_stream_gets_retrieve_answered_by_the_proxy(upstream, proxy
     fr = follow.json["contents"][-1]["parts"][0]["functionResponse"]
     assert fr["name"] == R and fr["response"]["output"] == big_output
     assert chunks[-1]["usageMetadata"]["promptTokenCount"] == sum(max(1, len(q.body) // 4) for q in upstream.requests)
-    (row,) = _rows(p, 1)
+    (row,) = ledger_rows(p, 1)
     assert (row.dialect, row.model, row.status_code) == ("gemini", MODEL, 200)
     assert row.usage_input_tokens == chunks[-1]["usageMetadata"]["promptTokenCount"]
 

@@ -25,29 +25,19 @@ import pytest
 from headroom_core.ccr import retrieve
 from headroom_core.compress import markers
 from tests.support.clients import anthropic_client, http_client
+from tests.support.dialect_e2e import OPTIONS, ledger_rows
+from tests.support.dialect_e2e import big_output, proxy  # noqa: F401 (fixtures)
 from tests.support.proxy import ADDON_SCRIPT
 from tests.support.upstream import Reply
-from tests.unit.test_request_plan import github_scenario
 
 anthropic = pytest.importorskip("anthropic")
 pytest.importorskip("boto3")
 
 R = retrieve.TOOL_NAME
-OPTIONS = {"headroom_compress_timeout_seconds": 300}
 VERTEX_MODEL = "claude-sonnet-4@20250514"
 BEDROCK_MODEL = "us.anthropic.claude-sonnet-4-20250514-v1:0"
 TOOLS = [{"name": "run_shell_command", "description": "Run a command.", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}]
 SYSTEM = "You are an interactive CLI agent. Working directory: /home/dev/app"
-
-
-@pytest.fixture(scope="module")
-def proxy(module_proxy_factory):
-    return module_proxy_factory(ADDON_SCRIPT, options=OPTIONS)
-
-
-@pytest.fixture(scope="module")
-def big_output() -> str:
-    return github_scenario("paginate-issues.json")
 
 
 def messages(big_output: str) -> list[dict]:
@@ -81,22 +71,6 @@ def boto_client(upstream, proxy, monkeypatch, *, bearer: bool):
         aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
         config=Config(proxies={"https": proxy.url}, retries={"max_attempts": 1}),
     )  # fmt: skip
-
-
-def _rows(proxy, n: int, timeout: float = 20.0):
-    from sqlalchemy import select
-
-    from headroom_core.db.engine import open_database
-    from headroom_core.db.models import RequestOutcome
-
-    sessions = open_database(f"sqlite:///{proxy.home / 'headroom.db'}")
-    deadline = time.monotonic() + timeout
-    while True:
-        with sessions() as s:
-            rows = list(s.scalars(select(RequestOutcome).order_by(RequestOutcome.id)))
-        if len(rows) >= n or time.monotonic() > deadline:
-            return rows
-        time.sleep(0.2)
 
 
 def _output(req) -> str:
@@ -167,7 +141,7 @@ def test_sigv4_signed_bodies_pass_byte_identical_and_are_counted_signed(upstream
         assert _output(req) == big_output and R not in req.text  # not a byte changed
         if client_kind == "boto3":
             assert req.body == json.dumps(body).encode()
-    rows = _rows(p, 2)
+    rows = ledger_rows(p, 2)
     assert [(r.dialect, r.outcome, r.action) for r in rows] == [("bedrock-invoke", "signed", "unchanged")] * 2
 
 
@@ -196,13 +170,13 @@ def test_multi_turn_session_replays_earlier_messages_byte_for_byte(upstream, pro
 def test_vertex_count_tokens_planned_like_the_request(upstream, proxy, big_output):
     client = vertex_client(upstream, proxy)
     time.sleep(1.0)  # the earlier tests' rows are committed
-    before = len(_rows(proxy, 0, timeout=0))
+    before = len(ledger_rows(proxy, 0, timeout=0))
     got = client.messages.count_tokens(model=VERTEX_MODEL, system=SYSTEM, tools=TOOLS, messages=messages(big_output))
     req = upstream.requests[-1]
     assert req.path_only.endswith("/publishers/anthropic/models/count-tokens:rawPredict")
     assert got.input_tokens == max(1, len(req.body) // 4) and len(_output(req)) < len(big_output) / 2
     time.sleep(1.0)
-    assert len(_rows(proxy, 0, timeout=0)) == before
+    assert len(ledger_rows(proxy, 0, timeout=0)) == before
 
 
 def test_too_large_in_the_routes_error_shape_and_garbage_passes(upstream, proxy_factory):
@@ -228,7 +202,7 @@ def test_ledger_row_and_same_savings_as_the_messages_dialect(upstream, proxy_fac
     h, a = upstream.requests[-2:]
     saved_h, saved_a = len(big_output) - len(_output(h)), len(big_output) - len(_output(a))
     assert saved_h > 0 and abs(saved_h - saved_a) <= 0.05 * saved_a
-    rows = _rows(p, 2)
+    rows = ledger_rows(p, 2)
     dialect = "vertex-anthropic" if host == "vertex" else "bedrock-invoke"
     (row,) = [r for r in rows if r.dialect == dialect]
     assert (row.model, row.status_code, row.action) == (model, 200, "compressed")

@@ -13,34 +13,23 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
 from headroom_core.ccr import retrieve
 from headroom_core.compress import markers
 from tests.support.clients import anthropic_client, http_client, ssl_context
+from tests.support.dialect_e2e import OPTIONS, ledger_rows
+from tests.support.dialect_e2e import big_output, proxy  # noqa: F401 (fixtures)
 from tests.support.proxy import ADDON_SCRIPT
 from tests.support.upstream import Reply
-from tests.unit.test_request_plan import github_scenario
 
 ollama = pytest.importorskip("ollama")
 
 R = retrieve.TOOL_NAME
 MODEL = "qwen3:8b"
-OPTIONS = {"headroom_compress_timeout_seconds": 300}
 SYSTEM = "You are an interactive CLI agent. Working directory: /home/dev/app"
 TOOLS = [{"type": "function", "function": {"name": "run_shell_command", "description": "Run a command.", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}]
-
-
-@pytest.fixture(scope="module")
-def proxy(module_proxy_factory):
-    return module_proxy_factory(ADDON_SCRIPT, options=OPTIONS)
-
-
-@pytest.fixture(scope="module")
-def big_output() -> str:
-    return github_scenario("paginate-issues.json")
 
 
 def client(upstream, proxy):
@@ -54,22 +43,6 @@ def messages(big_output: str) -> list[dict]:
         {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "run_shell_command", "arguments": {"command": "gh issue list --json"}}}]},
         {"role": "tool", "content": big_output, "tool_name": "run_shell_command"},
     ]
-
-
-def _rows(proxy, n: int, timeout: float = 20.0):
-    from sqlalchemy import select
-
-    from headroom_core.db.engine import open_database
-    from headroom_core.db.models import RequestOutcome
-
-    sessions = open_database(f"sqlite:///{proxy.home / 'headroom.db'}")
-    deadline = time.monotonic() + timeout
-    while True:
-        with sessions() as s:
-            rows = list(s.scalars(select(RequestOutcome).order_by(RequestOutcome.id)))
-        if len(rows) >= n or time.monotonic() > deadline:
-            return rows
-        time.sleep(0.2)
 
 
 def _chat(c, msgs: list[dict], stream: bool) -> tuple[str, list, dict]:
@@ -144,7 +117,7 @@ def test_ledger_row_and_same_savings_as_the_messages_dialect(upstream, proxy_fac
     saved_o = len(big_output) - len(o.json["messages"][3]["content"])
     saved_a = len(big_output) - len(a.json["messages"][2]["content"][0]["content"])
     assert saved_o > 0 and abs(saved_o - saved_a) <= 0.05 * saved_a
-    rows = _rows(p, 2)
+    rows = ledger_rows(p, 2)
     (row,) = [r for r in rows if r.dialect == "ollama-chat"]
     assert (row.model, row.status_code, row.action) == (MODEL, 200, "compressed")
     assert row.usage_input_tokens == max(1, len(o.body) // 4) and json.loads(o.body)["model"] == MODEL
