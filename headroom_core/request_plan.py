@@ -1018,18 +1018,6 @@ def _check_markers(text: str, spliced: jsonedit.Spliced, marker: str = "cache_co
         raise BreakpointError(f"cache_control breakpoints changed in the edited parts: {old} -> {new}")
 
 
-def _at(value: Any, path: tuple) -> Any:
-    """The value at ``path`` (keys and indexes) inside ``value``, or None."""
-    for k in path:
-        if isinstance(value, dict) and isinstance(k, str):
-            value = value.get(k)
-        elif isinstance(value, list) and isinstance(k, int) and 0 <= k < len(value):
-            value = value[k]
-        else:
-            return None
-    return value
-
-
 def _keep_originals(rt: Runtime, req: _Request, zone: LiveZone) -> None:
     """Keep alive the originals that replayed messages name: the client re-sends each one at
     the same place, so an original that expired is stored again from there."""
@@ -1038,7 +1026,7 @@ def _keep_originals(rt: Runtime, req: _Request, zone: LiveZone) -> None:
         return
     for e in zone.entries:
         for key, rel in e.offloads:
-            v = _at(seq, (e.position,) + tuple(rel))
+            v = jsonedit.value_at(seq, (e.position,) + tuple(rel))
             if isinstance(v, str) and offload_key(v) == key:
                 rt.store.keep(key, v, req.scope.id)
 

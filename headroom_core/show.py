@@ -22,6 +22,7 @@ from headroom_core.db.models import RequestOutcome
 from headroom_core.db.sealed import Sealer
 from headroom_core.ledger import kind_label
 from headroom_core.outcomes import label as outcome_label
+from headroom_core.wire import jsonedit
 
 #: Characters of a before/after text kept in a report (a text longer is cut, and says so).
 TEXT_LIMIT = 200_000
@@ -46,17 +47,6 @@ def find(sessions: sessionmaker[Session], ref: str | None = None) -> RequestOutc
                 row = s.scalars(latest.where(R.session_key.startswith(ref, autoescape=True))).first()
             return row
     return None
-
-
-def _at(value: Any, path: list) -> Any:
-    for k in path:
-        if isinstance(value, dict) and isinstance(k, str):
-            value = value.get(k)
-        elif isinstance(value, list) and isinstance(k, int) and 0 <= k < len(value):
-            value = value[k]
-        else:
-            return None
-    return value
 
 
 def _cut(text: str | None) -> tuple[str | None, bool]:
@@ -100,7 +90,7 @@ def _after_texts(row: RequestOutcome, blocks: list[dict[str, Any]], sealer: Seal
         if e is None or (b.get("kind", ""), b.get("tool_name", ""), b.get("tokens_before"), b.get("tokens_after")) not in [(k, t, x, y) for k, t, x, y in e.blocks]:
             continue  # the session moved on (its history was edited): this message is another now
         try:
-            v = _at(json.loads(e.sent_text), b["path"][2:])
+            v = jsonedit.value_at(json.loads(e.sent_text), b["path"][2:])
         except ValueError:
             continue
         if isinstance(v, str):

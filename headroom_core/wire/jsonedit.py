@@ -91,6 +91,20 @@ def _child(s: str, i: int, key: Any, path: PathT) -> int:
     raise JSONPathError(f"{path}: no index {key}")
 
 
+def value_at(value: Any, path: Iterable[Any]) -> Any:
+    """The parsed value at ``path`` (object keys and array indexes) inside the parsed ``value``,
+    or None when a step does not exist (a missing key, an index out of range, a step into a
+    scalar). The parsed-value counterpart of :func:`span`."""
+    for k in path:
+        if isinstance(value, dict) and isinstance(k, str):
+            value = value.get(k)
+        elif isinstance(value, list) and isinstance(k, int) and 0 <= k < len(value):
+            value = value[k]
+        else:
+            return None
+    return value
+
+
 def span(s: str, path: PathT) -> tuple[int, int]:
     """``(start, end)`` character offsets of the value at ``path`` (keys and indexes) in ``s``.
 
