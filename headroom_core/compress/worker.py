@@ -45,7 +45,12 @@ class Job:
 
 
 def _serve(conn: Connection, home: str, tokenizer_path: str) -> None:
-    """The child's loop: load the counter, then answer jobs until the pipe closes."""
+    """The child's loop: load the counter, then answer jobs until the pipe closes. Ctrl-C in
+    the terminal reaches the whole process group: the child leaves it to its parent, which
+    stops it by closing the pipe (no KeyboardInterrupt traceback of the child in the log)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from headroom_core.compress.router import compress_text
     from headroom_core.compress.tokens import TokenCounter
 

@@ -240,7 +240,7 @@ def test_stop_and_doctor_find_background_proxies_on_any_port(tmp_path):
     env.update(HEADROOM_HOME=str(tmp_path), COLUMNS="200")
     try:
         for p in ports:
-            out = subprocess.run([HEADROOM, "proxy", "--detach", "--port", str(p), "--anthropic-port", "0", "--openai-port", "0"], env=env, capture_output=True, text=True, timeout=180)
+            out = subprocess.run([HEADROOM, "proxy", "--detach", "--port", str(p), "--anthropic-port", "0", "--openai-port", "0", "--google-port", "0"], env=env, capture_output=True, text=True, timeout=180)
             assert out.returncode == 0, out.stderr
         (tmp_path / "run" / "proxy-1.pid").write_text("999999\n")  # a proxy that died long ago
         doc = subprocess.run([HEADROOM, "doctor", "--no-models", "--json"], env=env, capture_output=True, text=True, timeout=120)
