@@ -173,7 +173,10 @@ class _ArrayStream:
         self.inner = inner
         self.state = state
         self.round_no = round_no
-        self._fed: set[int] = set()
+        # the upstream events fed in, by id and kept alive: an id is an object's only while it
+        # lives, and a new event of the wrapped side must never be taken for one of them (its
+        # bytes are SSE-framed: passing them would put "data: " into the array)
+        self._fed: dict[int, SSEEvent] = {}
 
     @property
     def failed(self) -> str | None:
@@ -194,9 +197,9 @@ class _ArrayStream:
         """``e`` as the client's next element: an upstream element passed unchanged keeps its
         bytes when its separator is the one due here, else its text gets the due one."""
         st = self.state
-        if id(e) in self._fed and e.event != ITEM:  # not an array element: as it came
+        mine = self._fed.get(id(e)) is e
+        if mine and e.event != ITEM:  # not an array element: as it came
             return e
-        mine = id(e) in self._fed
         lead = e.raw[: len(e.raw) - len(_body(e.raw))] if mine else b""
         if not st.opened:
             st.opened = True
@@ -215,7 +218,7 @@ class _ArrayStream:
                 self.state.closed = True
                 return [ev] if self.state.opened or ev.event != END else [SSEEvent(b"[" + ev.raw.lstrip(_WS), END, "")]
             return []
-        self._fed.add(id(ev))
+        self._fed[id(ev)] = ev
         return [self._element(e) for e in self.inner.feed(ev)]
 
     def close(self, notice: str | None, texts: list[str]) -> list[SSEEvent]:

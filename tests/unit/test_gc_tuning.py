@@ -23,8 +23,9 @@ def test_objects_alive_at_the_freeze_leave_the_collected_generations_and_garbage
     del a, b
     try:
         n = freeze_long_lived("a test")
-        # >=: an embedding model loading in a thread an earlier test started freezes too
-        assert n > 0 and gc.get_freeze_count() >= n
+        # the count itself moves after (frozen objects freed by reference counting, or another
+        # freeze by an embedding model an earlier test started loading): what matters is below
+        assert n > 0 and gc.get_freeze_count() > 0
         assert gone() is None
         assert not any(o is kept for o in gc.get_objects())
         later = _Node()
