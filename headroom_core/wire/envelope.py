@@ -23,7 +23,7 @@ from typing import Any, Mapping
 from headroom_core.errors import DataProblem
 from headroom_core.wire import jsonedit
 from headroom_core.wire.blocks import ToolCall, Usage
-from headroom_core.wire.protocol import ReplySide, ReplyStream
+from headroom_core.wire.protocol import ReplySide, ReplyStream, WrappedStream
 from headroom_core.wire.rawjson import Raw, RawObject, dumps
 from headroom_core.wire.sse import SSEEvent
 
@@ -117,28 +117,16 @@ def _wrapped(outer: str, key: str, inner_text: str) -> str:
     return obj.text()
 
 
-class _Stream:
+class _Stream(WrappedStream):
     """One round of an enveloped stream: each event's inner object through the wrapped dialect's
     round, the envelope's other members kept from the event that carried it."""
 
     def __init__(self, inner_view: ReplyStream, key: str) -> None:
-        self.inner = inner_view
+        super().__init__(inner_view)
         self.key = key
         self.last_outer = "{}"  # the latest upstream event's envelope (for objects the proxy makes)
         #: id of each inner event fed -> (that event, the upstream event it came from)
         self._sent: dict[int, tuple[SSEEvent, SSEEvent]] = {}
-
-    @property
-    def failed(self) -> str | None:
-        return self.inner.failed
-
-    @failed.setter
-    def failed(self, value: str | None) -> None:
-        self.inner.failed = value
-
-    @property
-    def complete(self) -> bool:
-        return self.inner.complete
 
     def _out(self, events: list[SSEEvent]) -> list[SSEEvent]:
         """The client's events: an inner event the wrapped side passed unchanged is the upstream

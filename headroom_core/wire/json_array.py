@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from headroom_core.wire.blocks import ToolCall, Usage
-from headroom_core.wire.protocol import ReplySide, ReplyStream
+from headroom_core.wire.protocol import ReplySide, ReplyStream, WrappedStream
 from headroom_core.wire.sse import SSEEvent
 
 #: ``event`` of an array element and of the array's end.
@@ -166,32 +166,17 @@ class ArrayState:
     closed: bool = False
 
 
-class _ArrayStream:
+class _ArrayStream(WrappedStream):
     """One round: upstream elements into the wrapped side's round, its events out as elements."""
 
     def __init__(self, inner: ReplyStream, state: ArrayState, round_no: int) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.state = state
         self.round_no = round_no
         # the upstream events fed in, by id and kept alive: an id is an object's only while it
         # lives, and a new event of the wrapped side must never be taken for one of them (its
         # bytes are SSE-framed: passing them would put "data: " into the array)
         self._fed: dict[int, SSEEvent] = {}
-
-    @property
-    def failed(self) -> str | None:
-        return self.inner.failed
-
-    @failed.setter
-    def failed(self, value: str | None) -> None:
-        self.inner.failed = value
-
-    @property
-    def complete(self) -> bool:
-        return self.inner.complete
-
-    def message_text(self) -> str:
-        return self.inner.message_text()
 
     def _element(self, e: SSEEvent) -> SSEEvent:
         """``e`` as the client's next element: an upstream element passed unchanged keeps its

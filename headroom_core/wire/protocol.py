@@ -452,6 +452,30 @@ class DialectBase:
         return {"type": self.text_part, "text": text}
 
 
+class WrappedStream:
+    """A :class:`ReplyStream` that wraps another round (``inner``): its ``failed``, ``complete``
+    and ``message_text`` are the wrapped round's; a subclass translates ``feed`` and ``close``
+    (the Code Assist envelope, the JSON-array stream)."""
+
+    def __init__(self, inner: ReplyStream) -> None:
+        self.inner = inner
+
+    @property
+    def failed(self) -> str | None:
+        return self.inner.failed
+
+    @failed.setter
+    def failed(self, value: str | None) -> None:
+        self.inner.failed = value
+
+    @property
+    def complete(self) -> bool:
+        return self.inner.complete
+
+    def message_text(self) -> str:
+        return self.inner.message_text()
+
+
 def framing_of(reply: Any) -> StreamFraming:
     """The stream framing of a reply side (its ``framing``; SSE for one that names none)."""
     return getattr(reply, "framing", SSE)
