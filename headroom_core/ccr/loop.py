@@ -22,7 +22,12 @@ Whatever happens the client gets a coherent response without the proxy's calls:
   out and removed, and the response ends with the text so far plus :data:`NOTICE_ROUNDS`, with a
   stop reason every client handles (``end_turn`` / ``stop`` / ``completed``);
 - anything fails after the first response (a follow-up refused, cut short or unparsable, an
-  error event, an exception): the response ends the same way with :data:`NOTICE_FAILED`.
+  error event, an exception): the response ends the same way with :data:`NOTICE_FAILED`;
+- the model's response stopped at its token limit (the reply side's ``truncated``: Anthropic
+  ``stop_reason`` ``max_tokens``, Chat ``finish_reason`` ``length``, Responses ``status``
+  ``incomplete``, Gemini ``finishReason`` ``MAX_TOKENS``, …): a call to the proxy's tools in it
+  may be cut, so it is never carried out; the proxy's calls are removed and the client gets the
+  response with its own stop reason (:func:`after_round`).
 """
 
 from __future__ import annotations
@@ -67,6 +72,23 @@ class Pending:
     calls: tuple[ToolCall, ...]
     follow_up: bool
     exhausted: bool = False
+
+
+def after_round(calls: list[ToolCall], hidden: frozenset[str], *, truncated: bool, rounds: int, max_rounds: int, can_follow: bool = True) -> Pending | None:
+    """What follows a complete round whose response made ``calls`` (pure).
+
+    None: the response ends as the model gave it (no call to the proxy's tools, the ``hidden``
+    names; or the response stopped at its token limit, ``truncated``, so a call in it may be cut:
+    it is never carried out, and the client sees the truncation in its dialect's own stop
+    reason). Else the proxy's calls to carry out: a follow-up when they are the only calls,
+    ``rounds`` (follow-ups made) is below ``max_rounds`` and ``can_follow`` (the request is
+    known); ``exhausted`` when only the rounds stop it."""
+    mine = tuple(c for c in calls if c.name in hidden)
+    if not mine or truncated:
+        return None
+    only_mine = len(mine) == len(calls)
+    follow = only_mine and can_follow and rounds < max_rounds
+    return Pending(mine, follow, exhausted=only_mine and not follow)
 
 
 def sum_usage(usages: list[Usage]) -> Usage:
@@ -144,13 +166,13 @@ class StreamLoop:
         if view.failed or not view.complete:
             return tail + self._close(notice_failed(view.failed or "the follow-up response ended early"))
         msg = Raw(text).value
-        calls = self.reply.tool_calls(msg)
-        mine = tuple(c for c in calls if c.name in self.hidden)
-        if not mine:
+        truncated = isinstance(msg, dict) and self.reply.truncated(msg)
+        pending = after_round(self.reply.tool_calls(msg), self.hidden, truncated=truncated, rounds=self.rounds, max_rounds=self.max_rounds, can_follow=self.request is not None)
+        if pending is None:
+            if truncated and any(c.name in self.hidden for c in self.reply.tool_calls(msg)):
+                log.info("headroom: a call to the proxy's tools was cut at the token limit: not carried out; the client sees the truncation")
             return tail + self._close(None)
-        only_mine = len(mine) == len(calls)
-        follow = only_mine and self.request is not None and self.rounds < self.max_rounds
-        self.pending = Pending(mine, follow, exhausted=only_mine and not follow)
+        self.pending = pending
         return tail
 
     def next_request(self, results: list[tuple[ToolCall, str]]) -> bytes:
@@ -325,19 +347,21 @@ async def complete_json(
         if not isinstance(msg, dict) or not reply.completed(msg):
             return JsonOutcome(None, 0, tuple(texts))
         while True:
-            calls = reply.tool_calls(msg)
-            mine = [c for c in calls if c.name in hidden]
-            if not mine:
+            truncated = reply.truncated(msg)
+            p = after_round(reply.tool_calls(msg), hidden, truncated=truncated, rounds=rounds, max_rounds=max_rounds)
+            if p is None:
+                if truncated and any(c.name in hidden for c in reply.tool_calls(msg)):
+                    log.info("headroom: a call to the proxy's tools was cut at the token limit: not carried out; the client sees the truncation")
                 break
-            if len(mine) != len(calls) or rounds >= max_rounds:
-                for c in mine:
+            if not p.follow_up:
+                for c in p.calls:
                     await answer(c)
-                if len(mine) == len(calls):
+                if p.exhausted:
                     notice = notice_rounds(rounds)
                 else:
                     log.warning("headroom: model called proxy tools together with client tools; proxy calls carried out and removed")
                 break
-            results = [(c, await answer(c)) for c in mine]
+            results = [(c, await answer(c)) for c in p.calls]
             request = reply.followup(request, texts[-1], results)
             status, raw = await send(request.encode("utf-8"))
             if status != 200:

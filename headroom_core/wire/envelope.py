@@ -201,5 +201,8 @@ class EnvelopedReply:
     def completed(self, resp: dict[str, Any]) -> bool:
         return self.inner.completed(unwrap(resp, self.key))
 
+    def truncated(self, resp: dict[str, Any]) -> bool:
+        return self.inner.truncated(unwrap(resp, self.key))
+
     def notice_message(self, notice: str, model: str = "") -> str:
         return dumps({self.key: Raw(self.inner.notice_message(notice, model))})

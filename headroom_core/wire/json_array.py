@@ -251,5 +251,8 @@ class JSONArrayReply:
     def completed(self, resp: dict[str, Any]) -> bool:
         return self.inner.completed(resp)
 
+    def truncated(self, resp: dict[str, Any]) -> bool:
+        return self.inner.truncated(resp)
+
     def notice_message(self, notice: str, model: str = "") -> str:
         return self.inner.notice_message(notice, model)

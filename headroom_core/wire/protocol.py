@@ -88,7 +88,10 @@ class ReplySide(Protocol):
     ``StreamView(hidden, state, round_no)`` one round (:class:`ReplyStream`); ``merge`` one
     response for the client from every round's JSON text; ``followup`` the next request's JSON
     text after the proxy answered its tools; ``tool_calls``, ``usage``, ``completed`` read one
-    (non-streamed) response object; ``notice_message`` a whole response holding only a notice;
+    (non-streamed) response object, ``truncated`` whether it stopped at a token limit (the
+    dialect's own terms: Anthropic ``stop_reason`` ``max_tokens``, Chat ``finish_reason``
+    ``length``, Responses ``status`` ``incomplete``, Gemini ``finishReason`` ``MAX_TOKENS``, …:
+    a tool call in it may be cut); ``notice_message`` a whole response holding only a notice;
     ``framing`` how its streamed responses are framed (:class:`StreamFraming`)."""
 
     @property
@@ -107,6 +110,8 @@ class ReplySide(Protocol):
     def usage(self, resp: dict[str, Any]) -> Usage: ...
 
     def completed(self, resp: dict[str, Any]) -> bool: ...
+
+    def truncated(self, resp: dict[str, Any]) -> bool: ...
 
     def notice_message(self, notice: str, model: str = "") -> str: ...
 

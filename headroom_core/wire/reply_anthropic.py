@@ -192,6 +192,17 @@ def completed(message: dict[str, Any]) -> bool:
     return message.get("type", "message") == "message" and isinstance(message.get("content"), list)
 
 
+#: Stop reasons of a response the provider cut at a limit (Messages API, "Handling stop
+#: reasons": ``max_tokens``, and ``model_context_window_exceeded`` when the context window ran out).
+TRUNCATED = ("max_tokens", "model_context_window_exceeded")
+
+
+def truncated(message: dict[str, Any]) -> bool:
+    """Whether a response object stopped at a token limit (``stop_reason`` in
+    :data:`TRUNCATED`): its last block, a tool call's input among them, may be incomplete."""
+    return message.get("stop_reason") in TRUNCATED
+
+
 def merge(texts: list[str], hidden: frozenset[str], notice: str | None) -> str:
     """One response object for the client from every round's response (``texts``, JSON text,
     in order): the last round's object with the visible blocks of every round, a text block

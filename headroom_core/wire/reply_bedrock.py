@@ -26,6 +26,7 @@ followup = _messages.followup
 tool_calls = _messages.tool_calls
 usage = _messages.usage
 completed = _messages.completed
+truncated = _messages.truncated
 notice_message = _messages.notice_message
 
 

@@ -215,6 +215,14 @@ def completed(resp: dict[str, Any]) -> bool:
     return isinstance(resp.get("choices"), list) and bool(resp["choices"])
 
 
+def truncated(resp: dict[str, Any]) -> bool:
+    """Whether a ``chat.completion``'s first choice stopped at the token limit (``finish_reason``
+    ``length``): its tool calls' arguments may be incomplete."""
+    choices = resp.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices else None
+    return isinstance(first, dict) and first.get("finish_reason") == "length"
+
+
 def merge(texts: list[str], hidden: frozenset[str], notice: str | None) -> str:
     """One ``chat.completion`` for the client from every round's (``texts``, JSON text, in
     order): the last round's object whose first choice's ``content`` is every round's content

@@ -218,6 +218,17 @@ def completed(resp: dict[str, Any]) -> bool:
     return isinstance(_dialect.response_message(resp).get("content"), list)
 
 
+#: Stop reasons of a response cut at a limit (Amazon Bedrock API reference, "Converse":
+#: ``stopReason``).
+TRUNCATED = ("max_tokens", "model_context_window_exceeded")
+
+
+def truncated(resp: dict[str, Any]) -> bool:
+    """Whether a response stopped at a token limit (``stopReason`` in :data:`TRUNCATED`): a
+    ``toolUse`` block in it may be incomplete."""
+    return resp.get("stopReason") in TRUNCATED
+
+
 def _content(text: str) -> Raw | None:
     out = RawObject.parse(text).object("output")
     msg = out.object("message") if "message" in out else None

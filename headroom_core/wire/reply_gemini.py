@@ -48,6 +48,14 @@ def completed(resp: dict[str, Any]) -> bool:
     return isinstance(resp.get("candidates"), list) and bool(resp["candidates"])
 
 
+def truncated(resp: dict[str, Any]) -> bool:
+    """Whether a response's first candidate stopped at the token limit (``finishReason``
+    ``MAX_TOKENS``): a ``functionCall`` part in it may be incomplete."""
+    cands = resp.get("candidates")
+    first = cands[0] if isinstance(cands, list) and cands else None
+    return isinstance(first, dict) and first.get("finishReason") == "MAX_TOKENS"
+
+
 def _hidden_call(p: Any, hidden: frozenset[str]) -> bool:
     fc = p.get("functionCall") if isinstance(p, dict) else None
     return isinstance(fc, dict) and fc.get("name") in hidden

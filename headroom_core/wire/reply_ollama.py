@@ -158,6 +158,12 @@ def completed(resp: dict[str, Any]) -> bool:
     return isinstance(resp.get("message"), dict) and resp.get("done", True) is not False
 
 
+def truncated(resp: dict[str, Any]) -> bool:
+    """Whether an answer stopped at the token limit (``done_reason`` ``length``, Ollama's
+    ``num_predict`` reached)."""
+    return resp.get("done_reason") == "length"
+
+
 def merge(texts: list[str], hidden: frozenset[str], notice: str | None) -> str:
     """One answer from every round's (``texts``, JSON, in order): the last round's object, its
     ``message`` with every round's content joined (``notice`` appended) and the client's calls;

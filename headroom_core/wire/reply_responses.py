@@ -172,6 +172,13 @@ def completed(resp: dict[str, Any]) -> bool:
     return isinstance(resp.get("output"), list)
 
 
+def truncated(resp: dict[str, Any]) -> bool:
+    """Whether a response object is ``incomplete`` (``incomplete_details.reason``
+    ``max_output_tokens``, or ``content_filter``: the output was cut either way), so a
+    ``function_call`` item in it may be incomplete."""
+    return resp.get("status") == "incomplete"
+
+
 def merge(texts: list[str], hidden: frozenset[str], notice: str | None) -> str:
     """One response object for the client from every round's (``texts``, JSON text, in order):
     the last one with ``output`` = the visible items of every round (calls to ``hidden`` tools

@@ -320,3 +320,76 @@ def test_gemini_thought_signatures_and_parts_go_back_as_sent():
     follow = json.loads(reply.followup(json.dumps(_gemini_body()), text, [(call, "X")]))
     assert follow["contents"][-2] == resp["candidates"][0]["content"]
     assert follow["contents"][-1] == {"role": "user", "parts": [{"functionResponse": {"name": R, "response": {"output": "X"}}}]}
+
+
+#: per dialect family: the stop member of a response that called a tool / finished, and its value
+#: when the response stopped at the token limit (the dialect's own terms)
+_STOPS = {
+    "stop_reason": ("tool_use", "max_tokens"),  # Messages (Anthropic, Vertex AI, Bedrock InvokeModel)
+    "finishReason": ("STOP", "MAX_TOKENS"),  # Gemini, Vertex Gemini, Code Assist
+    "done_reason": ("stop", "length"),  # Ollama
+    "stopReason": ("tool_use", "max_tokens"),  # Bedrock Converse
+}
+
+
+def _cut(text: str) -> str:
+    """``text`` (a response's or an event's JSON) with its stop member saying "token limit"."""
+    import re
+
+    for key, (old, new) in _STOPS.items():
+        text = re.sub(rf'("{key}"\s*:\s*)"{old}"', rf'\1"{new}"', text)
+    return text
+
+
+def _cut_stream(reply: Any, stream: bytes) -> bytes:
+    """``stream`` with the stop member of every event changed by :func:`_cut`, framed again."""
+    from headroom_core.wire.eventstream import EVENT_STREAM, chunk_frame, event_frame
+    from headroom_core.wire.ndjson import NDJSON
+
+    framing = framing_of(reply)
+    p = framing.parser()
+    out = b""
+    for ev in p.feed(stream) + p.feed(b""):
+        data = _cut(ev.data)
+        if framing is EVENT_STREAM:
+            out += chunk_frame(data) if ev.event == "chunk" else event_frame(ev.event or "", data)
+        elif framing is NDJSON:
+            out += data.encode() + b"\n"
+        else:
+            out += (f"event: {ev.event}\n" if ev.event else "").encode() + b"data: " + data.encode() + b"\n\n"
+    return out
+
+
+@pytest.mark.parametrize("d", list(CASES))
+def test_a_proxy_call_cut_at_the_token_limit_is_never_carried_out(d):
+    """Issue 36, item 5: a response stopped at its token limit whose last block is the proxy's
+    call: the call is never answered (its input may be cut), and the client gets the response
+    without it, its stop reason still the dialect's "token limit"."""
+    import asyncio
+
+    from headroom_core.ccr.loop import complete_json
+
+    c, reply = CASES[d], REGISTRY[d].reply
+    hidden = frozenset({R})
+    mine = ToolCall("call_r", R, {"key": "0" * 24})
+    first = _cut(json.dumps(c.response([mine], "Checking.")))
+    assert reply.truncated(json.loads(first)) and not reply.truncated(json.loads(json.dumps(c.response([mine], "Checking."))))
+    answered: list[ToolCall] = []
+
+    async def answer(call: ToolCall) -> str:
+        answered.append(call)
+        return "THE ORIGINAL"
+
+    async def send(body: bytes) -> tuple[int, bytes]:
+        raise AssertionError("a truncated call gets no follow-up")
+
+    got = asyncio.run(complete_json(reply, json.dumps(c.body), first, hidden, answer, send, 3))
+    assert answered == [] and got.rounds == 0 and got.body is not None
+    merged = json.loads(got.body)
+    assert reply.tool_calls(merged) == [] and "Checking." in got.body.decode() and reply.truncated(merged)
+    # streamed: no pending call, the client's events without it, ending in the truncation
+    loop = StreamLoop(reply, json.dumps(c.body), hidden, 3)
+    out = loop.feed(_cut_stream(reply, c.stream([mine], "Checking."))) + loop.end_round()
+    seen = _payloads(reply, out)
+    assert loop.done and loop.pending is None and R not in seen and "Checking." in seen
+    assert any(new in seen for _, new in _STOPS.values())

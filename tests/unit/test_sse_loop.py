@@ -236,3 +236,52 @@ def test_json_loop_merges_and_survives_a_failing_follow_up(dialect):
     assert bad.rounds == 0 and R not in text and json.dumps(notice_failed("the follow-up request got HTTP 500"))[1:-1] in text
     none = asyncio.run(complete_json(reply, request, rounds[1][1], HIDDEN, answer, send_fail, 3))
     assert none.body is None  # nothing to change: the provider's bytes go to the client
+
+
+# -- a response cut at the token limit (issue 36, item 5) -------------------------------------
+
+
+def truncated_rounds(dialect: str) -> tuple[bytes, str]:
+    """A first round that calls the proxy's tool and stops at the token limit, in the dialect's
+    own terms, as (SSE bytes, non-streamed text)."""
+    if dialect == "anthropic":
+        m = anthropic_message([{"type": "text", "text": "Looking."}, call()], "max_tokens")
+        return sse(anthropic_events(m)), json.dumps(m)
+    if dialect == "chat":
+        tc = {"id": "call_r", "type": "function", "function": {"name": R, "arguments": '{"key": "ab'}}
+        m = chat_completion({"content": "Looking.", "refusal": None, "tool_calls": [tc]}, "length")
+        return sse(chat_events(m), named=False), json.dumps(m)
+    fc = {"type": "function_call", "id": "fc_1", "call_id": "call_r", "name": R, "arguments": '{"key": "ab', "status": "incomplete"}
+    msg = {"type": "message", "id": "msg_1", "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": "Looking.", "annotations": []}]}
+    m = responses_response([msg, fc], status="incomplete", incomplete_details={"reason": "max_output_tokens"})
+    evs = responses_events(m)
+    evs[-1] = {**evs[-1], "type": "response.incomplete"}
+    return sse(evs), json.dumps(m)
+
+
+STOPPED = {"anthropic": lambda m: m["stop_reason"], "chat": lambda m: m["choices"][0]["finish_reason"], "responses": lambda m: m["status"]}
+TRUNCATED = {"anthropic": "max_tokens", "chat": "length", "responses": "incomplete"}
+
+
+@pytest.mark.parametrize("dialect", list(DIALECTS))
+def test_a_proxy_call_cut_at_the_token_limit_is_never_carried_out_and_the_client_sees_the_truncation(dialect):
+    reply, request, asm, _ = DIALECTS[dialect]
+    data, text = truncated_rounds(dialect)
+    assert reply.truncated(json.loads(text))
+    loop = StreamLoop(reply, request, HIDDEN, 3)
+    out = feed_in_pieces(loop, data) + loop.end_round()
+    assert loop.done and loop.pending is None and loop.rounds == 0  # nothing to answer, no follow-up
+    got = client_message(asm, out)
+    assert R not in json.dumps(got) and "Looking." in json.dumps(got) and STOPPED[dialect](got) == TRUNCATED[dialect]
+    answered: list = []
+
+    async def answer(c):
+        answered.append(c)
+        return "orig"
+
+    async def send(body: bytes):
+        raise AssertionError("no follow-up for a truncated call")
+
+    res = asyncio.run(complete_json(reply, request, text, HIDDEN, answer, send, 3))
+    merged = json.loads(res.body)
+    assert answered == [] and res.rounds == 0 and R not in res.body.decode() and STOPPED[dialect](merged) == TRUNCATED[dialect]
