@@ -1,5 +1,11 @@
 """The WebSocket addon: the Responses API over WebSocket, as Codex speaks it, on any host.
 
+The connection's state (its turns in flight, conversation, history, whether it was refused) and
+every decision live in :class:`headroom_core.ws_connection.WsConnection`, one per WebSocket flow
+(``flow.metadata[KEY]``); this addon hands it each frame and carries out what it returns (a
+:class:`~headroom_core.ws_connection.Relay`: the frame replaced, dropped or refused, a follow-up
+sent upstream, a wait before the frame goes out) with mitmproxy's means. What happens:
+
 Per client ``response.create`` frame it takes the same steps as the HTTP path
 (:func:`headroom_core.request_plan.plan_request_async` on the frame's Responses body, then the
 frame's :class:`~headroom_core.turn.Turn`: its observers, ledger row, proxy-tool answers and
@@ -15,8 +21,8 @@ items, which a frame with ``previous_response_id`` does not carry), as over HTTP
 ledger), except when the frame offered the proxy's own tools (``RequestPlan.hidden_tools``:
 ``headroom_retrieve``, memory tools) and the model calls one.
 
-The proxy's own tools, as over HTTP (:mod:`headroom_core.ccr.ws_loop` decides, this addon only
-moves frames): from a ``response.output_item.added`` that calls one of them, the turn's server
+The proxy's own tools, as over HTTP (:mod:`headroom_core.ccr.ws_loop` decides, the connection
+answers, this addon only moves frames): from a ``response.output_item.added`` that calls one of them, the turn's server
 events are held back (dropped now, kept). At the end of the turn, when every call was the
 proxy's, the proxy answers them (``answer_call`` in a worker thread) and sends the follow-up as a
 new ``response.create`` frame upstream on the same WebSocket (``inject.websocket`` with
@@ -46,74 +52,26 @@ order); other flows and connections go on.
 
 from __future__ import annotations
 
-import json
-import logging
-from collections import deque
-from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Coroutine
+from typing import Any, Coroutine
 
 from mitmproxy import ctx, http
 from mitmproxy.websocket import WebSocketMessage
 
-from headroom_core import ws_conversation, ws_policy
 from headroom_core.ccr import ws_loop
-from headroom_core.request_plan import Action, plan_request_async
-from headroom_core.scope import Conversation, credential, scope_of
-from headroom_core.turn import Turn, Turns
-from headroom_core.wire import responses_ws as rws
-from headroom_core.wire.dialects import Route
+from headroom_core.turn import Turns
+from headroom_core.ws_connection import Relay, WsConnection
 
 import headroom_ws_close
 from headroom_headers import header_dict
 from headroom_options import State
 
-log = logging.getLogger("headroom")
-
 KEY = "headroom_ws"
-#: A ``response.create`` frame's body is a Responses API request (known from the frame itself).
-_FRAME_ROUTE = Route(rws.DIALECT)
-_TERMINAL_BYTES = tuple(f'"{t}"'.encode() for t in rws.TERMINAL_EVENTS)
-_OUTPUT_ITEM_DONE = b'"response.output_item.done"'
-
-
-@dataclass
-class _Pending:
-    """A forwarded ``response.create`` (its :class:`~headroom_core.turn.Turn`) waiting for its
-    terminal server event; ``loop`` follows its events when the proxy offered its own tools."""
-
-    turn: Turn
-    loop: ws_loop.WsRetrieveLoop | None = None
-    #: the connection's conversation through this frame (history and the frame's input items)
-    items: tuple[Any, ...] = ()
-    #: the output items of ``response.output_item.done`` events (when the terminal event has none)
-    outputs: list[Any] = field(default_factory=list)
-
-
-@dataclass
-class WsFlowState:
-    """Per WebSocket flow: the upgrade request's lowercase headers (``x-headroom-*`` included,
-    captured before the HTTP addon strips them), whether the path is a Responses endpoint, the
-    turns in flight (FIFO: the Responses WebSocket runs one response at a time), and whether the
-    proxy has closed the connection."""
-
-    headers: dict[str, str]
-    responses_path: bool
-    pending: deque[_Pending] = field(default_factory=deque)
-    closed: bool = False
-    #: the project and session of the connection's first frame that named them: frames that
-    #: continue it take them (:mod:`headroom_core.ws_conversation`)
-    conversation: Conversation | None = None
-    #: the connection's items so far (input items and responses' output items), for the observers
-    history: tuple[Any, ...] = ()
-    #: the connection's project-less conversation named its project: rows of its earlier
-    #: frames still to be recorded take the named one
-    adopted: ws_conversation.Adoption | None = None
 
 
 class ResponsesWebSocket:
     """mitmproxy addon (hooks ``requestheaders``, ``websocket_message``, ``websocket_end``,
-    ``done``)."""
+    ``done``): each WebSocket flow's :class:`~headroom_core.ws_connection.WsConnection` lives in
+    ``flow.metadata[KEY]``; the hooks hand it the frames and carry out its :class:`Relay`."""
 
     def __init__(self, state: State) -> None:
         self.state = state
@@ -123,210 +81,84 @@ class ResponsesWebSocket:
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if flow.request.headers.get("upgrade", "").lower() != "websocket":
             return
-        headers = header_dict(flow.request.headers)
-        flow.metadata[KEY] = WsFlowState(headers, rws.is_responses_path(flow.request.path))
+        # the headers as the client sent them (x-headroom-* before the HTTP addon strips them)
+        flow.metadata[KEY] = WsConnection(header_dict(flow.request.headers), flow.request.path, key=f"ws {flow.id}", where=_where(flow))
 
     def websocket_message(self, flow: http.HTTPFlow) -> Coroutine[Any, Any, None] | None:
         # Sync for server events (no await on their path) except the one that ends a turn (it
-        # waits for the ledger's commit), a coroutine for client frames.
+        # waits for the ledger's commit) and the one that settles the proxy's calls; a coroutine
+        # for client frames.
         rt = self.state.runtime
-        st: WsFlowState | None = flow.metadata.get(KEY)
-        if rt is None or st is None or flow.websocket is None:
+        conn: WsConnection | None = flow.metadata.get(KEY)
+        if rt is None or conn is None or flow.websocket is None:
             return None
         msg = flow.websocket.messages[-1]
         if msg.injected:
             return None
-        if st.closed:
-            if msg.from_client:
-                msg.drop()  # refused: nothing more goes upstream on this connection
-            return None
         if msg.from_client:
-            return self._client_frame(flow, st)
-        if st.pending and st.pending[0].loop is not None:
-            return self._loop_event(flow, st, st.pending[0])
-        return self._server_event(flow, st)
-
-    async def _client_frame(self, flow: http.HTTPFlow, st: WsFlowState) -> None:
-        rt = self.state.runtime
-        assert rt is not None and flow.websocket is not None
-        msg = flow.websocket.messages[-1]
-        if not msg.is_text:
-            return
-        content = msg.content
-        if not (st.responses_path or rws.looks_like_create(content)):
-            return
-        s = rt.settings
-        refusal = ws_policy.frame_refusal(s, len(content))
-        if refusal is not None:
-            self._refuse(flow, st, refusal)
-            return
-        frame = rws.parse_create(content)
-        if frame is None:
-            return
-        cred = credential(st.headers, rws.RESPONSES_PATH)
-        continues = ws_conversation.continues(st.conversation, frame.body, st.headers, lambda p: scope_of(p, cred, rt.sealer))
-        plan = await plan_request_async(
-            rt, "POST", rws.RESPONSES_PATH, st.headers, frame.body_bytes, s.compress_timeout_seconds, route_=_FRAME_ROUTE, continues=continues
-        )
-        move = ws_conversation.adoption(st.conversation, plan.conversation)
-        st.conversation = ws_conversation.pin(st.conversation, plan.conversation)
-        if move is not None:
-            st.adopted = move
-            log.info("headroom: %s (WebSocket): the conversation names its project now; its earlier rows move to it", _where(flow))
-        before = ws_conversation.history_before(st.history, frame.body)
-        refusal = ws_policy.plan_refusal(s, plan)
-        if refusal is not None:
-            self._refuse(flow, st, refusal)
-            return
-        if plan.action is Action.REWRITE and plan.body is not None:
-            msg.content = frame.with_body(plan.body)
-            log.info("headroom: %s (WebSocket): %s, %d -> %d bytes", _where(flow), plan.reason, plan.bytes_before, plan.bytes_after)
-        if plan.dialect is not None:
-            observed = replace(plan, context=ws_conversation.observed_context(plan.context, before)) if plan.context is not None else plan
-            ua = flow.request.headers.get("user-agent", "")
-            turn = self.turns.begin(rt, plan, key=f"ws {flow.id}", user_agent=ua, observe_as=observed, move=move)
-            loop = None
-            if plan.hidden_tools:
-                sent = plan.body if plan.action is Action.REWRITE and plan.body is not None else frame.body_bytes
-                loop = ws_loop.WsRetrieveLoop(
-                    sent.decode("utf-8"), plan.hidden_tools, s.retrieve_max_rounds, frame.text[: frame.start], frame.text[frame.end :]
-                )
-            st.pending.append(_Pending(turn, loop, ws_conversation.frame_items(before, frame.body)))
-
-    def _refuse(self, flow: http.HTTPFlow, st: WsFlowState, refusal: ws_policy.Refusal) -> None:
-        assert flow.websocket is not None
-        flow.websocket.messages[-1].drop()
-        st.closed = True
-        log.warning("headroom: %s (WebSocket) refused and closed with %d: %s", _where(flow), refusal.code, refusal.reason)
-        # in this order on the connection: the error event tells the agent to compact (see ws_policy)
-        _inject(flow, refusal.event, to_client=True)
-        headroom_ws_close.close(flow, refusal.code, refusal.reason)
-        self._record(flow, st, Turn(self.state.runtime, refusal.plan, user_agent=flow.request.headers.get("user-agent", "")), refusal.code)
-
-    def _server_event(self, flow: http.HTTPFlow, st: WsFlowState) -> Coroutine[Any, Any, None] | None:
-        """A server event of a turn without the proxy's tools: passes untouched; a terminal one
-        records the turn and is held until its row is committed (the coroutine returned)."""
-        assert flow.websocket is not None
-        msg = flow.websocket.messages[-1]
-        if not st.pending or not msg.is_text:
-            return None
-        content = msg.content
-        if _OUTPUT_ITEM_DONE not in content and not any(t in content for t in _TERMINAL_BYTES):
-            return None
-        try:
-            event = json.loads(content)
-        except ValueError:
-            return None
-        if not isinstance(event, dict):
-            return None
-        if event.get("type") == "response.output_item.done" and isinstance(event.get("item"), dict):
-            st.pending[0].outputs.append(event["item"])  # for the history, when the terminal event has no output
-            return None
-        if event.get("type") not in rws.TERMINAL_EVENTS:
-            return None
-        p = st.pending.popleft()
-        resp = event.get("response") if isinstance(event.get("response"), dict) else None
-        st.history = ws_conversation.with_response(p.items, (resp or {}).get("output") or p.outputs)
-        committed = self._record(flow, st, p.turn, 200 if event.get("type") != "error" else None, resp)
-        return p.turn.durable(committed, _where_ws(flow))
-
-    def _loop_event(self, flow: http.HTTPFlow, st: WsFlowState, p: _Pending) -> Coroutine[Any, Any, None] | None:
-        """A server event of a turn that offered the proxy's tools (see the module docstring)."""
-        assert flow.websocket is not None and p.loop is not None
-        msg = flow.websocket.messages[-1]
+            if conn.closed:
+                msg.drop()  # refused: nothing more goes upstream on this connection
+                return None
+            return self._client_frame(flow, conn, msg) if msg.is_text else None
         if not msg.is_text:
             return None
-        step = p.loop.feed(msg.content)
-        if isinstance(step, ws_loop.Hold):
+        step = conn.server_frame(msg.content)
+        if isinstance(step, ws_loop.Settle):
+            return self._settle(flow, conn, msg, step)
+        return _carry_out(flow, msg, step)
+
+    async def _client_frame(self, flow: http.HTTPFlow, conn: WsConnection, msg: WebSocketMessage) -> None:
+        out = await conn.client_frame(self.state.runtime, self.turns, msg.content)
+        if out.refusal is not None:
             msg.drop()
-        elif isinstance(step, ws_loop.Emit):
-            _replace(flow, msg, step.frames)
-        elif isinstance(step, ws_loop.Settle):
-            return self._settle(flow, st, p, step)
-        return p.turn.durable(self._turn_over(flow, st, p), _where_ws(flow), taught=p.loop.done)
+            # in this order on the connection: the error event tells the agent to compact (see ws_policy)
+            _inject(flow, out.refusal.event, to_client=True)
+            headroom_ws_close.close(flow, out.refusal.code, out.refusal.reason)
+            return
+        await _carried_out(flow, msg, out)
 
-    async def _settle(self, flow: http.HTTPFlow, st: WsFlowState, p: _Pending, step: ws_loop.Settle) -> None:
-        """The turn ended with held events: answer the proxy's calls off the event loop, then
-        release frames to the client and/or send the follow-up upstream."""
-        assert p.loop is not None and flow.websocket is not None
-        msg = flow.websocket.messages[-1]  # the terminal event; taken before any await
-        try:
-            results = await p.turn.follow_up(_answers(p.turn, step.calls))
-            res = p.loop.resolve(results)
-        except Exception as e:  # noqa: BLE001 - the client still gets a coherent end of its response
-            log.exception("headroom: %s (WebSocket): answering the proxy's tools failed", _where(flow))
-            res = ws_loop.Resolution(p.loop.fail(type(e).__name__), None)
-        _replace(flow, msg, res.to_client)
-        if res.to_upstream is not None:
-            log.info("headroom: %s (WebSocket): answered %d proxy tool call(s), follow-up %d", _where(flow), len(results), p.loop.rounds)
-            _inject(flow, res.to_upstream, to_client=False)
-        elif step.calls:
-            log.warning("headroom: %s (WebSocket): proxy tool calls carried out and removed (client calls in the same turn, or rounds exhausted)", _where(flow))
-        wait = p.turn.durable(self._turn_over(flow, st, p), _where_ws(flow), taught=p.loop.done)
-        if wait is not None:
-            await wait
-
-    def _turn_over(self, flow: http.HTTPFlow, st: WsFlowState, p: _Pending) -> Future | None:
-        """Record the turn once its loop saw the last terminal event the client gets; the future
-        of the row's commit (None: the turn goes on, or nothing was queued)."""
-        loop = p.loop
-        if loop is None or not loop.done or not st.pending or st.pending[0] is not p:
-            return None
-        st.pending.popleft()
-        st.history = ws_conversation.with_response(p.items, (loop.final or {}).get("output"))
-        return self._record(flow, st, p.turn, 200 if loop.final is not None else None, loop.final, loop)
+    async def _settle(self, flow: http.HTTPFlow, conn: WsConnection, msg: WebSocketMessage, step: ws_loop.Settle) -> None:
+        """The turn ended with held events: the connection answers the proxy's calls, then the
+        frames go to the client and/or the follow-up upstream."""
+        await _carried_out(flow, msg, await conn.settle(step))
 
     def websocket_end(self, flow: http.HTTPFlow) -> None:
-        st: WsFlowState | None = flow.metadata.get(KEY)
-        while st is not None and st.pending:
-            self._record(flow, st, st.pending.popleft().turn, None)
+        conn: WsConnection | None = flow.metadata.get(KEY)
+        if conn is not None:
+            conn.end()
 
     def done(self) -> None:
         """On shutdown: diagnostics not yet run are dropped."""
         self.turns.close()
 
-    @staticmethod
-    def _record(
-        flow: http.HTTPFlow, st: WsFlowState, turn: Turn, status: int | None, resp: dict[str, Any] | None = None, loop: ws_loop.WsRetrieveLoop | None = None
-    ) -> Future | None:
-        """Record ``turn`` (:meth:`~headroom_core.turn.Turn.record`; its usage and calls from
-        ``resp``, the terminal event's response, or from the proxy's ``loop``); the future of
-        the row's commit (None: not queued). Only the frame that ends the turn for the client
-        waits for it. A turn planned before the connection named its project is recorded under
-        that project."""
-        if turn.rt is None:
-            return None
-        done = loop if loop is not None and loop.done else None
-        return turn.record(
-            status_code=status,
-            response=resp,
-            usage=done.usage if done else None,
-            rounds=loop.rounds if loop is not None else 0,
-            called=list(done.called) if done else None,
-            conversation=ws_conversation.row_conversation(st.adopted, st.conversation, turn.plan.project),
-        )
+
+def _carry_out(flow: http.HTTPFlow, msg: WebSocketMessage, out: Relay) -> Coroutine[Any, Any, None] | None:
+    """Carry out ``out`` on the frame being relayed (``msg``): its replacement frames, then the
+    frame sent upstream; returns what the hook awaits before ``msg`` goes out (None: nothing)."""
+    if out.frames is not None:
+        _replace(flow, msg, out.frames)
+    if out.upstream is not None:
+        _inject(flow, out.upstream, to_client=False)
+    return out.wait
 
 
-async def _answers(turn: Turn, calls: Any) -> list[tuple[Any, str]]:
-    """The proxy's answers to ``calls``, in order."""
-    return [(c, await turn.answer(c)) for c in calls]
-
-
-def _where_ws(flow: http.HTTPFlow) -> Callable[[], str]:
-    """The flow for a log line, made only when one is written."""
-    return lambda: f"{_where(flow)} (WebSocket)"
+async def _carried_out(flow: http.HTTPFlow, msg: WebSocketMessage, out: Relay) -> None:
+    """:func:`_carry_out` from a coroutine hook, awaiting its wait."""
+    wait = _carry_out(flow, msg, out)
+    if wait is not None:
+        await wait
 
 
 def _replace(flow: http.HTTPFlow, msg: WebSocketMessage, frames: tuple[bytes, ...]) -> None:
-    """Send ``frames`` to the client instead of the current server frame (none: drop it). The
+    """Send ``frames`` instead of the current frame (none: drop it), in its direction. The
     first takes the current frame's place; the rest are injected, and mitmproxy relays them
-    after it (injected events queue behind the running ``websocket_message`` hook)."""
+    after it (injected frames queue behind the running ``websocket_message`` hook)."""
     if not frames:
         msg.drop()
         return
     msg.content = frames[0]
     for f in frames[1:]:
-        _inject(flow, f, to_client=True)
+        _inject(flow, f, to_client=not msg.from_client)
 
 
 def _inject(flow: http.HTTPFlow, payload: bytes, *, to_client: bool) -> None:

@@ -19,8 +19,8 @@ frame's input items and each response's output items, :func:`frame_items`,
 (:func:`observed_body`, the frame's live zone shifted behind the history), the view the HTTP
 path gives them.
 
-Pure decisions; the WebSocket addon keeps the pinned :class:`~headroom_core.scope.Conversation`
-and the history per connection.
+Pure decisions; :class:`headroom_core.ws_connection.WsConnection` keeps the pinned
+:class:`~headroom_core.scope.Conversation` and the history per connection.
 """
 
 from __future__ import annotations
