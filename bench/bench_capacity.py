@@ -26,8 +26,13 @@ proxy's CPU seconds (its process and children: Headroom's compression worker) pe
 per MB of new tool output (the tool results a request adds to the conversation), and its
 resident memory at the end.
 
+Each round also prints the added p95 of each turn (which turns set the p95: a session's first
+request and a changed tool list are the heavy ones) and the proxy's process id (for a sampling
+profiler); ``--agents 4,4`` runs those rounds only, without the search.
+
 Run: ``.venv/bin/python bench/bench_capacity.py [--quick] [--turns 6] [--max-agents 64]
-[--peer DIR|none]``. Default: a few minutes on a 2-core machine. Not a test: asserts nothing.
+[--agents N,N…] [--peer DIR|none]``. Default: a few minutes on a 2-core machine. Not a test:
+asserts nothing.
 """
 
 from __future__ import annotations
@@ -319,6 +324,7 @@ def start_mitm(label: str, script: Path | None) -> Target:
     px = MitmProxy(script, options=opts, startup_timeout=120).start()
     if script is not None:
         px.wait_for_log(r"headroom: ready", timeout=120, since_start=True)
+    print(f"{label}: process {px.process.pid}", flush=True)
     return Target(label, "forward", px.port, px.process.pid, str(px.ca_path), px.cleanup)
 
 
@@ -407,7 +413,11 @@ def capacity(t: Target, up_port: int, session, new_bytes: list[int], seed0: int)
     step between; the capacity under each test is the largest N that passed it."""
     rounds: list[dict] = []
     seed = seed0
-    n = 1
+    for n in ARGS.agents:  # fixed rounds (--agents): no search
+        seed += 1
+        rounds.append(run_round(t, up_port, session, n, ARGS.think, seed))
+        _say(t, rounds[-1])
+    n = ARGS.max_agents + 1 if ARGS.agents else 1
     while n <= ARGS.max_agents:
         seed += 1
         res = run_round(t, up_port, session, n, ARGS.think, seed)
@@ -417,7 +427,7 @@ def capacity(t: Target, up_port: int, session, new_bytes: list[int], seed0: int)
             break
         n *= 2
     passed = [r["n"] for r in rounds if r["ok_later"]]
-    if rounds and not rounds[-1]["ok_later"] and passed and rounds[-1]["n"] - max(passed) > 1:
+    if not ARGS.agents and rounds and not rounds[-1]["ok_later"] and passed and rounds[-1]["n"] - max(passed) > 1:
         seed += 1
         res = run_round(t, up_port, session, (max(passed) + rounds[-1]["n"]) // 2, ARGS.think, seed)
         rounds.append(res)
@@ -442,6 +452,10 @@ def _say(t: Target, res: dict) -> None:
     print(f"  {t.label}: {res['n']} agents: {len(res['added'])}/{res['requests']} answered, {res['errors']} errors, added "
           f"p50 {1000 * pct(res['added'], 0.5):.0f} ms, p95 {1000 * pct(res['added'], 0.95):.0f} ms "
           f"(continuing turns {1000 * pct(res['later'], 0.95):.0f} ms), CPU {res['cpu']:.1f} s", flush=True)  # fmt: skip
+    turns: dict[int, list[float]] = {}
+    for turn, a in res["by_turn"]:
+        turns.setdefault(turn, []).append(a)
+    print("    added p95 by turn: " + ", ".join(f"{k}: {1000 * pct(v, 0.95):.0f}" for k, v in sorted(turns.items())) + " ms", flush=True)
     if res["errors"]:
         print(f"    e.g. {res['samples']}", flush=True)
 
@@ -458,6 +472,8 @@ def main() -> None:
     ap.add_argument("--stream", type=float, default=0.5, help="the upstream's time streaming the events, seconds")
     ap.add_argument("--max-agents", type=int, default=16, help="the most agents tried (default 16: a few minutes in all)")
     ap.add_argument("--p95-ms", type=float, default=100.0)
+    ap.add_argument("--agents", type=lambda v: [int(x) for x in v.split(",")], default=[],
+                    help="comma list of agent counts: run these rounds only, in order (no search; e.g. for a profiler)")
     ap.add_argument("--only", default="headroom,plain,peer", help="comma list of headroom, plain, peer")
     ap.add_argument("--peer", default=str(Path.home() / ".cache" / "headroom-bench" / "peer-venv"),
                     help=f"venv of the peer proxy ({PEER_PACKAGE}; installed there on first use), or 'none'")
