@@ -13,7 +13,7 @@ tokenizer is not public, so they are estimates. Two serialisations are measured:
 * Python's default ``json.dumps`` (``", "``/``": "`` separators, ``ensure_ascii=True``), which is
   what a Python client using httpx's ``json=`` sends.
 
-Then **tools on demand** (setting ``tools_on_demand``, :mod:`headroom_core.ccr.tool_docs`):
+Then **tools on demand** (setting ``tools_on_demand``, :mod:`headroom_core.tools.on_demand`):
 every request of the corpus is planned by the core walk (:func:`headroom_core.request_plan.plan_request`,
 a fresh runtime in a temporary home) with the setting off and on (for each ``--idle`` threshold),
 and the bodies as forwarded are priced under Anthropic's prompt caching
@@ -60,7 +60,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from headroom_core.compress.tokens import TokenCounter  # noqa: E402
-from headroom_core.compress.tool_defs import minify_tools  # noqa: E402
+from headroom_core.tools.minify import minify_tools  # noqa: E402
 from headroom_core.settings import Settings  # noqa: E402
 
 FLOWS = ROOT.parent / "shared" / "corpus" / "anthropic-flows"
@@ -177,7 +177,7 @@ def priced(counter: TokenCounter, off: dict[str, list], on: dict[str, list]) -> 
 
     from headroom_core.cache.cost_model import AnthropicCache, Blocks
     from headroom_core.cache.prefix_check import earlier_break
-    from headroom_core.ccr.tool_docs import NOTE
+    from headroom_core.tools.on_demand import NOTE
 
     cutter = Blocks(counter.count)
     caches: dict[str, tuple[AnthropicCache, AnthropicCache]] = {}

@@ -29,7 +29,7 @@ from headroom_core.plan_codes import Code
 from headroom_core.outcomes import LABELS as OUTCOME_LABELS, outcome_of
 
 if TYPE_CHECKING:  # the request walk is heavy to import; the ledger's readers do not need it
-    from headroom_core.compress.tools_figures import ToolsFigures
+    from headroom_core.tools.figures import ToolsFigures
     from headroom_core.request_plan import RequestPlan
 
 

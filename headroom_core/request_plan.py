@@ -17,7 +17,7 @@ steps (:func:`_plan` calls them in order), each a small function with a typed re
 3. :func:`_replay_step`: the prompt-cache rule for messages (earlier messages replayed byte
    for byte, the client's ``cache_control`` carried onto them, :mod:`headroom_core.cache.frozen`): ``_Replayed``;
 4. :func:`_tools_step`: the prompt-cache rule for ``tools`` (session order, minified once, the
-   session's proxy tools fixed at its first request, :mod:`headroom_core.cache.tools_order`): ``_ToolsStep``;
+   session's proxy tools fixed at its first request, :mod:`headroom_core.tools`): ``ToolsStep``;
 5. :func:`_content_step`: tool outputs of the live zone compressed (lossless only when the model
    cannot call ``headroom_retrieve``), images resized: ``_Compressed``;
 6. :func:`_inject_step`: context appended to the latest user message;
@@ -41,7 +41,6 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Callable, Mapping
 
-from headroom_core.cache import tools_order
 from headroom_core.cache.breakpoints import BreakpointError, marker_count
 from headroom_core.cache.carry import carry, norm_hash
 from headroom_core.cache.frozen import FrozenEntry, LiveZone, live_zone
@@ -49,7 +48,6 @@ from headroom_core.cache.recent import RecentRequest
 from headroom_core.cache.session import SESSION_HEADER, session_key
 from headroom_core.cache.session_store import SessionRecord, SessionTools
 from headroom_core.cache.turn_prefix import TurnPrefix, compare_turn, system_digest
-from headroom_core.ccr import tool_docs
 from headroom_core.compress.markers import offload_key
 from headroom_core.ccr.retrieve import TOOL_NAME as RETRIEVE
 from headroom_core.clients import client_name
@@ -58,7 +56,6 @@ from headroom_core.compress.pipeline import PipelineResult, compress_outputs
 from headroom_core.compress.result import CompressResult
 from headroom_core.compress.router import classify, compress_text, hint_for, with_text_path
 from headroom_core.compress.worker import WORKER_MIN_CHARS, CompressTimeout, Job
-from headroom_core.compress.tools_figures import ToolsFigures
 from headroom_core.db import lock_wait
 from headroom_core.db.engine import DatabaseError
 from headroom_core.extensions import RequestContext
@@ -68,13 +65,15 @@ from headroom_core.readiness import READY_WAIT_SECONDS
 from headroom_core.runtime import Runtime
 from headroom_core.scope import Conversation, Scope, credential, request_conversation
 from headroom_core.project import PROJECT_HEADER
+from headroom_core.tools import ToolsFigures, ToolsRequest, plan_step
+from headroom_core.tools import ToolsStep as _ToolsStep
 from headroom_core.wire import jsonedit
 from headroom_core.wire.detect import Dialect
 from headroom_core.wire.dialects import Route, WireDialect, route
 from headroom_core.wire.dialects import dialect as route_dialect
 from headroom_core.wire.envelope import Envelope, EnvelopeError, open_envelope
 from headroom_core.wire.request_view import RequestView, view_of
-from headroom_core.wire.view import ARRAYS, BodyView, ViewError, array_at, parse_view
+from headroom_core.wire.view import ARRAYS, BodyView, ViewError, parse_view
 
 log = logging.getLogger("headroom")
 
@@ -532,108 +531,11 @@ def _replay_messages(rt: Runtime, req: _Request, rec: SessionRecord) -> tuple[Li
 # step 4: tools
 
 
-@dataclass(frozen=True)
-class _ToolsStep:
-    """The ``tools`` edits, the session's tools after this request, the figures for the ledger."""
-
-    edits: tuple[jsonedit.Edit, ...]
-    state: SessionTools
-    figures: ToolsFigures | None
-
-
-def _proxy_tool_defs(rt: Runtime, d: WireDialect, names: tuple[str, ...]) -> list[dict[str, Any]]:
-    by_name = {t.name: t for t in rt.extensions.tools}
-    return [d.function_tool(n, by_name[n].description, by_name[n].schema) for n in names if n in by_name]
-
-
 def _tools_step(rt: Runtime, req: _Request, rec: SessionRecord, proxy_tools: tuple[str, ...], fast: bool) -> _ToolsStep:
-    """``tools`` as the session sends them: the client's tools in the scope's order (see
-    :mod:`headroom_core.cache.tools_order`), each minified (deterministic) or, for the tools
-    the session's first request chose to send on demand, as a skeleton
-    (:mod:`headroom_core.ccr.tool_docs`), then the session's proxy tools; the same text as last time when the client's tools did not change (markers
-    moved or order changed only), with the client's ``cache_control`` carried by position.
-    In the client's own order every byte the proxy does not change stays the client's; a new
-    order keeps the client's separators."""
-    tk, where = req.wire.tools_key, req.wire.tools_path
-    tools = req.wire.tools_of(req.parsed)
-    state = rec.tools
-    if tools is not None and not isinstance(tools, list):
-        return _ToolsStep((), replace(state, proxy_tools=proxy_tools), None)
-    client = tools or []
-    # tools on demand: skeletons (and headroom_tool_docs) decided at the session's first request
-    docs = tool_docs.for_session(rt, req.dialect, req.parsed, client_name(req.headers.get("user-agent", "")), req.scope.project, req.scope.id, state, rec.known, proxy_tools, fast, req.dry_run)
-    proxy_tools = docs.proxy_tools
-    if not client and not proxy_tools:
-        return _ToolsStep((), replace(state, proxy_tools=proxy_tools), None)
+    """Step 4: ``tools`` as the session sends them (:func:`headroom_core.tools.plan_step`)."""
     prev = req.prev.tools if req.prev is not None else None
-    if prev is not None and tk in req.view.reused_members and prev[0] == (state, proxy_tools, fast):
-        return prev[1]  # the same tools text, the same session state: the same step
-    raw = ""
-    spans: list[tuple[int, int]] = []
-    if tools is not None:
-        (a, b), els = array_at(req.view, where)
-        raw = req.text[a:b]
-        spans = [(x - a, y - a) for x, y in els]
-    ids = tools_order.unique_ids(client)
-    order = rt.tool_order.order(req.scope.id, ids, learn=not req.dry_run)
-    bare = [jsonedit.strip_member(raw[x:y], "cache_control") for x, y in (spans[n] for n in order)]
-    # the tools sent as skeletons are part of the text: another session's text for the same
-    # tools is reused only when it sent the same ones (none: the hash is the one without them)
-    shelled = sorted(set(docs.skeletons) & set(ids)) if docs.skeletons else []
-    thash = rt.sealer.digest("tools", json.dumps(list(proxy_tools)), *(["skeletons:" + json.dumps(shelled)] if shelled else []), *bare)
-    marks = [(k, t["cache_control"]) for k, t in enumerate(client) if isinstance(t, dict) and "cache_control" in t]
-    proxy_defs = [] if tools is None and req.dry_run else _proxy_tool_defs(rt, req.wire, proxy_tools)
-    reason = "replayed"
-    known = state.text if state.tools_hash == thash else rt.session_store.tools_text(thash)
-    if known is not None:
-        forwarded = known
-        for k, value in marks:  # the client's breakpoints by position
-            forwarded = jsonedit.insert_member(forwarded, (k,), "cache_control", jsonedit.dumps(value))
-    else:
-        shells = tool_docs.skeletons_by_position(client, order, docs.skeletons)
-        repl: dict[int, Any] = dict(shells)
-        reason = "ordered"
-        if rt.settings.tools_minify and bare:
-            ordered = [shells[i] if i in shells else {k: v for k, v in client[n].items() if k != "cache_control"} if isinstance(client[n], dict) else client[n] for i, n in enumerate(order)]
-            keyed = [jsonedit.dumps(shells[i]) if i in shells else b for i, b in enumerate(bare)]
-            out = rt.tools_minifier.run("[" + ",".join(keyed) + "]", ordered, count=False)
-            repl.update(out.replacements)
-            reason = out.reason
-        if shells:
-            reason += f"; {len(shells)} tools as skeletons"
-        forwarded = _compose(raw or "[]", spans, order, repl, proxy_defs, marks)
-    edits: list[jsonedit.Edit] = []
-    if tools is None:
-        edits = [jsonedit.Append(where, t) for t in proxy_defs]
-    elif forwarded != raw:
-        edits = [jsonedit.ReplaceRaw(where, forwarded)]
-    sent = jsonedit.strip_member(forwarded, "cache_control") if tools is not None else "[" + ",".join(jsonedit.dumps(t) for t in proxy_defs) + "]"
-    own = ",".join(jsonedit.dumps(t) for t in proxy_defs) if edits else ""  # the proxy's tools, counted apart
-    figures = None if fast else ToolsFigures(raw, sent if edits else raw, reason, rt.counter, own)
-    return _ToolsStep(tuple(edits), SessionTools(proxy_tools, thash, sent, docs.skeletons, docs.seen), figures)
-
-
-def _compose(raw: str, spans: list[tuple[int, int]], order: list[int], repl: dict[int, Any], extra: list[Any], marks: list[tuple[int, Any]]) -> str:
-    """The ``tools`` array text: the client's elements (``raw[span]``) in ``order``, those in
-    ``repl`` (by position in ``order``) replaced, ``extra`` appended. In the client's order the
-    client's bytes are edited in place; in another order the client's separators are kept and
-    its ``cache_control`` markers go by position (``marks``)."""
-    if order == list(range(len(order))):
-        edits: list[jsonedit.Edit] = [jsonedit.Replace((i,), v) for i, v in repl.items()]
-        edits += [jsonedit.Append((), t) for t in extra]
-        out = jsonedit.apply(raw, edits) if edits else raw
-        for k, value in marks:
-            if k in repl:  # a minified element carries its marker again
-                out = jsonedit.insert_member(out, (k,), "cache_control", jsonedit.dumps(value))
-        return out
-    head, tail = raw[: spans[0][0]], raw[spans[-1][1] :]
-    sep = raw[spans[0][1] : spans[1][0]] if len(spans) > 1 else ","
-    asc = raw.isascii()  # written as the client writes (as jsonedit.apply does in the branch above)
-    items = [jsonedit.dumps(repl[i], asc) if i in repl else jsonedit.strip_member(raw[spans[n][0] : spans[n][1]], "cache_control") for i, n in enumerate(order)]
-    out = head + sep.join(items + [jsonedit.dumps(t, asc) for t in extra]) + tail
-    for k, value in marks:
-        out = jsonedit.insert_member(out, (k,), "cache_control", jsonedit.dumps(value))
-    return out
+    at = ToolsRequest(req.wire, req.view, client_name(req.headers.get("user-agent", "")), req.scope.project, req.scope.id, req.dry_run, prev)
+    return plan_step(rt, at, rec.tools, rec.known, proxy_tools, fast)
 
 
 def _decide_proxy_tools(rt: Runtime, req: _Request, ctx: RequestContext) -> tuple[str, ...]:

@@ -13,10 +13,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from headroom_core.cache.decisions import DecisionCache
 from headroom_core.cache.recent import RecentRequests
 from headroom_core.cache.session_store import SessionStore
-from headroom_core.cache.tools_order import ToolOrder
+from headroom_core.tools.order import ToolOrder
 from headroom_core.ccr.store import OriginalsStore
 from headroom_core.compress.tokens import TokenCounter
-from headroom_core.compress.tools_step import ToolsMinifier
+from headroom_core.tools.minifier import ToolsMinifier
 from headroom_core.compress.worker import CompressWorker
 from headroom_core.ledger_journal import LedgerJournal
 from headroom_core.ledger_writer import LedgerWriter
@@ -116,7 +116,7 @@ def load_extensions() -> Extensions[Runtime]:
     types, so importing them from this module's top would make an import cycle."""
     from headroom_core.cache import hooks as cache_hooks
     from headroom_core.ccr.retrieve import RetrieveTool
-    from headroom_core.ccr.tool_docs import ToolDocsTool
+    from headroom_core.tools.on_demand import ToolDocsTool
     from headroom_core.learn import hooks as learn_hooks
     from headroom_core.memory import hooks as memory_hooks
 

@@ -68,7 +68,7 @@ class Settings:
         passages repeated across MCP tools).""")
     tools_minify_exclude: tuple[str, ...] = setting((), """Glob patterns of tool names whose definitions stay as they are (never
         sent on demand either).""")
-    # tools on demand (headroom_core/ccr/tool_docs.py): decided at a session's first request
+    # tools on demand (headroom_core/tools/on_demand.py): decided at a session's first request
     tools_on_demand: bool = setting(False, """Tools on demand (off by default): at a session's first request, tools the model
         has not called for a while in this project are sent as skeletons (name, first sentence, an input schema
         with names, types, required and enums) and the proxy offers headroom_tool_docs, which answers a tool's

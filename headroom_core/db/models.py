@@ -133,7 +133,7 @@ class ToolUsage(Base):
     """Per tool name, client and project: how often the tool was offered in a request and how
     often the model called it; ``offered_since_called``: the requests that offered it since the
     model last called it (all of them if it never did). The evidence for offering rarely used
-    tools on demand only (:mod:`headroom_core.ccr.tool_docs`)."""
+    tools on demand only (:mod:`headroom_core.tools.on_demand`)."""
 
     __tablename__ = "tool_usage"
 
@@ -150,7 +150,7 @@ class ToolOrder(Base):
     """The order tools go upstream in, per scope: ``seq`` is the place of ``tool_id`` (a tool's
     name) in the order the scope first sent its tools; tools first seen later come after.
     Equal tool sets then go upstream in one order, however the client lists them, in every
-    session of the scope (:mod:`headroom_core.cache.tools_order`)."""
+    session of the scope (:mod:`headroom_core.tools.order`)."""
 
     __tablename__ = "tool_order"
 
@@ -164,7 +164,7 @@ class ToolSkeletonSet(Base):
     """Tools on demand, per scope: which tools the scope's sessions send as skeletons
     (``skeletons``) among the tools decided so far (``seen``), both JSON lists of tool ids. A new
     session inherits it while the scope's prompt cache may be warm, so sessions of one working
-    stretch send the same ``tools`` (:mod:`headroom_core.ccr.tool_docs`)."""
+    stretch send the same ``tools`` (:mod:`headroom_core.tools.on_demand`)."""
 
     __tablename__ = "tool_skeleton_sets"
 

@@ -142,7 +142,7 @@ def test_a_row_waits_for_its_tools_figures_without_blocking_the_caller(tmp_path)
     decides it: recording the turn meanwhile returns at once (the WebSocket addon records on the
     event loop), and the row is committed, with the exact figures, once they are counted."""
     from headroom_core.compress.tokens import TokenCounter
-    from headroom_core.compress.tools_figures import ToolsFigures
+    from headroom_core.tools.figures import ToolsFigures
     from tests.conftest import TOKENIZER_HOME
 
     gate = threading.Event()

@@ -18,7 +18,7 @@ from headroom_core.cache.volatile import prefix_of
 from headroom_core.ccr import retrieve
 from headroom_core.compress import markers
 from headroom_core.compress.router import compress_text
-from headroom_core.compress.tool_defs import minify_tools
+from headroom_core.tools.minify import minify_tools
 from headroom_core.db.models import RequestOutcome, ToolUsage
 from headroom_core.db.types import MARK, escape_text, unescape_text
 from headroom_core.request_plan import plan_request

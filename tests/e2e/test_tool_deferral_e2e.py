@@ -13,7 +13,7 @@ import time
 import pytest
 from sqlalchemy import func, select
 
-from headroom_core.ccr.tool_docs import NOTE, TOOL_NAME
+from headroom_core.tools.on_demand import NOTE, TOOL_NAME
 from headroom_core.db.engine import open_database
 from headroom_core.db.models import ToolUsage
 from headroom_core.wire import jsonedit

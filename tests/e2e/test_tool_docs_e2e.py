@@ -14,7 +14,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select
 
-from headroom_core.ccr.tool_docs import NOTE, TOOL_NAME, definition_text
+from headroom_core.tools.on_demand import NOTE, TOOL_NAME, definition_text
 from headroom_core.db.engine import open_database
 from headroom_core.db.models import ToolUsage
 from headroom_core.wire import jsonedit

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from headroom_core.compress.tool_defs import expand_references
+from headroom_core.tools.minify import expand_references
 from headroom_core.wire import jsonedit
 from tests.conftest import flow_files, load_flow
 from tests.support.clients import http_client

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from headroom_core.compress.tools_step import ToolsMinifier
+from headroom_core.tools.minifier import ToolsMinifier
 from headroom_core.request_plan import plan_request
 from headroom_core.wire import jsonedit
 from tests.support.clients import http_client

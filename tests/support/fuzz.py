@@ -14,7 +14,7 @@ object, and, as whole bodies, non-JSON bytes, truncated JSON and JSON of the wro
 :func:`check` is the oracle: the upstream body is byte-identical to what was sent, or it parses
 and keeps every value (numbers compared as exact decimals) except (1) tool-output texts, which
 compression may replace, (2) ``tools`` entries, which the proxy may put in its deterministic
-order (the scope's, :mod:`headroom_core.cache.tools_order`; ``cache_control`` stays at its
+order (the scope's, :mod:`headroom_core.tools.order`; ``cache_control`` stays at its
 position) and minification may change only by
 normalising description whitespace, dropping ``$schema`` and ``title`` keywords and replacing
 repeated passages by references that expand back to the same words, (3) the proxy's own tools
@@ -437,9 +437,9 @@ def _unmarked(tools: list) -> list:
 
 def _in_client_order(sent: list, up: list, problems: list[str]) -> list:
     """``up`` (the client's tools as they went upstream) in the order of ``sent``: the proxy
-    sends a scope's tools in one deterministic order (:mod:`headroom_core.cache.tools_order`),
+    sends a scope's tools in one deterministic order (:mod:`headroom_core.tools.order`),
     so the same tools may come in another order. A tool missing or added is a problem."""
-    from headroom_core.cache.tools_order import unique_ids
+    from headroom_core.tools.order import unique_ids
 
     by_id = dict(zip(unique_ids(up), up))
     ids = unique_ids(sent)
@@ -463,7 +463,7 @@ def check(case: Case, upstream_body: bytes) -> list[str]:
         return [f"the upstream body is not JSON: {e}"]
     if not isinstance(sent, dict) or not isinstance(up, dict):
         return ["a non-object body was changed"]
-    from headroom_core.compress.tool_defs import expand_references
+    from headroom_core.tools.minify import expand_references
 
     problems: list[str] = []
     sent, up = dict(sent), dict(up)

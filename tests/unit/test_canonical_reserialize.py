@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from headroom_core.compress.tool_defs import minify_tools
+from headroom_core.tools.minify import minify_tools
 from headroom_core.wire import jsonedit
 from headroom_core.wire.canonical import reserialize_canonical
 

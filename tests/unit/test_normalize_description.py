@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from headroom_core.compress.tool_defs import normalize_description
+from headroom_core.tools.minify import normalize_description
 
 _INNER_WS = re.compile(r"[ \t]*\t[ \t]*| {2,}")
 _FENCE = re.compile(r"^[ \t]*(```|~~~)")

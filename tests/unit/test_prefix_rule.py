@@ -10,7 +10,7 @@ import time
 
 from headroom_core.cache import prefix_check
 from headroom_core.cache.carry import carry, norm_hash
-from headroom_core.cache.tools_order import ordered, unique_ids
+from headroom_core.tools.order import ordered, unique_ids
 from headroom_core.ccr import retrieve
 from headroom_core.compress import markers
 from headroom_core.extensions import RequestContext

@@ -12,9 +12,9 @@ import pytest
 
 from headroom_core import ledger
 from headroom_core.cache.prefix_check import earlier_break
-from headroom_core.ccr.tool_docs import NOTE, TOOL_NAME
-from headroom_core.compress.tool_defs import minify_tools
-from headroom_core.compress.tool_skeleton import skeleton
+from headroom_core.tools.on_demand import NOTE, TOOL_NAME
+from headroom_core.tools.minify import minify_tools
+from headroom_core.tools.skeleton import skeleton
 from headroom_core.request_plan import plan_request
 from headroom_core.wire import jsonedit
 from headroom_core.wire.blocks import Usage

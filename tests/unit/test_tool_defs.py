@@ -1,4 +1,4 @@
-"""Tests for headroom_core.compress.tool_defs: tool-definition minification and dedupe."""
+"""Tests for headroom_core.tools.minify: tool-definition minification and dedupe."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from headroom_core.compress.tool_defs import (
+from headroom_core.tools.minify import (
     REFERENCE_PREFIX,
     ToolsResult,
     expand_references,
@@ -212,7 +212,7 @@ def test_deterministic_across_processes(corpus):
     fname, _tools = max(corpus, key=lambda c: len(c[1]))
     script = (
         "import hashlib, json, sys\n"
-        "from headroom_core.compress.tool_defs import minify_tools\n"
+        "from headroom_core.tools.minify import minify_tools\n"
         "tools = json.load(open(sys.argv[1], encoding='utf-8'))['request']['body']['tools']\n"
         "out = minify_tools(tools).tools\n"
         "print(hashlib.sha256(json.dumps(out, ensure_ascii=False, separators=(',', ':')).encode()).hexdigest())\n"

@@ -14,9 +14,9 @@ from sqlalchemy import select
 
 from headroom_core import ledger
 from headroom_core.cache.prefix_check import earlier_break
-from headroom_core.ccr import tool_docs
-from headroom_core.ccr.tool_docs import NOTE, TOOL_NAME, choose
-from headroom_core.compress.tool_skeleton import first_sentence, skeleton, skeleton_schema
+from headroom_core.tools import on_demand as tool_docs
+from headroom_core.tools.on_demand import NOTE, TOOL_NAME, choose
+from headroom_core.tools.skeleton import first_sentence, skeleton, skeleton_schema
 from headroom_core.db.models import SessionState, ToolUsage
 from headroom_core.extensions import answer_call
 from headroom_core.request_plan import plan_request

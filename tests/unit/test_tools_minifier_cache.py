@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-from headroom_core.compress import tools_step
+from headroom_core.tools import minifier as tools_step
 from headroom_core.compress.tokens import TokenCounter
-from headroom_core.compress.tools_step import ToolsMinifier
+from headroom_core.tools.minifier import ToolsMinifier
 from tests.unit.test_tool_defs import flow_tools
 
 

@@ -1,5 +1,5 @@
-"""The request pipeline's step for the ``tools`` array: minify (cached by content hash) and
-count what it saved.
+"""Minify a request's ``tools`` array once per distinct list (cached by content hash) and count
+what it saved; the tools step (:mod:`headroom_core.tools.step`) uses it.
 
 What goes upstream for a changed tool is written from the client's own JSON text
 (:func:`~headroom_core.wire.jsonedit.reserialize`): numbers, escapes and every value the
@@ -16,7 +16,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from headroom_core.compress.tokens import TokenCounter
-from headroom_core.compress.tool_defs import minify_container, minify_tools
+from headroom_core.tools.minify import minify_container, minify_tools
 from headroom_core.wire import jsonedit
 from headroom_core.wire.canonical import reserialize_canonical
 

@@ -14,7 +14,7 @@ Only constraints are removed (and ``oneOf`` relaxed to ``anyOf``, ``not`` droppe
 every instance the full schema accepts, the skeleton accepts too: a model that calls the tool
 from its skeleton sends arguments the client's tool can still receive.
 
-Shapes understood are those of :mod:`headroom_core.compress.tool_defs` (Anthropic Messages,
+Shapes understood are those of :mod:`headroom_core.tools.minify` (Anthropic Messages,
 OpenAI Chat Completions, OpenAI Responses); anything else (server and built-in tools) has no
 skeleton, and neither has a tool the client defers itself (``"defer_loading": true``,
 :mod:`headroom_core.wire.tool_deferral`). All functions are pure and deterministic (key order
@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from headroom_core.compress.tool_defs import _container
+from headroom_core.tools.minify import _container
 from headroom_core.wire.tool_deferral import is_deferred
 from headroom_core.wire.tool_defs import rebuild_tool
 

@@ -1,5 +1,5 @@
 """Tool definitions on demand: tools the model has not called for a while go upstream as
-skeletons (:mod:`headroom_core.compress.tool_skeleton`), and ``headroom_tool_docs``, a tool
+skeletons (:mod:`headroom_core.tools.skeleton`), and ``headroom_tool_docs``, a tool
 the proxy answers itself, gives the full definition back when the model asks.
 
 The evidence is the ledger's per-project tool usage (table ``tool_usage``, per client and
@@ -55,9 +55,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from sqlalchemy import select
 
-from headroom_core.cache import tools_order
-from headroom_core.compress.tool_defs import _container
-from headroom_core.compress.tool_skeleton import skeleton
+from headroom_core.tools import order as tools_order
+from headroom_core.tools.minify import _container
+from headroom_core.tools.skeleton import skeleton
 from headroom_core.db.models import ToolSkeletonSet, ToolUsage
 from headroom_core.db.upsert import upsert
 from headroom_core.wire import jsonedit

@@ -38,7 +38,7 @@ an earlier tool already carries by a reference to it. See :func:`minify_tools` f
 :func:`expand_references` for the exact way back.
 
 :func:`minify_tools` works on parsed JSON; what goes upstream is written from the client's own
-text by :func:`headroom_core.wire.jsonedit.reserialize` (``compress/tools_step.py``), so every
+text by :func:`headroom_core.wire.jsonedit.reserialize` (``tools/minifier.py``), so every
 value the minifier does not change (numbers such as ``1e400`` or 25-digit decimals, escapes,
 data keywords) keeps the client's exact characters. Any ``str`` is handled, lone surrogates
 included.
