@@ -49,7 +49,7 @@ class SessionTools:
     request), and the ``tools`` array text sent for the ordered tools whose hash is
     ``tools_hash`` (``text``: without ``cache_control``; None before any was sent);
     ``skeletons``: ids of the client's tools sent as skeletons among the ``seen`` ones decided
-    so far (tools on demand, :mod:`headroom_core.ccr.tool_docs`: a tool keeps its status for the
+    so far (tools on demand, :mod:`headroom_core.tools.on_demand`: a tool keeps its status for the
     whole session)."""
 
     proxy_tools: tuple[str, ...] = ()
