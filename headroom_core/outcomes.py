@@ -27,6 +27,7 @@ LABELS: dict[str, str] = {
     "unreachable": "upstream unreachable",
     "db_busy": "database locked by another process",
     "db_unavailable": "database could not be opened",
+    "originals_unstored": "originals could not be stored (outputs sent whole or lossless)",
 }
 
 _BY_CODE = {
@@ -38,6 +39,7 @@ _BY_CODE = {
     Code.NOT_COMPRESSED_TOO_LARGE: "too_large",
     Code.DB_BUSY: "db_busy",
     Code.DB_UNAVAILABLE: "db_unavailable",
+    Code.ORIGINALS_UNSTORED: "originals_unstored",
 }
 
 #: Words of the reasons :mod:`headroom_core.request_plan` writes for a compression timeout and

@@ -31,3 +31,4 @@ class Code(StrEnum):
     ABANDONED = "abandoned"
     DB_BUSY = "db_busy"  # the database was locked past the request's lock-wait budget: fallback or unchanged
     DB_UNAVAILABLE = "db_unavailable"  # the database could not be opened: unchanged
+    ORIGINALS_UNSTORED = "originals_unstored"  # planned, but outputs it would shorten went whole or lossless: their originals could not be stored

@@ -53,6 +53,7 @@ from headroom_core.ccr.retrieve import TOOL_NAME as RETRIEVE
 from headroom_core.clients import client_name
 from headroom_core.compress.images_step import IMAGE_KIND, ImagesOutcome, plan_images
 from headroom_core.compress.pipeline import PipelineResult, compress_outputs
+from sqlalchemy.exc import SQLAlchemyError
 from headroom_core.compress.result import CompressResult
 from headroom_core.compress.router import classify, compress_text, hint_for, with_text_path
 from headroom_core.compress.worker import WORKER_MIN_CHARS, CompressTimeout, Job
@@ -61,6 +62,7 @@ from headroom_core.db.engine import DatabaseError
 from headroom_core.extensions import RequestContext
 from headroom_core.plan_codes import Action, Code
 from headroom_core.inject import tail_text_edits
+from headroom_core import originals_first
 from headroom_core.readiness import READY_WAIT_SECONDS
 from headroom_core.runtime import Runtime
 from headroom_core.scope import Conversation, Scope, credential, request_conversation
@@ -565,12 +567,12 @@ class _ReadOnlyDecisions:
         return None
 
 
-def _compress_step(rt: Runtime, req: _Request, live_from: int, lossless: bool, fast: bool) -> tuple[PipelineResult, list, str]:
-    """Compress every tool output of the live zone; returns the result, the outputs and the query."""
+def _compress_step(rt: Runtime, req: _Request, live_from: int, lossless: bool, fast: bool, decisions: Any) -> tuple[PipelineResult, list, str]:
+    """Compress every tool output of the live zone, deciding through ``decisions``; returns the
+    result, the outputs and the query."""
     s = rt.settings
     outputs = req.request.tool_outputs
     query = req.request.latest_user_text
-    decisions = _ReadOnlyDecisions(rt.decisions) if req.dry_run else rt.decisions
     result = compress_outputs(
         [o for o in outputs if o.message_index >= live_from],
         query,
@@ -656,13 +658,14 @@ def _context(req: _Request, live_from: int, size: int) -> RequestContext:
 class _Compressed:
     """Step 5's result: the pipeline's ``result`` over the live zone's tool outputs, every
     ``outputs`` of the request, the ``query`` (latest user text), the ``images`` step's outcome,
-    and whether only lossless transforms were allowed."""
+    whether only lossless transforms were allowed, and the decisions made, not yet written."""
 
     result: PipelineResult
     outputs: list
     query: str
     images: ImagesOutcome
     lossless: bool
+    pending: tuple[originals_first.Pending, ...] = ()
 
     @property
     def edits(self) -> list[jsonedit.Edit]:
@@ -675,10 +678,47 @@ def _content_step(rt: Runtime, req: _Request, live_from: int, proxy_tools: tuple
     what the provider uses anyway, reduced further (opt-in, original retrievable) only when the
     model can call ``headroom_retrieve``."""
     lossless = _lossless(req, proxy_tools)
-    result, outputs, query = _compress_step(rt, req, live_from, lossless, fast)
+    decisions = _ReadOnlyDecisions(rt.decisions) if req.dry_run else originals_first.DeferredDecisions(rt.decisions)
+    result, outputs, query = _compress_step(rt, req, live_from, lossless, fast, decisions)
     s = rt.settings
     images = plan_images(req.dialect, req.parsed, live_from, 0 if lossless else s.image_max_tokens, s.exclude_tools) if s.images and not fast else ImagesOutcome()
-    return _Compressed(result, outputs, query, images, lossless)
+    pending = decisions.pending if isinstance(decisions, originals_first.DeferredDecisions) else ()
+    return _Compressed(result, outputs, query, images, lossless, pending)
+
+
+def _originals_step(rt: Runtime, req: _Request, live_from: int, content: _Compressed, fast: bool) -> tuple[_Compressed, originals_first.Unstored | None]:
+    """Step 5c, before anything goes upstream: the originals of what step 5 shortens stored, with
+    its new decisions, in one transaction (:mod:`headroom_core.originals_first`). When that
+    fails, those outputs go whole or losslessly compressed, images only resized, and what was
+    sent is kept for later turns; the second value says why (None: stored)."""
+    if req.dry_run:
+        return content, None
+    originals = [(o.key, o.original, "tool_output") for o in content.result.offloads] + [(o.key, o.original, IMAGE_KIND) for o in content.images.offloads]
+    try:
+        originals_first.store_before_forwarding(rt.store, rt.decisions, req.scope.id, originals, content.pending)
+        return content, None
+    except (SQLAlchemyError, DatabaseError) as e:
+        busy = lock_wait.is_lock_wait(e)
+        cause = DB_BUSY_WORDS if busy else f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:160]
+    if not originals:  # decisions only, none naming an original: applied as made, kept in memory
+        originals_first.hold(rt.decisions, req.scope.id, [], content.result, content.pending)
+        log.warning("headroom: a request's compression decisions could not be stored (%s); kept in memory", cause)
+        return replace(content, pending=()), None
+    lossy = originals_first.unstorable(content.result)
+    outputs = [o for o in content.outputs if o.path in lossy]
+    instead = originals_first.DeferredDecisions(rt.decisions, reads_may_fail=True)  # nothing written; a failing read is a miss
+    alt = compress_outputs(
+        outputs, content.query, lambda t, q, h=None: _compress_one(rt, t, q, h, True), rt.counter, instead,
+        min_tokens=rt.settings.min_tokens, calls=req.request.tool_calls, cache_only=fast, scope=req.scope.id, lossless=True,
+    ) if outputs else PipelineResult((), ())  # fmt: skip
+    result = originals_first.demoted(content.result, alt)
+    originals_first.hold(rt.decisions, req.scope.id, outputs, result, content.pending + instead.pending)
+    s = rt.settings
+    images = plan_images(req.dialect, req.parsed, live_from, 0, s.exclude_tools) if content.images.offloads else content.images
+    what = f"{len(lossy)} tool outputs" + (f" and {len(content.images.offloads)} images" if content.images.offloads else "")
+    words = f"{what} sent whole or losslessly compressed: their originals could not be stored ({cause})"
+    log.warning("headroom: %s", words)
+    return replace(content, result=result, images=images, pending=()), originals_first.Unstored(Code.DB_BUSY if busy else Code.ORIGINALS_UNSTORED, words)
 
 
 def _inject_step(rt: Runtime, req: _Request, ctx: RequestContext, replayed: _Replayed, fast: bool) -> tuple[list[str], list[jsonedit.Edit]]:
@@ -781,6 +821,7 @@ def _plan(
     tools = _tools_step(rt, req, rec, proxy_tools, fast)  # 4
     proxy_tools = tools.state.proxy_tools  # the tools step may add headroom_tool_docs
     content = _content_step(rt, req, replayed.zone.start, proxy_tools, fast)  # 5
+    content, unstored = _originals_step(rt, req, replayed.zone.start, content, fast)  # 5c: before anything goes upstream
     ctx = replace(ctx, query=content.query, tool_outputs=tuple(content.outputs), offloaded=bool(content.result.offloads or content.images.offloads))
     injected, inject_edits = _inject_step(rt, req, ctx, replayed, fast)  # 6
     edits = [*replayed.edits, *tools.edits, *content.edits, *inject_edits]
@@ -809,10 +850,13 @@ def _plan(
         model=req.wire.model_of(req.whole, path),
         prefix=_turn_prefix(rt, req, rec, out, tools.state),
     )
+    if unstored is not None:
+        plan = replace(plan, code=unstored.code, reason=unstored.words[:300])
     if not edits:
         return plan
     new_body = (req.envelope.wrap(out.text) if req.envelope is not None else out.text).encode("utf-8", "surrogatepass")
-    return replace(plan, action=Action.REWRITE, reason=_what(replayed, tools, content, injected), body=new_body, bytes_after=len(new_body))
+    what = _what(replayed, tools, content, injected) + (f"; {unstored.words}" if unstored is not None else "")
+    return replace(plan, action=Action.REWRITE, reason=what[:300], body=new_body, bytes_after=len(new_body))
 
 
 def _turn_prefix(rt: Runtime, req: _Request, rec: SessionRecord, out: _Splice, tools: SessionTools) -> TurnPrefix | None:
@@ -848,12 +892,9 @@ def _remember(
     images: ImagesOutcome,
     tools: SessionTools,
 ) -> None:
-    """Store what this request sent, for the next turn: originals first (a marker must never
-    name a missing original), then the session (its tools and every message)."""
-    for off in result.offloads:
-        rt.store.put(off.key, off.original, "tool_output", req.scope.id)
-    for img in images.offloads:
-        rt.store.put(img.key, img.original, IMAGE_KIND, req.scope.id)
+    """Store what this request sent, for the next turn: the session (its tools and every
+    message), the replayed messages' originals kept alive; then the originals store evicted when
+    this request stored originals (before it was forwarded: :func:`_originals_step`)."""
     _keep_originals(rt, req, zone)
     entries = list(zone.entries)
     if spans:
@@ -876,6 +917,11 @@ def _remember(
                 FrozenEntry(i, hashes[i], rt.sealer.digest("n", norm_hash(own)), fwd, fwd != own, before, after, tuple(keys.get(i, ())), tuple(kinds.get(i, ())))
             )
     rt.session_store.save(rec, req.dialect.value, tools, tuple(entries))
+    if result.offloads or images.offloads:
+        try:
+            rt.store.evict()
+        except Exception as e:  # noqa: BLE001 - the next request's eviction catches up
+            log.warning("headroom: the originals store was not evicted after a request (%s: %s)", type(e).__name__, str(e).splitlines()[0] if str(e) else "")
 
 
 def _locator(req: _Request) -> jsonedit.Locator:
@@ -950,8 +996,8 @@ def run_diagnostics(rt: Runtime, plan: RequestPlan) -> None:
 
 def _observe(rt: Runtime, plan: RequestPlan, observers: list) -> None:
     ctx = plan.context
-    if ctx is None or plan.dry_run or plan.code is not Code.PLANNED:
-        return
+    if ctx is None or plan.dry_run or plan.code not in (Code.PLANNED, Code.ORIGINALS_UNSTORED):
+        return  # a fallback's context is not the request's whole
     for obs in observers:
         _safe(obs, rt, ctx)
 

@@ -14,13 +14,14 @@ import threading
 from collections import OrderedDict
 from dataclasses import replace
 from datetime import datetime, timezone
+from typing import Any, Mapping, Sequence
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from headroom_core.compress.result import CompressResult, Offload
 from headroom_core.db.models import CompressionDecision
 from headroom_core.db.sealed import SECRET_BYTES, Sealer
-from headroom_core.db.upsert import insert_ignore
+from headroom_core.db.upsert import upsert_many
 
 # Bump when a compressor's output for the same input changes, so old decisions are not reused.
 COMPRESSOR_VERSION = "3"
@@ -79,29 +80,50 @@ class DecisionCache:
         the database, then in memory. A write that fails (a database locked by another process
         past the request's lock-wait budget) raises SQLAlchemy's error and leaves nothing in
         memory either: a fallback must not apply a decision that was never stored."""
-        entry = (result, tokens_before, tokens_after)
         if self._sessions is None:
-            self._remember(h, entry)
+            self.remember(h, result, tokens_before, tokens_after)
             return
+        rows = self.rows([(h, result, tokens_before, tokens_after)])
         with self._sessions.begin() as s:
-            insert_ignore(
-                s,
-                CompressionDecision,
-                dict(
-                    decision_hash=h,
-                    changed=result.changed,
-                    result=self._sealer.seal(result.text, f"decision:{h}") if result.changed else b"",
-                    kind=result.kind,
-                    strategy=result.strategy,
-                    reason=result.reason[:300],
-                    offload_key=result.offloads[0].key if result.offloads else None,
-                    tokens_before=tokens_before,
-                    tokens_after=tokens_after,
-                    created_at=datetime.now(timezone.utc).replace(tzinfo=None),
-                ),
-                ["decision_hash"],
+            self.write(s, rows)
+        self.remember(h, result, tokens_before, tokens_after)
+
+    def rows(self, decisions: Sequence[tuple[str, CompressResult, int, int]]) -> list[dict[str, Any]]:
+        """The ``compression_decisions`` rows of ``(key, result, tokens_before, tokens_after)``
+        decisions, sealed (work to do before a transaction begins, not inside it); none when
+        this cache keeps memory only."""
+        if self._sessions is None:
+            return []
+        now = datetime.now(timezone.utc).replace(tzinfo=None)
+        return [
+            dict(
+                decision_hash=h,
+                changed=result.changed,
+                result=self._sealer.seal(result.text, f"decision:{h}") if result.changed else b"",
+                kind=result.kind,
+                strategy=result.strategy,
+                reason=result.reason[:300],
+                offload_key=result.offloads[0].key if result.offloads else None,
+                tokens_before=before,
+                tokens_after=after,
+                created_at=now,
             )
-        self._remember(h, entry)
+            for h, result, before, after in decisions
+        ]
+
+    @staticmethod
+    def write(s: Session, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Insert :meth:`rows` in the caller's transaction ``s``, one statement; a key already
+        there keeps its row (first writer wins). Raises SQLAlchemy's errors."""
+        upsert_many(s, CompressionDecision, rows, ["decision_hash"], update=[])
+
+    def remember(self, h: str, result: CompressResult, tokens_before: int, tokens_after: int) -> None:
+        """Keep the decision for ``h`` in memory only, in place of any decision memory had for
+        it: what :meth:`get` answers in this process from now on (until it leaves the
+        ``memory_entries`` most recent). For a decision the database stored (:meth:`put`, or
+        :meth:`write` committed), and for what a request sent when it could not store its
+        decisions: its bytes are the ones later turns must replay."""
+        self._remember(h, (result, tokens_before, tokens_after))
 
     def _remember(self, h: str, entry: tuple[CompressResult, int, int]) -> None:
         entry = (_without_original(entry[0]), entry[1], entry[2])

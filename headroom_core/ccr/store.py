@@ -18,7 +18,7 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Sequence
 from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import CursorResult, Result, delete, func, select, update
@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from headroom_core.db import lock_wait
 from headroom_core.db.models import Original
 from headroom_core.db.sealed import SECRET_BYTES, Sealer
-from headroom_core.db.upsert import upsert
+from headroom_core.db.upsert import upsert_many
 
 
 log = logging.getLogger("headroom")
@@ -77,20 +77,31 @@ class OriginalsStore:
 
     def put(self, key: str, text: str, kind: str, scope: str = "") -> None:
         """Store ``text`` under ``key`` in ``scope`` (refreshing its time if already there), then
-        then evict. Raises SQLAlchemy errors."""
-        now = _now()
-        size = len(text.encode("utf-8", "surrogatepass"))
-        with self._sessions.begin() as s:
-            upsert(
-                s,
-                Original,
-                dict(scope=scope, key=key, data=self._sealer.seal(text, _row(scope, key)), kind=kind, size_bytes=size, created_at=now, last_used_at=now),
-                ["scope", "key"],
-                update=["last_used_at"],
-            )
-        with self._lock:
-            self._refreshed[(scope, key)] = time.monotonic()
+        evict. Raises SQLAlchemy errors."""
+        self.put_many([(key, text, kind)], scope)
         self.evict()
+
+    def put_many(self, originals: Sequence[tuple[str, str, str]], scope: str = "", also: Callable[[Session], None] | None = None) -> None:
+        """Store every ``(key, text, kind)`` of ``originals`` in ``scope`` (refreshing the time of
+        those already there) in one transaction, with ``also(session)``: the caller's writes that
+        must commit with them or not at all (the decisions that name them). Sealed before the
+        transaction begins. No eviction: the caller runs :meth:`evict` later, off the request's
+        path. Raises SQLAlchemy's errors; then nothing of it is stored."""
+        now = _now()
+        unique = {key: (key, text, kind) for key, text, kind in originals}  # a key is its text's hash
+        rows = [
+            dict(scope=scope, key=key, data=self._sealer.seal(text, _row(scope, key)), kind=kind,
+                 size_bytes=len(text.encode("utf-8", "surrogatepass")), created_at=now, last_used_at=now)
+            for key, text, kind in unique.values()
+        ]  # fmt: skip
+        with self._sessions.begin() as s:
+            upsert_many(s, Original, rows, ["scope", "key"], update=["last_used_at"])
+            if also is not None:
+                also(s)
+        t = time.monotonic()
+        with self._lock:
+            for key in unique:
+                self._refreshed[(scope, key)] = t
 
     def keep(self, key: str, text: str, scope: str = "", kind: str = "original") -> None:
         """Keep the original ``text`` of ``key`` retrievable: refresh its time (at most once per

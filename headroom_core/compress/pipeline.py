@@ -81,6 +81,12 @@ MAX_OUTPUT_CHARS = 2_000_000
 TRANSIENT_REASON = "model loading"
 
 
+def decision_key(cache: Decisions, scope: str, text: str, lossless: bool) -> str:
+    """The key under which ``cache`` keeps the decision for the tool output ``text`` in ``scope``
+    (lossless decisions apart from the others)."""
+    return cache.key(scope, "tool_output:lossless" if lossless else "tool_output", text)
+
+
 def excluded(tool_name: str, patterns: tuple[str, ...]) -> bool:
     """True when ``tool_name`` matches one of the glob ``patterns`` (``fnmatch``, case-sensitive)."""
     return any(fnmatch.fnmatchcase(tool_name, p) for p in patterns)
@@ -137,7 +143,7 @@ def compress_outputs(
         if len(out.text) > MAX_OUTPUT_CHARS:
             blocks.append(BlockOutcome(out.path, out.tool_name, "", "unchanged", "too large to compress in time", False, 0, 0, False))
             continue
-        h = cache.key(scope, "tool_output:lossless" if lossless else "tool_output", out.text)
+        h = decision_key(cache, scope, out.text, lossless)
         hit = cache.get(h, out.text)
         cached = hit is not None
         if hit is None and cache_only:
