@@ -14,8 +14,10 @@ streamed follow-up reaches the client through :mod:`headroom_stream_relay` from 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,9 +29,11 @@ from headroom_core.request_plan import Action, Code, RequestPlan, plan_request_a
 from headroom_core.turn import Turn, Turns, client_key
 from headroom_core.wire.blocks import Usage
 from headroom_core.wire.decode import TooLarge, decode_limited, decoder_for
+from headroom_core.wire.detect import Dialect
 from headroom_core.wire.dialects import Route, dialect, route
 from headroom_core.wire.rawjson import Raw
-from headroom_core.wire.signed import body_signature
+from headroom_core.wire import sigv4
+from headroom_core.wire.signed import Signature, body_signature
 from headroom_core.wire.protocol import framing_of
 
 import headroom_stream_relay
@@ -49,10 +53,13 @@ _FOLLOWUP_TIMEOUT = httpx.Timeout(600.0, connect=30.0)
 class FlowState:
     """What the request hook decided, kept in ``flow.metadata`` for the response hooks: the
     request's :class:`~headroom_core.turn.Turn` (its plan), ``sent``: the request body as it went
-    upstream (content-decoded), for follow-ups; what the response said, for the ledger."""
+    upstream (content-decoded), for follow-ups; ``resign``: how follow-ups are signed (a
+    re-signed SigV4 request, :mod:`headroom_core.wire.sigv4`); what the response said, for the
+    ledger."""
 
     turn: Turn
     sent: bytes = b""
+    resign: sigv4.Resign | None = None
     stream: StreamLoop | None = None
     rounds: int = 0
     usage: Usage = field(default_factory=Usage)
@@ -81,6 +88,16 @@ def _followup_target(flow: http.HTTPFlow) -> tuple[str, dict[str, str], Any]:
     return flow.request.url, headers, verify
 
 
+async def _followup_headers(st: FlowState, url: str, headers: dict[str, str], body: bytes) -> dict[str, str]:
+    """``headers`` for a follow-up POST of ``body`` to ``url``: as they are, or signed again
+    as the request was (:func:`~headroom_core.wire.sigv4.sign`, off the event loop: it hashes
+    the body), the signed ones replacing theirs whatever their case."""
+    if st.resign is None:
+        return headers
+    new = await asyncio.to_thread(sigv4.sign, st.resign, "POST", url, headers, body)
+    return {**{k: v for k, v in headers.items() if k.lower() not in new}, **new}
+
+
 def _too_large(r: Route, size: int, limit: int) -> RequestPlan:
     msg = (
         f"headroom proxy: the request body decodes to more than {limit} bytes (headroom max_body_bytes; "
@@ -103,6 +120,10 @@ class LLMTraffic:
         self.state = state
         #: the turns after forwarding, ordered per client
         self.turns = Turns()
+        #: the user's AWS credentials (botocore's chain), read when bedrock_resign first needs them
+        self.aws_keys = sigv4.KeySource()
+        #: the line naming bedrock_resign was logged (once per process)
+        self._resign_hinted = False
 
     async def request(self, flow: http.HTTPFlow) -> None:
         rt = self.state.runtime
@@ -120,12 +141,18 @@ class LLMTraffic:
             return
         raw = req.raw_content or b""
         ua = req.headers.get("user-agent", "")
+        resign: sigv4.Resign | None = None
+        sent_headers = headers
         if sig is not None:
-            # a changed body (or signed header) fails the signature: byte-identical, not planned
-            plan = RequestPlan(Action.PASSTHROUGH, f"body signed ({sig.scheme}): forwarded byte-identical", d, bytes_before=len(raw), bytes_after=len(raw), code=Code.SIGNED)
-            flow.metadata["headroom"] = FlowState(Turn(rt, plan, user_agent=ua))
-            log.info("headroom: %s: body signed (%s), forwarded byte-identical", where(flow), sig.scheme)
-            return
+            decision = await self._resign_decision(flow, sig, headers, raw)
+            if decision.resign is None:
+                # a changed body (or signed header) fails the signature: byte-identical, not planned
+                self._signed_passthrough(flow, d, sig, decision.why, len(raw))
+                return
+            resign = decision.resign
+            original = req.headers.copy()  # the client's, should signing again fail
+            # a SigV4 header changes every request: the client is told apart by its verified key
+            headers = {**headers, "authorization": sigv4.identity(resign)}
         encoding = req.headers.get("content-encoding", "")
         body = raw
         if encoding.strip():
@@ -157,16 +184,70 @@ class LLMTraffic:
 
             def announce() -> None:  # logged after forwarding, from the worker thread
                 log.info("headroom: %s: %s, %d -> %d bytes", where(flow), plan.reason, plan.bytes_before, plan.bytes_after)
+        if plan.hidden_tools and not plan.dry_run:
+            req.headers["accept-encoding"] = "identity"
+        if resign is not None and sig is not None:
+            signed = await self._resign(flow, plan, resign, sent_headers, raw)
+            if signed is None:  # could not sign: the client's bytes, as if never planned
+                req.headers, req.raw_content = original, raw
+                self._signed_passthrough(flow, d, sig, "signing it again failed", len(raw))
+                return
+            plan = signed
         if plan.dry_run:  # a token count: planned like the request it measures, nothing else
             if announce is not None:
                 announce()
             return
-        if plan.hidden_tools:
-            req.headers["accept-encoding"] = "identity"
         # what the session must remember (originals, the bytes sent), then learning and memory
         # capture, then the prefix log, run once the request is on its way, off the event loop
         turn = self.turns.begin(rt, plan, key=client, user_agent=ua, announce=announce)
-        flow.metadata["headroom"] = FlowState(turn, sent=body)
+        flow.metadata["headroom"] = FlowState(turn, sent=body, resign=resign)
+
+    async def _resign_decision(self, flow: http.HTTPFlow, sig: Signature, headers: dict[str, str], raw: bytes) -> sigv4.Decision:
+        """Whether a signed request may be compressed and signed again
+        (:func:`~headroom_core.wire.sigv4.decide`); the credentials are read (off the event loop)
+        only when ``bedrock_resign`` is on."""
+        rt = self.state.runtime
+        assert rt is not None
+        req = flow.request
+        hdrs = headers if "host" in headers else {**headers, "host": req.host_header or ""}
+        if not rt.settings.bedrock_resign:
+            return sigv4.decide(False, sig, req.method, req.url, hdrs, raw, None, time.time())
+
+        def decide() -> sigv4.Decision:
+            keys = self.aws_keys.current() if sig.scheme == sigv4.SIGV4 else None
+            return sigv4.decide(True, sig, req.method, req.url, hdrs, raw, keys, time.time())
+
+        return await asyncio.to_thread(decide)
+
+    def _signed_passthrough(self, flow: http.HTTPFlow, d: Dialect, sig: Signature, why: str, size: int) -> None:
+        """Forward a signed request of dialect ``d`` byte-identical, its ledger row saying ``why``
+        (outcome signed)."""
+        rt = self.state.runtime
+        assert rt is not None
+        plan = RequestPlan(Action.PASSTHROUGH, f"body signed ({sig.scheme}): forwarded byte-identical ({why})", d, bytes_before=size, bytes_after=size, code=Code.SIGNED)
+        flow.metadata["headroom"] = FlowState(Turn(rt, plan, user_agent=flow.request.headers.get("user-agent", "")))
+        log.info("headroom: %s: body signed (%s), forwarded byte-identical: %s", where(flow), sig.scheme, why)
+        if why == sigv4.OFF and sig.scheme == sigv4.SIGV4 and not self._resign_hinted:
+            self._resign_hinted = True
+            log.info("headroom: AWS SigV4-signed requests go upstream uncompressed; --set headroom_bedrock_resign=true re-signs them with your own AWS credentials (docs/configuration.md)")
+
+    async def _resign(self, flow: http.HTTPFlow, plan: RequestPlan, resign: sigv4.Resign, sent: dict[str, str], raw: bytes) -> RequestPlan | None:
+        """Sign the request again if the proxy changed its body or a header the client signed
+        (:func:`~headroom_core.wire.sigv4.sign`): ``plan`` (its reason saying so), or ``plan``
+        as it was when nothing changed; None when signing failed (the request is left as it is)."""
+        req = flow.request
+        now = header_dict(req.headers)
+        body = req.raw_content or b""
+        if body == raw and all(now.get(n) == sent.get(n) for n in resign.auth.signed_headers):
+            return plan  # the client's signature still holds
+        try:
+            new = await asyncio.to_thread(sigv4.sign, resign, req.method, req.url, now, body)
+        except Exception as e:  # noqa: BLE001 - fail open: the client's request, byte-identical
+            log.warning("headroom: %s: could not sign the request again (%s); forwarded as sent", where(flow), type(e).__name__)
+            return None
+        for k, v in new.items():
+            req.headers[k] = v
+        return dataclasses.replace(plan, reason=f"{plan.reason}; re-signed with the user's AWS credentials (bedrock_resign)")
 
     async def responseheaders(self, flow: http.HTTPFlow) -> None:
         st: FlowState | None = flow.metadata.get("headroom")
@@ -250,7 +331,7 @@ class LLMTraffic:
                             break
                         body = loop.next_request(results)
                         log.info("headroom: %s: answered %d proxy tool call(s), follow-up %d (streamed)", where(flow), len(results), loop.rounds)
-                        await self._stream_followup(client, url, headers, body, loop, relay)
+                        await self._stream_followup(client, url, await _followup_headers(st, url, headers, body), body, loop, relay)
                     except headroom_stream_relay.RelayError:
                         raise
                     except Exception as e:  # noqa: BLE001 - the client still gets a coherent end
@@ -293,7 +374,7 @@ class LLMTraffic:
 
             async def send(body: bytes) -> tuple[int, bytes]:
                 async with httpx.AsyncClient(verify=verify, timeout=_FOLLOWUP_TIMEOUT) as client:
-                    r = await client.post(url, headers=headers, content=body)
+                    r = await client.post(url, headers=await _followup_headers(st, url, headers, body), content=body)
                     return r.status_code, r.content
 
             outcome = await st.turn.follow_up(

@@ -91,6 +91,12 @@ class Settings:
         format kept. The provider would downscale them anyway: smaller body, same picture.""")
     image_max_tokens: int = setting(0, """Opt-in: images estimated over this many tokens (Anthropic: width x height / 750)
         are reduced to it; the original stays retrievable with headroom_retrieve. 0 = off.""")
+    # AWS SigV4-signed requests (headroom_core/wire/sigv4.py): Amazon Bedrock with AWS credentials
+    bedrock_resign: bool = setting(False, """Opt-in: compress AWS SigV4-signed requests (Amazon Bedrock with AWS credentials)
+        and sign them again with your own AWS credentials, read from botocore's standard chain (AWS_* variables,
+        ~/.aws files and profile, SSO, roles). Only a request signed with the chain's access key, whose own
+        signature verifies with its secret, is re-signed; any other goes upstream byte-identical (outcome
+        signed). Credentials are never stored or logged.""")
     # memory (headroom_core/memory): shared across agents, per project
     memory: bool = setting(False, """Offer the memory tools, inject relevant memories, save "remember: …".""")
     memory_db_url: str = setting("", """Database of the memories; "" means the main database (db_url), e.g. a team's

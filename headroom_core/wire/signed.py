@@ -9,6 +9,9 @@ Signature=…``; SigV4a: ``AWS4-ECDSA-P256-SHA256``; presigned URLs: ``X-Amz-Alg
 ``X-Amz-Signature`` in the query) and "Signature calculations for the Authorization header"
 (``x-amz-content-sha256``: the payload hash, or ``UNSIGNED-PAYLOAD`` /
 ``STREAMING-UNSIGNED-PAYLOAD-TRAILER`` when the body is not signed).
+
+Opt-in, a SigV4 request signed with the user's own AWS key may be compressed and signed again
+(``bedrock_resign``: :mod:`headroom_core.wire.sigv4`).
 """
 
 from __future__ import annotations

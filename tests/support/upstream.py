@@ -218,6 +218,9 @@ class RecordedRequest:
     json: Any
     received_at: float
     index: int = 0
+    #: with :attr:`Upstream.aws_secrets` set, a SigV4-signed request's check
+    #: (:func:`tests.support.sigv4_check.check`): ``""`` valid, else why not (answered 403)
+    signature: str | None = None
 
     @property
     def headers(self) -> dict[str, str]:
@@ -499,6 +502,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         body = self._read_body()
         rec = up._record(self.command, self.path, list(self.headers.items()), body)
+        if up.aws_secrets and rec.header("authorization", "").startswith("AWS4-"):
+            from tests.support.sigv4_check import check
+
+            rec.signature = check(self.command, self.path, rec.headers, body, up.aws_secrets)
+            if rec.signature:  # as AWS answers it
+                self._send_json(403, {"message": rec.signature}, (("x-amzn-ErrorType", "InvalidSignatureException:http://internal.amazon.com/coral/com.amazon.coral.service/"),))
+                return
         item = up._take(rec)
         try:
             if isinstance(item, RawReply):
@@ -1442,6 +1452,9 @@ class Upstream:
         self._thread: threading.Thread | None = None
         self.cert_path: Path | None = None
         self.ca_path: Path | None = None
+        #: AWS access key id -> secret: SigV4-signed requests are checked with them as AWS does
+        #: and answered 403 when the signature does not hold (:attr:`RecordedRequest.signature`)
+        self.aws_secrets: dict[str, str] = {}
         #: Optional ``fn(RecordedRequest) -> Reply | RawReply | None`` consulted when the
         #: script queue has nothing for a request.
         self.responder: Callable[[RecordedRequest], Reply | RawReply | None] | None = None
@@ -1553,6 +1566,7 @@ class Upstream:
             self._ws_closes.clear()
             self._epoch += 1
             self.responder = None
+            self.aws_secrets = {}
 
     @property
     def pending(self) -> int:
