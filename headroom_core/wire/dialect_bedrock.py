@@ -7,7 +7,8 @@ path (``us.anthropic.claude-…-v1:0``, or an inference profile's ARN with ``/``
 Sources: Amazon Bedrock API reference (InvokeModel, InvokeModelWithResponseStream), "Anthropic
 Claude Messages API" in the Bedrock user guide; Anthropic's ``AnthropicBedrock`` client.
 
-Auth: SigV4 signs the body (such requests pass byte-identical, :mod:`headroom_core.wire.signed`);
+Auth: SigV4 signs the body (such requests pass byte-identical, :mod:`headroom_core.wire.signed`,
+unless ``bedrock_resign`` signs them again with the user's own key: :mod:`headroom_core.wire.sigv4`);
 a Bedrock API key (``Authorization: Bearer …``) signs nothing, so its requests are compressed.
 Bodies of other model families (no ``anthropic_version`` and ``messages``) are not this dialect's.
 Errors: ``{"message": …}`` (the REST API's error body, its type in ``x-amzn-ErrorType``).

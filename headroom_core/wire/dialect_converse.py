@@ -10,7 +10,8 @@ never adds, drops or moves: they are its breakpoints, counted as ``cache_control
 Messages API (``cache_marker``). Bedrock keeps a cached prefix five minutes after its last use
 ("Prompt caching for faster model inference", Bedrock user guide).
 
-Auth: SigV4 signs the body (such requests pass byte-identical: :mod:`headroom_core.wire.signed`);
+Auth: SigV4 signs the body (such requests pass byte-identical: :mod:`headroom_core.wire.signed`,
+unless ``bedrock_resign`` signs them again with the user's own key: :mod:`headroom_core.wire.sigv4`);
 a Bedrock API key (``Authorization: Bearer …``) signs nothing, so its requests are compressed.
 Errors: ``{"message"}``. Bedrock's CountTokens (``/model/{id}/count-tokens``) wraps the body in
 another envelope and is left as sent.
