@@ -120,12 +120,12 @@ class ResponsesWebSocket:
     async def _settle(self, flow: http.HTTPFlow, conn: WsConnection, msg: WebSocketMessage, step: ws_loop.Settle) -> None:
         """The turn ended with held events: the connection answers the proxy's calls, then the
         frames go to the client and/or the follow-up upstream."""
-        await _carried_out(flow, msg, await conn.settle(step))
+        await _carried_out(flow, msg, await conn.settle(step, gone=lambda: not flow.client_conn.connected))
 
     def websocket_end(self, flow: http.HTTPFlow) -> None:
         conn: WsConnection | None = flow.metadata.get(KEY)
         if conn is not None:
-            conn.end()
+            conn.end(client_left=bool(flow.websocket is not None and flow.websocket.closed_by_client))
 
     def done(self) -> None:
         """On shutdown: diagnostics not yet run are dropped."""

@@ -27,6 +27,23 @@ What the addon calls, per hook:
   follow-up ``response.create`` to send upstream on the same socket);
 - the connection's end: :meth:`WsConnection.end`.
 
+Faults (issue 36), each checked through a real mitmdump in ``tests/e2e/test_ws_faults_e2e.py``:
+
+- the client leaves: mitmproxy closes the upstream socket at once (the provider stops the
+  response), and no follow-up is sent for nobody: a client gone while the proxy answered its
+  tools gets none (:meth:`WsConnection.settle`'s ``gone``), one gone at any other moment closed
+  the socket the follow-up would go on; turns in flight are abandoned and recorded with
+  :data:`CLIENT_CLOSED_REQUEST` (:meth:`WsConnection.end`);
+- the provider fails a follow-up (an ``error`` event: a rate limit, an overloaded server; a
+  ``response.failed``): the client's response ends with a ``response.failed`` carrying the
+  provider's error and the model's text so far (:mod:`headroom_core.wire.reply_responses`), which
+  Codex retries; the ledger row has the ``error`` event's status;
+- a call to the proxy's tools in a response the token limit cut (``response.incomplete``,
+  ``max_output_tokens``) is never carried out: the client gets the incomplete response;
+- the upstream socket is cut during a follow-up: mitmproxy closes the client's socket too (the
+  client sees the close at once and retries, as after any cut), the turn is recorded without a
+  response.
+
 A :class:`Relay` says what becomes of the frame being relayed and what the hook awaits before it
 goes out (:attr:`Relay.wait`: the frame that ends a turn for the client waits until the turn's
 ledger row is durable and what it taught is written, :meth:`~headroom_core.turn.Turn.durable`).
@@ -41,7 +58,7 @@ from collections import deque
 from collections.abc import Coroutine
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from headroom_core import ws_conversation, ws_policy
 from headroom_core.ccr import ws_loop
@@ -53,6 +70,10 @@ from headroom_core.wire.blocks import ToolCall
 from headroom_core.wire.dialects import Route
 
 log = logging.getLogger("headroom")
+
+#: The ledger's status of a turn whose client left before its response ended (nginx's "client
+#: closed request"; the HTTP path records the same).
+CLIENT_CLOSED_REQUEST = 499
 
 #: A ``response.create`` frame's body is a Responses API request (known from the frame itself).
 _FRAME_ROUTE = Route(rws.DIALECT)
@@ -240,19 +261,25 @@ class WsConnection:
         wait = p.turn.durable(self._turn_over(p), self._where_ws, taught=p.loop.done)
         return replace(out, wait=wait) if wait is not None else out
 
-    async def settle(self, step: ws_loop.Settle) -> Relay:
+    async def settle(self, step: ws_loop.Settle, gone: Callable[[], bool] = lambda: False) -> Relay:
         """The current turn ended with calls to the proxy's tools (``step``): answers them
         (:meth:`~headroom_core.turn.Turn.answer`, off the event loop, as the turn's follow-up),
         and returns what replaces the terminal event for the client and the follow-up
         ``response.create`` to send upstream (when the model gets the answers); a turn that is
         over waits for its row. An error while answering ends the client's response coherently
-        (:meth:`~headroom_core.ccr.ws_loop.WsRetrieveLoop.fail`). Call once per Settle, before
-        the next server frame."""
+        (:meth:`~headroom_core.ccr.ws_loop.WsRetrieveLoop.fail`). ``gone``: whether the client
+        has left, asked once the answers are in: then nothing is sent either way (no follow-up
+        for nobody; the turn is recorded at :meth:`end`). Call once per Settle, before the next
+        server frame."""
         p = self.pending[0]
         assert p.loop is not None
         results: list[tuple[ToolCall, str]] = []
         try:
             results = await p.turn.follow_up(_answers(p.turn, step.calls))
+            if gone():
+                p.turn.abandon()
+                log.info("headroom: %s: the client left while the proxy answered its tools: no follow-up", self._where_ws)
+                return Relay(frames=())
             res = p.loop.resolve(results)
         except Exception as e:  # noqa: BLE001 - the client still gets a coherent end of its response
             log.exception("headroom: %s: answering the proxy's tools failed", self._where_ws)
@@ -272,30 +299,36 @@ class WsConnection:
             return None
         self.pending.popleft()
         self.history = ws_conversation.with_response(p.items, (loop.final or {}).get("output"))
-        return self._record(p.turn, 200 if loop.final is not None else None, loop.final, loop)
+        status = loop.status if loop.status is not None else 200 if loop.final is not None else None
+        return self._record(p.turn, status, loop.final, loop)
 
     # -- the end ---------------------------------------------------------------------------------
 
-    def end(self) -> None:
-        """The connection ended: every turn still in flight is recorded without a response."""
+    def end(self, *, client_left: bool = False) -> None:
+        """The connection ended: every turn still in flight is abandoned (a follow-up still to
+        come is never sent: :meth:`~headroom_core.turn.Turn.abandon`) and recorded without a
+        response, with :data:`CLIENT_CLOSED_REQUEST` when the client closed it
+        (``client_left``), else no status (the upstream or the proxy closed it)."""
         while self.pending:
-            self._record(self.pending.popleft().turn, None)
+            p = self.pending.popleft()
+            p.turn.abandon()
+            self._record(p.turn, CLIENT_CLOSED_REQUEST if client_left else None, loop=p.loop)
 
     def _record(self, turn: Turn, status: int | None, resp: dict[str, Any] | None = None, loop: ws_loop.WsRetrieveLoop | None = None) -> Future | None:
         """Record ``turn`` (:meth:`~headroom_core.turn.Turn.record`; its usage and calls from
-        ``resp``, the terminal event's response, or from the proxy's ``loop``); the future of
+        ``resp``, the terminal event's response, or from the proxy's ``loop``: the rounds it
+        saw end, all of them once it is done); the future of
         the row's commit (None: not queued). Only the frame that ends the turn for the client
         waits for it. A turn planned before the connection named its project is recorded under
         that project."""
         if turn.rt is None:
             return None
-        done = loop if loop is not None and loop.done else None
         return turn.record(
             status_code=status,
             response=resp,
-            usage=done.usage if done else None,
+            usage=loop.usage if loop is not None else None,
             rounds=loop.rounds if loop is not None else 0,
-            called=list(done.called) if done else None,
+            called=list(loop.called) if loop is not None else None,
             conversation=ws_conversation.row_conversation(self.adopted, self.conversation, turn.plan.project),
         )
 

@@ -22,7 +22,9 @@ Whatever happens the client gets a coherent response without the proxy's calls:
   out and removed, and the response ends with the text so far plus :data:`NOTICE_ROUNDS`, with a
   stop reason every client handles (``end_turn`` / ``stop`` / ``completed``);
 - anything fails after the first response (a follow-up refused, cut short or unparsable, an
-  error event, an exception): the response ends the same way with :data:`NOTICE_FAILED`;
+  error event, an exception): the response ends the same way with :data:`NOTICE_FAILED` (except
+  where the reply side ends it with the provider's error: a Responses follow-up's ``error`` event
+  becomes a ``response.failed`` carrying it, :mod:`headroom_core.wire.reply_responses`);
 - the model's response stopped at its token limit (the reply side's ``truncated``: Anthropic
   ``stop_reason`` ``max_tokens``, Chat ``finish_reason`` ``length``, Responses ``status``
   ``incomplete``, Gemini ``finishReason`` ``MAX_TOKENS``, …): a call to the proxy's tools in it

@@ -19,9 +19,14 @@ SSE bytes. :class:`WsRetrieveLoop` follows the server events of ONE turn (the re
 What the client sees is one response (see :mod:`headroom_core.wire.reply_responses`): one
 ``response.created``; the output items of every round except the proxy's calls, ``output_index``
 counting on across rounds; ``sequence_number`` counting on without gaps; one terminal event whose
-``response`` lists the visible items of every round with summed usage. When the rounds run out
-or a follow-up fails, the response ends with the text so far and a notice
-(:data:`headroom_core.ccr.loop.NOTICE_ROUNDS`, :data:`~headroom_core.ccr.loop.NOTICE_FAILED`).
+``response`` lists the visible items of every round with summed usage. When the rounds run out,
+the response ends with the text so far and a notice (:data:`headroom_core.ccr.loop.NOTICE_ROUNDS`).
+When the provider fails a follow-up (an ``error`` event, a ``response.failed``), the client gets a
+``response.failed`` with the provider's error and the text so far, which it may retry
+(:attr:`WsRetrieveLoop.status` keeps the ``error`` event's status for the ledger); a follow-up the
+proxy could not build or send ends with :data:`~headroom_core.ccr.loop.NOTICE_FAILED`. A response
+the model's token limit cut (``response.incomplete``) is never followed up, even when it calls the
+proxy's tools: the client gets it, those calls removed (:func:`headroom_core.ccr.loop.after_round`).
 """
 
 from __future__ import annotations
@@ -99,7 +104,8 @@ class WsRetrieveLoop:
 
     After the turn: ``done`` is True, ``final`` the response object the client got in its
     terminal event (None for an ``error`` event), ``rounds`` the follow-ups made, ``called``
-    the names of every function call of every round, :attr:`usage` the summed usage.
+    the names of every function call of every round, :attr:`usage` the summed usage, ``status``
+    the ``status`` of the provider's ``error`` event that failed a follow-up (else None).
     """
 
     request: str = field(repr=False)
@@ -108,6 +114,7 @@ class WsRetrieveLoop:
     frame_prefix: str = ""
     frame_suffix: str = ""
     done: bool = field(init=False, default=False)
+    status: int | None = field(init=False, default=None)
     final: dict[str, Any] | None = field(init=False, repr=False, default=None)
     _loop: StreamLoop = field(init=False, repr=False)
     _settling: bool = field(init=False, default=False)
@@ -141,6 +148,8 @@ class WsRetrieveLoop:
         out = self._loop.feed_events([ev])
         d = ev.parsed
         typ = d.get("type") if isinstance(d, dict) else None
+        if typ == "error" and self._loop.rounds > 0 and isinstance(d, dict) and type(d.get("status")) is int:
+            self.status = d["status"]
         if typ in TERMINAL:
             out += self._loop.end_round_events()
             p = self._loop.pending

@@ -7,6 +7,19 @@ every output item except the proxy's ``function_call`` items, ``output_index`` n
 across rounds; ``sequence_number`` counting on without gaps; and one terminal event
 (``response.completed`` …) whose ``response`` holds the visible items of every round and, over
 several rounds, summed usage.
+
+A follow-up round the provider ends with an ``error`` event (a rate limit, an overloaded or
+failing server, over SSE or WebSocket) ends the client's response as the Responses API ends a
+response that failed after it started: one ``response.failed`` whose ``response`` holds the
+visible items of every round so far (the model's text) and, as ``error``, the provider's error
+object as it came (its ``code`` and ``message``: ``rate_limit_exceeded`` with "try again in …",
+``server_error``, …), so the client handles it as it would the provider's own failure. Codex CLI
+0.171 retries such a ``response.failed`` (after the delay a rate limit's message states) unless
+its code says the context, quota or plan is the problem; a mid-response ``error`` event with
+``status`` 429 it takes as final ("exceeded retry limit"), one without ``status`` it ignores
+until its idle timeout (Codex run against the test upstream's WebSocket with each of these endings).
+A ``response.failed`` or ``response.incomplete`` of a follow-up round reaches the client as the
+provider sent it, its ``response`` holding every round's visible items.
 """
 
 from __future__ import annotations
@@ -54,6 +67,8 @@ class StreamView:
         self._map: dict[int, int | None] = {}
         self._held: list[SSEEvent] = []
         self.failed: str | None = None
+        #: a follow-up round's ``error`` event: the provider's error object (exact JSON text)
+        self.error: Raw | None = None
 
     @property
     def complete(self) -> bool:
@@ -76,6 +91,8 @@ class StreamView:
         if t == "error" and self.round_no > 0:
             err = got if isinstance(got := d.get("error"), dict) else d
             self.failed = str(err.get("message") or "an error event")[:200]
+            raw = RawObject.parse(ev.data).raw("error") if isinstance(d.get("error"), dict) else None
+            self.error = raw if raw is not None else Raw(dumps({"message": self.failed}))
             return []
         if t in TERMINAL:
             self._held.append(ev)
@@ -113,7 +130,11 @@ class StreamView:
     def close(self, notice: str | None, texts: list[str]) -> list[SSEEvent]:
         """The client's last events: the items of a message with ``notice`` (if given), then
         the terminal event (made up as ``response.completed`` when the upstream sent none) whose
-        ``response`` is :func:`merge` of every round's response object (``texts``)."""
+        ``response`` is :func:`merge` of every round's response object (``texts``). After a
+        follow-up round's ``error`` event: only a ``response.failed`` carrying the provider's
+        error (the module docstring), no notice."""
+        if self.error is not None:
+            return [self._failed(texts)]
         out: list[SSEEvent] = []
         if notice:
             out += [self._renumber(e, e.parsed, {}) for e in _notice_events(notice, self.state.next_index, self.state.seq is not None)]
@@ -132,6 +153,20 @@ class StreamView:
             term = term.with_data(with_member(term.data, "response", Raw(merged)))
         out.append(self._renumber(term, term.parsed, {}))
         return out
+
+
+    def _failed(self, texts: list[str]) -> SSEEvent:
+        """The ``response.failed`` event ending a response whose follow-up round failed with the
+        provider's :attr:`error`: :func:`merge` of ``texts`` with ``status`` ``failed``."""
+        assert self.error is not None
+        resp = RawObject.parse(merge(texts, self.hidden, None))
+        resp["status"] = "failed"
+        resp["error"] = self.error
+        event: dict[str, Any] = {"type": "response.failed", "response": Raw(resp.text())}
+        if self.state.seq is not None:
+            event["sequence_number"] = 0  # renumbered on the way out
+        term = SSEEvent.make(dumps(event), "response.failed")
+        return self._renumber(term, term.parsed, {})
 
 
 def _notice_item(text: str, status: str = "completed") -> dict[str, Any]:

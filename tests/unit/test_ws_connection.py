@@ -223,3 +223,56 @@ def test_turns_in_flight_at_the_end_are_recorded_without_a_response(runtime: Run
     asyncio.run(scenario())
     (row,) = rows(runtime)
     assert (row.project, row.status_code, row.usage_input_tokens) == ("/src/ws", None, None)
+
+
+def test_a_client_gone_while_the_proxy_answers_gets_no_follow_up_and_a_499_row(runtime: Runtime):
+    conn, turns = connection(), Turns()
+
+    async def scenario() -> list[Relay]:
+        content = frame()
+        out = await conn.client_frame(runtime, turns, content)
+        turn = conn.pending[0].turn
+        frames = events(Reply.tool_call(retrieve.TOOL_NAME, {"key": markers.offload_key(BIG)}, "call_r", input_tokens=100, output_tokens=4), sent_of(content, out))
+        outs = [conn.server_frame(f) for f in frames[:-1]]
+        settle = conn.server_frame(frames[-1])
+        assert isinstance(settle, ws_loop.Settle)
+        outs.append(await conn.settle(settle, gone=lambda: True))
+        assert len(conn.pending) == 1  # the turn waits for the connection's end
+        conn.end(client_left=True)
+        assert turn.answered
+        await asyncio.wait_for(asyncio.wrap_future(turn.observed), 30)
+        turns.close()
+        return outs
+
+    outs = asyncio.run(scenario())
+    assert all(isinstance(o, Relay) and o.upstream is None for o in outs)  # nothing for nobody
+    assert outs[-1].frames == ()
+    (row,) = rows(runtime)
+    assert (row.status_code, row.retrieve_rounds, row.usage_input_tokens) == (499, 0, 100)  # the round it paid for
+
+
+def test_a_provider_error_on_a_follow_up_ends_the_response_failed_with_its_error(runtime: Runtime):
+    conn, turns = connection(), Turns()
+    error = {"type": "requests", "code": "rate_limit_exceeded", "message": "Rate limit reached. Please try again in 1.4s.", "param": None}
+
+    async def scenario() -> tuple[list[bytes], list[bytes]]:
+        content = frame()
+        out = await conn.client_frame(runtime, turns, content)
+        turn = conn.pending[0].turn
+        first = await relay(conn, events(Reply.tool_call(retrieve.TOOL_NAME, {"key": markers.offload_key(BIG)}, "call_r", text="Looking.", input_tokens=100, output_tokens=4), sent_of(content, out)))
+        (up,) = [f[3:] for f in first if f.startswith(b"UP ")]
+        partial = [f for f in events(Reply.text("Issues 1 and 2", input_tokens=300, output_tokens=9), up) if b'"response.output_text.done"' not in f][:5]
+        second = await relay(conn, [*partial, json.dumps({"type": "error", "status": 429, "error": error}).encode()])
+        assert not conn.pending and turn.answered
+        await asyncio.wait_for(asyncio.wrap_future(turn.observed), 30)
+        turns.close()
+        return [f for f in first if not f.startswith(b"UP ")], second
+
+    first, second = asyncio.run(scenario())
+    seen = [json.loads(f) for f in first + second]
+    assert [e["sequence_number"] for e in seen] == list(range(len(seen)))
+    last = seen[-1]
+    assert last["type"] == "response.failed" and last["response"]["status"] == "failed" and last["response"]["error"] == error
+    assert [it["content"][0]["text"] for it in last["response"]["output"]] == ["Looking.", "Issues"]  # the text so far
+    (row,) = rows(runtime)
+    assert (row.status_code, row.retrieve_rounds) == (429, 1)
