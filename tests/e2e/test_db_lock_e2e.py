@@ -2,7 +2,9 @@
 mitmdump do not wait it out. Before, each waited ~20 s (two 10 s SQLite busy timeouts), a
 600-byte request that needs nothing compressed included. Now a request's statements share a
 0.5 s lock-wait budget (headroom_core/db/lock_wait.py); past it the request fails open (as the
-client sent it: a new session has nothing to replay) and its ledger row says ``db_busy``.
+client sent it: a new session has nothing to replay; an output it would shorten goes without a
+marker, whole or losslessly compressed, as its original cannot be stored: issue 36, item 1) and
+its ledger row says ``db_busy``.
 
 The one time bound asserted is the fault's own scale: a request answers before a single
 background busy timeout (10 s) could have run out, twenty times the budget; the figures are in
@@ -10,6 +12,7 @@ bench/bench_faults.py."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -18,6 +21,8 @@ import pytest
 from sqlalchemy import select
 
 from headroom_core import ledger
+from headroom_core.compress import markers
+from headroom_core.compress.json_crush import decode_table
 from headroom_core.db import lock_wait
 from headroom_core.db.engine import open_database
 from headroom_core.db.models import RequestOutcome
@@ -138,18 +143,23 @@ def test_a_write_lock_held_by_another_process_stalls_no_request(upstream, proxy)
 
     small_rec, locked_rec = upstream.requests
     assert small_rec.json["messages"] == small
-    assert locked_rec.json["messages"][2]["content"][0]["content"] == big  # went as the client sent it
+    locked_sent = locked_rec.json["messages"][2]["content"][0]["content"]
+    # its original could not be stored under the lock: sent without a marker, nothing dropped
+    # (the JSON table form, headroom_core/originals_first.py), not shortened
+    assert not markers.find_marker_keys(locked_sent) and len(locked_sent) < len(big)
+    assert decode_table(json.loads(locked_sent)) == json.loads(big)
     # the answers did not wait for their rows (journaled): both land once the lock is gone
     rows = _wait_rows(db, 3)
-    assert rows["locked"][0] == "db_busy"  # counted: its output went uncompressed for the lock
+    assert rows["locked"][0] == "db_busy"  # counted: its output went lossless for the lock
     assert rows["small"][0] in ("unchanged", "db_busy")  # nothing to compress: it went as planned, or as sent
 
-    # the lock gone, the same output is compressed again
+    # the lock gone, the same request sends the same bytes (the prompt-cache rule: what went
+    # upstream stays as it went; its session's state could not be stored under the lock)
     upstream.reset()
     upstream.responder = lambda rec: Reply.text("ok")
     client.messages.create(model="after", max_tokens=20, system=other["system"], tools=other["tools"], messages=other["messages"])
     (after,) = upstream.requests
-    assert len(after.json["messages"][2]["content"][0]["content"]) < len(big) / 2
+    assert after.json["messages"][2]["content"][0]["content"] == locked_sent
     assert _wait_rows(db, 4)["after"][0] == "compressed"
     assert "database was locked by another process" in proxy.log_text()
     snap = ledger.snapshot(open_database(db))  # what headroom stats and the stats page show
