@@ -1,7 +1,9 @@
 """The real Claude Code in Vertex AI mode and in Bedrock mode through ``headroom wrap``, nothing
 else configured: ``CLAUDE_CODE_USE_VERTEX`` with ``ANTHROPIC_VERTEX_BASE_URL`` (auth skipped),
 and ``CLAUDE_CODE_USE_BEDROCK`` with ``ANTHROPIC_BEDROCK_BASE_URL`` (auth skipped: unsigned
-InvokeModel requests), each playing the scripted task (:mod:`tests.support.scripted.play`)
+InvokeModel requests; and SigV4-signed with AWS keys in the environment, the proxy re-signing
+with the same keys, ``HEADROOM_BEDROCK_RESIGN=1``, the upstream checking every signature as AWS
+does), each playing the scripted task (:mod:`tests.support.scripted.play`)
 against a local HTTPS upstream that answers those routes with the Messages adapter
 (:mod:`tests.support.scripted.hosted_claude`).
 
@@ -26,7 +28,10 @@ from tests.support.upstream import Upstream
 HOSTS = {
     "vertex": ("vertex-anthropic", ":streamRawPredict"),
     "bedrock": ("bedrock-invoke", "/invoke-with-response-stream"),
+    "bedrock-sigv4": ("bedrock-invoke", "/invoke-with-response-stream"),
 }
+#: the dummy AWS keys of the SigV4 run (the agent's and the proxy's environment, the upstream's check)
+AKID, SECRET = "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
 
 
 @dataclass(frozen=True)
@@ -39,10 +44,16 @@ def _env(host: str, up: Upstream, home: str) -> dict[str, str]:
     if host == "vertex":
         env = base_env(**common, CLAUDE_CODE_USE_VERTEX="1", ANTHROPIC_VERTEX_BASE_URL=f"{up.url}/v1", CLAUDE_CODE_SKIP_VERTEX_AUTH="1",
                        ANTHROPIC_VERTEX_PROJECT_ID="proj-1", CLOUD_ML_REGION="us-east5")  # fmt: skip
-    else:
+    elif host == "bedrock":
         env = base_env(**common, CLAUDE_CODE_USE_BEDROCK="1", ANTHROPIC_BEDROCK_BASE_URL=up.url, CLAUDE_CODE_SKIP_BEDROCK_AUTH="1", AWS_REGION="us-east-1")
-    for k in ("CLAUDE_CONFIG_DIR", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "AWS_BEARER_TOKEN_BEDROCK", "AWS_ACCESS_KEY_ID", "AWS_PROFILE"):
+    else:  # SigV4: the agent signs, the proxy (started by wrap with this environment) re-signs
+        up.aws_secrets = {AKID: SECRET}
+        env = base_env(**common, CLAUDE_CODE_USE_BEDROCK="1", ANTHROPIC_BEDROCK_BASE_URL=up.url, AWS_REGION="us-east-1", HEADROOM_BEDROCK_RESIGN="1",
+                       AWS_EC2_METADATA_DISABLED="true")  # fmt: skip
+    for k in ("CLAUDE_CONFIG_DIR", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "AWS_BEARER_TOKEN_BEDROCK", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         env.pop(k, None)
+    if host == "bedrock-sigv4":
+        env.update(AWS_ACCESS_KEY_ID=AKID, AWS_SECRET_ACCESS_KEY=SECRET)
     return env
 
 
@@ -74,6 +85,16 @@ def test_completes_the_task_with_valid_requests_only(run: Run) -> None:
     assert steps[:2] == ["json", "log"] and steps[-1] == "final", _why(run)
 
 
+def test_sigv4_requests_reach_the_upstream_validly_signed(run: Run) -> None:
+    if run.host != "bedrock-sigv4":
+        pytest.skip("a SigV4 run only")
+    signed = [r for r in run.task_requests() if (r.header("authorization") or "").startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")]
+    assert signed and len(signed) == len(run.task_requests()), _why(run)
+    assert all(r.signature == "" for r in run.requests if r.signature is not None), [r.signature for r in run.requests]
+    reasons = {r for (r,) in run.proxy.query("SELECT reason FROM request_outcomes WHERE action = 'compressed'")}
+    assert reasons and all("re-signed" in r for r in reasons), reasons
+
+
 def test_json_output_reaches_the_hosts_route_compressed(run: Run) -> None:
     reqs = run.task_requests()
     assert reqs and all(r.path_only.endswith(HOSTS[run.host][1]) for r in reqs), _why(run)
@@ -91,5 +112,9 @@ def test_prefix_is_byte_stable_across_turns(run: Run) -> None:
 def test_ledger_names_the_workspace_the_dialect_and_the_model(run: Run) -> None:
     rows = run.proxy.query("SELECT project, dialect, action FROM request_outcomes")
     assert rows, "no ledger rows"
-    assert {p for p, _, _ in rows} == {str(run.task.workspace)}, rows
+    assert {p for p, _, _ in rows if not p.startswith("conversation:")} == {str(run.task.workspace)}, rows
+    # probes outside the task (with AWS keys Claude Code first checks them with a small request)
+    # name no directory: each is its own conversation
+    probes = sum(isinstance(mv, play.Side) for _, mv in run.model.moves)
+    assert sum(p.startswith("conversation:") for p, _, _ in rows) <= probes, (rows, probes)
     assert {d for _, d, _ in rows} == {HOSTS[run.host][0]} and "compressed" in {a for _, _, a in rows}, rows
