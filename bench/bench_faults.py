@@ -185,8 +185,64 @@ def _quick_check_time(env: Env, mib: int = 200) -> tuple[str, bool]:
     return f"{f.stat().st_size >> 20} MiB checked in {s:.2f} s at start", found is None
 
 
+def _originals_refused(env: Env, turns: int = 4) -> tuple[str, bool]:
+    """Issue 36, item 1: the originals table refuses every new row (a trigger raising SQLite's
+    "database or disk is full") for ``turns`` turns, each adding a new large tool output; the
+    scripted model asks headroom_retrieve for every marker it is sent. Then one turn without the
+    fault."""
+    from collections import Counter
+
+    from headroom_core.compress.markers import find_marker_keys
+    from tests.e2e.test_originals_unstored_e2e import NO_ORIGINAL, SQLITE_FULL, Model
+    from tests.unit.test_request_plan import anthropic_request, github_scenario
+
+    px = env.proxy()
+    db = px.home / "headroom.db"
+    model = Model()
+    env.upstream.responder = model
+    client = anthropic_client(env.upstream, px, timeout=120)
+    outputs = [github_scenario(n) for n in ("paginate-issues.json", "git-refs.json", "labels.json", "search-issues.json")]
+    body = anthropic_request(github_scenario("search-issues.json"))
+    body["messages"][0]["content"] = "Which issues and refs matter?"
+
+    def turn(name: str) -> dict:
+        n = len(env.upstream.requests)
+        client.messages.create(model=name, max_tokens=50, system=body["system"], tools=body["tools"], messages=body["messages"])
+        return env.upstream.requests[n].json
+
+    turn("before")
+    con = sqlite3.connect(db)
+    con.execute(SQLITE_FULL)
+    con.commit()
+    sent: dict[int, str] = {}  # message index -> the new output as it went during the fault
+    for t in range(turns):
+        new = outputs[t % len(outputs)] + "\n" * (t // len(outputs) + 1)  # a new output each turn
+        body["messages"] += [
+            {"role": "assistant", "content": [{"type": "tool_use", "id": f"toolu_f{t}", "name": "github_api", "input": {"path": f"/x/{t}"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_f{t}", "content": new}]},
+        ]
+        i = len(body["messages"]) - 1
+        sent[i] = turn(f"fault-{t}")["messages"][i]["content"][0]["content"]
+        body["messages"] += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "go on"}]
+    con.execute("DROP TRIGGER originals_full")
+    con.commit()
+    con.close()
+    after = turn("after")["messages"]
+    marked = sum(1 for v in sent.values() if find_marker_keys(v))
+    whole = sum(1 for i, v in sent.items() if v == body["messages"][i]["content"][0]["content"])
+    bad = sum(1 for a in model.given if NO_ORIGINAL in a)
+    same = all(after[i]["content"][0]["content"] == v for i, v in sent.items())
+    rows = dict(_wait_rows(db, turns + 2))
+    outcomes = Counter(rows.get(f"fault-{t}") for t in range(turns))
+    return (
+        f"{turns} new outputs during the fault: {marked} with a marker, {turns - marked - whole} lossless, {whole} whole; "
+        f"retrieve answers 'no original is stored': {bad} of {len(model.given)}; after the fault the same bytes: {same}; outcomes {dict(outcomes)}",
+        marked == 0 and bad == 0 and same and outcomes == Counter({"originals_unstored": turns}),
+    )
+
 CASES: list[Case] = [
-    Case("write lock held by another process (item 3)", "answers within the 0.5 s lock budget (before ~20 s); new output as sent, outcome db_busy", _write_lock),
+    Case("write lock held by another process (item 3)", "answers within the 0.5 s lock budget (before ~20 s); new output without a marker (item 1), outcome db_busy", _write_lock),
+    Case("originals table refuses new rows (item 1)", "new outputs go without a marker (whole or lossless), 0 retrieve answers 'no original is stored', the same bytes after the fault, outcome originals_unstored", _originals_refused),
     Case("database emptied to 0 bytes (item 6)", "moved aside with one log line; later answers recorded", _damaged),
     Case("proxies starting together on one file (item 7)", "one migration per round, every warm-up ready", _concurrent_starts),
     Case("copy of headroom.db after a stop (item 8)", "the file alone holds every row (checkpoint at stop)", _stop_leaves_data),

@@ -91,10 +91,12 @@ def _fault(kind: str, url: str) -> Iterator[None]:
 class Model:
     """The scripted model: a request that carries markers gets one ``headroom_retrieve`` call per
     marker key; the proxy's follow-up with the answers, and a request without markers, get "ok".
-    ``answers`` collects every answer the proxy gave (key -> tool result text)."""
+    ``answers``: the latest answer the proxy gave for each key (key -> tool result text);
+    ``given``: every answer, in order."""
 
     def __init__(self) -> None:
         self.answers: dict[str, str] = {}
+        self.given: list[str] = []
 
     def __call__(self, rec) -> Reply:
         last = rec.json["messages"][-1]
@@ -104,6 +106,7 @@ class Model:
             calls = {b["id"]: b["input"]["key"] for b in rec.json["messages"][-2]["content"] if b.get("type") == "tool_use"}
             for b in asked:
                 self.answers[calls[b["tool_use_id"]]] = b["content"] if isinstance(b["content"], str) else b["content"][0]["text"]
+                self.given.append(self.answers[calls[b["tool_use_id"]]])
             return Reply.text("ok")
         keys = sorted(set(markers.find_marker_keys(rec.text)))
         if not keys:
@@ -177,7 +180,7 @@ def test_an_output_goes_shortened_only_once_its_original_is_stored(upstream, fau
     assert len(new) < len(big) and decode_table(json.loads(new)) == json.loads(big)  # the JSON table form, every value kept
     assert sent2["messages"][2] == sent1["messages"][2]  # turn 1 replayed as sent
     assert model.answers == {markers.offload_key(small): small}  # every marker sent answered with its original
-    assert not any(NO_ORIGINAL in a for a in model.answers.values())
+    assert not any(NO_ORIGINAL in a for a in model.given)
 
     third = {**second, "messages": second["messages"] + [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "And which are closed?"}]}
     sent3 = turn("turn-3", third)  # the fault gone: the same bytes again
