@@ -16,9 +16,10 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from headroom_core.compress.tokens import TokenCounter
-from headroom_core.tools.minify import minify_container, minify_tools
+from headroom_core.tools.minify import ShapeOf, minify_container, minify_tools
 from headroom_core.wire import jsonedit
 from headroom_core.wire.canonical import reserialize_canonical
+from headroom_core.wire.tool_defs import tool_shape
 
 #: Tools whose own minification and written text are kept (a tool is ~1-3 KB of JSON), and the
 #: characters each of the two caches holds at most (MCP servers may define very large tools).
@@ -100,15 +101,18 @@ class ToolsMinifier:
         self._own = _Lru(TOOL_ENTRIES, TOOL_CHARS)  # tool text -> its own minified container, as JSON text
         self._written = _Lru(TOOL_ENTRIES, TOOL_CHARS)  # (tool text, new value) -> the text written for it
 
-    def run(self, tools_text: str, tools: list, count: bool = True) -> ToolsOutcome:
+    def run(self, tools_text: str, tools: list, count: bool = True, shape_of: ShapeOf = tool_shape, kind: str = "") -> ToolsOutcome:
         """``tools_text`` is the exact JSON text of ``tools`` in the request (the cache key, and
-        the source of every byte that is not changed); ``tools`` its parsed value.
+        the source of every byte that is not changed); ``tools`` its parsed value, one tool per
+        entry; ``shape_of`` the dialect's :meth:`~headroom_core.wire.protocol.WireDialect.tool_shape`
+        and ``kind`` a name for it in the cache keys (tools of the same text read in another
+        dialect's shape are cached apart; ``""``: the default shapes).
 
         ``count=False`` (the fallback after a timeout or error) skips the token counts on a cache
         miss: the same replacements, token figures 0, nothing cached. Raises ``ValueError`` if
         ``tools_text`` is not the JSON text of ``tools``.
         """
-        key = hashlib.blake2b(tools_text.encode("utf-8", "surrogatepass"), digest_size=20).digest()
+        key = _key(kind, tools_text) if kind else hashlib.blake2b(tools_text.encode("utf-8", "surrogatepass"), digest_size=20).digest()
         with self._lock:
             hit = self._cache.get(key)
             if hit is not None:
@@ -119,21 +123,21 @@ class ToolsMinifier:
         if isinstance(tools, list) and len(texts) != len(tools):
             raise ValueError("tools_text is not the JSON text of tools")
 
-        def own(i: int, container: dict, schema_key: str) -> dict:
+        def own(i: int, container: dict, schema: tuple[str, ...]) -> dict:
             # kept as JSON text: the dedupe edits the dict it gets, so each use parses a new one
             # (one just minified is handed out as it is: its schema nodes are new dicts, and it
             # equals its parsed text unless it holds a NaN, which equals no copy of itself)
-            k = _key(schema_key, texts[i])
+            k = _key(".".join(schema), texts[i], *([kind] if kind else []))
             hit = self._own.get(k)
             if hit is None:
-                fresh = minify_container(container, schema_key)
+                fresh = minify_container(container, schema)
                 hit = json.dumps(fresh)
                 self._own.put(k, hit)
                 if "NaN" not in hit:
                     return fresh
             return json.loads(hit)
 
-        res = minify_tools(tools, exclude=self._exclude, minify_one=own)
+        res = minify_tools(tools, exclude=self._exclude, minify_one=own, shape_of=shape_of)
         repl: list[tuple[int, jsonedit.RawJSON]] = []
         saved = 0
         if res.changed:

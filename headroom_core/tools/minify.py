@@ -53,7 +53,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from headroom_core.wire.tool_deferral import is_deferred
-from headroom_core.wire.tool_defs import rebuild_tool, tool_definition
+from headroom_core.wire.tool_defs import ToolShape, tool_shape
+
+#: A dialect's :meth:`~headroom_core.wire.protocol.WireDialect.tool_shape` (the default: the
+#: Messages, Chat Completions and Responses shapes, :func:`headroom_core.wire.tool_defs.tool_shape`).
+ShapeOf = Callable[[Any], "ToolShape | None"]
 
 __all__ = [
     "ToolsResult",
@@ -235,33 +239,45 @@ def _minify_schema(node: Any, prop_name: str | None, tool_name: str | None) -> A
 # shapes
 
 
-def _container(tool: Any) -> tuple[dict, str] | None:
-    """``(dict holding name/description/schema, schema key)`` for an understood tool, else None
-    (also None when the description is not a string or the schema, if present, is not an object)."""
-    found = tool_definition(tool)
-    if found is None:
+def _container(tool: Any, shape_of: ShapeOf = tool_shape) -> tuple[dict, ToolShape] | None:
+    """``(dict holding name/description/schema, the tool's shape)`` for an understood tool
+    (``shape_of``: the dialect's :class:`~headroom_core.wire.tool_defs.ToolShape` of a tool),
+    else None (also None when the name is not a non-empty string, the description is not a
+    string or the schema, if present, is not an object)."""
+    shape = shape_of(tool)
+    c = shape.container_of(tool) if shape is not None else None
+    if shape is None or c is None or not isinstance(c.get("name"), str) or not c["name"]:
         return None
-    c, key = found
-    if key in c and not isinstance(c[key], dict):
+    present, schema = shape.schema_of(c)
+    if present and not isinstance(schema, dict):
         return None
     if "description" in c and not isinstance(c["description"], str):
         return None
-    return found
+    return c, shape
 
 
-def minify_container(c: dict, schema_key: str) -> dict:
-    """One tool definition's container (``name``, ``description``, schema under
-    ``schema_key``) minified on its own, before any dedupe across tools: a new dict, the input
-    not mutated."""
+def minify_container(c: dict, schema: tuple[str, ...]) -> dict:
+    """One tool definition's container (``name``, ``description``, its JSON Schema at the keys
+    ``schema``) minified on its own, before any dedupe across tools: a new dict (new objects
+    down to the schema), the input not mutated."""
     name = c["name"]
     out: dict = {}
     for key, value in c.items():
         if key == "description" and isinstance(value, str):
             value = normalize_description(value) or value  # no words: left as written
-        elif key == schema_key and isinstance(value, dict):
-            value = _minify_schema(value, None, name)
+        elif schema and key == schema[0]:
+            value = _minify_at(value, schema[1:], name)
         out[key] = value
     return out
+
+
+def _minify_at(value: Any, keys: tuple[str, ...], name: str) -> Any:
+    """``value`` with the schema at ``keys`` below it minified (new objects on the way)."""
+    if not keys:
+        return _minify_schema(value, None, name) if isinstance(value, dict) else value
+    if not isinstance(value, dict) or keys[0] not in value:
+        return value
+    return {k: (_minify_at(v, keys[1:], name) if k == keys[0] else v) for k, v in value.items()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -291,11 +307,14 @@ def _schema_fields(node: Any, steps: list[str]) -> Iterator[_Field]:
             yield from _schema_fields(value, steps + [key])
 
 
-def _fields(container: dict, schema_key: str) -> list[_Field]:
+def _fields(container: dict, schema: tuple[str, ...]) -> list[_Field]:
     fields: list[_Field] = []
     if isinstance(container.get("description"), str):
         fields.append(_Field("description", container, container["description"]))
-    fields.extend(_schema_fields(container.get(schema_key), []))
+    node: Any = container
+    for k in schema:
+        node = node.get(k) if isinstance(node, dict) else None
+    fields.extend(_schema_fields(node, []))
     return fields
 
 
@@ -406,18 +425,21 @@ def minify_tools(
     exclude: tuple[str, ...] = (),
     dedupe: bool = True,
     dedupe_min_chars: int = DEFAULT_DEDUPE_MIN_CHARS,
-    minify_one: Callable[[int, dict, str], dict] | None = None,
+    minify_one: Callable[[int, dict, tuple[str, ...]], dict] | None = None,
+    shape_of: ShapeOf = tool_shape,
 ) -> ToolsResult:
     """Minify a request's ``tools`` array deterministically; the input is never mutated.
 
     ``tools``: the parsed JSON ``tools`` value (Anthropic, OpenAI Chat or OpenAI Responses
-    shape, mixed shapes allowed). A value that is not a list is returned unchanged.
+    shape, mixed shapes allowed; another dialect's tools with its ``shape_of``, one tool per
+    entry: :mod:`headroom_core.tools.units` flattens Gemini's groups). A value that is not a
+    list is returned unchanged.
     ``exclude``: ``fnmatch`` globs matched case-sensitively against tool names (e.g.
     ``("mcp__*",)``); matching tools are returned as the same object, and so are the tools
     the client defers (``"defer_loading": true``).
     ``dedupe``: replace long passages repeated across tools by references (below).
     ``dedupe_min_chars``: shortest passage, in characters, that may be replaced.
-    ``minify_one``: ``(index, container, schema key) -> minified container``, each tool's own
+    ``minify_one``: ``(index, container, schema keys) -> minified container``, each tool's own
     minification (before dedupe) when the caller keeps them (it must return a new dict each
     time: dedupe edits it in place); default computed here.
 
@@ -450,17 +472,17 @@ def minify_tools(
         return ToolsResult(tools, False, (), "tools is not a list")
 
     new_tools: list = list(tools)
-    minified: dict[int, tuple[dict, dict, str]] = {}  # index -> (tool, new container, schema key)
+    minified: dict[int, tuple[dict, dict, ToolShape]] = {}  # index -> (tool, new container, shape)
     for i, tool in enumerate(tools):
-        found = _container(tool)
+        found = _container(tool, shape_of)
         if found is None or is_deferred(tool):
             continue
-        container, schema_key = found
+        container, shape = found
         name = container["name"]
         if any(fnmatch.fnmatchcase(name, pat) for pat in exclude):
             continue
-        own = minify_one(i, container, schema_key) if minify_one is not None else minify_container(container, schema_key)
-        minified[i] = (tool, own, schema_key)
+        own = minify_one(i, container, shape.schema) if minify_one is not None else minify_container(container, shape.schema)
+        minified[i] = (tool, own, shape)
 
     if not minified:
         return ToolsResult(tools, False, (), "no tool definitions to minify")
@@ -468,15 +490,15 @@ def minify_tools(
     replaced = 0
     dedupe_note = ""
     if dedupe:
-        entries = [(c["name"], _fields(c, sk)) for _t, c, sk in minified.values()]
+        entries = [(c["name"], _fields(c, sh.schema)) for _t, c, sh in minified.values()]
         if any(REFERENCE_PREFIX in f.text for _n, fs in entries for f in fs):
             dedupe_note = "; dedupe skipped (reference-shaped text present)"
         else:
             replaced = _dedupe(entries, dedupe_min_chars)
 
     changed_names: list[str] = []
-    for i, (tool, container, _sk) in minified.items():
-        rebuilt = rebuild_tool(tool, container)
+    for i, (tool, container, sh) in minified.items():
+        rebuilt = sh.with_container(tool, container)
         if rebuilt != tool:
             new_tools[i] = rebuilt
             changed_names.append(container["name"])
@@ -489,7 +511,7 @@ def minify_tools(
     return ToolsResult(new_tools, True, tuple(changed_names), reason + dedupe_note)
 
 
-def expand_references(tools: list) -> list:
+def expand_references(tools: list, shape_of: ShapeOf = tool_shape) -> list:
     """Return a copy of ``tools`` with every dedupe reference replaced by the text it stands for.
 
     The inverse of the dedupe step of :func:`minify_tools`:
@@ -501,12 +523,12 @@ def expand_references(tools: list) -> list:
     parsed: list[list[_Field] | None] = []
     sources: dict[str, dict[str, list[str]]] = {}
     for tool in tools:
-        found = _container(tool)
+        found = _container(tool, shape_of)
         if found is None:
             parsed.append(None)
             continue
-        container, sk = found
-        fields = _fields(container, sk)
+        container, sh = found
+        fields = _fields(container, sh.schema)
         parsed.append(fields)
         if container["name"] not in sources:
             by_where: dict[str, list[str]] = {}
@@ -519,8 +541,8 @@ def expand_references(tools: list) -> list:
         if tool_fields is None or not any(REFERENCE_PREFIX in f.text for f in tool_fields):
             continue
         tool = copy.deepcopy(tools[i])
-        container, sk = _container(tool)  # type: ignore[misc]
-        for f in _fields(container, sk):
+        container, sh = _container(tool, shape_of)  # type: ignore[misc]
+        for f in _fields(container, sh.schema):
             paras: list[str] = []
             for para in f.text.split("\n\n"):
                 m = _REF_RE.fullmatch(para)

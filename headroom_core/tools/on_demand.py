@@ -55,17 +55,19 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from sqlalchemy import select
 
-from headroom_core.tools import order as tools_order
-from headroom_core.tools.minify import _container
-from headroom_core.tools.skeleton import skeleton
 from headroom_core.db.models import ToolSkeletonSet, ToolUsage
 from headroom_core.db.upsert import upsert
+from headroom_core.tools import order as tools_order
+from headroom_core.tools.minify import ShapeOf, _container
+from headroom_core.tools.skeleton import skeleton
+from headroom_core.tools.units import Unit, units
 from headroom_core.wire import jsonedit
 from headroom_core.wire.blocks import ToolCall
 from headroom_core.wire.detect import Dialect
 from headroom_core.wire.dialects import dialect as wire_dialect
+from headroom_core.wire.protocol import WireDialect
 from headroom_core.wire.tool_deferral import client_defers, is_deferred
-from headroom_core.wire.tool_defs import forced_tool_names
+from headroom_core.wire.tool_defs import tool_shape
 
 if TYPE_CHECKING:
     from headroom_core.cache.session_store import SessionTools
@@ -104,9 +106,13 @@ def choose(
     min_bytes: int,
     exclude: tuple[str, ...] = (),
     floor: bool = True,
+    ids: list[str] | None = None,
+    shape_of: ShapeOf = tool_shape,
 ) -> tuple[str, ...]:
-    """The names of the ``tools`` (a request's ``tools`` list) to send as skeletons, in list
-    order. ``idle`` maps tool names to the requests that offered them since the model last
+    """The names of the ``tools`` (a request's tools, one per entry) to send as skeletons, in list
+    order; ``ids`` their ids (:class:`~headroom_core.tools.units.Unit`; default
+    :func:`~headroom_core.tools.order.unique_ids`), ``shape_of`` the dialect's
+    :meth:`~headroom_core.wire.protocol.WireDialect.tool_shape`. ``idle`` maps tool names to the requests that offered them since the model last
     called them (:func:`evidence`); ``keep`` names tools never shortened (the proxy's own,
     those called in the history, one ``tool_choice`` forces). A tool qualifies with at least
     ``idle_requests`` idle requests (a tool without evidence never does), a skeleton, no
@@ -115,7 +121,7 @@ def choose(
     skeletons save less than twice the bytes of ``headroom_tool_docs``' own definition in all,
     none is chosen. Pure and deterministic."""
     keep = set(keep)
-    ids = tools_order.unique_ids(tools)
+    ids = tools_order.unique_ids(tools) if ids is None else ids
     counted: dict[str, int] = {}
     for i in ids:
         counted[i.split("#", 1)[0]] = counted.get(i.split("#", 1)[0], 0) + 1
@@ -126,7 +132,7 @@ def choose(
             continue
         if idle.get(name, -1) < max(idle_requests, 1) or any(fnmatch.fnmatchcase(name, p) for p in exclude):
             continue
-        gain = _gain(tool)
+        gain = _gain(tool, shape_of)
         if gain < max(min_bytes, 1):
             continue
         out.append(name)
@@ -134,10 +140,10 @@ def choose(
     return tuple(out) if saved >= 2 * _DOCS_BYTES or not floor else ()
 
 
-def _gain(tool: Any) -> int:
+def _gain(tool: Any, shape_of: ShapeOf = tool_shape) -> int:
     """Bytes (compact JSON) a tool's skeleton saves; 0 when it has none."""
     full = _strip(tool)
-    shell = skeleton(full, NOTE)
+    shell = skeleton(full, NOTE, shape_of)
     return len(jsonedit.dumps(full)) - len(jsonedit.dumps(shell)) if shell is not None else 0
 
 
@@ -204,7 +210,7 @@ class OnDemand:
 
 @dataclass(frozen=True)
 class _Request:
-    dialect: Dialect
+    wire: WireDialect
     body: Mapping[str, Any]
     client: str
     project: str
@@ -221,12 +227,12 @@ def _decide(rt: "Runtime", req: _Request, tools: list[Any], ids: list[str], keep
     of them when the cache is cold, are decided on the evidence, ``keep`` (:func:`_keep`) in
     full. The scope's set is updated (unless a dry run)."""
     s = rt.settings
-    forced = forced_tool_names(req.body)
+    forced = req.wire.forced_tool_names(req.body)
     proxy_names = {t.name for t in rt.extensions.tools}
     ev = evidence(rt, req.client, req.project)
     prior = _scope_set(rt, req.scope)
     now = datetime.now(timezone.utc).replace(tzinfo=None)
-    warm = prior is not None and ev.last_seen is not None and (now - ev.last_seen).total_seconds() <= cache_lifetime_seconds(req.dialect, req.body)
+    warm = prior is not None and ev.last_seen is not None and (now - ev.last_seen).total_seconds() <= req.wire.cache_lifetime_seconds(dict(req.body))
     inherited = {i for i in ids if warm and prior is not None and i in prior[1]}
     # the scope's statuses stand while warm, a skeleton the model called since included (it can
     # call it from its skeleton, or ask headroom_tool_docs: far cheaper than writing the whole
@@ -235,9 +241,10 @@ def _decide(rt: "Runtime", req: _Request, tools: list[Any], ids: list[str], keep
     kept = {i for i in inherited if prior is not None and i in prior[0] and i not in never}
     fresh = [(t, i) for t, i in zip(tools, ids) if i not in inherited]
     chosen = set(choose([t for t, _ in fresh], ev.idle, keep=keep, idle_requests=s.tools_on_demand_idle_requests,
-                        min_bytes=s.tools_on_demand_min_bytes, exclude=s.tools_minify_exclude, floor=False))  # fmt: skip
+                        min_bytes=s.tools_on_demand_min_bytes, exclude=s.tools_minify_exclude, floor=False,
+                        ids=[i for _, i in fresh], shape_of=req.wire.tool_shape))  # fmt: skip
     out = kept | chosen
-    if floor and sum(_gain(t) for t, i in zip(tools, ids) if i in out) < 2 * _DOCS_BYTES:
+    if floor and sum(_gain(t, req.wire.tool_shape) for t, i in zip(tools, ids) if i in out) < 2 * _DOCS_BYTES:
         out = set()
     if req.write:
         _merge_scope_set(rt, req.scope, ids, out)
@@ -258,86 +265,91 @@ def for_session(
     nothing. A client that defers tools itself (:func:`~headroom_core.wire.tool_deferral.client_defers`)
     gets nothing new decided, and a tool it defers is no skeleton. Raises SQLAlchemy errors
     (the evidence and the scope's set)."""
-    tools = body.get("tools")
+    wire = wire_dialect(dialect)
+    tools = wire.tools_of(body)
     tools = tools if isinstance(tools, list) else []
     defers = client_defers(tools)
     # cheap exits first: most requests are known sessions whose tools did not change
     if known:
         if defers and state.skeletons:  # a tool the client defers now goes as it wrote it
-            deferred = {i for t, i in zip(tools, tools_order.unique_ids(tools)) if is_deferred(t)}
+            deferred = {u.id for u in units(wire, tools) if is_deferred(u.value)}
             state = replace(state, skeletons=tuple(i for i in state.skeletons if i not in deferred))
         if TOOL_NAME not in proxy_tools or fast or not state.seen or defers:
             return OnDemand(state.skeletons, state.seen, proxy_tools)
         seen = set(state.seen)
-        new = [(t, i) for t, i in zip(tools, tools_order.unique_ids(tools)) if i not in seen]
+        new = [(u.value, u.id) for u in units(wire, tools) if u.id not in seen]
         if not new:
             return OnDemand(state.skeletons, state.seen, proxy_tools)
-        req = _Request(dialect, body, client, project, scope, not dry_run)
-        add = _decide(rt, req, [t for t, _ in new], [i for _, i in new], _keep(rt, body, dialect), floor=False)
+        req = _Request(wire, body, client, project, scope, not dry_run)
+        add = _decide(rt, req, [t for t, _ in new], [i for _, i in new], _keep(rt, body, wire), floor=False)
         return OnDemand(state.skeletons + tuple(i for _, i in new if i in add), state.seen + tuple(i for _, i in new), proxy_tools)
-    if fast or defers or not rt.settings.tools_on_demand or not tools or not wire_dialect(dialect).tool_choice_allows(body, TOOL_NAME):
+    if fast or defers or not rt.settings.tools_on_demand or not tools or not wire.tool_choice_allows(body, TOOL_NAME):
         return OnDemand((), (), proxy_tools)
-    ids = tools_order.unique_ids(tools)
-    req = _Request(dialect, body, client, project, scope, not dry_run)
-    chosen = _decide(rt, req, tools, ids, _keep(rt, body, dialect), floor=TOOL_NAME not in proxy_tools)
+    us = units(wire, tools)
+    ids = [u.id for u in us]
+    req = _Request(wire, body, client, project, scope, not dry_run)
+    chosen = _decide(rt, req, [u.value for u in us], ids, _keep(rt, body, wire), floor=TOOL_NAME not in proxy_tools)
     if not chosen:
         return OnDemand((), (), proxy_tools)
     return OnDemand(tuple(i for i in ids if i in chosen), tuple(ids), proxy_tools if TOOL_NAME in proxy_tools else proxy_tools + (TOOL_NAME,))
 
 
-def _keep(rt: "Runtime", body: Mapping[str, Any], dialect: Dialect) -> set[str]:
+def _keep(rt: "Runtime", body: Mapping[str, Any], wire: WireDialect) -> set[str]:
     """Tool names never sent as skeletons: the proxy's own tools, the tools called in the
     request's history, and a tool ``tool_choice`` forces."""
-    return {t.name for t in rt.extensions.tools} | {c.name for c in wire_dialect(dialect).tool_calls(dict(body)).values()} | forced_tool_names(body)
+    return {t.name for t in rt.extensions.tools} | {c.name for c in wire.tool_calls(dict(body)).values()} | wire.forced_tool_names(body)
 
 
-def skeletons_by_position(client: list[Any], order: list[int], names: tuple[str, ...]) -> dict[int, Any]:
-    """The skeletons to send, by position in ``order`` (indexes of ``client``, the request's
-    tools, in the order they go upstream): each tool whose id is in ``names`` and that has a
-    skeleton (``cache_control`` left out: the caller carries the client's marker)."""
+def skeletons(wire: WireDialect, tools: list[Unit], names: tuple[str, ...]) -> dict[int, Any]:
+    """The skeletons to send, by position in ``tools`` (the request's tools, in the order they
+    go upstream): each tool whose id is in ``names`` and that has a skeleton in the dialect's
+    shape (``cache_control`` left out: the caller carries the client's marker)."""
     if not names:
         return {}
     wanted = set(names)
-    ids = tools_order.unique_ids(client)
     out: dict[int, Any] = {}
-    for pos, n in enumerate(order):
-        if ids[n] in wanted:
-            shell = skeleton(_strip(client[n]), NOTE)
+    for pos, u in enumerate(tools):
+        if u.id in wanted:
+            shell = skeleton(_strip(u.value), NOTE, wire.tool_shape)
             if shell is not None:
                 out[pos] = shell
     return out
 
 
-def definition_text(tool: Any) -> str:
+def definition_text(tool: Any, shape_of: ShapeOf = tool_shape) -> str:
     """The full definition of a client tool as the answer's text: its name, its description
     verbatim, its input schema as compact JSON (the bytes a compact client such as Claude Code
-    sent: ``JSON.stringify`` and :func:`~headroom_core.wire.jsonedit.dumps` agree), and any
-    other members (``strict``, …) the same way."""
-    found = _container(tool)
+    sent: ``JSON.stringify`` and :func:`~headroom_core.wire.jsonedit.dumps` agree; labelled with
+    the keys it is under, ``input_schema``, ``parameters``, ``inputSchema.json``), and any other
+    members (``strict``, …) the same way. ``shape_of``: the dialect's
+    :meth:`~headroom_core.wire.protocol.WireDialect.tool_shape`."""
+    found = _container(tool, shape_of)
     if found is None:
         return jsonedit.dumps(_strip(tool))
-    c, key = found
+    c, shape = found
     parts = [f"Tool: {c['name']}", "Description:", str(c.get("description") or "(none)")]
-    if key in c:
-        parts += [f"Input schema (JSON Schema, {key}):", jsonedit.dumps(c[key])]
+    present, schema = shape.schema_of(c)
+    if present:
+        parts += [f"Input schema (JSON Schema, {shape.schema_label}):", jsonedit.dumps(schema)]
+    key = shape.schema[0] if shape.schema else ""
     rest = {k: v for k, v in c.items() if k not in ("name", "description", key, "cache_control", "type")}
     if rest:
         parts += ["Other members:", jsonedit.dumps(rest)]
     return "\n".join(parts)
 
 
-def answer(body: Mapping[str, Any] | None, call: ToolCall) -> str:
+def answer(body: Mapping[str, Any] | None, call: ToolCall, dialect: Dialect = Dialect.ANTHROPIC_MESSAGES) -> str:
     """The tool result text for a ``headroom_tool_docs`` call: the full definition of the named
-    tool from the ``tools`` of ``body`` (the client's request), or an error that says what was
-    wrong (no ``name`` argument, no such tool)."""
+    tool from the tools of ``body`` (the client's request, in ``dialect``), or an error that says
+    what was wrong (no ``name`` argument, no such tool)."""
     args = call.arguments
     name = args.get("name") if isinstance(args, dict) else None
     if not isinstance(name, str) or not name.strip():
         return f'{TOOL_NAME} error: the call needs a "name" argument (the name of a shortened tool).'
-    tools = body.get("tools") if body is not None else None
-    for tool in tools if isinstance(tools, list) else []:
-        if tools_order.tool_id(tool) == name.strip():
-            return definition_text(tool)
+    wire = wire_dialect(dialect)
+    for u in units(wire, wire.tools_of(body) if body is not None else None):
+        if u.id == name.strip():
+            return definition_text(u.value, wire.tool_shape)
     return f"{TOOL_NAME} error: this request has no tool named {name.strip()[:120]!r}."
 
 
@@ -356,4 +368,4 @@ class ToolDocsTool:
     def answer(self, rt: "Runtime", ctx: "RequestContext | None", call: ToolCall) -> str:
         if ctx is None:
             return f"{self.name} error: the proxy lost this request's context; try again in the next turn."
-        return answer(ctx.body, call)
+        return answer(ctx.body, call, ctx.dialect)

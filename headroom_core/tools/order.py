@@ -57,10 +57,16 @@ def tool_id(tool: Any) -> str:
 def unique_ids(tools: list[Any]) -> list[str]:
     """:func:`tool_id` of each tool, a repeated id suffixed with ``#2``, ``#3``… in list order
     (at most 256 characters each)."""
+    return unique([tool_id(t) for t in tools])
+
+
+def unique(ids: list[str]) -> list[str]:
+    """``ids`` cut to 240 characters, a repeated one suffixed with ``#2``, ``#3``… in list
+    order (at most 256 characters each)."""
     seen: dict[str, int] = {}
     out: list[str] = []
-    for t in tools:
-        i = tool_id(t)[:240]
+    for i in ids:
+        i = i[:240]
         n = seen.get(i, 0) + 1
         seen[i] = n
         out.append(i if n == 1 else f"{i}#{n}")

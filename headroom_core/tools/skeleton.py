@@ -26,9 +26,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from headroom_core.tools.minify import _container
+from headroom_core.tools.minify import ShapeOf, _container
 from headroom_core.wire.tool_deferral import is_deferred
-from headroom_core.wire.tool_defs import rebuild_tool
+from headroom_core.wire.tool_defs import tool_shape
 
 #: Longest first sentence kept, in characters (cut at a word, then "…").
 FIRST_SENTENCE_MAX_CHARS = 200
@@ -137,29 +137,32 @@ def _refs(node: Any) -> list[str]:
     return out
 
 
-def skeleton(tool: Any, note: str = "") -> dict[str, Any] | None:
+def skeleton(tool: Any, note: str = "", shape_of: ShapeOf = tool_shape) -> dict[str, Any] | None:
     """The skeleton of one tool definition, in the tool's own shape, or None when the tool has
     none: not a function/custom tool (server and built-in tools), a tool the client defers
     itself (``"defer_loading": true``), or a schema whose local ``$ref`` s would no longer
     resolve. The description becomes its :func:`first_sentence`
     followed by ``note`` (the note alone when the tool had no description); every other
     member (``name``, ``type``, ``strict``, …) is kept in its place. ``cache_control`` is kept
-    if present (callers strip it first)."""
-    found = _container(tool)
+    if present (callers strip it first). ``shape_of``: the dialect's
+    :meth:`~headroom_core.wire.protocol.WireDialect.tool_shape` (where the tool keeps its
+    definition and schema)."""
+    found = _container(tool, shape_of)
     if found is None or is_deferred(tool):
         return None
-    container, schema_key = found
+    container, shape = found
     out: dict[str, Any] = {}
     for key, value in container.items():
         if key == "description" and isinstance(value, str):
             out[key] = (first_sentence(value) + note).strip()
-        elif key == schema_key and isinstance(value, dict):
-            out[key] = skeleton_schema(value)
         else:
             out[key] = value
     if "description" not in out and note.strip():
         out["description"] = note.strip()
-    schema = out.get(schema_key)
-    if isinstance(schema, dict) and not all(_resolves(schema, r) for r in _refs(schema)):
-        return None
-    return rebuild_tool(tool, out)
+    present, schema = shape.schema_of(container)
+    if present and isinstance(schema, dict):
+        schema = skeleton_schema(schema)
+        if not all(_resolves(schema, r) for r in _refs(schema)):
+            return None
+        out = shape.with_schema(out, schema)
+    return shape.with_container(tool, out)

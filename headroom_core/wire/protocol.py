@@ -16,11 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Protocol, runtime_checkable
 
-from headroom_core.wire import layout
+from headroom_core.wire import layout, tool_defs
 from headroom_core.wire.blocks import ToolCall, ToolOutput, Usage
 from headroom_core.wire.detect import Dialect, path_only
 from headroom_core.wire.image_refs import ImageRef
 from headroom_core.wire.sse import SSE, SSEEvent
+from headroom_core.wire.tool_defs import Place, ToolShape
 
 
 class StreamParser(Protocol):
@@ -238,6 +239,23 @@ class WireDialect(Protocol):
         """Whether the request's ``tool_choice`` lets the model call the tool ``name``."""
         ...
 
+    def forced_tool_names(self, body: Mapping[str, Any]) -> set[str]:
+        """The tool names the request's tool choice forces the model to call (empty when none)."""
+        ...
+
+    def tool_places(self, tools: list[Any]) -> list[tuple[int, Place]]:
+        """Where the tools of a ``tools`` array (:meth:`tools_of`) are, in order: the index of
+        the element each is in and the keys and indexes from that element to it (``()``: the
+        element is one tool; Gemini's ``functionDeclarations`` groups hold several). Every
+        element is in it at least once (as itself when it holds no tool)."""
+        ...
+
+    def tool_shape(self, tool: Any) -> ToolShape | None:
+        """Where a tool (one of :meth:`tool_places`) keeps its name, description and input
+        schema (:class:`~headroom_core.wire.tool_defs.ToolShape`); None for a tool without such
+        a definition (built-in and server tools, cache points, groups of another kind)."""
+        ...
+
     def response_tool_calls(self, resp: dict[str, Any]) -> list[ToolCall]:
         """The tool calls of a (non-streamed) response."""
         ...
@@ -410,6 +428,15 @@ class DialectBase:
 
     def tool_choice_allows(self, body: dict[str, Any], name: str) -> bool:
         return self.module.tool_choice_allows(body, name)
+
+    def forced_tool_names(self, body: Mapping[str, Any]) -> set[str]:
+        return tool_defs.forced_tool_names(body)
+
+    def tool_places(self, tools: list[Any]) -> list[tuple[int, Place]]:
+        return tool_defs.tool_places(tools)
+
+    def tool_shape(self, tool: Any) -> ToolShape | None:
+        return tool_defs.tool_shape(tool)
 
     def response_tool_calls(self, resp: dict[str, Any]) -> list[ToolCall]:
         return self.module.response_tool_calls(resp)
