@@ -17,7 +17,8 @@ it, in this order:
    queued on one thread in the order the observers finished; then :attr:`Turn.observed` is done.
    Errors are logged, never raised; both futures always complete.
 2. **The proxy's own tools** (:meth:`Turn.answer`): answered in a worker thread once the
-   session's state is stored (the originals a ``headroom_retrieve`` call asks for).
+   session's state is stored (the originals a ``headroom_retrieve`` call asks for were stored
+   before the request was forwarded: :mod:`headroom_core.originals_first`).
 3. **The answer's end** (:meth:`Turn.record`, the proxy's one way into the ledger): the
    response's figures added to the row and the row journaled and queued for the ledger's writer
    thread; :meth:`Turn.durable` is what the client's answer (the HTTP response, the frame that
@@ -183,8 +184,9 @@ class Turn:
 
     async def answer(self, call: ToolCall) -> str:
         """The result text of the model's ``call`` to one of the proxy's tools
-        (:func:`~headroom_core.extensions.answer_call` in a worker thread), once the originals
-        this request offloaded are stored. Cancelling it never cancels the store."""
+        (:func:`~headroom_core.extensions.answer_call` in a worker thread), once the session's
+        state of this request is stored (its originals were, before it was forwarded).
+        Cancelling it never cancels the store."""
         if self.stored is not None and not self.stored.done():
             # shielded: a cancelled answer must not cancel the store's future through its wrapper
             await asyncio.shield(asyncio.wrap_future(self.stored))
