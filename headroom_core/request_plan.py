@@ -715,8 +715,9 @@ def _originals_step(rt: Runtime, req: _Request, live_from: int, content: _Compre
     originals_first.hold(rt.decisions, req.scope.id, outputs, result, content.pending + instead.pending)
     s = rt.settings
     images = plan_images(req.dialect, req.parsed, live_from, 0, s.exclude_tools) if content.images.offloads else content.images
-    what = f"{len(lossy)} tool outputs" + (f" and {len(content.images.offloads)} images" if content.images.offloads else "")
-    words = f"{what} sent whole or losslessly compressed: their originals could not be stored ({cause})"
+    what = [f"{len(lossy)} tool outputs sent whole or losslessly compressed"] if lossy else []
+    what += [f"{len(content.images.offloads)} images only resized"] if content.images.offloads else []
+    words = f"{' and '.join(what)}: their originals could not be stored ({cause})"
     log.warning("headroom: %s", words)
     return replace(content, result=result, images=images, pending=()), originals_first.Unstored(Code.DB_BUSY if busy else Code.ORIGINALS_UNSTORED, words)
 

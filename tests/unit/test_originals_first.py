@@ -226,3 +226,24 @@ def test_a_cached_decision_whose_original_is_gone_is_stored_again_first_or_not_a
     _exec(runtime, FULL)
     third = _plan(runtime, anthropic_request(big, question="Which issues mention the API?"))
     assert third.code is Code.ORIGINALS_UNSTORED and _sent(third) == _lossless(runtime, big)
+
+
+def test_an_image_whose_original_cannot_be_stored_is_only_resized(tmp_path, counter):
+    """An image reduced below what the model sees (the opt-in target) offloads its original; when
+    that cannot be stored the image goes only resized to what the provider uses anyway, without
+    a marker."""
+    from headroom_core.runtime import Runtime
+    from headroom_core.settings import load_settings
+    from tests.unit.test_images import screenshot
+    from tests.unit.test_images_plan import anthropic_body
+
+    rt = Runtime(load_settings({"home": str(tmp_path), "image_max_tokens": 500}, env={}))
+    rt.__dict__["counter"] = counter
+    body = anthropic_body(screenshot(3024, 1964, "PNG"))
+    _exec(rt, FULL)
+    p = _plan(rt, body)
+    assert p.code is Code.ORIGINALS_UNSTORED and "2 images only resized: their originals could not be stored" in p.reason
+    assert not markers.find_marker_keys(p.body.decode()) and p.images.offloads == ()
+    _exec(rt, "DROP TRIGGER originals_full")
+    resized = plan_request(Runtime(load_settings({"home": str(tmp_path / "plain")}, env={})), "POST", "/v1/messages", UA, json.dumps(body).encode())
+    assert json.loads(p.body)["messages"] == json.loads(resized.body)["messages"]  # as a proxy without the target sends it
