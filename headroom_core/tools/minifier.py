@@ -100,6 +100,7 @@ class ToolsMinifier:
         self._lock = threading.Lock()
         self._own = _Lru(TOOL_ENTRIES, TOOL_CHARS)  # tool text -> its own minified container, as JSON text
         self._written = _Lru(TOOL_ENTRIES, TOOL_CHARS)  # (tool text, new value) -> the text written for it
+        self._final = _Lru(TOOL_ENTRIES, TOOL_CHARS)  # tool text -> the text written for its own minification
 
     def run(self, tools_text: str, tools: list, count: bool = True, shape_of: ShapeOf = tool_shape, kind: str = "") -> ToolsOutcome:
         """``tools_text`` is the exact JSON text of ``tools`` in the request (the cache key, and
@@ -123,11 +124,13 @@ class ToolsMinifier:
         if isinstance(tools, list) and len(texts) != len(tools):
             raise ValueError("tools_text is not the JSON text of tools")
 
+        own_keys: dict[int, bytes] = {}
+
         def own(i: int, container: dict, schema: tuple[str, ...]) -> dict:
             # kept as JSON text: the dedupe edits the dict it gets, so each use parses a new one
             # (one just minified is handed out as it is: its schema nodes are new dicts, and it
             # equals its parsed text unless it holds a NaN, which equals no copy of itself)
-            k = _key(".".join(schema), texts[i], *([kind] if kind else []))
+            k = own_keys[i] = _key(".".join(schema), texts[i], *([kind] if kind else []))
             hit = self._own.get(k)
             if hit is None:
                 fresh = minify_container(container, schema)
@@ -142,18 +145,19 @@ class ToolsMinifier:
         saved = 0
         if res.changed:
             for i, (old, new) in enumerate(zip(tools, res.tools)):
-                if new is old or new == old:
+                if new is old:
                     continue
-                a, b = spans[i]
-                # a tool written as dumps writes it: as cheap as the cache key; else the walk, cached
-                text = reserialize_canonical(texts[i], old, new)
+                # a tool the dedupe left alone is its own minification, a function of its text
+                # (and of the shape and the exclusions, fixed per key and minifier): its
+                # written text is kept by the same key as that minification
+                fk = own_keys.get(i) if i not in res.deduped else None
+                text = self._final.get(fk) if fk is not None else None
                 if text is None:
-                    k = _key(texts[i], json.dumps(new))
-                    text = self._written.get(k)
-                    if text is None:
-                        text = jsonedit.reserialize(texts[i], old, new)
-                        self._written.put(k, text)
+                    text = texts[i] if new == old else self._written_text(texts[i], old, new)
+                    if fk is not None:
+                        self._final.put(fk, text)
                 if text != texts[i]:
+                    a, b = spans[i]
                     repl.append((i, jsonedit.RawJSON(text)))
                     saved += (b - a) - len(text)
         # decided on characters, not tokens, so the fallback (no counting) decides the same way
@@ -171,6 +175,19 @@ class ToolsMinifier:
             self._cache[key] = out
             while len(self._cache) > self._entries:
                 self._cache.popitem(last=False)
+        return out
+
+    def _written_text(self, text: str, old: object, new: object) -> str:
+        """The text written for a tool whose JSON text is ``text`` (parsed: ``old``) that
+        changed to ``new``: as ``dumps`` writes it when the client wrote it so (as cheap as a
+        cache key), else the character walk, cached by ``text`` and ``new``."""
+        out = reserialize_canonical(text, old, new)
+        if out is None:
+            k = _key(text, json.dumps(new))
+            out = self._written.get(k)
+            if out is None:
+                out = jsonedit.reserialize(text, old, new)
+                self._written.put(k, out)
         return out
 
 

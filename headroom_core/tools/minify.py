@@ -99,13 +99,16 @@ class ToolsResult:
     ``tools`` is the list to send (the input list object itself when ``changed`` is False;
     otherwise a new list whose untouched entries are the original objects and whose changed
     entries are new dicts, JSON-ready). ``changed_names`` lists the names of the changed tools in
-    list order. ``reason`` says what was done, in a few words, for the stats.
+    list order. ``reason`` says what was done, in a few words, for the stats. ``deduped``: the
+    indexes of the tools whose text the dedupe changed (the others are each tool's own
+    minification, which depends on that tool alone).
     """
 
     tools: list
     changed: bool
     changed_names: tuple[str, ...]
     reason: str
+    deduped: frozenset[int] = frozenset()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -339,8 +342,9 @@ def _resolve(m: re.Match, sources: dict[str, dict[str, list[str]]]) -> list[str]
     return None
 
 
-def _dedupe(entries: list[tuple[str, list[_Field]]], min_chars: int) -> int:
-    """Replace passages found in an earlier tool by references, in place; return how many."""
+def _dedupe(entries: list[tuple[str, list[_Field]]], min_chars: int) -> tuple[int, set[int]]:
+    """Replace passages found in an earlier tool by references, in place; return how many, and
+    the indexes (in ``entries``) of the tools changed."""
     # Paragraph text -> index (in ``entries``) of the first tool that has it.
     owner: dict[str, int] = {}
     paras: list[list[list[str]]] = []
@@ -370,6 +374,7 @@ def _dedupe(entries: list[tuple[str, list[_Field]]], min_chars: int) -> int:
         sources[name] = by_where
 
     replaced = 0
+    touched_tools: set[int] = set()
     for tj, (_name, fields) in enumerate(entries):
         for fj, f in enumerate(fields):
             ps = paras[tj][fj]
@@ -412,7 +417,8 @@ def _dedupe(entries: list[tuple[str, list[_Field]]], min_chars: int) -> int:
                     k += 1
             if touched:
                 f.holder["description"] = "\n\n".join(new)
-    return replaced
+                touched_tools.add(tj)
+    return replaced, touched_tools
 
 
 # ---------------------------------------------------------------------------------------------
@@ -488,13 +494,16 @@ def minify_tools(
         return ToolsResult(tools, False, (), "no tool definitions to minify")
 
     replaced = 0
+    touched: set[int] = set()
     dedupe_note = ""
     if dedupe:
         entries = [(c["name"], _fields(c, sh.schema)) for _t, c, sh in minified.values()]
         if any(REFERENCE_PREFIX in f.text for _n, fs in entries for f in fs):
             dedupe_note = "; dedupe skipped (reference-shaped text present)"
         else:
-            replaced = _dedupe(entries, dedupe_min_chars)
+            replaced, touched = _dedupe(entries, dedupe_min_chars)
+    positions = list(minified)
+    deduped = frozenset(positions[tj] for tj in touched)
 
     changed_names: list[str] = []
     for i, (tool, container, sh) in minified.items():
@@ -508,7 +517,7 @@ def minify_tools(
     reason = f"minified {len(changed_names)} of {len(minified)} tool definitions"
     if replaced:
         reason += f", {replaced} repeated passages referenced"
-    return ToolsResult(new_tools, True, tuple(changed_names), reason + dedupe_note)
+    return ToolsResult(new_tools, True, tuple(changed_names), reason + dedupe_note, deduped)
 
 
 def expand_references(tools: list, shape_of: ShapeOf = tool_shape) -> list:

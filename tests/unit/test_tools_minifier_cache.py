@@ -62,6 +62,27 @@ def test_a_new_list_gives_what_a_fresh_minifier_gives_and_minifies_only_tools_no
     assert outcome(warm, tools) == outcome(ToolsMinifier(counter, ()), tools)  # the first list again, after all that
 
 
+def test_a_tool_seen_before_is_written_again_only_when_the_dedupe_changed_it(tools, monkeypatch, tmp_path):
+    """The text written for a tool the dedupe left alone is kept by the tool's text: a later
+    list writes only the tools it changes that were never before left alone by the dedupe, and
+    those the dedupe changes in it (what it gives is what a fresh minifier gives: the test above)."""
+    warm = ToolsMinifier(TokenCounter(tmp_path), ())
+    written: list[str] = []
+    real = ToolsMinifier._written_text
+    monkeypatch.setattr(ToolsMinifier, "_written_text", lambda self, text, old, new: written.append(old["name"]) or real(self, text, old, new))
+    kept: set[str] = set()  # texts of tools written once as their own minification
+    counts = []
+    for v in [tools, *variants(tools)]:
+        written.clear()
+        outcome(warm, v)
+        counts.append(len(written))
+        deduped = tools_step.minify_tools(json.loads(json.dumps(v))).deduped
+        may = {t["name"] for i, t in enumerate(v) if i in deduped or json.dumps(t) not in kept}
+        assert written and set(written) <= may
+        kept |= {json.dumps(t) for i, t in enumerate(v) if i not in deduped}
+    assert counts[1] < counts[0] // 4, counts  # some removed, one moved: the rest written before (144 -> 22)
+
+
 def test_the_per_tool_caches_hold_a_bounded_number_of_characters():
     lru = tools_step._Lru(entries=10, chars=100)
     for i in range(5):
