@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import CursorResult, Result, delete, func, select, update
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from headroom_core.db import lock_wait
@@ -126,9 +126,10 @@ class OriginalsStore:
 
     def get(self, key: str, scope: str = "") -> Retrieved:
         """The original under ``key`` in ``scope`` (refreshing its time), or ``text=None``. A read,
-        then the refresh in its own transaction: a database another process holds locked past
-        the caller's lock-wait budget (:mod:`headroom_core.db.lock_wait`) still answers, the
-        refresh skipped (logged). Raises SQLAlchemy's other errors."""
+        then the refresh in its own transaction: a database that cannot take the refresh (held
+        locked by another process past the caller's lock-wait budget,
+        :mod:`headroom_core.db.lock_wait`; full; read-only) still answers, the refresh skipped
+        (logged). Raises SQLAlchemy's errors of the read."""
         now = _now()
         with self._sessions() as s:
             row = s.get(Original, (scope, key))
@@ -141,10 +142,9 @@ class OriginalsStore:
         try:
             with self._sessions.begin() as s:
                 s.execute(update(Original).where(Original.scope == scope, Original.key == key).values(last_used_at=now))
-        except OperationalError as e:
-            if not lock_wait.is_lock_wait(e):
-                raise
-            log.warning("headroom: the database is locked by another process; original %s answered without refreshing its time", key[:16])
+        except SQLAlchemyError as e:
+            why = "the database is locked by another process" if lock_wait.is_lock_wait(e) else f"the database refused it: {type(e).__name__}"
+            log.warning("headroom: %s; original %s answered without refreshing its time", why, key[:16])
         return Retrieved(key=key, text=text, kind=kind)
 
     def evict(self) -> int:

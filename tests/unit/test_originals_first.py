@@ -247,3 +247,21 @@ def test_an_image_whose_original_cannot_be_stored_is_only_resized(tmp_path, coun
     _exec(rt, "DROP TRIGGER originals_full")
     resized = plan_request(Runtime(load_settings({"home": str(tmp_path / "plain")}, env={})), "POST", "/v1/messages", UA, json.dumps(body).encode())
     assert json.loads(p.body)["messages"] == json.loads(resized.body)["messages"]  # as a proxy without the target sends it
+
+
+def test_a_read_only_database_sends_the_output_lossless_and_still_answers_stored_originals(runtime):
+    """SQLite in read-only mode (``PRAGMA query_only``: every write fails with SQLITE_READONLY,
+    as on a file or filesystem made read-only under the proxy): the new output goes lossless,
+    and the original stored before the fault is still answered (its refresh skipped)."""
+    small = github_scenario("search-issues.json")
+    first = anthropic_request(small)
+    p1 = _plan(runtime, first)
+    p1.persist()
+    engine = runtime.sessions.kw["bind"]
+    event.listen(engine, "connect", lambda conn, record: conn.execute("PRAGMA query_only=1"))
+    engine.dispose()  # every connection from now on is read-only
+    big = github_scenario("paginate-issues.json")
+    p2 = _plan(runtime, _turn2(first, big))
+    assert p2.code is Code.ORIGINALS_UNSTORED and "attempt to write a readonly database" in p2.reason
+    assert _sent(p2, 4) == _lossless(runtime, big)
+    assert _answers(runtime, p2) == {markers.offload_key(small): small}
