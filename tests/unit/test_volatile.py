@@ -82,6 +82,31 @@ def test_synthetic_volatile_lines_are_classified(old, new, kind):
     assert not d.replaced
 
 
+def test_the_line_diffs_are_the_standard_librarys():
+    """cydifflib's SequenceMatcher (the diffs here) gives difflib's opcodes and ratios: on the
+    system prompts and lines of the corpus session, each with seeded edits (spaces doubled,
+    characters dropped, a date changed), as lines and as characters."""
+    import difflib
+    import random
+
+    from cydifflib import SequenceMatcher
+
+    rnd = random.Random(33)
+    texts = sorted({volatile.system_text(b) for _n, b in corpus_bodies()})
+    pairs: list[tuple] = []
+    for t in texts:
+        lines = t.splitlines()
+        edited = [ln.replace(" ", "  ", rnd.randint(0, 3)) if rnd.random() < 0.5 else ln[: rnd.randint(0, len(ln))] for ln in lines]
+        edited[rnd.randrange(len(edited))] = "Today's date is 2026-12-02."
+        pairs.append((lines, edited))
+        pairs += [(a, b) for a, b in zip(lines, edited) if a != b][:40]
+    assert len(pairs) > 60
+    for a, b in pairs:
+        ours, std = SequenceMatcher(None, a, b, autojunk=False), difflib.SequenceMatcher(None, a, b, autojunk=False)
+        assert [tuple(o) for o in ours.get_opcodes()] == std.get_opcodes()
+        assert (ours.ratio(), ours.quick_ratio(), ours.real_quick_ratio()) == (std.ratio(), std.quick_ratio(), std.real_quick_ratio())
+
+
 def test_identical_and_unrelated_system_prompts():
     assert volatile.diff_system("same", "same").changes == ()
     d = volatile.diff_system("\n".join(f"alpha {i}" for i in range(10)), "\n".join(f"beta {i}" for i in range(10)))
