@@ -31,7 +31,11 @@ server); the follow-up's events reach the client as the continuation of the same
 Otherwise the proxy's calls are carried out and the held events go to the client without them.
 Frames the proxy injects (follow-ups upstream, released events to the client) come back through
 ``websocket_message`` with ``WebSocketMessage.injected`` set and are left alone, so a follow-up is
-never planned or compressed a second time.
+never planned or compressed a second time. A client that left while the proxy answered its
+tools (``flow.client_conn`` no longer open; its close waits behind the running hook) gets no
+follow-up, and ``websocket_end`` tells the connection who closed it
+(``flow.websocket.closed_by_client``): the faults are listed in
+:mod:`headroom_core.ws_connection`.
 
 Refusals close the connection, because a WebSocket has no per-message error status: a client
 frame over ``ws_max_frame_bytes`` (or a body over ``max_body_bytes``), or a large frame whose
