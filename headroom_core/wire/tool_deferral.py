@@ -24,6 +24,8 @@ nothing or by ``_`` and a variant), whatever the date or variant suffix. All fun
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from typing import Any
 
 #: A tool ``type`` that is a tool search: Codex's ``tool_search``, Anthropic's
@@ -65,11 +67,29 @@ def defers_inside(tool: Any) -> bool:
     return isinstance(configs, dict) and any(_flag(c) for c in configs.values())
 
 
+#: The last few ``tools`` arrays answered, by identity: a request whose ``tools`` text did not
+#: change reuses the previous request's parsed array (:mod:`headroom_core.wire.view`), and
+#: parsed bodies are never changed in place (a Claude Code list of 229 tools: ~1 ms a request).
+_MEMO: "OrderedDict[int, tuple[list[Any], bool]]" = OrderedDict()
+_MEMO_SIZE = 64
+_memo_lock = threading.Lock()
+
+
 def client_defers(tools: Any) -> bool:
     """Whether the client of a request whose ``tools`` value this is manages its own tool
     context: any entry deferred (:func:`is_deferred`), deferring what it holds
     (:func:`defers_inside`) or a tool search (:func:`is_tool_search`). False for a value that
-    is not a list."""
+    is not a list. The same list object is looked at once."""
     if not isinstance(tools, list):
         return False
-    return any(is_deferred(t) or is_tool_search(t) or defers_inside(t) for t in tools)
+    with _memo_lock:
+        hit = _MEMO.get(id(tools))
+        if hit is not None and hit[0] is tools:
+            _MEMO.move_to_end(id(tools))
+            return hit[1]
+    found = any(is_deferred(t) or is_tool_search(t) or defers_inside(t) for t in tools)
+    with _memo_lock:
+        _MEMO[id(tools)] = (tools, found)  # held: the id stays this list's while it is kept
+        while len(_MEMO) > _MEMO_SIZE:
+            _MEMO.popitem(last=False)
+    return found
