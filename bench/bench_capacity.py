@@ -26,7 +26,10 @@ proxy's CPU seconds (its process and children: Headroom's compression worker) pe
 per MB of new tool output (the tool results a request adds to the conversation), and its
 resident memory at the end.
 
-Each round also prints the added p95 of each turn (which turns set the p95: a session's first
+Before the rounds, one round of ``--warm-up`` agents (default 1; distinct from every measured
+agent) is run and not counted, for every proxy alike: a proxy's first traffic pays one-time
+costs (first connections, first statements, caches filling) that a proxy serving agents has
+paid long before. Each round also prints the added p95 of each turn (which turns set the p95: a session's first
 request and a changed tool list are the heavy ones) and the proxy's process id (for a sampling
 profiler); ``--agents 4,4`` runs those rounds only, without the search.
 
@@ -413,6 +416,9 @@ def capacity(t: Target, up_port: int, session, new_bytes: list[int], seed0: int)
     step between; the capacity under each test is the largest N that passed it."""
     rounds: list[dict] = []
     seed = seed0
+    if ARGS.warm_up:  # the proxy's first traffic (its one-time costs), not counted
+        res = run_round(t, up_port, session, ARGS.warm_up, ARGS.think, seed0 + 50)
+        print(f"  {t.label}: warm-up round of {ARGS.warm_up} agents (not counted): added p95 {1000 * pct(res['added'], 0.95):.0f} ms", flush=True)
     for n in ARGS.agents:  # fixed rounds (--agents): no search
         seed += 1
         rounds.append(run_round(t, up_port, session, n, ARGS.think, seed))
@@ -472,6 +478,8 @@ def main() -> None:
     ap.add_argument("--stream", type=float, default=0.5, help="the upstream's time streaming the events, seconds")
     ap.add_argument("--max-agents", type=int, default=16, help="the most agents tried (default 16: a few minutes in all)")
     ap.add_argument("--p95-ms", type=float, default=100.0)
+    ap.add_argument("--warm-up", type=int, default=1,
+                    help="agents of a first round not counted: each proxy's first traffic pays its one-time costs there (0: none)")
     ap.add_argument("--agents", type=lambda v: [int(x) for x in v.split(",")], default=[],
                     help="comma list of agent counts: run these rounds only, in order (no search; e.g. for a profiler)")
     ap.add_argument("--only", default="headroom,plain,peer", help="comma list of headroom, plain, peer")
