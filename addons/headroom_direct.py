@@ -45,7 +45,7 @@ def addressed_to_proxy(flow: http.HTTPFlow) -> bool:
     return bool(req.port == sock[1] and (req.host in LOOPBACK or req.host == sock[0]))
 
 
-def _providers() -> dict[int, str]:
+def base_url_providers() -> dict[int, str]:
     """Port -> provider from the ``headroom_base_urls`` option (``anthropic=8081,openai=8082``)."""
     out: dict[int, str] = {}
     for part in (ctx.options.headroom_base_urls or "").split(","):
@@ -59,7 +59,7 @@ def base_url_listeners() -> list[tuple[str, str]]:
     """``[(base URL, provider or upstream)]`` of the reverse-mode listeners of this proxy (from
     its ``mode`` option), e.g. ``("http://127.0.0.1:8081", "anthropic")``: the provider named
     for that port in ``headroom_base_urls``, else the upstream URL."""
-    providers = _providers()
+    providers = base_url_providers()
     out = []
     for spec in ctx.options.mode:
         try:

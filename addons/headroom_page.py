@@ -1,17 +1,21 @@
 """The stats page at the reserved host ``http://headroom.localhost/`` (``/stats`` JSON,
 ``/metrics`` Prometheus, ``/health``), served by the proxy itself the way mitmproxy's
-Onboarding addon serves ``mitm.it``: requests to that host never leave the proxy."""
+Onboarding addon serves ``mitm.it``: requests to that host never leave the proxy, on its
+base-URL ports too (where a request naming that host in its target is the ``headroom``
+command's port probe, never an API call to forward)."""
 
 from __future__ import annotations
 
-from mitmproxy import http
+from mitmproxy import ctx, http
 from mitmproxy.addons import asgiapp
+from mitmproxy.net.http import url
+from mitmproxy.proxy.mode_specs import ReverseMode
 
 from headroom_core.pricing import PriceTable
 from headroom_core.web import PAGE_HOST
 from headroom_core.web.app import create_app
 
-from headroom_direct import addressed_to_proxy
+from headroom_direct import base_url_providers, addressed_to_proxy
 from headroom_options import State
 
 
@@ -23,7 +27,7 @@ class HeadroomPage(asgiapp.WSGIApp):
 
     def __init__(self, state: State) -> None:
         super().__init__(
-            create_app(lambda: state.runtime.sessions if state.runtime is not None else None, lambda: _warm(state), lambda: _prices(state), lambda ref: _show(state, ref)),
+            create_app(lambda: state.runtime.sessions if state.runtime is not None else None, lambda: _warm(state), lambda: _prices(state), lambda ref: _show(state, ref), _ports),
             PAGE_HOST,
             None,
         )
@@ -31,10 +35,27 @@ class HeadroomPage(asgiapp.WSGIApp):
     def should_serve(self, flow: http.HTTPFlow) -> bool:
         """Requests for ``PAGE_HOST`` through the proxy, and plain requests addressed to the
         proxy's own listen port on a loopback name (so ``http://127.0.0.1:8080/`` opens the
-        page in a browser, which never proxies loopback addresses)."""
+        page in a browser, which never proxies loopback addresses). On a base-URL (reverse
+        mode) port mitmproxy has already pointed the request at the upstream; one whose target
+        was ``http://headroom.localhost/…`` (absolute form: the port probe of
+        ``headroom_core.cli.proxy_process``; no API client sends that to a base URL) is served
+        here instead of forwarded."""
         if super().should_serve(flow):
             return True
+        if isinstance(flow.client_conn.proxy_mode, ReverseMode) and flow.request.authority:
+            try:
+                host = url.parse_authority(flow.request.authority, check=False)[0]
+            except ValueError:
+                host = ""
+            if host == PAGE_HOST:
+                return bool(flow.live and not flow.error and not flow.response)
         return bool(addressed_to_proxy(flow) and flow.live and not flow.error and not flow.response)
+
+
+def _ports() -> dict:
+    """The proxy's listen ports for ``/health``: its own (``listen_port``) and its base-URL
+    ports by provider (``headroom_base_urls``)."""
+    return {"proxy_port": ctx.options.listen_port, "base_urls": {name: port for port, name in base_url_providers().items()}}
 
 
 def _warm(state: State) -> bool:

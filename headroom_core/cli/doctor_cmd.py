@@ -160,11 +160,14 @@ def check_background(home: Path) -> list[Check]:
 
 
 def check_proxy(addr: pp.ProxyAddress) -> Check:
-    state = pp.probe(addr)
+    found = pp.identify(addr)
+    state = found.state
     if state == "headroom":
         return Check("proxy", "ok", f"a Headroom proxy answers at {addr.url}")
     if state == "warming":
         return Check("proxy", "ok", f"a Headroom proxy at {addr.url} is still warming up (database, vocabulary)")
+    if state == "base_url":
+        return Check("proxy", "warn", f"{addr.url} is {found.words}, not a proxy port", f"agents use it as a base URL; check the proxy itself: `headroom doctor --port {found.proxy_port}`")
     if state == "other":
         return Check("proxy", "fail", f"{addr.url} is taken by another program", "stop it, or use another port (`headroom proxy --port N`, `headroom wrap --port N …`)")
     return Check("proxy", "warn", f"nothing listens at {addr.url}", "start it: `headroom proxy` (foreground), `headroom proxy --detach`, or just `headroom wrap <agent>`")

@@ -177,8 +177,39 @@ def proxy_command(
 def probe(addr: ProxyAddress, timeout: float = 2.0) -> str:
     """What listens at ``addr``: ``"none"``, ``"headroom"`` (it answers ``/health`` at the
     reserved host through itself), ``"warming"`` (a Headroom proxy still loading its database
-    and vocabulary, or one that cannot open its database: :func:`health_failure`) or ``"other"``."""
+    and vocabulary, or one that cannot open its database: :func:`health_failure`),
+    ``"base_url"`` (a base-URL port of a Headroom proxy, not its proxy port: :func:`identify`
+    names it) or ``"other"``. The probe is answered by the proxy itself on every one of its
+    ports and never forwarded upstream (``addons/headroom_page.py``)."""
     return _health(addr, timeout)[0]
+
+
+@dataclass(frozen=True)
+class Listener:
+    """What :func:`identify` found at an address: ``state`` as :func:`probe` says it, ``words``
+    for a message (``"nothing"``, ``"a Headroom proxy"``, ``"the Anthropic base-URL port of the
+    Headroom proxy on port 8080"``, ``"another program"``) and, for a Headroom proxy or one of
+    its base-URL ports, that proxy's port (else None)."""
+
+    state: str
+    words: str
+    proxy_port: int | None = None
+
+
+#: How the providers of ``headroom_base_urls`` are written in messages.
+PROVIDER_NAMES = {"anthropic": "Anthropic", "openai": "OpenAI", "google": "Google"}
+
+
+def identify(addr: ProxyAddress, timeout: float = 2.0) -> Listener:
+    """What listens at ``addr`` (one probe, as :func:`probe`), with words for a message."""
+    state, j = _health(addr, timeout)
+    if state == "base_url" and j is not None:
+        names = [n for n, p in (j.get("base_urls") or {}).items() if p == addr.port]
+        name = PROVIDER_NAMES.get(names[0], names[0]) + " " if names else ""
+        return Listener(state, f"the {name}base-URL port of the Headroom proxy on port {j.get('proxy_port')}", j.get("proxy_port"))
+    if state in ("headroom", "warming"):
+        return Listener(state, "a Headroom proxy", addr.port)
+    return Listener(state, "nothing" if state == "none" else "another program")
 
 
 def health_failure(addr: ProxyAddress, timeout: float = 1.0) -> str | None:
@@ -206,6 +237,8 @@ def _health(addr: ProxyAddress, timeout: float) -> tuple[str, dict | None]:
     import httpx  # here, not at the top: `headroom --version`, `wrap` start without it (~70 ms)
 
     try:
+        # through the port as through a proxy: the absolute-form target names the reserved host,
+        # which a Headroom proxy answers itself on its proxy port and its base-URL ports alike
         with httpx.Client(proxy=addr.url, trust_env=False, timeout=timeout) as c:
             r = c.get(f"http://{PAGE_HOST}/health")
         if not r.headers.get("content-type", "").startswith("application/json"):
@@ -213,6 +246,8 @@ def _health(addr: ProxyAddress, timeout: float) -> tuple[str, dict | None]:
         j = r.json()
         if not isinstance(j, dict) or j.get("service") != "headroom":
             return "other", None
+        if addr.port != j.get("proxy_port") and addr.port in (j.get("base_urls") or {}).values():
+            return "base_url", j
         return ("headroom" if j.get("ready", True) else "warming"), j
     except (httpx.HTTPError, ValueError):
         return "other", None
@@ -247,8 +282,10 @@ def port_problem(host: str, port: int) -> str | None:
             bind_error = e
         else:
             return None
-    state = probe(ProxyAddress(host, port))
-    if state in ("headroom", "warming"):
+    found = identify(ProxyAddress(host, port))
+    if found.state == "base_url":
+        return f"port {port} is busy: it is {found.words} (stop that proxy, or choose another port)"
+    if found.state in ("headroom", "warming"):
         return (f"port {port} is busy: a Headroom proxy already runs there (started with --detach, it stops with "
                 f"`headroom proxy --stop --port {port}`; started in a terminal, with Ctrl-C there)")
     if isinstance(bind_error, PermissionError):

@@ -100,7 +100,11 @@ def wrap(
     addr = pp.ProxyAddress(listen_host, port)
     ca = conf / CA_CERT
     check_ca("wrap", conf, confdir is None)  # the agent would fail TLS: refuse before it runs
-    state = pp.probe(addr)
+    found = pp.identify(addr)
+    state = found.state
+    if state == "base_url":
+        ui.fail("wrap", f"{addr.url} is {found.words}, not a proxy port: use --port {found.proxy_port}, or choose another --port")
+        raise typer.Exit(2)
     if state == "other":
         ui.fail("wrap", f"{addr.url} answers, but not as a Headroom proxy: choose another --port")
         raise typer.Exit(2)

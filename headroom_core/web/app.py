@@ -4,7 +4,8 @@ Routes: ``/`` the HTML page, ``/stats`` the ledger as JSON (:func:`headroom_core
 ``/request?id=REF`` what the proxy did to one request (:mod:`headroom_core.show`; ``&format=json``
 for JSON; no ``id``: the latest),
 ``/metrics`` Prometheus text exposition, ``/health`` ``{"service": "headroom", "ok": true}``
-(what ``headroom wrap`` and the Docker health check probe through the proxy).
+(what ``headroom wrap`` and the Docker health check probe through the proxy; with the proxy's
+ports, so a probe of a base-URL port knows what it reached).
 """
 
 from __future__ import annotations
@@ -25,16 +26,21 @@ log = logging.getLogger("headroom")
 SessionsProvider = Callable[[], "sessionmaker[Session] | None"]
 #: ``show(ref)``: the report of the request ``ref`` names (:func:`headroom_core.show.request_report`), or None
 ShowProvider = Callable[["str | None"], "dict | None"]
+#: ``ports()``: the proxy's listen ports for ``/health``: ``{"proxy_port": 8080, "base_urls":
+#: {"anthropic": 8081, "openai": 8082}}`` (empty when unknown)
+PortsProvider = Callable[[], dict]
 
 
 def create_app(
-    sessions: SessionsProvider, ready: Callable[[], bool] = lambda: True, prices: Callable[[], PriceTable] = PriceTable, show: ShowProvider | None = None
-) -> Flask:
+    sessions: SessionsProvider, ready: Callable[[], bool] = lambda: True, prices: Callable[[], PriceTable] = PriceTable, show: ShowProvider | None = None,
+    ports: PortsProvider = dict,
+) -> Flask:  # fmt: skip
     """A Flask app reading the ledger through ``sessions()`` on every request (it may return
     None while the proxy is starting: the routes then answer 503). ``ready()`` tells ``/health``
     whether the proxy has finished warming up (database open, vocabulary loaded); ``prices()``
     is the price table the money figures use; ``show(ref)`` reports one request for
-    ``/request`` (default: the ledger's figures only, no texts)."""
+    ``/request`` (default: the ledger's figures only, no texts); ``ports()`` the proxy's listen
+    ports, added to ``/health`` (``proxy_port``, ``base_urls``)."""
     app = Flask("headroom_web")
 
     def _sessions() -> sessionmaker[Session]:
@@ -60,7 +66,7 @@ def create_app(
             ok, detail = sessions() is not None, ""
         except Exception as e:  # noqa: BLE001 - health reports it
             ok, detail = False, f"{type(e).__name__}: {e}"
-        return jsonify(service="headroom", ok=ok, ready=ok and ready(), detail=detail), 200 if ok else 503
+        return jsonify(service="headroom", ok=ok, ready=ok and ready(), detail=detail, **ports()), 200 if ok else 503
 
     @app.get("/stats")
     def stats():
