@@ -9,6 +9,11 @@ Nothing here blocks mitmproxy's event loop: planning, answering the proxy's tool
 large bodies and the ledger run in worker threads; follow-up requests are async (httpx), and a
 streamed follow-up reaches the client through :mod:`headroom_stream_relay` from the async
 ``response`` hook while every other flow goes on.
+
+A client that leaves while the proxy's follow-up runs (its connection closed, its HTTP/2 stream
+reset: :func:`headroom_stream_relay.on_client_gone`) abandons the turn
+(:meth:`~headroom_core.turn.Turn.abandon`): the follow-up stops where it waits, its upstream
+connection closes, no further round starts; the ledger row says 499 (client closed request).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import httpx
 from mitmproxy import ctx, http
@@ -251,6 +256,9 @@ class LLMTraffic:
 
     async def responseheaders(self, flow: http.HTTPFlow) -> None:
         st: FlowState | None = flow.metadata.get("headroom")
+        if st is not None and st.plan.hidden_tools:
+            # a follow-up may run: it stops at once when the client leaves
+            headroom_stream_relay.on_client_gone(flow, _abandon(flow, st.turn))
         if st is not None:
             # the session's state is stored before the client sees its answer: the client's next
             # turn may reach another proxy of a team (one database), which must find it
@@ -288,17 +296,26 @@ class LLMTraffic:
         rt = self.state.runtime
         if st is None or rt is None or flow.response is None:
             return
+        left = False
+        try:
+            if st.stream is not None:
+                if st.stream.pending is not None:
+                    await st.turn.follow_up(self._continue_stream(flow, st, st.stream))
+            elif st.plan.dialect is not None and st.plan.action != "reject":
+                await self._complete_json(flow, st)
+        except asyncio.CancelledError:
+            if st.turn.abandoned is None or _cancelling():
+                raise  # the proxy is stopping, not this client leaving
+            left = True  # the turn was abandoned: the hook ends normally, the flow with it
+        headroom_stream_relay.forget_client_gone(flow)
         if st.stream is not None:
-            if st.stream.pending is not None:
-                await st.turn.follow_up(self._continue_stream(flow, st, st.stream))
             st.usage, st.rounds, st.called = st.stream.usage, st.stream.rounds, st.stream.called
-        elif st.plan.dialect is not None and st.plan.action != "reject":
-            await self._complete_json(flow, st)
         # journaled (one write to a file) and queued for the ledger's own writer thread (not
         # behind the compression work): a proxy killed at any moment has every answered request
         # on disk. Without a journal, or with the tools still being counted, the answer waits
         # for the row's commit (at most LEDGER_WAIT seconds).
-        committed = st.turn.record(status_code=flow.response.status_code, usage=st.usage, rounds=st.rounds, called=st.called)
+        status = CLIENT_CLOSED_REQUEST if left else flow.response.status_code
+        committed = st.turn.record(status_code=status, usage=st.usage, rounds=st.rounds, called=st.called)
         # the plan holds the parsed request (megabytes of objects for a large body) and the stream
         # loop's callback refers back to it: free it with the flow, not at a later cyclic collection
         del flow.metadata["headroom"]
@@ -371,21 +388,27 @@ class LLMTraffic:
         texts: tuple[str, ...] = (text,)
         if st.plan.hidden_tools and flow.response.status_code == 200:
             url, headers, verify = _followup_target(flow)
+            answered: list[str] = []  # the follow-ups' responses so far (for the ledger if the client leaves)
 
             async def send(body: bytes) -> tuple[int, bytes]:
                 async with httpx.AsyncClient(verify=verify, timeout=_FOLLOWUP_TIMEOUT) as client:
                     r = await client.post(url, headers=await _followup_headers(st, url, headers, body), content=body)
+                    if r.status_code == 200:
+                        answered.append(r.content.decode("utf-8", "replace"))
                     return r.status_code, r.content
 
-            outcome = await st.turn.follow_up(
-                complete_json(reply, st.sent.decode("utf-8", "replace"), text, st.plan.hidden_tools, st.turn.answer, send, rt.settings.retrieve_max_rounds)
-            )
+            try:
+                outcome = await st.turn.follow_up(
+                    complete_json(reply, st.sent.decode("utf-8", "replace"), text, st.plan.hidden_tools, st.turn.answer, send, rt.settings.retrieve_max_rounds)
+                )
+            except asyncio.CancelledError:
+                st.rounds = len(answered)
+                _tally(st, reply, (text, *answered))
+                raise
             if outcome.body is not None:
                 flow.response.content = outcome.body
             st.rounds, texts = outcome.rounds, outcome.texts
-        msgs = [m for m in (Raw(t).value for t in texts) if isinstance(m, dict)]
-        st.called = [c.name for m in msgs for c in reply.tool_calls(m)]
-        st.usage = sum_usage([reply.usage(m) for m in msgs])
+        _tally(st, reply, texts)
 
     def done(self) -> None:
         """On shutdown: commit the ledger rows still queued (up to 10 s), then checkpoint the
@@ -399,6 +422,34 @@ class LLMTraffic:
             from headroom_core.db.backup import checkpoint_all
 
             checkpoint_all()  # a stopped proxy's data in headroom.db itself, not in its -wal file
+
+
+#: The status a ledger row gets when the client left before its answer ended (nginx's 499,
+#: "client closed request", the code mitmproxy gives such a request too).
+CLIENT_CLOSED_REQUEST = 499
+
+
+def _abandon(flow: http.HTTPFlow, turn: Turn) -> Callable[[str], None]:
+    """The callback that abandons ``turn`` when the client of ``flow`` leaves."""
+
+    def gone(why: str) -> None:
+        if turn.abandon(why):
+            log.info("headroom: %s: the client left (%s); its follow-up stopped", where(flow), why)
+
+    return gone
+
+
+def _cancelling() -> bool:
+    """Whether the running task itself is being cancelled (not only a task it awaited)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+def _tally(st: FlowState, reply: Any, texts: tuple[str, ...]) -> None:
+    """The calls and summed usage of every round's response (``texts``) into ``st``."""
+    msgs = [m for m in (Raw(t).value for t in texts) if isinstance(m, dict)]
+    st.called = [c.name for m in msgs for c in reply.tool_calls(m)]
+    st.usage = sum_usage([reply.usage(m) for m in msgs])
 
 
 def _why(e: BaseException) -> str:

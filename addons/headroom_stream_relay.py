@@ -22,15 +22,25 @@ load on any other mitmproxy version (the internals it relies on are private and 
   other layers are passed on unchanged.
 - :func:`send` awaits the connection handler's ``server_event`` (mitmproxy's own entry point for
   injected events), so chunks go out in order, then waits for the client's socket to drain.
+- :func:`on_client_gone`: while a hook of a flow runs (the ``response`` hook running a
+  follow-up), mitmproxy holds the flow's stream paused and queues what happens to it: a client
+  that closes its connection (HTTP/1, HTTP/2) or resets the flow's HTTP/2 stream
+  (``RST_STREAM``, e.g. ``CANCEL``) reaches no hook until the hook returns (the ``error`` hook
+  never runs for it; ``client_disconnected`` only at a connection's end, never for a reset
+  stream). ``HttpLayer.event_to_child`` is wrapped: when the client side's protocol error
+  (``RequestProtocolError``, mitmproxy's event for all three) is routed to a flow's stream, the
+  flow's callback runs at once, before the event is queued.
 
 Covered end to end by ``tests/e2e/test_sse_followup_e2e.py`` (HTTP/1.1 and HTTP/2 clients through a
-real ``mitmdump``; a second flow completing while a slow follow-up streams).
+real ``mitmdump``; a second flow completing while a slow follow-up streams) and
+``tests/e2e/test_followup_faults_e2e.py`` (a client that leaves, or resets its HTTP/2 stream,
+during a follow-up).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +48,7 @@ import mitmproxy.version
 from mitmproxy import ctx, http
 from mitmproxy.proxy import events
 from mitmproxy.proxy.layers import http as http_layers
-from mitmproxy.proxy.layers.http._events import ResponseData
+from mitmproxy.proxy.layers.http._events import RequestProtocolError, ResponseData
 
 from headroom_core.errors import EnvironmentProblem
 
@@ -49,7 +59,7 @@ PINNED_VERSION = "11.0.2"
 if mitmproxy.version.VERSION != PINNED_VERSION:  # pragma: no cover - fails loudly on purpose
     raise ImportError(
         f"addons/headroom_stream_relay.py relies on private internals of mitmproxy {PINNED_VERSION} "
-        f"(HttpLayer._handle_event, ConnectionHandler.server_event), but mitmproxy "
+        f"(HttpLayer._handle_event, HttpLayer.event_to_child, ConnectionHandler.server_event), but mitmproxy "
         f"{mitmproxy.version.VERSION} is installed: install mitmproxy==11.0.2 or re-check the mechanism."
     )
 
@@ -83,6 +93,40 @@ def _handle_event(self: http_layers.HttpLayer, event: events.Event) -> Generator
 
 http_layers.HttpLayer._headroom_original_handle_event = _original  # type: ignore[attr-defined]
 http_layers.HttpLayer._handle_event = _handle_event  # type: ignore[method-assign]
+
+#: ``flow.metadata`` key of the callback :func:`on_client_gone` registers
+GONE = "headroom_client_gone"
+_original_to_child = getattr(http_layers.HttpLayer, "_headroom_original_event_to_child", http_layers.HttpLayer.event_to_child)
+
+
+def _event_to_child(self: http_layers.HttpLayer, child: Any, event: events.Event) -> Generator[Any, Any, None]:
+    if isinstance(event, RequestProtocolError):
+        flow = getattr(child, "flow", None)
+        gone = flow.metadata.pop(GONE, None) if flow is not None else None
+        if gone is not None:
+            try:
+                gone(event.message)
+            except Exception:  # noqa: BLE001 - never break mitmproxy's event routing
+                log.exception("headroom: the client-gone callback failed")
+    yield from _original_to_child(self, child, event)
+
+
+http_layers.HttpLayer._headroom_original_event_to_child = _original_to_child  # type: ignore[attr-defined]
+http_layers.HttpLayer.event_to_child = _event_to_child  # type: ignore[method-assign]
+
+
+def on_client_gone(flow: http.HTTPFlow, callback: Callable[[str], None]) -> None:
+    """Call ``callback(why)`` once, at once, when the client of ``flow`` goes away before the
+    flow ends: its connection closed, or (HTTP/2) its stream reset. ``why`` is mitmproxy's
+    words (``Client disconnected.``, ``stream reset by client (CANCEL)``). Runs on the event
+    loop, inside mitmproxy's event routing: ``callback`` must be quick and never block. A later
+    call replaces the callback; :func:`forget_client_gone` removes it."""
+    flow.metadata[GONE] = callback
+
+
+def forget_client_gone(flow: http.HTTPFlow) -> None:
+    """The flow's :func:`on_client_gone` callback is no longer called."""
+    flow.metadata.pop(GONE, None)
 
 
 async def send(flow: http.HTTPFlow, data: bytes) -> None:

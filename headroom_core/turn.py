@@ -109,6 +109,8 @@ class Turn:
         #: the answer ended (:meth:`record` ran): the row is built there if it was not prepared
         self.answered = False
         self._follow_up: asyncio.Task | None = None
+        #: why the client left (:meth:`abandon`); None while it is there
+        self.abandoned: str | None = None
 
     # -- 1. after forwarding (a worker thread) -------------------------------------------------
 
@@ -195,7 +197,12 @@ class Turn:
     async def follow_up(self, work: Coroutine[Any, Any, T]) -> T:
         """Run ``work`` (the proxy answering its tools and sending the follow-up requests of
         this turn) as the turn's follow-up task; :meth:`abandon` cancels it. The one place a
-        follow-up runs, so the one place it is stopped."""
+        follow-up runs, so the one place it is stopped. Raises ``asyncio.CancelledError`` when
+        the turn was abandoned (before: ``work`` never starts; meanwhile: it is cancelled where
+        it waits, an HTTP request closing its connection)."""
+        if self.abandoned is not None:
+            work.close()
+            raise asyncio.CancelledError(self.abandoned)
         task = asyncio.ensure_future(work)
         self._follow_up = task
         try:
@@ -203,10 +210,14 @@ class Turn:
         finally:
             self._follow_up = None
 
-    def abandon(self) -> bool:
-        """Cancel the running :meth:`follow_up` (the client left); False when none runs."""
+    def abandon(self, why: str = "the client left") -> bool:
+        """The client left (``why``): cancel the running :meth:`follow_up` at once, and refuse
+        any later one, so no request is sent for nobody. Returns whether a running follow-up was
+        cancelled. Call from the event loop."""
+        if self.abandoned is None:
+            self.abandoned = why
         task = self._follow_up
-        return task is not None and task.cancel()
+        return task is not None and task.cancel(why)
 
     # -- 3. the answer's end -------------------------------------------------------------------
 

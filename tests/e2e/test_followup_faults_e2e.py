@@ -1,6 +1,12 @@
 """Faults around the proxy's follow-ups over HTTP (issue 36, items 2, 4 and 5), each through a
 real ``mitmdump -s addons/headroom.py`` with real clients and the scripted upstream:
 
+- item 2: a client that leaves while the proxy's follow-up runs (its connection closed while
+  it waits for a non-streamed answer, a streamed answer it stops reading, an HTTP/2 stream it
+  resets while its connection stays up) stops the follow-up at once: the upstream sees the
+  follow-up's connection closed (plain mitmproxy closes at once too; before, it stayed open
+  until the model answered or the 600 s read timeout) and no request after the client left;
+  the ledger row says 499.
 - item 5: a call to ``headroom_retrieve`` that the model's token limit cut is never carried out
   (no follow-up reaches the upstream, the ledger row counts no round) and the client sees the
   truncation in its dialect's terms (Anthropic ``max_tokens``, Chat ``length``, Responses
@@ -10,15 +16,18 @@ real ``mitmdump -s addons/headroom.py`` with real clients and the scripted upstr
 from __future__ import annotations
 
 import json
+import time
 
+import httpx
 import pytest
 
 from headroom_core.ccr import retrieve
 from headroom_core.compress import markers
-from tests.support.clients import openai_client, anthropic_client
+from tests.support.clients import anthropic_client, http_client, iter_sse, openai_client
+from tests.support.leaving_clients import H2Client, h1_send
 from tests.support.dialect_e2e import ledger_rows
 from tests.support.proxy import ADDON_SCRIPT
-from tests.support.sse_forms import responses_events, responses_response, sse
+from tests.support.sse_forms import anthropic_events, anthropic_message, responses_events, responses_response, sse
 from tests.support.upstream import Reply
 from tests.unit.test_request_plan import anthropic_request, github_scenario
 
@@ -56,6 +65,93 @@ def responses_items(big_output: str) -> list[dict]:
 
 def _new_rows(proxy, before: int, n: int = 1) -> list:
     return ledger_rows(proxy, before + n)[before:]
+
+
+# -- item 2: the client leaves during a follow-up ----------------------------------------------
+
+#: how long the scripted model takes over a follow-up that nobody should wait for (seconds)
+SLOW = 120.0
+
+
+def _retrieve_again(key: str) -> bytes:
+    """A non-streamed answer that calls ``headroom_retrieve`` again (a next round, if asked)."""
+    return json.dumps(anthropic_message([{"type": "tool_use", "id": "toolu_2", "name": R, "input": {"key": key}}], "tool_use")).encode()
+
+
+def _left_and_nothing_after(upstream, left: float, follow_up: int = 1) -> float:
+    """Once the client left (``left``, monotonic): the seconds until the upstream saw the
+    follow-up's connection closed; every request the upstream got was sent before ``left``."""
+    closed = upstream.closed_at(follow_up, timeout=60)
+    assert closed is not None, "the follow-up's connection stayed open after the client left"
+    time.sleep(1.0)  # a next round would start now, had the loop gone on
+    assert [r.received_at < left for r in upstream.requests] == [True] * (follow_up + 1)
+    return closed - left
+
+
+def test_a_client_that_leaves_a_non_streamed_answer_stops_its_follow_up(upstream, proxy, big_output):
+    key = markers.offload_key(big_output)
+    before = len(ledger_rows(proxy, 0, timeout=0))
+    upstream.script(Reply.tool_call(R, {"key": key}, text="Checking."))
+    upstream.raw(200, _retrieve_again(key), {"content-type": "application/json"}, wait=SLOW)  # a slow model
+    upstream.script(Reply.tool_call(R, {"key": key}), Reply.text("round 3"))  # rounds nobody may start
+    body = json.dumps({**anthropic_request(big_output), "model": MODEL, "max_tokens": 100}).encode()
+    sock = h1_send(proxy, upstream, "/v1/messages", body, {"x-api-key": "k", "anthropic-version": "2023-06-01"})
+    upstream.wait_for_requests(2, timeout=180)  # the proxy's follow-up is waiting for the model
+    sock.close()  # the client gives up (a timeout, an interrupt)
+    _left_and_nothing_after(upstream, time.monotonic())
+    (row,) = _new_rows(proxy, before)
+    assert (row.status_code, row.retrieve_rounds) == (499, 0)  # no follow-up answered before the client left
+
+
+def test_a_client_that_stops_reading_a_streamed_answer_stops_its_hung_follow_up(upstream, proxy, big_output):
+    key = markers.offload_key(big_output)
+    upstream.script(Reply.tool_call(R, {"key": key}, text="Checking."))
+    start = anthropic_events(anthropic_message([], "end_turn"))[:1]
+    # the follow-up's answer starts, then the model stalls (the provider's stream hangs)
+    upstream.raw(200, b"", {"content-type": "text/event-stream"}, chunks=[sse(start)], hang=SLOW)
+    upstream.script(Reply.text("round 3"))
+    body = {**anthropic_request(big_output), "model": MODEL, "max_tokens": 100, "stream": True}
+    with http_client(proxy, timeout=httpx.Timeout(180.0)) as c:
+        with c.stream("POST", upstream.url + "/v1/messages", json=body) as r:
+            for ev in iter_sse(r):
+                if ev.type == "content_block_delta" and ev.json["delta"].get("text") == "Checking.":
+                    upstream.wait_for_requests(2, timeout=180)  # the follow-up waits for the model
+                    break  # the user stops reading: httpx closes the connection here
+    _left_and_nothing_after(upstream, time.monotonic())
+
+
+def test_a_client_that_leaves_before_the_follow_up_starts_gets_none(upstream, proxy, big_output):
+    """The client stops reading as soon as it has the first round's text, while the rest of
+    that round (the proxy's call) is still coming: no follow-up is ever sent."""
+    key = markers.offload_key(big_output)
+    upstream.script(Reply.tool_call(R, {"key": key}, text="Checking.", delay=0.2), Reply.text("round 2"))
+    body = {**anthropic_request(big_output), "model": MODEL, "max_tokens": 100, "stream": True}
+    with http_client(proxy, timeout=httpx.Timeout(180.0)) as c:
+        with c.stream("POST", upstream.url + "/v1/messages", json=body) as r:
+            for ev in iter_sse(r):
+                if ev.type == "content_block_delta" and ev.json["delta"].get("text") == "Checking.":
+                    break  # the rest of the first round (the proxy's call) is still on its way
+    time.sleep(3.0)  # the first round's last events (0.2 s apart) and a follow-up would be done by now
+    assert len(upstream.requests) == 1
+
+
+def test_an_http2_stream_reset_stops_the_follow_up_and_the_connection_stays(upstream, proxy_factory, big_output):
+    px = proxy_factory(ADDON_SCRIPT, options={**OPTIONS, "connection_strategy": "lazy"})  # h2 to the client
+    key = markers.offload_key(big_output)
+    upstream.script(Reply.tool_call(R, {"key": key}, text="Checking."))
+    upstream.raw(200, b"", {"content-type": "text/event-stream"}, chunks=[sse(anthropic_events(anthropic_message([], "end_turn"))[:1])], hang=SLOW)
+    upstream.script(Reply.text("round 3"))
+    body = json.dumps({**anthropic_request(big_output), "model": MODEL, "max_tokens": 100, "stream": True}).encode()
+    with H2Client(px, upstream) as c:
+        sid = c.post("/v1/messages", body, {"x-api-key": "k", "anthropic-version": "2023-06-01"})
+        got = c.read_until(sid, lambda st: b"Checking." in st.data, timeout=180)
+        assert got.status == 200
+        upstream.wait_for_requests(2, timeout=180)
+        c.reset(sid)  # RST_STREAM(CANCEL): the user interrupted; the connection stays
+        _left_and_nothing_after(upstream, time.monotonic())
+        assert c.alive(0.5)  # the client's other streams may go on
+        sid2 = c.post("/v1/messages", json.dumps({"model": MODEL, "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}).encode())
+        assert c.read_until(sid2, lambda st: st.ended, timeout=60).status == 200
 
 
 # -- item 5: a proxy call cut at the token limit ----------------------------------------------

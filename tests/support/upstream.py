@@ -31,6 +31,7 @@ import http.server
 import ipaddress
 import json
 import re
+import select
 import shutil
 import socket
 import ssl
@@ -385,7 +386,9 @@ class RawReply:
     type unless given). With ``chunks`` the body is sent chunked, piece by piece, with
     ``delay`` seconds between pieces. ``wait``: seconds before the status line (a model's
     time to first byte). ``close`` drops the connection after the reply (``abort=True`` drops
-    it before sending anything).
+    it before sending anything). ``hang``: after the chunks, seconds the body stays open before
+    it ends (a model that stalls mid-stream). While waiting and hanging the server watches the
+    connection: a peer that closes it ends the reply at once, noted by :meth:`Upstream.closed_at`.
     """
 
     status: int = 200
@@ -396,6 +399,7 @@ class RawReply:
     close: bool = False
     abort: bool = False
     wait: float = 0.0
+    hang: float = 0.0
 
 
 @dataclass
@@ -525,7 +529,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._hard_close()
             return
         if raw.wait:
-            time.sleep(raw.wait)
+            self._watch(raw.wait)
         self.send_response_only(raw.status)
         names = {k.lower() for k, _ in raw.headers}
         for k, v in raw.headers:
@@ -542,6 +546,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 if i and raw.delay:
                     time.sleep(raw.delay)
                 self._write_chunk(chunk)
+            if raw.hang:
+                self._watch(raw.hang)
             self._end_chunks()
         else:
             if "content-length" not in names:
@@ -564,6 +570,23 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 body=data,
             )
         )
+
+    def _watch(self, seconds: float) -> None:
+        """Wait ``seconds`` while watching the connection: when the peer closes it (the request
+        was read whole, so anything readable is its end), note it for the request being answered
+        (:meth:`Upstream.closed_at`) and end this reply."""
+        up = self.server.upstream
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            if not select.select([self.request], [], [], min(left, 0.2))[0]:
+                continue
+            try:
+                got = self.request.recv(1)
+            except (ssl.SSLError, OSError):
+                got = b""
+            if not got:
+                up._note_closed()
+                self._hard_close()
 
     def _write_chunk(self, data: bytes) -> None:
         if not data:
@@ -1446,6 +1469,9 @@ class Upstream:
         self._requests: list[RecordedRequest] = []
         self._errors: list[str] = []
         self._ws_closes: list[tuple[int | None, str]] = []
+        #: request index -> when its peer closed the connection during a watched reply
+        self._closed: dict[int, float] = {}
+        self._answering = threading.local()
         self._epoch = 0  # reset() count: a socket opened before a reset() reports nothing after it
         self._tmp: Path | None = None
         self._server: _TLSServer | None = None
@@ -1530,13 +1556,15 @@ class Upstream:
         abort: bool = False,
         path: str | None = None,
         wait: float = 0.0,
+        hang: float = 0.0,
     ) -> RawReply:
         """Queue a raw reply for the next request (to any path, or only ``path``).
 
         ``body`` may be bytes, str, or a JSON-able object (then ``Content-Type:
         application/json`` is added unless given). ``chunks`` sends a chunked body piece by
         piece with ``delay`` seconds between pieces; ``wait`` seconds pass before the status
-        line. ``close`` closes the connection after the reply; ``abort`` drops it without any
+        line, ``hang`` seconds after the chunks before the body ends (both watched:
+        :meth:`closed_at`). ``close`` closes the connection after the reply; ``abort`` drops it without any
         response. Returns the queued reply.
         """
         hdrs = list(headers.items()) if isinstance(headers, dict) else list(headers or [])
@@ -1551,7 +1579,7 @@ class Upstream:
         ch = None
         if chunks is not None:
             ch = tuple(c.encode() if isinstance(c, str) else bytes(c) for c in chunks)
-        item = RawReply(status=status, headers=tuple(hdrs), body=data, chunks=ch, delay=delay, close=close, abort=abort, wait=wait)
+        item = RawReply(status=status, headers=tuple(hdrs), body=data, chunks=ch, delay=delay, close=close, abort=abort, wait=wait, hang=hang)
         with self._lock:
             self._queue.append(_Scripted(item, path))
         return item
@@ -1564,6 +1592,7 @@ class Upstream:
             self._requests.clear()
             self._errors.clear()
             self._ws_closes.clear()
+            self._closed.clear()
             self._epoch += 1
             self.responder = None
             self.aws_secrets = {}
@@ -1605,6 +1634,16 @@ class Upstream:
         with self._lock:
             return list(self._ws_closes)
 
+    def closed_at(self, index: int, timeout: float = 0.0) -> float | None:
+        """When (``time.monotonic()``) the peer closed the connection of request ``index`` while
+        its :class:`RawReply` waited or hung (None: it did not), waiting up to ``timeout``
+        seconds for it."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while index not in self._closed and (left := deadline - time.monotonic()) > 0:
+                self._cond.wait(left)
+            return self._closed.get(index)
+
     def wait_for_requests(self, n: int, timeout: float = 10.0) -> list[RecordedRequest]:
         """Block until at least ``n`` requests were recorded; return them."""
         deadline = time.monotonic() + timeout
@@ -1640,7 +1679,16 @@ class Upstream:
             self._cond.notify_all()
         return rec
 
+    def _note_closed(self) -> None:
+        """The peer closed the connection of the request this thread answers."""
+        rec = getattr(self._answering, "rec", None)
+        with self._cond:
+            if rec is not None and rec in self._requests:
+                self._closed.setdefault(rec.index, time.monotonic())
+                self._cond.notify_all()
+
     def _take(self, rec: RecordedRequest) -> Reply | RawReply:
+        self._answering.rec = rec  # the request this handler thread answers now
         is_llm = (rec.path_only in (*LLM_PATHS, OLLAMA_CHAT) or _is_gemini(rec.path_only) or _is_hosted_claude(rec.path_only) or _is_converse(rec.path_only)) and rec.method in ("POST", "WS")
         with self._lock:
             for i, s in enumerate(self._queue):

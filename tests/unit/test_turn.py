@@ -189,7 +189,6 @@ def test_until_committed_gives_up_after_its_bound_and_never_cancels(monkeypatch,
 def test_follow_up_is_cancelled_by_abandon():
     async def scenario() -> None:
         t = Turn(None, _plan())
-        assert not t.abandon()
         started = asyncio.Event()
 
         async def work() -> None:
@@ -198,9 +197,29 @@ def test_follow_up_is_cancelled_by_abandon():
 
         running = asyncio.ensure_future(t.follow_up(work()))
         await started.wait()
-        assert t.abandon()
+        assert t.abandon("stream reset by client (CANCEL)")
         with pytest.raises(asyncio.CancelledError):
             await running
+        assert t.abandoned == "stream reset by client (CANCEL)"
+
+    asyncio.run(scenario())
+
+
+def test_an_abandoned_turn_starts_no_follow_up():
+    """The client left before the proxy got to its follow-up: the work never starts (no request
+    for nobody), and the awaiting hook sees the cancellation."""
+
+    async def scenario() -> None:
+        t = Turn(None, _plan())
+        assert not t.abandon("Client disconnected.")  # nothing ran: nothing cancelled, but remembered
+        ran: list[bool] = []
+
+        async def work() -> None:
+            ran.append(True)
+
+        with pytest.raises(asyncio.CancelledError):
+            await t.follow_up(work())
+        assert ran == [] and t.abandoned == "Client disconnected."
 
     asyncio.run(scenario())
 
