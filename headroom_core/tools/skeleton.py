@@ -2,7 +2,8 @@
 
 A skeleton keeps a tool's name, the first sentence of its description (followed by a short
 note naming the tool that gives the full definition) and an input schema that is still valid
-JSON Schema: property names, ``type``, ``required``, ``enum``, ``const``, ``format``, the
+JSON Schema: property names, ``type``, ``required``, ``enum``, ``const``, ``format``,
+``nullable`` (OpenAPI's, as Gemini's ``parameters`` use it: it widens, never narrows), the
 object/array structure (``properties``, ``patternProperties``, ``additionalProperties``,
 ``items``, ``prefixItems``, ``additionalItems``, ``unevaluatedProperties``), the combinators
 ``anyOf``/``allOf`` (``oneOf`` becomes ``anyOf``) and references (``$ref``, ``$id``, ``$defs``,
@@ -14,9 +15,11 @@ Only constraints are removed (and ``oneOf`` relaxed to ``anyOf``, ``not`` droppe
 every instance the full schema accepts, the skeleton accepts too: a model that calls the tool
 from its skeleton sends arguments the client's tool can still receive.
 
-Shapes understood are those of :mod:`headroom_core.tools.minify` (Anthropic Messages,
-OpenAI Chat Completions, OpenAI Responses); anything else (server and built-in tools) has no
-skeleton, and neither has a tool the client defers itself (``"defer_loading": true``,
+Shapes understood are those the request's dialect describes (``shape_of``, its
+:meth:`~headroom_core.wire.protocol.WireDialect.tool_shape`; by default Anthropic Messages,
+OpenAI Chat Completions and OpenAI Responses; Gemini function declarations, Bedrock Converse
+``toolSpec`` tools); anything else (server and built-in tools) has no skeleton, and neither
+has a tool the client defers itself (``"defer_loading": true``,
 :mod:`headroom_core.wire.tool_deferral`). All functions are pure and deterministic (key order
 kept).
 """
@@ -34,7 +37,7 @@ from headroom_core.wire.tool_defs import tool_shape
 FIRST_SENTENCE_MAX_CHARS = 200
 
 # Keywords whose value is data, kept as it is.
-_DATA_KEYS = ("type", "enum", "const", "required", "format", "$ref", "$id")
+_DATA_KEYS = ("type", "enum", "const", "required", "format", "nullable", "$ref", "$id")
 # Keywords whose value is one subschema (or a boolean schema).
 _ONE = ("additionalProperties", "unevaluatedProperties", "additionalItems")
 # Keywords whose value is a list of subschemas.

@@ -23,6 +23,7 @@ import json
 from typing import Any, Iterator
 
 from headroom_core.wire.blocks import ToolCall, ToolOutput, Usage
+from headroom_core.wire.tool_defs import ToolShape
 
 CONVERSATION = "messages"
 SYSTEM = "system"
@@ -31,6 +32,8 @@ TOOL_CONFIG = "toolConfig"
 TOOLS_PATH = (TOOL_CONFIG, "tools")
 #: A prompt-cache checkpoint block (in ``system``, ``toolConfig.tools`` and message content).
 CACHE_POINT = "cachePoint"
+#: The member of a ``toolConfig.tools`` element holding a client tool's definition.
+TOOL_SPEC = "toolSpec"
 
 
 def _messages(body: dict[str, Any]) -> list[Any]:
@@ -120,6 +123,23 @@ def tool_names(body: dict[str, Any]) -> list[str]:
 def function_tool(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
     """A ``toolSpec`` tool (its JSON Schema under ``inputSchema.json``)."""
     return {"toolSpec": {"name": name, "description": description, "inputSchema": {"json": schema}}}
+
+
+def tool_shape(tool: Any) -> ToolShape | None:
+    """A ``toolSpec`` tool keeps its definition in ``toolSpec``, its JSON Schema under
+    ``inputSchema.json``; None for a ``cachePoint`` or anything else."""
+    spec = tool.get(TOOL_SPEC) if isinstance(tool, dict) else None
+    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not spec["name"]:
+        return None
+    return ToolShape((TOOL_SPEC,), ("inputSchema", "json"))
+
+
+def forced_tool_names(body: dict[str, Any]) -> set[str]:
+    """The tool ``toolConfig.toolChoice`` ``{tool: {name}}`` forces (empty for ``auto``/``any``)."""
+    tc = body.get(TOOL_CONFIG)
+    choice = tc.get("toolChoice") if isinstance(tc, dict) else None
+    forced = choice.get("tool") if isinstance(choice, dict) else None
+    return {forced["name"]} if isinstance(forced, dict) and isinstance(forced.get("name"), str) else set()
 
 
 def tool_choice_allows(body: dict[str, Any], name: str) -> bool:

@@ -26,6 +26,7 @@ from headroom_core.wire.blocks import ToolCall
 from headroom_core.wire.detect import Dialect, path_only
 from headroom_core.wire.dialect_bedrock import UNDER, model_in_path
 from headroom_core.wire.protocol import DialectBase
+from headroom_core.wire.tool_defs import ToolShape
 
 #: The operations after ``/model/{modelId}``.
 CONVERSE = ("/converse", "/converse-stream")
@@ -56,6 +57,13 @@ class BedrockConverse(DialectBase):
 
     def tool_calls(self, body: dict[str, Any]) -> dict[str, ToolCall]:
         return converse.tool_calls(body)
+
+    def forced_tool_names(self, body: Mapping[str, Any]) -> set[str]:
+        return converse.forced_tool_names(dict(body))
+
+    def tool_shape(self, tool: Any) -> ToolShape | None:
+        """A ``toolSpec`` tool (its schema under ``inputSchema.json``); a ``cachePoint`` is none."""
+        return converse.tool_shape(tool)
 
     def user_texts(self, item: Any) -> Iterator[str]:
         return converse.user_texts(item)

@@ -25,6 +25,7 @@ from headroom_core.wire.detect import Dialect, path_only
 from headroom_core.wire.image_refs import ImageRef, gemini_images
 from headroom_core.wire.json_array import JSONArrayReply
 from headroom_core.wire.protocol import DialectBase, ReplySide
+from headroom_core.wire.tool_defs import Place, ToolShape
 
 #: Method suffixes of a generation request and of a token count.
 GENERATE = (":generateContent", ":streamGenerateContent")
@@ -91,6 +92,16 @@ class GeminiAPI(DialectBase):
 
     def tool_calls(self, body: dict[str, Any]) -> dict[str, ToolCall]:
         return gemini.tool_calls(body)
+
+    def forced_tool_names(self, body: Mapping[str, Any]) -> set[str]:
+        return gemini.forced_tool_names(dict(body))
+
+    def tool_places(self, tools: list[Any]) -> list[tuple[int, Place]]:
+        """Each function declaration of a ``functionDeclarations`` group is one tool."""
+        return gemini.tool_places(tools)
+
+    def tool_shape(self, tool: Any) -> ToolShape | None:
+        return gemini.tool_shape(tool)
 
     def user_texts(self, item: Any) -> Iterator[str]:
         return gemini.user_texts(item)

@@ -25,10 +25,28 @@ import json
 from typing import Any, Iterator
 
 from headroom_core.wire.blocks import ToolCall, ToolOutput, Usage
+from headroom_core.wire.tool_defs import Place, ToolShape
 
 CONVERSATION = "contents"
 SYSTEM = "systemInstruction"
 TOOLS = "tools"
+DECLARATIONS = "functionDeclarations"
+#: The members a ``Tool`` may hold its declarations in (protobuf JSON accepts the field's
+#: lowerCamelCase and its proto name; Google's SDKs send the first).
+_DECLARATION_KEYS = (DECLARATIONS, "function_declarations")
+#: The members a ``FunctionDeclaration`` may hold its input schema in, in the order looked for:
+#: ``parametersJsonSchema`` (JSON Schema; ``google-genai`` 1.x sends it as
+#: ``parameters_json_schema``), else ``parameters`` (the OpenAPI subset, ``Schema``).
+_SCHEMA_KEYS = ("parametersJsonSchema", "parameters_json_schema", "parameters")
+
+
+def _declarations_of(tool: Any) -> tuple[str, list[Any]] | None:
+    """``(member, declarations)`` of a ``Tool`` that declares functions, else None."""
+    for k in _DECLARATION_KEYS:
+        fds = tool.get(k) if isinstance(tool, dict) else None
+        if isinstance(fds, list):
+            return k, fds
+    return None
 
 
 def _contents(body: dict[str, Any]) -> list[Any]:
@@ -134,8 +152,8 @@ def declarations(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """The function declarations of every ``Tool`` in ``tools``, in order."""
     tools = body.get(TOOLS)
     for t in tools if isinstance(tools, list) else []:
-        fds = t.get("functionDeclarations") if isinstance(t, dict) else None
-        for fd in fds if isinstance(fds, list) else []:
+        found = _declarations_of(t)
+        for fd in found[1] if found is not None else []:
             if isinstance(fd, dict):
                 yield fd
 
@@ -147,7 +165,42 @@ def tool_names(body: dict[str, Any]) -> list[str]:
 
 def function_tool(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
     """A ``Tool`` declaring one function (its JSON Schema as ``parametersJsonSchema``)."""
-    return {"functionDeclarations": [{"name": name, "description": description, "parametersJsonSchema": schema}]}
+    return {DECLARATIONS: [{"name": name, "description": description, "parametersJsonSchema": schema}]}
+
+
+def tool_places(tools: list[Any]) -> list[tuple[int, Place]]:
+    """Where the tools of ``tools`` are: each function declaration of a ``Tool`` with
+    ``functionDeclarations`` (``(i, ("functionDeclarations", j))``), and every other ``Tool``
+    (``googleSearch``, ``codeExecution``, …, or one with no declaration) as itself."""
+    out: list[tuple[int, Place]] = []
+    for i, t in enumerate(tools):
+        found = _declarations_of(t)
+        if found is not None and found[1]:
+            out += [(i, (found[0], j)) for j in range(len(found[1]))]
+        else:
+            out.append((i, ()))
+    return out
+
+
+def tool_shape(tool: Any) -> ToolShape | None:
+    """A ``FunctionDeclaration`` ``{name, description?, parameters? | parametersJsonSchema?, …}``
+    keeps its definition in itself, its input schema under the first of :data:`_SCHEMA_KEYS` it
+    has (``parametersJsonSchema``, JSON Schema, in either spelling; else ``parameters``, the
+    OpenAPI subset); None for anything else (a whole ``Tool``, a declaration without a name)."""
+    if not isinstance(tool, dict) or not isinstance(tool.get("name"), str) or not tool["name"] or _declarations_of(tool) is not None:
+        return None
+    return ToolShape((), (next((k for k in _SCHEMA_KEYS if k in tool), "parameters"),))
+
+
+def forced_tool_names(body: dict[str, Any]) -> set[str]:
+    """The functions ``toolConfig.functionCallingConfig.allowedFunctionNames`` limits the model
+    to (the model may call none other; empty with mode ``NONE`` or no such list)."""
+    tc = body.get("toolConfig")
+    fcc = tc.get("functionCallingConfig") if isinstance(tc, dict) else None
+    if not isinstance(fcc, dict) or str(fcc.get("mode", "")).upper() == "NONE":
+        return set()
+    allowed = fcc.get("allowedFunctionNames")
+    return {n for n in allowed if isinstance(n, str)} if isinstance(allowed, list) else set()
 
 
 def tool_choice_allows(body: dict[str, Any], name: str) -> bool:
