@@ -13,7 +13,9 @@ request/response lifecycle cases plug in the same way.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -240,6 +242,113 @@ def _originals_refused(env: Env, turns: int = 4) -> tuple[str, bool]:
         marked == 0 and bad == 0 and same and outcomes == Counter({"originals_unstored": turns}),
     )
 
+
+# -- the Responses WebSocket (the same cases as tests/e2e/test_ws_faults_e2e.py) ------------------
+
+
+def _ws_setup(env: Env) -> tuple[MitmProxy, str, str]:
+    """A fresh proxy (plans always finish), the 144 KB paginate-issues output and its marker's key."""
+    from headroom_core.compress import markers
+    from tests.unit.test_request_plan import github_scenario
+
+    big = github_scenario("paginate-issues.json")
+    env.upstream.reset()
+    return env.proxy(options={"headroom_compress_timeout_seconds": 300}), big, markers.offload_key(big)
+
+
+def _ws_frames(env: Env) -> list:
+    return [r for r in env.upstream.requests if r.method == "WS"]
+
+
+def _ws_provider_429(env: Env) -> tuple[str, bool]:
+    from headroom_core.ccr.retrieve import TOOL_NAME
+    from tests.e2e.test_ws_e2e import create_frame, items, read_turn
+    from tests.e2e.test_ws_faults_e2e import RATE_LIMIT, partial_follow_up
+    from tests.support.clients import ws_connect
+
+    px, big, key = _ws_setup(env)
+    env.upstream.script(Reply.tool_call(TOOL_NAME, {"key": key}, text="Let me look."))
+    env.upstream.raw(200, b"", chunks=[*partial_follow_up("Issues 1 and"), json.dumps({"type": "error", "status": 429, "error": RATE_LIMIT})])
+    with ws_connect(env.upstream, px) as ws:
+        ws.send(create_frame(items(big)))
+        last = json.loads(read_turn(ws)[-1])
+    err = (last.get("response") or {}).get("error") or {}
+    texts = [c.get("text") for it in (last.get("response") or {}).get("output") or [] for c in it.get("content") or []]
+    n = len(_ws_frames(env))
+    ok = last["type"] == "response.failed" and err == RATE_LIMIT and texts == ["Let me look.", "Issues 1 and"] and n == 2
+    return f"client's last event {last['type']} ({err.get('code')}, text so far {texts}); {n} frames upstream", ok
+
+
+def _ws_cut_by_max_output_tokens(env: Env) -> tuple[str, bool]:
+    from tests.e2e.test_ws_e2e import create_frame, items, read_turn
+    from tests.e2e.test_ws_faults_e2e import cut_retrieve
+    from tests.support.clients import ws_connect
+
+    px, big, key = _ws_setup(env)
+    env.upstream.raw(200, b"", chunks=cut_retrieve(key, "Checking."))
+    with ws_connect(env.upstream, px) as ws:
+        ws.send(create_frame(items(big)))
+        last = json.loads(read_turn(ws)[-1])
+    time.sleep(1.0)  # a follow-up would have gone by now
+    kinds = [it.get("type") for it in last["response"].get("output") or []]
+    n = len(_ws_frames(env))
+    ok = last["type"] == "response.incomplete" and kinds == ["message"] and n == 1
+    return f"client's last event {last['type']} ({last['response'].get('incomplete_details')}), output {kinds}; {n} frame upstream", ok
+
+
+def _ws_client_leaves(env: Env) -> tuple[str, bool]:
+    from headroom_core.ccr.retrieve import TOOL_NAME
+    from tests.e2e.test_ws_e2e import create_frame, items
+    from tests.e2e.test_ws_faults_e2e import partial_follow_up
+    from tests.support.clients import ws_connect
+
+    px, big, key = _ws_setup(env)
+    env.upstream.script(Reply.tool_call(TOOL_NAME, {"key": key}, text="Checking."))
+    env.upstream.raw(200, b"", chunks=partial_follow_up("Issues")[:1], hang=120.0)
+    env.upstream.script(Reply.tool_call(TOOL_NAME, {"key": key}), Reply.text("round 3"))
+    with ws_connect(env.upstream, px, close_timeout=2) as ws:
+        ws.send(create_frame(items(big)))
+        while "Checking." not in json.loads(ws.recv(timeout=120)).get("delta", ""):
+            pass
+        deadline = time.monotonic() + 180
+        while len(_ws_frames(env)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = time.monotonic()
+        ws.socket.shutdown(socket.SHUT_RDWR)  # the agent's process ends: no close frame
+        ws.socket.close()
+    closed = env.upstream.closed_at(_ws_frames(env)[1].index, timeout=60)
+    time.sleep(1.0)
+    after = sum(r.received_at >= left for r in _ws_frames(env))
+    took = f"{closed - left:.2f} s" if closed is not None else "never"
+    return f"upstream socket closed {took} after the client left; {after} frames upstream after it", closed is not None and after == 0
+
+
+def _ws_upstream_cut(env: Env) -> tuple[str, bool]:
+    from websockets.exceptions import ConnectionClosed
+
+    from headroom_core.ccr.retrieve import TOOL_NAME
+    from tests.e2e.test_ws_e2e import create_frame, items
+    from tests.e2e.test_ws_faults_e2e import partial_follow_up
+    from tests.support.clients import ws_connect
+
+    px, big, key = _ws_setup(env)
+    env.upstream.script(Reply.tool_call(TOOL_NAME, {"key": key}, text="Checking."))
+    env.upstream.raw(200, b"", chunks=partial_follow_up("Issues 1"), close=True)
+    types: list[str] = []
+    with ws_connect(env.upstream, px) as ws:
+        ws.send(create_frame(items(big)))
+        t = time.monotonic()
+        try:
+            while True:
+                types.append(json.loads(ws.recv(timeout=60))["type"])
+        except ConnectionClosed:
+            how = f"closed {time.monotonic() - t:.2f} s after its frame was sent"
+        except TimeoutError:
+            how = "no close within 60 s"
+    ok = how.startswith("closed") and "response.completed" not in types
+    return f"client's socket {how}, last event {types[-1] if types else None}", ok
+
+
 CASES: list[Case] = [
     Case("write lock held by another process (item 3)", "answers within the 0.5 s lock budget (before ~20 s); new output without a marker (item 1), outcome db_busy", _write_lock),
     Case("originals table refuses new rows (item 1)", "new outputs go without a marker (whole or lossless), 0 retrieve answers 'no original is stored', the same bytes after the fault, outcome originals_unstored", _originals_refused),
@@ -247,6 +356,10 @@ CASES: list[Case] = [
     Case("proxies starting together on one file (item 7)", "one migration per round, every warm-up ready", _concurrent_starts),
     Case("copy of headroom.db after a stop (item 8)", "the file alone holds every row (checkpoint at stop)", _stop_leaves_data),
     Case("damage check of a large database (item 6)", "a figure: quick_check's time at start", _quick_check_time),
+    Case("Responses WS: provider 429 on a follow-up (item 4)", "response.failed with the provider's rate_limit_exceeded and the text so far (Codex retries it); no other frame", _ws_provider_429),
+    Case("Responses WS: retrieve cut by max_output_tokens (item 5)", "never carried out (1 frame upstream); the client gets response.incomplete", _ws_cut_by_max_output_tokens),
+    Case("Responses WS: client leaves during a follow-up (item 2)", "upstream socket closed at once; 0 frames upstream after the client left", _ws_client_leaves),
+    Case("Responses WS: upstream socket cut during a follow-up", "the client's socket closed at once (never a silent hang), no made-up completion", _ws_upstream_cut),
 ]
 
 

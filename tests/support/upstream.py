@@ -389,6 +389,9 @@ class RawReply:
     it before sending anything). ``hang``: after the chunks, seconds the body stays open before
     it ends (a model that stalls mid-stream). While waiting and hanging the server watches the
     connection: a peer that closes it ends the reply at once, noted by :meth:`Upstream.closed_at`.
+    Over the WebSocket each of ``chunks`` (else ``body``) is one text frame; after them ``hang``
+    is watched, then ``abort`` sends a close frame with ``status`` as its code and ``close`` cuts
+    the connection without one.
     """
 
     status: int = 200
@@ -801,11 +804,19 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             wrec = up._record("WS", self.path, list(self.headers.items()), payload)
             item = up._take(wrec)
             if isinstance(item, RawReply):
-                # raw in WS mode: send body as one text frame (or close with code when abort)
+                # raw in WS mode: each chunk (else the body) one text frame, ``delay`` apart; then
+                # ``hang`` (watched), a close frame with code ``status`` (``abort``) or a cut (``close``)
+                for i, f in enumerate(item.chunks if item.chunks is not None else () if item.abort else (item.body,)):
+                    if i and item.delay:
+                        time.sleep(item.delay)
+                    ws.send(0x1, f)
+                if item.hang:
+                    self._watch(item.hang)
                 if item.abort:
-                    ws.send(0x8, struct.pack("!H", item.status) + item.body[:120])
+                    ws.send(0x8, struct.pack("!H", item.status) + (item.body[:120] if item.chunks is None else b""))
                     return
-                ws.send(0x1, item.body)
+                if item.close:
+                    self._hard_close()
                 continue
             body = wrec.json if isinstance(wrec.json, dict) else {}
             events = _ResponsesRenderer.events(wrec, body, item)
