@@ -17,7 +17,8 @@ object as it came (its ``code`` and ``message``: ``rate_limit_exceeded`` with "t
 0.171 retries such a ``response.failed`` (after the delay a rate limit's message states) unless
 its code says the context, quota or plan is the problem; a mid-response ``error`` event with
 ``status`` 429 it takes as final ("exceeded retry limit"), one without ``status`` it ignores
-until its idle timeout (Codex run against the test upstream's WebSocket with each of these endings).
+until its idle timeout (``bench/bench_codex_ws_endings.py`` prints what it does with each ending;
+``tests/e2e/agents/test_codex_ws_faults.py`` has it retry a rate-limited follow-up of the proxy's).
 A ``response.failed`` or ``response.incomplete`` of a follow-up round reaches the client as the
 provider sent it, its ``response`` holding every round's visible items.
 """
