@@ -17,6 +17,7 @@ from sqlalchemy import String, case, cast, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from headroom_core.clients import client_name
+from headroom_core.compress.result import DEFERRED_REASON
 from headroom_core.db.models import RequestOutcome, ToolUsage
 from headroom_core.ledger_entry import Entry
 from headroom_core.ledger_writer import LedgerWriter, write_entries
@@ -474,7 +475,10 @@ TOOL_DEFINITIONS = "tool definitions"
 EXCLUDED = "excluded"
 #: Labels of tool outputs the proxy kept as they are before classifying them (no content kind),
 #: by the pipeline's reason; any other such reason is :data:`KEPT_OTHER`.
-KEPT_LABELS = {"tool excluded": EXCLUDED, "latest view of a file": "latest file read (kept)", "too large to compress in time": "too large (kept)"}
+KEPT_LABELS = {
+    "tool excluded": EXCLUDED, "latest view of a file": "latest file read (kept)", "too large to compress in time": "too large (kept)",
+    DEFERRED_REASON: "no time: sent whole (decided later)",
+}  # fmt: skip
 KEPT_OTHER = "kept as is"
 
 

@@ -54,7 +54,7 @@ from headroom_core.clients import client_name
 from headroom_core.compress.images_step import IMAGE_KIND, ImagesOutcome, plan_images
 from headroom_core.compress.pipeline import PipelineResult, compress_outputs
 from sqlalchemy.exc import SQLAlchemyError
-from headroom_core.compress.result import CompressResult
+from headroom_core.compress.result import DEFERRED, CompressResult
 from headroom_core.compress.router import classify, compress_text, hint_for, with_text_path
 from headroom_core.compress.worker import WORKER_MIN_CHARS, CompressTimeout, Job
 from headroom_core.db import lock_wait
@@ -822,6 +822,8 @@ def _plan(
     tools = _tools_step(rt, req, rec, proxy_tools, fast)  # 4
     proxy_tools = tools.state.proxy_tools  # the tools step may add headroom_tool_docs
     content = _content_step(rt, req, replayed.zone.start, proxy_tools, fast)  # 5
+    if commit is not None and not req.dry_run and not commit():  # past its time: the fallback's decisions stand
+        raise PlanAbandoned()
     content, unstored = _originals_step(rt, req, replayed.zone.start, content, fast)  # 5c: before anything goes upstream
     ctx = replace(ctx, query=content.query, tool_outputs=tuple(content.outputs), offloaded=bool(content.result.offloads or content.images.offloads))
     injected, inject_edits = _inject_step(rt, req, ctx, replayed, fast)  # 6
@@ -902,7 +904,10 @@ def _remember(
         weight: dict[int, list[int]] = {}
         keys: dict[int, list[tuple[str, tuple]]] = {}
         kinds: dict[int, list[tuple[str, str, int, int]]] = {}
+        deferred: dict[int, list[tuple]] = {}  # outputs sent whole for want of time: decided again later
         for blk in result.blocks:
+            if blk.strategy == DEFERRED and len(blk.path) > 1 and isinstance(blk.path[1], int):
+                deferred.setdefault(blk.path[1], []).append(tuple(blk.path[2:]))
             if blk.changed and len(blk.path) > 1 and isinstance(blk.path[1], int):
                 w = weight.setdefault(blk.path[1], [0, 0])
                 w[0] += blk.tokens_before
@@ -915,7 +920,10 @@ def _remember(
             fwd = new_text[na:nb]
             before, after = weight.get(i, (0, 0))
             entries.append(
-                FrozenEntry(i, hashes[i], rt.sealer.digest("n", norm_hash(own)), fwd, fwd != own, before, after, tuple(keys.get(i, ())), tuple(kinds.get(i, ())))
+                FrozenEntry(
+                    i, hashes[i], rt.sealer.digest("n", norm_hash(own)), fwd, fwd != own, before, after, tuple(keys.get(i, ())), tuple(kinds.get(i, ())),
+                    tuple(deferred.get(i, ())),
+                )  # fmt: skip
             )
     rt.session_store.save(rec, req.dialect.value, tools, tuple(entries))
     if result.offloads or images.offloads:

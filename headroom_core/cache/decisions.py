@@ -126,6 +126,10 @@ class DecisionCache:
         self._remember(h, (result, tokens_before, tokens_after))
 
     def _remember(self, h: str, entry: tuple[CompressResult, int, int]) -> None:
+        if entry[0].is_deferred:  # decided again later, maybe by another proxy: read from the database
+            with self._lock:
+                self._mem.pop(h, None)
+            return
         entry = (_without_original(entry[0]), entry[1], entry[2])
         with self._lock:
             self._mem[h] = entry

@@ -26,7 +26,9 @@ class FrozenEntry:
     after; ``offloads``: ``(retrieval key, path of the original's text inside the message)`` of
     every original its markers name (the client re-sends the original there); ``blocks``:
     ``(kind, tool name, tokens before, tokens after)`` of each tool output it changed (what a
-    replay of it saves, by kind, for the ledger)."""
+    replay of it saves, by kind, for the ledger); ``deferred``: the paths inside the message of
+    the tool outputs it sent whole for want of time (a :data:`~headroom_core.compress.result.DEFERRED`
+    decision), which a later turn may compress once (:mod:`headroom_core.cache.late`)."""
 
     position: int
     raw_hash: str
@@ -37,6 +39,7 @@ class FrozenEntry:
     tokens_after: int = 0
     offloads: tuple[tuple[str, tuple], ...] = ()
     blocks: tuple[tuple[str, str, int, int], ...] = ()
+    deferred: tuple[tuple, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -174,7 +174,8 @@ class SessionStore:
                 break  # sealed under another key: what follows cannot be replayed
             offloads = tuple((k, tuple(p)) for k, p in json.loads(r.offloads or "[]"))
             blocks = tuple((str(k), str(t), int(b), int(a)) for k, t, b, a in json.loads(r.blocks or "[]"))
-            entries.append(FrozenEntry(r.position, r.raw_hash, r.norm_hash, fwd, r.modified, r.tokens_before, r.tokens_after, offloads, blocks))
+            deferred = tuple(tuple(p) for p in json.loads(r.deferred)) if r.deferred else ()
+            entries.append(FrozenEntry(r.position, r.raw_hash, r.norm_hash, fwd, r.modified, r.tokens_before, r.tokens_after, offloads, blocks, deferred))
         return SessionRecord(key, True, revision, tools, tuple(entries))
 
     def tools_text(self, tools_hash: str) -> str | None:
@@ -254,6 +255,7 @@ class SessionStore:
                 tokens_after=e.tokens_after,
                 offloads=json.dumps([[k, list(p)] for k, p in e.offloads], ensure_ascii=False),
                 blocks=json.dumps([list(b) for b in e.blocks], ensure_ascii=False),
+                deferred=json.dumps([list(p) for p in e.deferred], ensure_ascii=False) if e.deferred else None,
                 updated_at=now,
             )
             for e in changed

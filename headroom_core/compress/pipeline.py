@@ -119,7 +119,10 @@ def compress_outputs(
     before the decision cache, so a cached decision for equal text never applies to a latest read.
 
     ``cache_only`` (the fallback after a timeout or error) reuses earlier decisions and leaves
-    every other output as it is, without counting or deciding anything new.
+    every other output as it is, without counting or compressing anything new; that it went
+    whole is recorded as its decision where the cache can take it
+    (:meth:`~headroom_core.compress.result.CompressResult.deferred`: every proxy of a team then
+    sends the same bytes, until it is decided again with time).
 
     Decisions are kept per ``scope`` (a :class:`~headroom_core.scope.Scope` id). ``lossless``
     (the model cannot call ``headroom_retrieve`` in this request): only results without
@@ -146,7 +149,13 @@ def compress_outputs(
         h = decision_key(cache, scope, out.text, lossless)
         hit = cache.get(h, out.text)
         cached = hit is not None
-        if hit is None and cache_only:
+        if hit is None and cache_only:  # no time to decide: sent whole, and that is recorded
+            res = CompressResult.deferred(out.text)
+            try:
+                cache.put(h, res, 0, 0)
+            except Exception:  # noqa: BLE001 - a database that cannot take it must not cost the fallback its replay
+                pass
+            blocks.append(BlockOutcome(out.path, out.tool_name, "", res.strategy, res.reason, False, 0, 0, False))
             continue
         if hit is None:
             before = counter.count(out.text)

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: The strategy of a decision made without time to compress: the output went upstream whole and
+#: is decided again when there is time (late compression, :mod:`headroom_core.cache.late`).
+DEFERRED = "deferred"
+#: The reason of a :data:`DEFERRED` decision, as the stats show it.
+DEFERRED_REASON = "no time to compress: sent whole, decided later"
+
 
 @dataclass(frozen=True)
 class Offload:
@@ -39,3 +45,16 @@ class CompressResult:
     def unchanged(text: str, kind: str, reason: str) -> "CompressResult":
         """The result that leaves ``text`` as it is, with the reason why."""
         return CompressResult(text=text, changed=False, kind=kind, strategy="unchanged", reason=reason)
+
+    @staticmethod
+    def deferred(text: str) -> "CompressResult":
+        """The decision for ``text`` when there was no time to compress it (a compression
+        timeout's fallback): sent as it is, strategy :data:`DEFERRED`. Recorded like any other
+        decision, so every proxy of a team sends the same bytes; replaced once, when compressing
+        it later pays (:mod:`headroom_core.cache.late`)."""
+        return CompressResult(text=text, changed=False, kind="", strategy=DEFERRED, reason=DEFERRED_REASON)
+
+    @property
+    def is_deferred(self) -> bool:
+        """Whether this is a :meth:`deferred` decision (to be decided again)."""
+        return self.strategy == DEFERRED

@@ -180,8 +180,9 @@ class FrozenMessage(Base):
     (``forwarded``) and whether it differs from the client's (``modified``), with
     the estimated tokens of the tool outputs the proxy changed in it, before and after (so
     replays count in the ledger), ``offloads`` (JSON ``[[key, path], …]``: the originals its
-    markers name) and ``blocks`` (JSON ``[[kind, tool, before, after], …]``: its changed tool
-    outputs, so a replay counts under their kinds). Later turns re-send the same bytes for the same client message, so the
+    markers name), ``blocks`` (JSON ``[[kind, tool, before, after], …]``: its changed tool
+    outputs, so a replay counts under their kinds) and ``deferred`` (JSON ``[path, …]``: its tool
+    outputs sent whole for want of time, to be decided again; NULL: none). Later turns re-send the same bytes for the same client message, so the
     provider's cached prefix holds (docs/architecture.md step 3)."""
 
     __tablename__ = "frozen_messages"
@@ -196,4 +197,5 @@ class FrozenMessage(Base):
     tokens_after: Mapped[int] = mapped_column(Integer, default=0)
     offloads: Mapped[str] = mapped_column(Text, default="[]")
     blocks: Mapped[str] = mapped_column(Text, default="[]")
+    deferred: Mapped[str | None] = mapped_column(Text, nullable=True)
     updated_at: Mapped[datetime] = mapped_column(DateTime)
