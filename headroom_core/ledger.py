@@ -74,6 +74,10 @@ def prepare_turn(plan: RequestPlan, *, user_agent: str, model: str | None = None
         facts["scope"] = plan.context.scope  # the originals' scope (a keyed hash; no credential)
     if plan.prefix is not None:
         facts["prefix"] = asdict(plan.prefix)
+    if plan.late is not None:  # earlier outputs sent whole for want of time, decided again (cache/late.py)
+        facts["late"] = plan.late.facts()
+    if plan.notes:
+        facts["notes"] = list(plan.notes)
     # replayed messages carry the savings decided in an earlier turn: they count again, each
     # block under its own kind (so the kinds add up to the totals)
     replayed: list[dict[str, Any]] = [
@@ -469,6 +473,28 @@ def uncompressed(sessions: sessionmaker[Session], *, since: datetime | None = No
     return [(k, got[k]) for k in OUTCOME_LABELS if got.get(k)]
 
 
+def late_totals(sessions: sessionmaker[Session], *, since: datetime | None = None) -> dict[str, int]:
+    """Late compressions (:mod:`headroom_core.cache.late`), from the rows' ``facts["late"]``:
+    ``requests`` that decided earlier outputs again, ``outputs`` compressed late and ``kept``
+    whole (it did not pay), their estimated ``tokens_before`` and ``tokens_after``. Raises
+    SQLAlchemy's errors."""
+    R = RequestOutcome
+    out = dict(requests=0, outputs=0, kept=0, tokens_before=0, tokens_after=0)
+    stmt = _where(select(R.facts).where(R.facts.like('%"late"%')), since)
+    with sessions() as s:
+        for (facts,) in s.execute(stmt):
+            try:
+                late = json.loads(facts).get("late")
+            except (ValueError, AttributeError):
+                continue
+            if not isinstance(late, dict):
+                continue
+            out["requests"] += 1
+            for k in ("outputs", "kept", "tokens_before", "tokens_after"):
+                out[k] += int(late.get(k) or 0)
+    return out
+
+
 #: The pseudo-kind under which tool definitions (the ``tools`` list) are counted.
 TOOL_DEFINITIONS = "tool definitions"
 #: The kind label of tool outputs left alone because their tool is excluded.
@@ -586,6 +612,7 @@ def snapshot(sessions: sessionmaker[Session], *, since: datetime | None = None, 
         "totals": whole[0][1].as_dict() if whole else None,
         "by": by,
         "uncompressed": [{"key": k, "label": OUTCOME_LABELS[k], "requests": n} for k, n in uncompressed(sessions, since=since)],
+        "late": late_totals(sessions, since=since),
         "notes": {
             "estimated": "tokens_before/after, tools_tokens_*, tokens_saved: our counts (cl100k_base unless configured) of what was considered",
             "measured": "usage_*: the provider's own figures from the responses; usage_prompt_tokens is the whole prompt as billed",
@@ -593,6 +620,8 @@ def snapshot(sessions: sessionmaker[Session], *, since: datetime | None = None, 
             "proxy_tools_tokens": "our count of the proxy's own tool definitions added to requests (headroom_retrieve, memory tools), "
             "for retrieval; not in tools_tokens_* nor in tokens_saved",
             "uncompressed": "requests that went out uncompressed (or were refused, or never reached the upstream), per reason",
+            "late": "earlier tool outputs a compression timeout had sent whole, decided again in a later turn: compressed where "
+            "the cost model said the saving pays for the cache write it costs (outputs), else kept whole for the session (kept)",
             "money": "USD from the price table (headroom_core/pricing.py, setting 'prices'): cost_* prices each request's usage "
             "(Anthropic cache write 1.25x, read 0.1x of input; OpenAI cached input at its model's price); cost_saved_usd is an "
             "estimate: each request's estimated tokens removed at that request's own average prompt rate; priced_requests "

@@ -44,6 +44,7 @@ from typing import Any, Callable, Mapping
 from headroom_core.cache.breakpoints import BreakpointError, marker_count
 from headroom_core.cache.carry import carry, norm_hash
 from headroom_core.cache.frozen import FrozenEntry, LiveZone, live_zone
+from headroom_core.cache.late import TIME_SHARE, LateCompression, compress_late
 from headroom_core.cache.recent import RecentRequest
 from headroom_core.cache.session import SESSION_HEADER, session_key
 from headroom_core.cache.session_store import SessionRecord, SessionTools
@@ -82,6 +83,8 @@ log = logging.getLogger("headroom")
 BYPASS_HEADER = "x-headroom-bypass"
 #: The reason of a plan that gave up on a database lock (its code is ``DB_BUSY``).
 DB_BUSY_WORDS = f"the database was locked by another process for over {lock_wait.REQUEST_WAIT_SECONDS:g} s"
+#: The note of a plan that replayed this proxy's copy of the session's state unverified.
+STATE_UNVERIFIED = "the session's state as this proxy last knew it (the database did not say whether another proxy changed it)"
 #: Seconds the fallback after a compression timeout may take (it replays and looks up only).
 FALLBACK_MIN_SECONDS = 15.0
 
@@ -132,6 +135,9 @@ class RequestPlan:
     model: str = ""
     #: the prefix sent compared with the session's previous turn (None: not planned that far)
     prefix: TurnPrefix | None = None
+    #: earlier tool outputs that went whole for want of time, decided again in this request
+    #: (:mod:`headroom_core.cache.late`); None: there were none
+    late: LateCompression | None = None
 
     @cached_property
     def forwarded(self) -> dict[str, Any] | None:
@@ -594,14 +600,15 @@ def _compress_step(rt: Runtime, req: _Request, live_from: int, lossless: bool, f
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("headroom_plan_deadline", default=None)
 
 
-def _compress_one(rt: Runtime, text: str, query: str, hint: Any, lossless: bool) -> CompressResult:
+def _compress_one(rt: Runtime, text: str, query: str, hint: Any, lossless: bool, share: float = 1.0) -> CompressResult:
     """One tool output through the content router: a large one that is not prose in the
-    compression worker (:mod:`headroom_core.compress.worker`: a timeout stops it), the rest
-    here. Raises :class:`~headroom_core.compress.worker.CompressTimeout` past the deadline."""
+    compression worker (:mod:`headroom_core.compress.worker`: a timeout stops it, after
+    ``share`` of the plan's remaining time), the rest here. Raises
+    :class:`~headroom_core.compress.worker.CompressTimeout` past that."""
     s = rt.settings
     if len(text) >= WORKER_MIN_CHARS and classify(text, with_text_path(text, hint_for("", hint))).name not in ("text", "html"):
         deadline = _DEADLINE.get()
-        budget = deadline - time.monotonic() if deadline is not None else (s.compress_timeout_seconds or 600.0)
+        budget = share * (deadline - time.monotonic() if deadline is not None else (s.compress_timeout_seconds or 600.0))
         return rt.compress_worker.run(Job(text, query, s.min_tokens, s.min_saving_ratio, hint, lossless), max(0.0, budget))
     return compress_text(text, query, rt.counter, min_tokens=s.min_tokens, min_saving_ratio=s.min_saving_ratio, hint=hint, lossless=lossless)
 
@@ -628,12 +635,40 @@ class _Replayed:
     spans: list[tuple[int, int]]
     hashes: list[str]
     edits: tuple[jsonedit.Edit, ...]
+    #: what :func:`_late_step` decided again (None: nothing)
+    late: LateCompression | None = None
 
 
 def _replay_step(rt: Runtime, req: _Request, rec: SessionRecord) -> _Replayed:
     """Step 3: messages sent before are replayed (:func:`_replay_messages`)."""
     zone, spans, hashes = _replay_messages(rt, req, rec)
     return _Replayed(zone, spans, hashes, tuple(jsonedit.ReplaceRaw((req.ckey, i), t) for i, t in zone.replay))
+
+
+def _late_step(rt: Runtime, req: _Request, rec: SessionRecord, replayed: _Replayed, proxy_tools: tuple[str, ...], model: str, fast: bool) -> _Replayed:
+    """Step 4b: earlier tool outputs the session sent whole for want of time, decided again once
+    (:mod:`headroom_core.cache.late`: compressed where that pays for its cache write, a recorded
+    change of the cached prefix); not in a fallback nor for a token count. A database that does
+    not answer, or a failure, leaves them for the next turn (logged)."""
+    if fast or req.dry_run or not any(e.deferred for e in replayed.zone.entries):
+        return replayed
+    deadline = _DEADLINE.get()
+    if deadline is not None and time.monotonic() >= deadline:  # being abandoned: its fallback decides nothing again
+        return replayed
+    lossless = _lossless(req, proxy_tools)
+    try:
+        zone, late = compress_late(
+            rt, replayed.zone, req.request.tool_outputs, scope=req.scope.id, lossless=lossless, query=req.request.latest_user_text,
+            calls=req.request.tool_calls, model=model, stores=rec.revision,
+            compress=lambda t, q, h=None: _compress_one(rt, t, q, h, lossless, TIME_SHARE),
+        )  # fmt: skip
+    except Exception as e:  # noqa: BLE001 - the request goes on as the session sent it before
+        if not lock_wait.is_lock_wait(e):
+            log.exception("headroom: deciding earlier tool outputs again failed; they stay as sent")
+        return replayed
+    if late is None:
+        return replayed
+    return _Replayed(zone, replayed.spans, replayed.hashes, tuple(jsonedit.ReplaceRaw((req.ckey, i), t) for i, t in zone.replay), late)
 
 
 def _context(req: _Request, live_from: int, size: int) -> RequestContext:
@@ -792,6 +827,8 @@ def _what(replayed: _Replayed, tools: _ToolsStep, content: _Compressed, injected
         what.append(f"{images.changed} images resized")
     if replayed.zone.replay:
         what.append(f"{len(replayed.zone.replay)} earlier messages replayed")
+    if replayed.late is not None:
+        what.append(replayed.late.words())
     if injected:
         what.append("context injected")
     if content.lossless and result.replacements:
@@ -821,6 +858,8 @@ def _plan(
     proxy_tools = rec.tools.proxy_tools if rec.known else _decide_proxy_tools(rt, req, ctx)
     tools = _tools_step(rt, req, rec, proxy_tools, fast)  # 4
     proxy_tools = tools.state.proxy_tools  # the tools step may add headroom_tool_docs
+    model = req.wire.model_of(req.whole, path)
+    replayed = _late_step(rt, req, rec, replayed, proxy_tools, model, fast)  # 4b
     content = _content_step(rt, req, replayed.zone.start, proxy_tools, fast)  # 5
     if commit is not None and not req.dry_run and not commit():  # past its time: the fallback's decisions stand
         raise PlanAbandoned()
@@ -850,8 +889,10 @@ def _plan(
         dry_run=req.dry_run,
         persist=job,
         conversation=Conversation(req.scope, req.session_key),
-        model=req.wire.model_of(req.whole, path),
+        model=model,
         prefix=_turn_prefix(rt, req, rec, out, tools.state),
+        late=replayed.late,
+        notes=() if rec.verified else (STATE_UNVERIFIED,),
     )
     if unstored is not None:
         plan = replace(plan, code=unstored.code, reason=unstored.words[:300])

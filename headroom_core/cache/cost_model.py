@@ -210,3 +210,55 @@ class OpenAICache:
         base = base_price(model)
         uncached = total - cached
         return Cost(uncached, 0, cached, (uncached + openai_cached_ratio(model) * cached) * base / 1e6)
+
+
+@dataclass(frozen=True)
+class LateCost:
+    """Compressing, in this turn, a tool output the session's cached prefix holds whole (a late
+    compression, issue 33), against keeping it whole. Prices are multiples of the base input
+    price (``write_ratio``: a cache write, Anthropic 1.25, OpenAI and Gemini 1.0 (no premium: the
+    changed part is uncached input once); ``read_ratio``: a cache read, Anthropic 0.1, OpenAI
+    and Gemini their cached-input share), figures in base-input token equivalents.
+
+    ``tokens_before``/``tokens_after``: the output whole and compressed; ``tail_tokens``: what the
+    previous turn's prompt held after the output (read from the cache if nothing changes, written
+    again if the output does); ``remaining``: the requests the session is expected to make after
+    this one (:func:`expected_remaining`)."""
+
+    tokens_before: int
+    tokens_after: int
+    tail_tokens: int
+    remaining: int
+    write_ratio: float = ANTHROPIC_WRITE_RATIO
+    read_ratio: float = ANTHROPIC_READ_RATIO
+
+    @property
+    def extra_now(self) -> float:
+        """What this turn pays more: the compressed output and the tail written to the cache
+        instead of the whole output and the tail read from it."""
+        return self.write_ratio * (self.tokens_after + self.tail_tokens) - self.read_ratio * (self.tokens_before + self.tail_tokens)
+
+    @property
+    def saved_per_turn(self) -> float:
+        """What every later turn pays less: the cached prefix is shorter by the saving."""
+        return self.read_ratio * (self.tokens_before - self.tokens_after)
+
+    @property
+    def pays(self) -> bool:
+        """Whether the session's expected later turns save more than this turn pays more."""
+        return self.tokens_after < self.tokens_before and self.saved_per_turn * self.remaining > self.extra_now
+
+    @property
+    def turns_to_pay(self) -> float | None:
+        """Later turns until the saving has paid for the extra write (None: it never does)."""
+        if self.saved_per_turn <= 0:
+            return None
+        return max(0.0, self.extra_now / self.saved_per_turn)
+
+
+def expected_remaining(requests_so_far: int) -> int:
+    """The requests a session that has made ``requests_so_far`` is expected to make still: as
+    many again (the Lindy estimate: for a lifetime with no known scale, the expected remainder
+    of what has lasted ``t`` is ``t``; J. R. Gott, "Implications of the Copernican principle
+    for our future prospects", Nature 363, 1993), at least 1."""
+    return max(1, requests_so_far)

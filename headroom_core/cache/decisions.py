@@ -16,9 +16,11 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
+from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
-from headroom_core.compress.result import CompressResult, Offload
+from headroom_core.compress.result import DEFERRED, CompressResult, Offload
+from headroom_core.db import upsert as _upsert
 from headroom_core.db.models import CompressionDecision
 from headroom_core.db.sealed import SECRET_BYTES, Sealer
 from headroom_core.db.upsert import upsert_many
@@ -124,6 +126,42 @@ class DecisionCache:
         :meth:`write` committed), and for what a request sent when it could not store its
         decisions: its bytes are the ones later turns must replay."""
         self._remember(h, (result, tokens_before, tokens_after))
+
+    def settle(self, h: str, result: CompressResult, tokens_before: int, tokens_after: int, original: str) -> tuple[CompressResult, int, int] | None:
+        """Decide again, with ``result``, the output ``original`` (key ``h``) whose decision
+        was :data:`~headroom_core.compress.result.DEFERRED` (it went whole for want of time):
+        the deferred decision is replaced once, in the database (only while it is still the
+        deferred one; inserted when there is none) and in memory. When another proxy or thread
+        settled it first, theirs stands. Returns the decision that stands ``(result,
+        tokens_before, tokens_after)`` (None: none is stored). Raises SQLAlchemy's errors.
+
+        Memory never keeps a deferred decision (another proxy may replace it): :meth:`get`
+        reads it from the database each time (they are rare: one per output a timeout sent)."""
+        if self._sessions is None:
+            with self._lock:
+                hit = self._mem.get(h)
+            if hit is not None and not hit[0].is_deferred:
+                return _with_original(hit[0], original), hit[1], hit[2]
+            self._remember(h, (result, tokens_before, tokens_after))
+            return result, tokens_before, tokens_after
+        values = dict(
+            changed=result.changed,
+            result=self._sealer.seal(result.text, f"decision:{h}") if result.changed else b"",
+            kind=result.kind,
+            strategy=result.strategy,
+            reason=result.reason[:300],
+            offload_key=result.offloads[0].key if result.offloads else None,
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+        )
+        D = CompressionDecision
+        with self._sessions.begin() as s:
+            replaced = s.execute(update(D).where(D.decision_hash == h, D.strategy == DEFERRED).values(**values).returning(D.decision_hash)).first()
+            if replaced is None:
+                _upsert.insert_ignore(s, D, dict(decision_hash=h, created_at=datetime.now(timezone.utc).replace(tzinfo=None), **values), ["decision_hash"])
+        with self._lock:
+            self._mem.pop(h, None)
+        return self.get(h, original)  # the one that stands, read back
 
     def _remember(self, h: str, entry: tuple[CompressResult, int, int]) -> None:
         if entry[0].is_deferred:  # decided again later, maybe by another proxy: read from the database

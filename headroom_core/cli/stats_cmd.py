@@ -211,6 +211,13 @@ def stats(
                     f"proxy tools added: {whole[0][1].proxy_tools_tokens:,} tokens, for retrieval (headroom_retrieve, memory tools; "
                     "counted apart from your tools' definitions)", style="dim", highlight=False,
                 )
+            late = ledger.late_totals(sessions, since=since)
+            if late["requests"]:
+                console.print(
+                    f"compressed late: {late['outputs']:,} earlier tool outputs a compression timeout had sent whole "
+                    f"({late['tokens_before']:,} → {late['tokens_after']:,} tokens, estimated), where the saving paid for the cache write; "
+                    f"{late['kept']:,} kept whole", style="dim", highlight=False,
+                )  # fmt: skip
             console.print()
             console.print(uncompressed_table(ledger.uncompressed(sessions, since=since), whole[0][1].requests))
             console.print(f"database: {safe_url(settings.database_url)}", overflow="fold", style="dim", highlight=False)
