@@ -35,10 +35,11 @@ def client_request(body: bytes = BODY, *, token: str | None = None, extra: dict[
     return {k.lower(): v for k, v in req.headers.items()}
 
 
-def decide(headers: dict[str, str], keys: sigv4.Keys | None = sigv4.Keys(AKID, SECRET), *, enabled: bool = True, body: bytes = BODY, now: float | None = None) -> sigv4.Decision:
+def decide(headers: dict[str, str], keys: sigv4.Keys | None = sigv4.Keys(AKID, SECRET), *, enabled: bool = True, body: bytes = BODY, later: float = 0.0) -> sigv4.Decision:
+    """``later``: seconds after now at which the proxy decides (read at the call, not at collection)."""
     sig = body_signature(headers)
     assert sig is not None
-    return sigv4.decide(enabled, sig, "POST", URL, headers, body, keys, time.time() if now is None else now)
+    return sigv4.decide(enabled, sig, "POST", URL, headers, body, keys, time.time() + later)
 
 
 def test_the_clients_own_key_is_resigned_keeping_scope_host_and_token():
@@ -59,7 +60,7 @@ def test_the_clients_own_key_is_resigned_keeping_scope_host_and_token():
         (sigv4.Keys("AKIDOTHER", SECRET), {}, sigv4.OTHER_KEY),
         (sigv4.Keys(AKID, "another-secret"), {}, sigv4.BAD_SIGNATURE),
         (sigv4.Keys(AKID, SECRET), {"body": SMALLER}, sigv4.BAD_SIGNATURE),  # the body is not what was signed
-        (sigv4.Keys(AKID, SECRET), {"now": time.time() + 6 * 60}, sigv4.SKEWED),
+        (sigv4.Keys(AKID, SECRET), {"later": 6 * 60}, sigv4.SKEWED),
     ],
     ids=["off", "no-credentials", "other-key", "other-secret", "other-body", "old-request"],
 )
