@@ -1,5 +1,6 @@
-"""``normalize_description``'s short way for a one-line text gives exactly what its line walk
-gives (the walk as it was written before the short way, kept here as the reference)."""
+"""``normalize_description``'s short ways (a one-line text; runs without a tab made one space by
+splitting at spaces) give exactly what its line walk gives (the walk as it was written before
+the short ways, kept here as the reference)."""
 
 from __future__ import annotations
 
@@ -81,6 +82,33 @@ def test_texts_of_several_lines(seed: int) -> None:
     for _ in range(500):
         text = "".join(rnd.choice([*ONE_LINE, "\n", "\n", "\r", "\r\n"]) for _ in range(rnd.randint(0, 30)))
         assert normalize_description(text) == line_walk(text), repr(text)
+
+
+def test_the_corpus_descriptions_with_runs() -> None:
+    """Every description of the corpus session's tools, as sent, with some single spaces doubled
+    (as bench_capacity makes each agent's copy distinct) and indented: the walk's output."""
+    from tests.unit.test_tool_defs import flow_tools
+
+    found: set[str] = set()
+
+    def walk(v: object) -> None:
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if k == "description" and isinstance(x, str):
+                    found.add(x)
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+
+    for _f, tools in flow_tools():
+        walk(tools)
+    assert len(found) > 500
+    rnd = random.Random(7)
+    for d in sorted(found):
+        doubled = re.sub(" ", lambda m: "  " if rnd.random() < 0.3 else " ", d)
+        for text in (d, doubled, "  " + doubled.replace("\n", "\n  ")):
+            assert normalize_description(text) == line_walk(text), repr(text[:80])
 
 
 def test_a_parameter_description() -> None:
