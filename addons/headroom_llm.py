@@ -14,6 +14,11 @@ A client that leaves while the proxy's follow-up runs (its connection closed, it
 reset: :func:`headroom_stream_relay.on_client_gone`) abandons the turn
 (:meth:`~headroom_core.turn.Turn.abandon`): the follow-up stops where it waits, its upstream
 connection closes, no further round starts; the ledger row says 499 (client closed request).
+
+A follow-up the provider fails (a 429, a 5xx, a connection cut) reaches the client as an error
+it retries (:mod:`headroom_core.ccr.followup_error`): non-streamed, the provider's status,
+headers and error body replace the answer; streamed, the dialect's error event ends the stream.
+The ledger row has the provider's status.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import Any, Callable
 import httpx
 from mitmproxy import ctx, http
 
+from headroom_core.ccr.followup_error import FollowUpLost, json_answer
 from headroom_core.ccr.loop import StreamLoop, StreamTap, complete_json, sum_usage
 from headroom_core.request_plan import Action, Code, RequestPlan, plan_request_async
 from headroom_core.turn import Turn, Turns, client_key
@@ -314,7 +320,8 @@ class LLMTraffic:
         # behind the compression work): a proxy killed at any moment has every answered request
         # on disk. Without a journal, or with the tools still being counted, the answer waits
         # for the row's commit (at most LEDGER_WAIT seconds).
-        status = CLIENT_CLOSED_REQUEST if left else flow.response.status_code
+        failed = st.stream.provider_error if st.stream is not None else None
+        status = CLIENT_CLOSED_REQUEST if left else failed.status if failed is not None else flow.response.status_code
         committed = st.turn.record(status_code=status, usage=st.usage, rounds=st.rounds, called=st.called)
         # the plan holds the parsed request (megabytes of objects for a large body) and the stream
         # loop's callback refers back to it: free it with the flow, not at a later cyclic collection
@@ -351,6 +358,10 @@ class LLMTraffic:
                         await self._stream_followup(client, url, await _followup_headers(st, url, headers, body), body, loop, relay)
                     except headroom_stream_relay.RelayError:
                         raise
+                    except httpx.TransportError as e:  # the provider's side failed: an error the client retries
+                        log.warning("headroom: %s: streamed follow-up failed: %s: %s", where(flow), type(e).__name__, e)
+                        await relay(loop.lost(_why(e), isinstance(e, httpx.TimeoutException)))
+                        break
                     except Exception as e:  # noqa: BLE001 - the client still gets a coherent end
                         log.warning("headroom: %s: streamed follow-up failed: %s: %s", where(flow), type(e).__name__, e)
                         await relay(loop.fail(_why(e)))
@@ -362,8 +373,7 @@ class LLMTraffic:
     async def _stream_followup(client: httpx.AsyncClient, url: str, headers: dict[str, str], body: bytes, loop: StreamLoop, relay) -> None:
         async with client.stream("POST", url, headers=headers, content=body) as r:
             if r.status_code != 200:
-                await r.aread()
-                await relay(loop.fail(f"the follow-up request got HTTP {r.status_code}"))
+                await relay(loop.refused(r.status_code, tuple(r.headers.multi_items()), await r.aread()))
                 return
             decoder = decoder_for(r.headers.get("content-encoding", ""))
             async for raw in r.aiter_raw():
@@ -390,12 +400,15 @@ class LLMTraffic:
             url, headers, verify = _followup_target(flow)
             answered: list[str] = []  # the follow-ups' responses so far (for the ledger if the client leaves)
 
-            async def send(body: bytes) -> tuple[int, bytes]:
+            async def send(body: bytes) -> tuple[int, bytes, tuple[tuple[str, str], ...]]:
                 async with httpx.AsyncClient(verify=verify, timeout=_FOLLOWUP_TIMEOUT) as client:
-                    r = await client.post(url, headers=await _followup_headers(st, url, headers, body), content=body)
+                    try:
+                        r = await client.post(url, headers=await _followup_headers(st, url, headers, body), content=body)
+                    except httpx.TransportError as e:
+                        raise FollowUpLost(_why(e), isinstance(e, httpx.TimeoutException)) from e
                     if r.status_code == 200:
                         answered.append(r.content.decode("utf-8", "replace"))
-                    return r.status_code, r.content
+                    return r.status_code, r.content, tuple(r.headers.multi_items())
 
             try:
                 outcome = await st.turn.follow_up(
@@ -405,7 +418,10 @@ class LLMTraffic:
                 st.rounds = len(answered)
                 _tally(st, reply, (text, *answered))
                 raise
-            if outcome.body is not None:
+            if outcome.error is not None:  # the provider's error, for the client to retry
+                status, hdrs, err_body = json_answer(dialect(st.plan.dialect), outcome.error)
+                flow.response = http.Response.make(status, err_body, [(k.encode("latin-1"), v.encode("latin-1")) for k, v in hdrs])
+            elif outcome.body is not None:
                 flow.response.content = outcome.body
             st.rounds, texts = outcome.rounds, outcome.texts
         _tally(st, reply, texts)

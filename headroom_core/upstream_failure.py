@@ -88,6 +88,12 @@ def _as_gateway(body: dict[str, Any], status: int) -> dict[str, Any]:
     return body
 
 
+def gateway_body(wire: WireDialect, message: str, status: int) -> dict[str, Any]:
+    """The error body of ``wire``'s dialect saying ``message`` for a gateway failure with
+    ``status`` (502, 504): its own error shape marked as a server-side error."""
+    return _as_gateway(wire.error_body(message), status)
+
+
 def error_answer(wire: WireDialect, host: str, failure: Failure) -> tuple[int, bytes]:
     """``(status, JSON body)`` answering a request of ``wire``'s dialect whose upstream ``host``
     could not be reached: the dialect's own error shape (:meth:`WireDialect.error_body`) marked

@@ -21,10 +21,19 @@ Whatever happens the client gets a coherent response without the proxy's calls:
 - the model still calls the proxy's tools after ``max_rounds`` follow-ups: the calls are carried
   out and removed, and the response ends with the text so far plus :data:`NOTICE_ROUNDS`, with a
   stop reason every client handles (``end_turn`` / ``stop`` / ``completed``);
-- anything fails after the first response (a follow-up refused, cut short or unparsable, an
-  error event, an exception): the response ends the same way with :data:`NOTICE_FAILED` (except
-  where the reply side ends it with the provider's error: a Responses follow-up's ``error`` event
-  becomes a ``response.failed`` carrying it, :mod:`headroom_core.wire.reply_responses`);
+- the provider fails a follow-up in a way the client would retry had it met it itself (issue
+  36, item 4: refused with 408, 409, 429, 5xx, 529 unless it says ``x-should-retry: false``; an
+  error event in the follow-up's stream; a connection that failed, timed out or was cut): the
+  client gets an error it retries (:mod:`headroom_core.ccr.followup_error`). Non-streamed: the
+  provider's status, ``retry-after`` and error body (:attr:`JsonOutcome.error`); streamed (the
+  status went out with the first round): the dialect's error event after the text so far
+  (:meth:`StreamLoop.refused`, :meth:`StreamLoop.lost`; Anthropic ``event: error``, Chat
+  ``{"error": …}``, Responses ``response.failed`` with the items so far, Gemini ``{"error": …}``,
+  Bedrock exception frames);
+- anything else fails after the first response (a follow-up refused in a way retrying cannot
+  help, such as a 400; an answer that is not a response; a request that cannot be built; an
+  exception): the response ends the same way as when the rounds run out, with
+  :data:`NOTICE_FAILED`;
 - the model's response stopped at its token limit (the reply side's ``truncated``: Anthropic
   ``stop_reason`` ``max_tokens``, Chat ``finish_reason`` ``length``, Responses ``status``
   ``incomplete``, Gemini ``finishReason`` ``MAX_TOKENS``, …): a call to the proxy's tools in it
@@ -39,8 +48,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
+from headroom_core.ccr import followup_error
+from headroom_core.ccr.followup_error import FollowUpLost
 from headroom_core.wire.blocks import ToolCall, Usage
 from headroom_core.wire.protocol import ReplySide, framing_of
+from headroom_core.wire.provider_error import ProviderError
 from headroom_core.wire.rawjson import Raw
 from headroom_core.wire.sse import SSEEvent
 
@@ -109,7 +121,8 @@ class StreamLoop:
 
     After the response: :attr:`done`; :attr:`rounds` follow-ups made; :attr:`called` every
     tool call's name over all rounds; :attr:`usage` the summed usage; :attr:`texts` every round's
-    response object as the provider would have sent it unstreamed.
+    response object as the provider would have sent it unstreamed; :attr:`provider_error` the
+    provider's failure of a follow-up the client got as an error (None otherwise).
     """
 
     def __init__(self, reply: ReplySide, request: str | bytes | None, hidden: frozenset[str], max_rounds: int) -> None:
@@ -122,6 +135,7 @@ class StreamLoop:
         self.done = False
         self.pending: Pending | None = None
         self.texts: list[str] = []
+        self.provider_error: ProviderError | None = None
         self._messages: list[dict[str, Any] | None] = []  # texts parsed, in order (None: not an object)
         self._state = reply.ViewState()
         self._view = reply.StreamView(hidden, self._state, 0)
@@ -165,8 +179,10 @@ class StreamLoop:
             self.done = True  # the client's own response was cut short: it gets what came, as it came
             return tail
         tail = framing_of(self.reply).terminated(tail)  # more events follow: a last event cut short must not run into them
-        if view.failed or not view.complete:
-            return tail + self._close(notice_failed(view.failed or "the follow-up response ended early"))
+        if view.failed:  # the follow-up's own error event ends the response
+            return tail + self._failure(None)
+        if not view.complete:
+            return tail + self._failure(followup_error.lost("the follow-up response ended early"))
         msg = Raw(text).value
         truncated = isinstance(msg, dict) and self.reply.truncated(msg)
         pending = after_round(self.reply.tool_calls(msg), self.hidden, truncated=truncated, rounds=self.rounds, max_rounds=self.max_rounds, can_follow=self.request is not None)
@@ -204,6 +220,20 @@ class StreamLoop:
         p, self.pending = self.pending, None
         return self._close(notice_rounds(self.rounds) if p is not None and p.exhausted else None)
 
+    def refused(self, status: int, headers: tuple[tuple[str, str], ...], body: bytes) -> bytes:
+        """The provider answered the follow-up with ``status`` (not 200), ``headers`` and
+        ``body``: the client's last bytes, the dialect's error event when the client would
+        retry (:func:`~headroom_core.ccr.followup_error.refused`), else :meth:`fail`'s notice."""
+        err = followup_error.refused(status, headers, body)
+        if err is None:
+            return self.fail(f"the follow-up request got HTTP {status}")
+        return b"".join(e.raw for e in self._failure(err))
+
+    def lost(self, why: str, timed_out: bool = False) -> bytes:
+        """The follow-up's connection failed, timed out or was cut (``why``): the client's last
+        bytes, the dialect's error event (502, 504 when ``timed_out``)."""
+        return b"".join(e.raw for e in self._failure(followup_error.lost(why, timed_out)))
+
     def fail(self, why: str) -> bytes:
         """Something failed after the first response (``why``, short, for the client): ends
         the response coherently with :data:`NOTICE_FAILED`. Empty once the response is over."""
@@ -215,6 +245,22 @@ class StreamLoop:
         if len(self.texts) <= self.rounds:  # the failed round's partial response counts too
             self.texts.append(self._message_text(self._view))
         return self._close(notice_failed(why))
+
+    def _failure(self, err: ProviderError | None) -> list[SSEEvent]:
+        """End the response with the provider's failure (the view's own error event when
+        ``err`` is None); empty once the response is over."""
+        self.pending = None
+        if self.done:
+            return []
+        if len(self.texts) <= self.rounds:  # the failed round's partial response counts too
+            self.texts.append(self._message_text(self._view))
+        self.done = True
+        self.provider_error = err
+        try:
+            return self._view.failure(err, self.texts)
+        except Exception:  # noqa: BLE001 - never leave the client without an ending
+            log.exception("headroom: could not end the response with the provider's error; ending it with a notice")
+            return self._view.close(notice_failed(err.message if err is not None else "the provider failed"), self.texts[-1:])
 
     def _close(self, notice: str | None) -> list[SSEEvent]:
         if self.done:
@@ -316,18 +362,23 @@ class StreamTap:
 
 
 AsyncAnswer = Callable[[ToolCall], Awaitable[str]]
-AsyncSend = Callable[[bytes], Awaitable[tuple[int, bytes]]]
+#: posts a follow-up body; returns ``(status, body, headers)``; raises
+#: :class:`~headroom_core.ccr.followup_error.FollowUpLost` when its connection fails
+AsyncSend = Callable[[bytes], Awaitable[tuple[int, bytes, tuple[tuple[str, str], ...]]]]
 
 
 @dataclass(frozen=True)
 class JsonOutcome:
     """The result of :func:`complete_json`: ``body`` the client's response bytes (None: send
-    the provider's first response unchanged), ``rounds`` follow-ups made, ``texts`` every
-    round's response object (JSON text)."""
+    the provider's first response unchanged, or ``error``), ``rounds`` follow-ups made,
+    ``texts`` every round's response object (JSON text), ``error`` the provider's failure of a
+    follow-up the client gets instead of an answer (its status, headers and error body:
+    :func:`~headroom_core.ccr.followup_error.json_answer`)."""
 
     body: bytes | None
     rounds: int
     texts: tuple[str, ...]
+    error: ProviderError | None = None
 
 
 async def complete_json(
@@ -338,11 +389,12 @@ async def complete_json(
 
     ``request``: the JSON text that went upstream; ``first``: the provider's response (JSON
     text, status 200); ``answer``: the proxy's answer to one call; ``send``: posts a follow-up
-    body, returns ``(status, body)``. Never raises; the client's body keeps every value the
-    provider sent as it sent it.
+    body (:data:`AsyncSend`). Never raises (but ``asyncio.CancelledError``); the client's body
+    keeps every value the provider sent as it sent it.
     """
     texts = [first]
     notice: str | None = None
+    error: ProviderError | None = None
     rounds = 0
     try:
         msg = Raw(first).value
@@ -365,9 +417,15 @@ async def complete_json(
                 break
             results = [(c, await answer(c)) for c in p.calls]
             request = reply.followup(request, texts[-1], results)
-            status, raw = await send(request.encode("utf-8"))
+            try:
+                status, raw, headers = await send(request.encode("utf-8"))
+            except FollowUpLost as e:
+                error = followup_error.lost(str(e), e.timed_out)
+                break
             if status != 200:
-                notice = notice_failed(f"the follow-up request got HTTP {status}")
+                error = followup_error.refused(status, headers, raw)
+                if error is None:
+                    notice = notice_failed(f"the follow-up request got HTTP {status}")
                 break
             text = raw.decode("utf-8")
             msg = json.loads(text)
@@ -379,6 +437,9 @@ async def complete_json(
     except Exception as e:  # noqa: BLE001 - the client still gets a coherent answer
         log.exception("headroom: the retrieval loop failed")
         notice = notice_failed(type(e).__name__)
+    if error is not None:
+        log.info("headroom: the provider failed a follow-up (HTTP %d): the client gets its error to retry", error.status)
+        return JsonOutcome(None, rounds, tuple(texts), error)
     try:
         first_msg = Raw(texts[0]).value
         if rounds == 0 and notice is None and not any(c.name in hidden for c in reply.tool_calls(first_msg)):

@@ -150,6 +150,13 @@ class _Stream(WrappedStream):
         inner_texts = [t for t in (_inner_text(x, self.key) for x in texts) if t is not None]
         return self._out(self.inner.close(notice, inner_texts))
 
+    def failure(self, err: Any, texts: list[str]) -> list[SSEEvent]:
+        """The wrapped side's failure events: its parts in the envelope, its error event (the
+        last) outside it, as the API sends an error (an ``{"error": …}`` object at top level)."""
+        inner_texts = [t for t in (_inner_text(x, self.key) for x in texts) if t is not None]
+        got = self.inner.failure(err, inner_texts)
+        return self._out(got[:-1]) + got[-1:]
+
     def message_text(self) -> str:
         return _wrapped(self.last_outer, self.key, self.inner.message_text())
 

@@ -51,6 +51,27 @@ def event_frame(event_type: str, payload: str) -> bytes:
     return frame([(":event-type", event_type), (":content-type", "application/json"), (":message-type", "event")], payload.encode("utf-8"))
 
 
+#: The Bedrock runtime's stream exception for a failure of each kind (Amazon Bedrock API
+#: reference, "ConverseStream" / "InvokeModelWithResponseStream", errors): over a rate limit,
+#: unavailable or overloaded, timed out, anything else.
+EXCEPTIONS = {"rate_limited": "throttlingException", "overloaded": "serviceUnavailableException", "timed_out": "modelTimeoutException"}
+SERVER_EXCEPTION = "internalServerException"
+
+
+def exception_frame(exception_type: str, message: str) -> bytes:
+    """An ``exception`` frame of type ``exception_type`` (``throttlingException`` …) carrying
+    ``{"message": message}``, as Bedrock ends a stream it fails."""
+    payload = json.dumps({"message": message})
+    return frame([(":exception-type", exception_type), (":content-type", "application/json"), (":message-type", "exception")], payload.encode("utf-8"))
+
+
+def exception_event(kind: str, message: str) -> SSEEvent:
+    """:func:`exception_frame` for a failure of ``kind`` (a key of :data:`EXCEPTIONS`, else a
+    server error) as the event the parser would make of it."""
+    etype = EXCEPTIONS.get(kind, SERVER_EXCEPTION)
+    return SSEEvent(exception_frame(etype, message), f"exception:{etype}", json.dumps({"message": message}))
+
+
 def chunk_frame(data: str) -> bytes:
     """An InvokeModel stream ``chunk`` frame carrying the model's event ``data`` (JSON text),
     base64-encoded in the payload's ``bytes`` member."""

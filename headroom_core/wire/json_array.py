@@ -207,7 +207,15 @@ class _ArrayStream(WrappedStream):
         return [self._element(e) for e in self.inner.feed(ev)]
 
     def close(self, notice: str | None, texts: list[str]) -> list[SSEEvent]:
-        out = [self._element(e) for e in self.inner.close(notice, texts)]
+        return self._last([self._element(e) for e in self.inner.close(notice, texts)])
+
+    def failure(self, err: Any, texts: list[str]) -> list[SSEEvent]:
+        """The wrapped side's failure events (its error object last) as the array's last
+        elements, then the array's end."""
+        return self._last([self._element(e) for e in self.inner.failure(err, texts)])
+
+    def _last(self, out: list[SSEEvent]) -> list[SSEEvent]:
+        """``out`` and the array's end (once)."""
         if not self.state.closed:
             self.state.closed = True
             out.append(SSEEvent(b"\r\n]" if self.state.opened else b"[]", END, ""))

@@ -20,6 +20,7 @@ from headroom_core.wire import layout, tool_defs
 from headroom_core.wire.blocks import ToolCall, ToolOutput, Usage
 from headroom_core.wire.detect import Dialect, path_only
 from headroom_core.wire.image_refs import ImageRef
+from headroom_core.wire.provider_error import ProviderError
 from headroom_core.wire.sse import SSE, SSEEvent
 from headroom_core.wire.tool_defs import Place, ToolShape
 
@@ -75,6 +76,16 @@ class ReplyStream(Protocol):
     def close(self, notice: str | None, texts: list[str]) -> list[SSEEvent]:
         """The client's last events (``notice`` appended as text when given; usage summed over
         every round's response object in ``texts``)."""
+        ...
+
+    def failure(self, err: ProviderError | None, texts: list[str]) -> list[SSEEvent]:
+        """The client's last events when the provider failed the response, in the dialect's own
+        terms (issue 36, item 4): with ``err`` (a follow-up refused with a status the client may
+        retry, or whose connection failed) the dialect's error event made from it (its error
+        body, the wait in its message); with None this round's own error event, the one that set
+        :attr:`failed`. Events still owed to the client come first (the text so far where the
+        dialect carries it); the error event is the last. ``texts``: every round's response
+        object so far (the failed round's last)."""
         ...
 
     def message_text(self) -> str:

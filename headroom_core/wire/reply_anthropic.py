@@ -8,6 +8,9 @@ and the request that continues such a turn.
 - :func:`merge` does the same for non-streamed responses.
 - :func:`followup` is the next request: the request as it was sent, plus the model's turn
   exactly as the provider sent it and the proxy's ``tool_result`` blocks.
+- :meth:`StreamView.failure` ends a stream whose follow-up the provider failed with an ``error``
+  event, as the API sends one mid-stream (Messages API, "Streaming messages": "error events"):
+  the SDKs raise on it and clients retry.
 
 Events and values the proxy does not change keep their exact bytes; changed events keep every
 member's text except the one changed (:mod:`headroom_core.wire.rawjson`).
@@ -20,6 +23,7 @@ from typing import Any
 
 from headroom_core.wire.assemble_anthropic import MessageAssembler
 from headroom_core.wire.blocks import ImageAnswer, ToolCall, sum_usage
+from headroom_core.wire.provider_error import ProviderError, with_message
 from headroom_core.wire import anthropic as _dialect
 from headroom_core.wire.rawjson import Raw, RawObject, append_to_array, dumps, elements, with_member
 from headroom_core.wire.sse import SSE, SSEEvent
@@ -32,6 +36,23 @@ usage = _dialect.usage
 
 #: Usage figures summed over rounds (the Messages API's ``usage`` members).
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+#: The error ``type`` the Messages API gives each HTTP status (Messages API, "Errors"); any
+#: other 5xx is ``api_error``.
+ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
+               413: "request_too_large", 429: "rate_limit_error", 500: "api_error", 504: "timeout_error", 529: "overloaded_error"}  # fmt: skip
+
+
+def error_event(err: ProviderError) -> SSEEvent:
+    """The ``error`` event for ``err``: the provider's error object when its body is one (its
+    message carrying the wait, :attr:`ProviderError.hinted`), else one made from the status."""
+    parsed = err.parsed
+    if isinstance(parsed, dict) and parsed.get("type") == "error" and isinstance(parsed.get("error"), dict):
+        try:
+            return SSEEvent.make(with_message(err.body.decode("utf-8"), ("error", "message"), err.hinted), "error")
+        except ValueError:
+            pass
+    return _event({"type": "error", "error": {"type": ERROR_TYPES.get(err.status, "api_error"), "message": err.hinted}})
 
 
 def _hidden_call(block: Any, hidden: frozenset[str]) -> bool:
@@ -52,8 +73,8 @@ class StreamView:
     """One round's events → the client's events (see the module docstring).
 
     :meth:`feed` returns the events to send now; ``message_delta`` and ``message_stop`` are held
-    until :meth:`close`. In a follow-up round (``round_no`` > 0) an ``error`` event is not passed
-    on: it sets :attr:`failed`, and the loop closes the response with a notice instead.
+    until :meth:`close`. In a follow-up round (``round_no`` > 0) an ``error`` event is held: it
+    sets :attr:`failed`, and the loop ends the response with it (:meth:`failure`).
     """
 
     def __init__(self, hidden: frozenset[str], state: ViewState, round_no: int) -> None:
@@ -64,6 +85,7 @@ class StreamView:
         self._map: dict[int, int | None] = {}
         self._held: list[SSEEvent] = []
         self.failed: str | None = None
+        self._error: SSEEvent | None = None
 
     @property
     def complete(self) -> bool:
@@ -89,6 +111,7 @@ class StreamView:
         if t == "error" and self.round_no > 0:
             err = d.get("error")
             self.failed = str(err.get("message") if isinstance(err, dict) else err)[:200]
+            self._error = ev
             return []
         if t in ("message_delta", "message_stop"):
             self._held.append(ev)
@@ -147,6 +170,15 @@ class StreamView:
             else:
                 out.append(e)
         return out
+
+    def failure(self, err: ProviderError | None, texts: list[str]) -> list[SSEEvent]:
+        """The client's last event when the provider failed the response: for ``err`` (a
+        follow-up refused or whose connection failed) :func:`error_event`; for None this round's
+        own ``error`` event as it came (the one that set :attr:`failed`). The blocks sent so far
+        stay as they are, as when the API fails a stream itself."""
+        if err is None and self._error is not None:
+            return [self._error]
+        return [error_event(err or ProviderError(500, why=self.failed or "the provider failed the stream"))]
 
     def _edit_delta(self, ev: SSEEvent, notice: str | None, totals: dict[str, int] | None) -> SSEEvent:
         d = ev.parsed

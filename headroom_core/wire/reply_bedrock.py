@@ -6,7 +6,9 @@ A non-streamed ``invoke`` answers a Messages response object: merge, follow-up, 
 are the Messages API's. ``invoke-with-response-stream`` frames each Messages stream event as
 ``{"bytes": base64(<event JSON>)}``: :class:`StreamView` hands the Messages view the events inside
 and frames what it returns, a frame it passes unchanged keeping its bytes. An exception frame
-(``:message-type: exception``) in a follow-up round fails the round, as an ``error`` event does.
+(``:message-type: exception``) in a follow-up round fails the round, as an ``error`` event does;
+a failed follow-up ends the client's stream with an exception frame (:meth:`StreamView.failure`),
+as Bedrock ends a stream it fails.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from headroom_core.wire import reply_anthropic as _messages
-from headroom_core.wire.eventstream import EVENT_STREAM, chunk_frame, is_frame
+from headroom_core.wire.eventstream import EVENT_STREAM, chunk_frame, exception_event, is_frame
+from headroom_core.wire.provider_error import ProviderError
 from headroom_core.wire.sse import SSEEvent
 
 #: Streamed responses are AWS event-stream frames.
@@ -43,6 +46,7 @@ class StreamView:
         self._inner = _messages.StreamView(hidden, state, round_no)
         self.round_no = round_no
         self.failed: str | None = None
+        self._error: SSEEvent | None = None
 
     @property
     def complete(self) -> bool:
@@ -56,6 +60,7 @@ class StreamView:
             if self.round_no > 0:
                 msg = ev.parsed.get("message") if isinstance(ev.parsed, dict) else None
                 self.failed = str(msg or ev.event)[:200]
+                self._error = ev
                 return []
             return [ev]
         out = [_framed(e) for e in self._inner.feed(ev)]
@@ -64,3 +69,13 @@ class StreamView:
 
     def close(self, notice: str | None, texts: list[str]) -> list[SSEEvent]:
         return [_framed(e) for e in self._inner.close(notice, texts)]
+
+    def failure(self, err: ProviderError | None, texts: list[str]) -> list[SSEEvent]:
+        """The client's last frame when the provider failed the response: this round's own
+        exception frame (``err`` None) or one for ``err`` (``throttlingException`` for a rate
+        limit, …; the provider's message with the wait)."""
+        if err is None and self._error is not None:
+            return [self._error]
+        if err is None:
+            err = ProviderError(500, why=self.failed or "the provider failed the stream")
+        return [exception_event(err.kind, err.hinted)]

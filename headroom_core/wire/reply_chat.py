@@ -5,7 +5,9 @@ tools, and the request that continues such a turn (the Chat Completions counterp
 A streamed turn reaches the client as one stream: every chunk except the proxy's tool calls
 (removed from ``delta.tool_calls``, the client's calls renumbered from 0 per choice across
 rounds; a chunk left with nothing is dropped), a follow-up's ``role`` not repeated, and only the
-last round's finish chunk, usage chunk and ``[DONE]``.
+last round's finish chunk, usage chunk and ``[DONE]``. A follow-up the provider failed ends the
+stream with an error chunk (``data: {"error": {…}}``, what the API sends when it fails a stream;
+the OpenAI SDKs raise ``APIError`` on it): :meth:`StreamView.failure`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from headroom_core.wire.assemble_chat import CompletionAssembler
 from headroom_core.wire.blocks import ImageAnswer, ToolCall, sum_usage
+from headroom_core.wire.provider_error import ProviderError, with_message
 from headroom_core.wire import openai_chat as _dialect
 from headroom_core.wire.rawjson import Raw, RawObject, append_to_array, dumps, elements, with_member
 from headroom_core.wire.sse import SSE, SSEEvent
@@ -26,6 +29,22 @@ framing = SSE
 usage = _dialect.usage
 
 USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
+#: ``type`` and ``code`` of an error object the proxy makes, per kind of failure (the API's own:
+#: a rate limit is ``rate_limit_exceeded``, anything else on its side ``server_error``)
+ERROR_CODES = {"rate_limited": "rate_limit_exceeded"}
+
+
+def error_chunk(err: ProviderError) -> SSEEvent:
+    """The error chunk for ``err``: the provider's ``{"error": {…}}`` body when it is one (its
+    message carrying the wait), else one made from the kind of failure."""
+    parsed = err.parsed
+    if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
+        try:
+            return SSEEvent.make(with_message(err.body.decode("utf-8"), ("error", "message"), err.hinted))
+        except ValueError:
+            pass
+    code = ERROR_CODES.get(err.kind, "server_error")
+    return SSEEvent.make(dumps({"error": {"message": err.hinted, "type": code, "param": None, "code": code}}))
 #: The members of an assistant message a Chat Completions request accepts back.
 REQUEST_MESSAGE_KEYS = ("role", "content", "refusal", "name", "tool_calls", "function_call", "audio")
 
@@ -55,6 +74,7 @@ class StreamView:
         self._map: dict[tuple[int, int], int | None] = {}
         self._held: list[SSEEvent] = []
         self.failed: str | None = None
+        self._error: SSEEvent | None = None
 
     @property
     def complete(self) -> bool:
@@ -77,6 +97,7 @@ class StreamView:
         if "error" in d and "choices" not in d and self.round_no > 0:
             err = d.get("error")
             self.failed = str(err.get("message") if isinstance(err, dict) else err)[:200]
+            self._error = ev
             return []
         if not self.state.base:
             self.state.base = {k: d[k] for k in ("id", "object", "created", "model") if k in d}
@@ -161,6 +182,14 @@ class StreamView:
         for e in held:
             out.append(self._edit_final(e, notice, totals))
         return out
+
+    def failure(self, err: ProviderError | None, texts: list[str]) -> list[SSEEvent]:
+        """The client's last chunk when the provider failed the response: this round's own
+        error chunk (``err`` None), else :func:`error_chunk` of ``err``. No finish chunk and no
+        ``[DONE]`` follow, as when the API fails a stream."""
+        if err is None and self._error is not None:
+            return [self._error]
+        return [error_chunk(err or ProviderError(500, why=self.failed or "the provider failed the stream"))]
 
     def _edit_final(self, ev: SSEEvent, notice: str | None, totals: dict[str, int] | None) -> SSEEvent:
         d = ev.parsed

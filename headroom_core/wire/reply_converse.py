@@ -15,7 +15,10 @@ metrics: {latencyMs}}``. A ``converse-stream`` response is AWS event-stream fram
 - :class:`StreamView`: one ``messageStart``; every block but calls to the proxy's tools,
   numbered on across rounds (a frame whose index is unchanged keeps its bytes); the last round's
   ``messageStop`` and ``metadata`` at the end, usage summed over rounds. An exception frame in a
-  follow-up round fails the round.
+  follow-up round fails the round, and ends the client's stream (:meth:`StreamView.failure`); a
+  follow-up refused or whose connection failed ends it with one made for it
+  (``throttlingException`` …), as Bedrock ends a stream it fails (botocore raises
+  ``EventStreamError``).
 - :func:`merge`: the same for whole responses. :func:`followup`: the request with the model's
   message as sent and a user message of ``toolResult`` blocks.
 """
@@ -28,7 +31,8 @@ from typing import Any
 
 from headroom_core.wire import converse as _dialect
 from headroom_core.wire.blocks import ErrorAnswer, ImageAnswer, ToolCall, sum_usage
-from headroom_core.wire.eventstream import EVENT_STREAM, event_frame
+from headroom_core.wire.eventstream import EVENT_STREAM, event_frame, exception_event
+from headroom_core.wire.provider_error import ProviderError
 from headroom_core.wire.rawjson import Raw, RawObject, append_to_array, dumps, elements, with_member
 from headroom_core.wire.sse import SSEEvent
 
@@ -95,6 +99,7 @@ class StreamView:
         self.state = state
         self.round_no = round_no
         self.failed: str | None = None
+        self._error: SSEEvent | None = None
         self._map: dict[int, int | None] = {}
         self._blocks: dict[int, _Block] = {}
         self._stop: SSEEvent | None = None
@@ -123,6 +128,7 @@ class StreamView:
             if self.round_no > 0:
                 msg = d.get("message") if isinstance(d, dict) else None
                 self.failed = str(msg or kind)[:200]
+                self._error = ev
                 return []
             return [ev]
         if not isinstance(d, dict):
@@ -183,6 +189,14 @@ class StreamView:
         if kind == "contentBlockStop":
             self.state.open.discard(ci)
         return [ev if ci == idx else _event(kind, with_member(ev.data, INDEX, ci))]
+
+    def failure(self, err: ProviderError | None, texts: list[str]) -> list[SSEEvent]:
+        """The client's last frame when the provider failed the response: this round's own
+        exception frame (``err`` None) or one for ``err`` (the provider's message, with the wait)."""
+        if err is None and self._error is not None:
+            return [self._error]
+        err = err or ProviderError(500, why=self.failed or "the provider failed the stream")
+        return [exception_event(err.kind, err.hinted)]
 
     def close(self, notice: str | None, texts: list[str]) -> list[SSEEvent]:
         """Open blocks stopped, a text block with ``notice`` (if given), this round's

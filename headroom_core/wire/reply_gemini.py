@@ -13,6 +13,10 @@ proxy's calls ends with its own finishing chunk byte for byte.
 
 Parts keep their bytes: ``thought`` parts and ``thoughtSignature`` values go back as sent, in the
 follow-up's ``model`` content and to the client.
+
+A follow-up the provider failed ends the stream with an error chunk (``{"error": {code, message,
+status}}``, Google's error object, what the API sends when it fails a stream), after the parts
+still carried: :meth:`StreamView.failure`.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any
 
 from headroom_core.wire import gemini
 from headroom_core.wire.blocks import ErrorAnswer, ImageAnswer, ToolCall, Usage
+from headroom_core.wire.provider_error import ProviderError, with_message
 from headroom_core.wire.rawjson import Raw, RawObject, append_to_array, dumps
 from headroom_core.wire.sse import SSE, SSEEvent
 
@@ -31,6 +36,23 @@ framing = SSE
 
 #: The ``usageMetadata`` counts summed over rounds.
 USAGE_KEYS = ("promptTokenCount", "candidatesTokenCount", "totalTokenCount", "cachedContentTokenCount", "thoughtsTokenCount", "toolUsePromptTokenCount")
+
+
+#: Google's error ``status`` for a failure of each kind (google.rpc.Code: RESOURCE_EXHAUSTED for a
+#: quota or rate limit, UNAVAILABLE, DEADLINE_EXCEEDED; anything else INTERNAL)
+ERROR_STATUS = {"rate_limited": "RESOURCE_EXHAUSTED", "overloaded": "UNAVAILABLE", "timed_out": "DEADLINE_EXCEEDED"}
+
+
+def error_chunk(err: ProviderError) -> SSEEvent:
+    """The error chunk for ``err``: the provider's ``{"error": {…}}`` body when it is one (its
+    message carrying the wait), else Google's error object made from the status."""
+    parsed = err.parsed
+    if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
+        try:
+            return SSEEvent.make(with_message(err.body.decode("utf-8"), ("error", "message"), err.hinted))
+        except ValueError:
+            pass
+    return SSEEvent.make(dumps({"error": {"code": err.status, "message": err.hinted, "status": ERROR_STATUS.get(err.kind, "INTERNAL")}}))
 
 
 def tool_calls(resp: dict[str, Any]) -> list[ToolCall]:
@@ -151,6 +173,7 @@ class StreamView:
         self.asm = Assembler()
         self._held: SSEEvent | None = None
         self.failed: str | None = None
+        self._error: SSEEvent | None = None
         if round_no > 0:  # a follow-up: the previous round's finishing parts go out first
             state.carry, state.ending = state.carry + state.ending, []
 
@@ -172,6 +195,7 @@ class StreamView:
         if "error" in d and "candidates" not in d and self.round_no > 0:
             err = d.get("error")
             self.failed = str(err.get("message") if isinstance(err, dict) else err)[:200]
+            self._error = ev
             return []
         if not self.state.base:
             self.state.base = {k: d[k] for k in ("modelVersion", "responseId") if k in d}
@@ -189,6 +213,15 @@ class StreamView:
             return []
         parts, self.state.carry = self.state.carry, []
         return [SSEEvent.make(dumps({"candidates": [{"content": {"role": "model", "parts": parts}, "index": 0}], **self.state.base}))]
+
+    def failure(self, err: ProviderError | None, texts: list[str]) -> list[SSEEvent]:
+        """The client's last chunks when the provider failed the response: an earlier round's
+        visible finishing parts not sent yet (the text so far), then this round's own error
+        chunk (``err`` None) or :func:`error_chunk` of ``err``."""
+        out = self._carried()
+        if err is None and self._error is not None:
+            return out + [self._error]
+        return out + [error_chunk(err or ProviderError(500, why=self.failed or "the provider failed the stream"))]
 
     def _without_hidden(self, ev: SSEEvent, d: dict[str, Any]) -> SSEEvent | None:
         """``ev`` without the proxy's ``functionCall`` parts (unchanged when it has none; None

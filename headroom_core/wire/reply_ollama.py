@@ -13,6 +13,9 @@ answer is that last line with the whole ``message``.
 - :func:`merge`: one answer from every round's (contents joined, the client's calls kept).
 - :func:`followup`: the request with the model's ``message`` as sent and one ``role: "tool"``
   message per answered call (``tool_name`` naming it).
+- :meth:`StreamView.failure`: a follow-up the provider failed ends the stream with an
+  ``{"error": "<message>"}`` line, as Ollama ends a stream it fails (the ollama clients raise
+  ``ResponseError`` on it).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 from headroom_core.wire import ollama as _dialect
 from headroom_core.wire.blocks import ToolCall
 from headroom_core.wire.ndjson import NDJSON
+from headroom_core.wire.provider_error import ProviderError
 from headroom_core.wire.rawjson import Raw, RawObject, append_to_array, dumps
 from headroom_core.wire.sse import SSEEvent
 
@@ -67,6 +71,7 @@ class StreamView:
         self.state = state
         self.round_no = round_no
         self.failed: str | None = None
+        self._error: SSEEvent | None = None
         self._done: SSEEvent | None = None
         self._content: list[str] = []
         self._thinking: list[str] = []
@@ -94,6 +99,7 @@ class StreamView:
         if "error" in d and "message" not in d:
             if self.round_no > 0:
                 self.failed = str(d.get("error"))[:200]
+                self._error = ev
                 return []
             return [ev]
         msg: dict[str, Any] = d["message"] if isinstance(d.get("message"), dict) else {}
@@ -132,6 +138,13 @@ class StreamView:
                 if k not in ("model", "created_at", "message", "done"):
                     del out[k]
         return [_line(out)]
+
+    def failure(self, err: ProviderError | None, texts: list[str]) -> list[SSEEvent]:
+        """The client's last line when the provider failed the response: this round's own error
+        line (``err`` None) or ``{"error": <the provider's message, with the wait>}``."""
+        if err is None and self._error is not None:
+            return [self._error]
+        return [_line({"error": (err or ProviderError(500, why=self.failed or "the provider failed the stream")).hinted})]
 
     def close(self, notice: str | None, texts: list[str]) -> list[SSEEvent]:
         """A line with ``notice`` (if given), then the ``done`` line (made up when the upstream

@@ -20,7 +20,11 @@ its code says the context, quota or plan is the problem; a mid-response ``error`
 until its idle timeout (``bench/bench_codex_ws_endings.py`` prints what it does with each ending;
 ``tests/e2e/agents/test_codex_ws_faults.py`` has it retry a rate-limited follow-up of the proxy's).
 A ``response.failed`` or ``response.incomplete`` of a follow-up round reaches the client as the
-provider sent it, its ``response`` holding every round's visible items.
+provider sent it, its ``response`` holding every round's visible items. A follow-up the provider
+refused (a 429, a 5xx) or whose connection failed ends the same way, the ``error`` being the
+provider's error object from its body, else ``{code, message}`` made from the status
+(``rate_limit_exceeded``, else ``server_error``; the message saying when to try again):
+:meth:`StreamView.failure`.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import Any
 
 from headroom_core.wire.assemble_responses import TERMINAL, ResponseAssembler
 from headroom_core.wire.blocks import ImageAnswer, ToolCall, sum_usage
+from headroom_core.wire.provider_error import ProviderError, with_message
 from headroom_core.wire import openai_responses as _dialect
 from headroom_core.wire.rawjson import Raw, RawObject, append_to_array, dumps, elements, with_member
 from headroom_core.wire.sse import SSE, SSEEvent
@@ -43,6 +48,23 @@ usage = _dialect.usage
 USAGE_KEYS = ("input_tokens", "output_tokens", "total_tokens")
 _OPENING = ("response.created", "response.in_progress", "response.queued")
 NOTICE_ITEM_ID = "msg_headroom_notice"
+#: ``error.code`` of a failed response the proxy makes, per kind of failure (Responses API,
+#: "ResponseError": ``rate_limit_exceeded``, else ``server_error``)
+ERROR_CODES = {"rate_limited": "rate_limit_exceeded"}
+
+
+def error_object(err: ProviderError) -> Raw:
+    """The ``error`` of a ``response.failed`` for ``err``: the provider's error object from its
+    body (``{"error": {…}}``; its message carrying the wait), else ``{code, message}``."""
+    parsed = err.parsed
+    if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
+        try:
+            inner = RawObject.parse(err.body.decode("utf-8")).raw("error")
+            if inner is not None:
+                return Raw(with_message(inner.text, ("message",), err.hinted))
+        except ValueError:
+            pass
+    return Raw(dumps({"code": ERROR_CODES.get(err.kind, "server_error"), "message": err.hinted}))
 
 
 def _hidden_call(item: Any, hidden: frozenset[str]) -> bool:
@@ -155,6 +177,16 @@ class StreamView:
         out.append(self._renumber(term, term.parsed, {}))
         return out
 
+
+    def failure(self, err: ProviderError | None, texts: list[str]) -> list[SSEEvent]:
+        """The client's last event when the provider failed the response: a ``response.failed``
+        (:meth:`_failed`) carrying this round's own error (``err`` None) or :func:`error_object`
+        of ``err``; ``texts``: every round's response so far, the failed round's last."""
+        if err is not None:
+            self.error = error_object(err)
+        elif self.error is None:
+            self.error = Raw(dumps({"code": "server_error", "message": self.failed or "the provider failed the response"}))
+        return [self._failed(texts)]
 
     def _failed(self, texts: list[str]) -> SSEEvent:
         """The ``response.failed`` event ending a response whose follow-up round failed with the

@@ -5,7 +5,9 @@
 - Case 1: the follow-up states the model's streamed turn exactly (server tool input, citations,
   thinking signature, reasoning items), and the client gets every block but the proxy's call.
 - Case 2: whatever fails after a follow-up, the client gets a coherent answer without the
-  proxy's call; JSON the provider sent (a lone surrogate escape) reaches the client as sent.
+  proxy's call (a refusal retrying cannot help: the text so far and a notice; the provider's
+  failure the client would retry, issue 36 item 4: its error, ``tests/e2e/test_followup_faults_e2e.py``
+  for statuses); JSON the provider sent (a lone surrogate escape) reaches the client as sent.
 - Case 3: rounds run out: the text so far, a plain statement, a stop reason clients handle.
 - Case 7: an upstream that gzips an SSE answer despite ``accept-encoding: identity``.
 - Issue 12: a second flow sent while a slow streamed follow-up runs completes before it ends.
@@ -19,6 +21,7 @@ import shutil
 import subprocess
 import threading
 
+import anthropic
 import httpx
 import pytest
 
@@ -215,9 +218,10 @@ def test_streamed_follow_up_with_a_lone_surrogate_reaches_the_client(upstream, p
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_follow_up_refused_ends_the_answer_with_a_notice(upstream, proxy, big_output, stream):
+    """A refusal retrying cannot help (400: the follow-up's prompt is too long)."""
     key = markers.offload_key(big_output)
     upstream.script(Reply.tool_call(R, {"key": key}, text="Checking."))
-    upstream.raw(529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    upstream.raw(400, {"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long"}})
     client = anthropic_client(upstream, proxy)
     body = anthropic_request(big_output)
     if stream:
@@ -226,33 +230,38 @@ def test_follow_up_refused_ends_the_answer_with_a_notice(upstream, proxy, big_ou
     else:
         msg = client.messages.create(model=MODEL, max_tokens=100, tools=body["tools"], messages=body["messages"])
     assert [b.type for b in msg.content] == ["text", "text"]
-    assert msg.content[0].text == "Checking." and msg.content[1].text == notice_failed("the follow-up request got HTTP 529")
+    assert msg.content[0].text == "Checking." and msg.content[1].text == notice_failed("the follow-up request got HTTP 400")
     assert msg.stop_reason == "end_turn"
 
 
-def test_follow_up_stream_cut_short_ends_the_answer_with_a_notice(upstream, proxy, big_output):
+def test_follow_up_stream_cut_short_ends_the_answer_with_an_error_the_client_retries(upstream, proxy, big_output):
+    """The provider's stream of the follow-up was cut: the text so far, then ``event: error``
+    (``api_error``): the SDK raises, the agent retries (issue 36, item 4)."""
     key = markers.offload_key(big_output)
     upstream.script(Reply.tool_call(R, {"key": key}, text="Checking."), Reply.text("one two three four five six", abort_after_events=5))
     client = anthropic_client(upstream, proxy)
     body = anthropic_request(big_output)
-    with client.messages.stream(model=MODEL, max_tokens=100, tools=body["tools"], messages=body["messages"]) as s:
-        types = [e.type for e in s]
-        msg = s.get_final_message()
-    texts = [b.text for b in msg.content]
-    assert texts[0] == "Checking." and texts[-1] == notice_failed("the follow-up response ended early")
-    assert "one" in texts[1] and len(texts) == 3 and msg.stop_reason == "end_turn" and types[-1] == "message_stop"
+    texts: list[str] = []
+    with pytest.raises(anthropic.APIStatusError) as e:
+        with client.messages.stream(model=MODEL, max_tokens=100, tools=body["tools"], messages=body["messages"]) as s:
+            for ev in s:
+                if ev.type == "content_block_delta" and ev.delta.type == "text_delta":
+                    texts.append(ev.delta.text)
+    assert e.value.body["error"]["type"] == "api_error" and "ended early" in e.value.body["error"]["message"]  # type: ignore[index]
+    assert texts[0] == "Checking." and "one" in "".join(texts[1:])
 
 
-def test_follow_up_error_event_ends_the_answer_with_a_notice(upstream, proxy, big_output):
+def test_follow_up_error_event_reaches_the_client_as_sent(upstream, proxy, big_output):
     key = markers.offload_key(big_output)
     upstream.script(Reply.tool_call(R, {"key": key}))
     error = [{"type": "message_start", "message": anthropic_message([], "end_turn") | {"content": []}}, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}]
     serve_sse(upstream, sse(error))
     client = anthropic_client(upstream, proxy)
     body = anthropic_request(big_output)
-    with client.messages.stream(model=MODEL, max_tokens=100, tools=body["tools"], messages=body["messages"]) as s:
-        msg = s.get_final_message()
-    assert [b.text for b in msg.content] == [notice_failed("Overloaded")] and msg.stop_reason == "end_turn"
+    with pytest.raises(anthropic.APIStatusError) as e:
+        with client.messages.stream(model=MODEL, max_tokens=100, tools=body["tools"], messages=body["messages"]) as s:
+            s.get_final_message()
+    assert e.value.body == {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
 
 
 # -- case 3: rounds run out -------------------------------------------------------------------

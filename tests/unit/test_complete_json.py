@@ -1,7 +1,8 @@
 """The non-streamed retrieval loop (:func:`headroom_core.ccr.loop.complete_json`) with a fake
-``send`` (async, scripted ``(status, body)`` replies, every body it was given recorded) and a
-fake ``answer``: rounds until the model stops calling the proxy's tools, rounds running out, a
-follow-up refused or answered with something that is not a response, an exception in ``send``,
+``send`` (async, scripted ``(status, body[, headers])`` replies, every body it was given recorded)
+and a fake ``answer``: rounds until the model stops calling the proxy's tools, rounds running out,
+a follow-up refused (an error the client retries, or the notice when retrying cannot help) or
+answered with something that is not a response, a lost connection and an exception in ``send``,
 the proxy's and the client's calls in one turn; usage summed over rounds in each dialect.
 """
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from headroom_core.ccr.followup_error import FollowUpLost
 from headroom_core.ccr.loop import complete_json, notice_failed, notice_rounds
 from headroom_core.wire import reply_anthropic, reply_chat, reply_responses
 from tests.support.sse_forms import anthropic_message, chat_completion, responses_response
@@ -33,12 +35,12 @@ class Fakes:
     bodies: list[dict] = field(default_factory=list)
     answered: list[str] = field(default_factory=list)
 
-    async def send(self, body: bytes) -> tuple[int, bytes]:
+    async def send(self, body: bytes) -> tuple[int, bytes, tuple[tuple[str, str], ...]]:
         self.bodies.append(json.loads(body))
         r = self.replies[len(self.bodies) - 1]
         if isinstance(r, Exception):
             raise r
-        return r
+        return (*r, ()) if len(r) == 2 else r
 
     async def answer(self, call) -> str:
         self.answered.append(call.call_id)
@@ -97,16 +99,35 @@ def test_zero_rounds_allowed_answers_and_says_so_without_a_follow_up():
     assert json.loads(out.body)["content"] == [{"type": "text", "text": notice_rounds(0)}]
 
 
-@pytest.mark.parametrize("status", [400, 429, 500, 529])
-def test_a_follow_up_error_status_ends_the_answer_with_the_failure_notice(status):
+@pytest.mark.parametrize("status", [408, 409, 429, 500, 503, 529])
+def test_a_follow_up_refused_with_a_status_clients_retry_is_passed_to_the_client(status):
+    """Issue 36, item 4: the client gets the provider's status, headers and error body, not a
+    finished answer with a notice."""
     r0 = anthropic_message([{"type": "text", "text": "Let me read it."}, a_call("toolu_1", "k1")], "tool_use", input_tokens=9, output_tokens=3)
-    f = Fakes([(status, b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}')])
+    err = b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}'
+    f = Fakes([(status, err, (("retry-after", "7"), ("content-type", "application/json")))])
     out = run(reply_anthropic, ANTHROPIC_REQUEST, r0, f)
-    assert out.rounds == 0 and len(out.texts) == 1
+    assert out.body is None and out.rounds == 0 and len(out.texts) == 1
+    assert (out.error.status, out.error.body, out.error.retry_after) == (status, err, 7.0)
+
+
+@pytest.mark.parametrize(("status", "headers"), [(400, ()), (404, ()), (500, (("x-should-retry", "false"),))])
+def test_a_follow_up_refused_in_a_way_retrying_cannot_help_ends_with_the_notice(status, headers):
+    r0 = anthropic_message([{"type": "text", "text": "Let me read it."}, a_call("toolu_1", "k1")], "tool_use", input_tokens=9, output_tokens=3)
+    f = Fakes([(status, b'{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long"}}', headers)])
+    out = run(reply_anthropic, ANTHROPIC_REQUEST, r0, f)
+    assert out.rounds == 0 and len(out.texts) == 1 and out.error is None
     body = json.loads(out.body)
     assert body["content"] == [{"type": "text", "text": "Let me read it."}, {"type": "text", "text": notice_failed(f"the follow-up request got HTTP {status}")}]
     assert body["stop_reason"] == "end_turn" and body["usage"]["input_tokens"] == 9  # one round: its own usage
-    assert "overloaded_error" not in out.body.decode()
+    assert "invalid_request_error" not in out.body.decode()
+
+
+@pytest.mark.parametrize(("timed_out", "status"), [(False, 502), (True, 504)])
+def test_a_follow_up_whose_connection_failed_is_a_gateway_error_to_retry(timed_out, status):
+    r0 = anthropic_message([a_call("toolu_1", "k1")], "tool_use")
+    out = run(reply_anthropic, ANTHROPIC_REQUEST, r0, Fakes([FollowUpLost("the follow-up request failed: ConnectError", timed_out)]))
+    assert out.body is None and out.error.status == status and out.error.body == b"" and "ConnectError" in out.error.message
 
 
 def test_a_follow_up_that_is_not_a_response_and_one_that_raises():
@@ -169,10 +190,12 @@ def test_chat_rounds_usage_summed_and_tool_messages_sent():
 def test_chat_error_status_keeps_the_client_s_call_out_and_says_why():
     tc = {"id": "call_1", "type": "function", "function": {"name": R, "arguments": '{"key": "k1"}'}}
     r0 = chat_completion({"content": "Reading.", "tool_calls": [tc]}, "tool_calls")
-    out = run(reply_chat, CHAT_REQUEST, r0, Fakes([(503, b"")]))
+    out = run(reply_chat, CHAT_REQUEST, r0, Fakes([(400, b"")]))
     ch = json.loads(out.body)["choices"][0]
-    assert ch["message"]["content"] == "Reading.\n\n" + notice_failed("the follow-up request got HTTP 503")
+    assert ch["message"]["content"] == "Reading.\n\n" + notice_failed("the follow-up request got HTTP 400")
     assert "tool_calls" not in ch["message"] and ch["finish_reason"] == "stop"
+    out = run(reply_chat, CHAT_REQUEST, r0, Fakes([(503, b"")]))
+    assert out.body is None and out.error.status == 503
 
 
 def test_responses_rounds_usage_summed_and_outputs_sent():

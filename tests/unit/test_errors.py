@@ -44,6 +44,7 @@ LEVELS = {
     "headroom_core.compress.embeddings.EmbeddingModelUnavailable": (EnvironmentProblem, RuntimeError),
     "headroom_core.compress.tokens.TokenizerUnavailable": (EnvironmentProblem, RuntimeError),
     "headroom_core.compress.worker.CompressTimeout": (EnvironmentProblem, TimeoutError),
+    "headroom_core.ccr.followup_error.FollowUpLost": (EnvironmentProblem, ConnectionError),
     "headroom_stream_relay.RelayError": (EnvironmentProblem, RuntimeError),
     "headroom_core.wire.decode.TooLarge": (DataProblem, ValueError),
     "headroom_core.wire.envelope.EnvelopeError": (DataProblem, ValueError),

@@ -161,8 +161,15 @@ def test_rounds_run_out_the_stream_ends_with_the_notice(dialect):
         assert msg["output"][-1]["content"][0]["text"] == notice_rounds(1) and msg["status"] == "completed"
 
 
+def last_event(out: bytes):
+    p = SSEParser()
+    return (p.feed(out) + p.feed(b""))[-1]
+
+
 @pytest.mark.parametrize("dialect", list(DIALECTS))
-def test_a_follow_up_cut_short_ends_the_stream_with_the_notice(dialect):
+def test_a_follow_up_cut_short_ends_the_stream_with_an_error_the_client_retries(dialect):
+    """Issue 36, item 4: the follow-up's stream was cut (the provider's side failed): the text so
+    far, then the dialect's error event (a gateway error, 502), not a finished answer."""
     reply, request, asm_cls, rounds_of = DIALECTS[dialect]
     rounds = rounds_of()
     loop = StreamLoop(reply, request, HIDDEN, 3)
@@ -170,16 +177,17 @@ def test_a_follow_up_cut_short_ends_the_stream_with_the_notice(dialect):
     loop.next_request([(c, "x") for c in loop.pending.calls])
     half = rounds[1][0][: len(rounds[1][0]) // 2]
     out += feed_in_pieces(loop, half) + loop.end_round()
-    msg = client_message(asm_cls, out)
-    notice = notice_failed("the follow-up response ended early")
-    assert json.dumps(notice)[1:-1] in json.dumps(msg) and R not in json.dumps(msg) and loop.done
+    assert loop.done and loop.provider_error is not None and loop.provider_error.status == 502
+    got = json.dumps(client_message(asm_cls, out))
+    assert R not in got and "Looking" in got  # the text so far stayed
+    last = last_event(out)
     if dialect == "anthropic":
-        assert msg["stop_reason"] == "end_turn" and msg["content"][-1]["text"] == notice
-        assert out.endswith(b'data: {"type":"message_stop"}\n\n')
+        assert last.event == "error" and last.parsed["error"]["type"] == "api_error" and b"message_stop" not in out
     elif dialect == "chat":
-        assert out.endswith(b"data: [DONE]\n\n")
+        assert last.parsed["error"]["type"] == "server_error" and b"[DONE]" not in out
     else:
-        assert b"response.completed" in out.rsplit(b"\n\n", 2)[-2]
+        assert last.event == "response.failed" and last.parsed["response"]["status"] == "failed"
+        assert last.parsed["response"]["error"]["code"] == "server_error" and "Looking." in json.dumps(last.parsed["response"]["output"])
 
 
 def test_stream_tap_decodes_a_gzipped_stream():
@@ -224,16 +232,21 @@ def test_json_loop_merges_and_survives_a_failing_follow_up(dialect):
 
     async def send_ok(body: bytes):
         json.loads(body)
-        return 200, rounds[1][1].encode()
+        return 200, rounds[1][1].encode(), ()
 
     async def send_fail(body: bytes):
-        return 500, b'{"error": "boom"}'
+        return 400, b'{"error": "boom"}', ()
+
+    async def send_busy(body: bytes):
+        return 500, b'{"error": "boom"}', (("retry-after", "3"),)
 
     ok = asyncio.run(complete_json(reply, request, rounds[0][1], HIDDEN, answer, send_ok, 3))
     assert ok.rounds == 1 and json.loads(ok.body) == json.loads(reply.merge([t for _, t in rounds], HIDDEN, None))
     bad = asyncio.run(complete_json(reply, request, rounds[0][1], HIDDEN, answer, send_fail, 3))
     text = bad.body.decode()
-    assert bad.rounds == 0 and R not in text and json.dumps(notice_failed("the follow-up request got HTTP 500"))[1:-1] in text
+    assert bad.rounds == 0 and R not in text and json.dumps(notice_failed("the follow-up request got HTTP 400"))[1:-1] in text
+    busy = asyncio.run(complete_json(reply, request, rounds[0][1], HIDDEN, answer, send_busy, 3))
+    assert busy.body is None and (busy.error.status, busy.error.retry_after) == (500, 3.0)  # the client retries
     none = asyncio.run(complete_json(reply, request, rounds[1][1], HIDDEN, answer, send_fail, 3))
     assert none.body is None  # nothing to change: the provider's bytes go to the client
 

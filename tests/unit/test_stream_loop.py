@@ -65,7 +65,7 @@ def drive(loop: StreamLoop, first: bytes, send: FakeSend, size: int = 7, answer=
             break
         status, stream = send(loop.next_request(results))
         if status != 200:
-            out += loop.fail(f"the follow-up request got HTTP {status}")
+            out += loop.refused(status, (("retry-after", "20"),), stream)
             break
         out += feed_chunks(loop, stream, size) + loop.end_round()
     return out, steps
@@ -214,24 +214,43 @@ def test_anthropic_rounds_run_out_after_max_rounds_with_the_notice():
     assert got["usage"]["input_tokens"] == 18 and got["usage"]["output_tokens"] == 6
 
 
-def test_anthropic_refused_follow_up_ends_with_the_failure_notice():
+@pytest.mark.parametrize(("status", "body", "etype", "message"), [
+    (529, b"", "overloaded_error", "the provider answered HTTP 529. Please try again in 20s."),
+    (429, b'{"type":"error","error":{"type":"rate_limit_error","message":"Rate limited."},"request_id":"req_1"}', "rate_limit_error", "Rate limited. Please try again in 20s."),
+])  # fmt: skip
+def test_anthropic_refused_follow_up_ends_with_an_error_event_the_client_retries(status, body, etype, message):
+    """Issue 36, item 4: the text so far, then ``event: error`` (the provider's error object, or
+    one made from the status), the wait in its message; no made-up ending."""
     ask = anthropic_message([{"type": "text", "text": "Let me look."}, {"type": "tool_use", "id": "toolu_r", "name": R, "input": {"key": "aa"}}], "tool_use")
-    send = FakeSend([(529, b"")])
     loop = StreamLoop(reply_anthropic, ANTHROPIC_REQUEST, frozenset({R}), 3)
-    out, _ = drive(loop, sse(anthropic_events(ask)), send)
+    out, _ = drive(loop, sse(anthropic_events(ask)), FakeSend([(status, body)]))
+    p = SSEParser()
+    evs = p.feed(out) + p.feed(b"")
+    assert evs[-1].event == "error" and evs[-1].parsed["error"] == {"type": etype, "message": message}
+    assert "message_stop" not in event_types(out) and R not in out.decode()
+    assert assembled(MessageAssembler, out)["content"] == [{"type": "text", "text": "Let me look."}]  # the text so far
+    assert loop.done and loop.pending is None and loop.provider_error.status == status
+    if body:
+        assert evs[-1].parsed["request_id"] == "req_1"  # the provider's error object, as sent but the message
+    assert loop.fail("again") == b"" and loop.refused(500, (), b"") == b""  # once over, nothing more reaches the client
+
+
+def test_anthropic_refused_follow_up_that_retrying_cannot_help_ends_with_the_notice():
+    ask = anthropic_message([{"type": "text", "text": "Let me look."}, {"type": "tool_use", "id": "toolu_r", "name": R, "input": {"key": "aa"}}], "tool_use")
+    loop = StreamLoop(reply_anthropic, ANTHROPIC_REQUEST, frozenset({R}), 3)
+    out, _ = drive(loop, sse(anthropic_events(ask)), FakeSend([(400, b"")]))
     got = assembled(MessageAssembler, out)
-    assert got["content"] == [{"type": "text", "text": "Let me look."}, {"type": "text", "text": notice_failed("the follow-up request got HTTP 529")}]
-    assert got["stop_reason"] == "end_turn" and loop.done and loop.pending is None
-    assert loop.fail("again") == b""  # once over, nothing more reaches the client
+    assert got["content"] == [{"type": "text", "text": "Let me look."}, {"type": "text", "text": notice_failed("the follow-up request got HTTP 400")}]
+    assert got["stop_reason"] == "end_turn" and loop.provider_error is None
 
 
-def test_anthropic_error_event_in_a_follow_up_is_not_passed_on():
+def test_anthropic_error_event_in_a_follow_up_ends_the_stream_as_sent():
     ask = anthropic_message([{"type": "tool_use", "id": "toolu_r", "name": R, "input": {"key": "aa"}}], "tool_use")
-    error = sse([{"type": "message_start", "message": {**ask, "content": [], "stop_reason": None}}, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}])
+    error_ev = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    error = sse([{"type": "message_start", "message": {**ask, "content": [], "stop_reason": None}}, error_ev])
     loop = StreamLoop(reply_anthropic, ANTHROPIC_REQUEST, frozenset({R}), 3)
     out, _ = drive(loop, sse(anthropic_events(ask)), FakeSend([(200, error)]))
-    assert b"overloaded_error" not in out and event_types(out).count("message_start") == 1
-    assert assembled(MessageAssembler, out)["content"] == [{"type": "text", "text": notice_failed("Overloaded")}]
+    assert out.endswith(sse([error_ev])) and event_types(out).count("message_start") == 1 and "message_stop" not in event_types(out)
 
 
 def test_without_the_request_the_loop_cannot_follow_up_and_says_so():
