@@ -349,6 +349,111 @@ def _ws_upstream_cut(env: Env) -> tuple[str, bool]:
     return f"client's socket {how}, last event {types[-1] if types else None}", ok
 
 
+# -- follow-ups over HTTP (the same cases as tests/e2e/test_followup_faults_e2e.py) -----------
+
+
+def _http_left(env: Env, px: MitmProxy, leave: Callable[[], None]) -> tuple[str, bool]:
+    """After ``leave()`` (the client goes once the follow-up waits for the model): when the
+    upstream saw the follow-up's connection closed, and how many requests came after."""
+    left = time.monotonic()
+    leave()
+    closed = env.upstream.closed_at(1, timeout=60)
+    time.sleep(1.0)  # a next round would start now, had the loop gone on
+    after = sum(r.received_at >= left for r in env.upstream.requests)
+    took = f"{closed - left:.2f} s" if closed is not None else "never (within 60 s)"
+    return f"follow-up's upstream connection closed {took} after the client left; {after} requests upstream after it", closed is not None and after == 0
+
+
+def _http_client_leaves_json(env: Env) -> tuple[str, bool]:
+    from headroom_core.ccr.retrieve import TOOL_NAME
+    from tests.e2e.test_followup_faults_e2e import SLOW, _retrieve_again
+    from tests.support.leaving_clients import h1_send
+    from tests.unit.test_request_plan import anthropic_request
+
+    px, big, key = _ws_setup(env)
+    env.upstream.script(Reply.tool_call(TOOL_NAME, {"key": key}, text="Checking."))
+    env.upstream.raw(200, _retrieve_again(key), {"content-type": "application/json"}, wait=SLOW)
+    env.upstream.script(Reply.tool_call(TOOL_NAME, {"key": key}), Reply.text("round 3"))
+    sock = h1_send(px, env.upstream, "/v1/messages", json.dumps({**anthropic_request(big), "model": "m", "max_tokens": 100}).encode())
+    env.upstream.wait_for_requests(2, timeout=180)
+    return _http_left(env, px, sock.close)
+
+
+def _http_stream_reset(env: Env) -> tuple[str, bool]:
+    from headroom_core.ccr.retrieve import TOOL_NAME
+    from tests.e2e.test_followup_faults_e2e import SLOW
+    from tests.support.leaving_clients import H2Client
+    from tests.support.sse_forms import anthropic_events, anthropic_message, sse
+    from tests.unit.test_request_plan import anthropic_request, github_scenario
+    from headroom_core.compress import markers
+
+    env.upstream.reset()
+    big = github_scenario("paginate-issues.json")
+    key = markers.offload_key(big)
+    px = env.proxy(options={"headroom_compress_timeout_seconds": 300, "connection_strategy": "lazy"})
+    env.upstream.script(Reply.tool_call(TOOL_NAME, {"key": key}, text="Checking."))
+    env.upstream.raw(200, b"", {"content-type": "text/event-stream"}, chunks=[sse(anthropic_events(anthropic_message([], "end_turn"))[:1])], hang=SLOW)
+    env.upstream.script(Reply.text("round 3"))
+    with H2Client(px, env.upstream) as c:
+        sid = c.post("/v1/messages", json.dumps({**anthropic_request(big), "model": "m", "max_tokens": 100, "stream": True}).encode())
+        c.read_until(sid, lambda st: b"Checking." in st.data, timeout=180)
+        env.upstream.wait_for_requests(2, timeout=180)
+        observed, ok = _http_left(env, px, lambda: c.reset(sid))
+        alive = c.alive(0.5)
+    return f"{observed}; client's connection {'still open' if alive else 'closed'}", ok and alive
+
+
+def _http_provider_429(env: Env) -> tuple[str, bool]:
+    import anthropic
+
+    from headroom_core.ccr.retrieve import TOOL_NAME
+    from tests.e2e.test_followup_faults_e2e import RATE_LIMITED
+    from tests.unit.test_request_plan import anthropic_request
+
+    px, big, key = _ws_setup(env)
+    env.upstream.script(Reply.tool_call(TOOL_NAME, {"key": key}, text="Checking."))
+    env.upstream.raw(429, RATE_LIMITED, {"retry-after": "7"})
+    body = anthropic_request(big)
+    try:
+        anthropic_client(env.upstream, px, timeout=180).messages.create(model="m", max_tokens=100, tools=body["tools"], messages=body["messages"])
+        return "the client got an answer (200)", False
+    except anthropic.APIStatusError as e:
+        ra = e.response.headers.get("retry-after")
+        return f"client got {e.status_code}, retry-after {ra}, the provider's body {'as sent' if e.body == RATE_LIMITED else 'changed'}", (e.status_code, ra, e.body) == (429, "7", RATE_LIMITED)
+
+
+def _http_streamed_529(env: Env) -> tuple[str, bool]:
+    from headroom_core.ccr.retrieve import TOOL_NAME
+    from tests.support.clients import http_client, iter_sse
+    from tests.unit.test_request_plan import anthropic_request
+
+    px, big, key = _ws_setup(env)
+    env.upstream.script(Reply.tool_call(TOOL_NAME, {"key": key}, text="Checking."))
+    env.upstream.raw(529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, {"retry-after": "3"})
+    with http_client(px, timeout=180) as c:
+        with c.stream("POST", env.upstream.url + "/v1/messages", json={**anthropic_request(big), "model": "m", "max_tokens": 100, "stream": True}) as r:
+            events = list(iter_sse(r))
+    text = "".join(e.json["delta"].get("text", "") for e in events if e.type == "content_block_delta")
+    last = events[-1].json if events else {}
+    err = last.get("error") or {}
+    ok = text == "Checking." and last.get("type") == "error" and err.get("type") == "overloaded_error" and "message_stop" not in [e.type for e in events]
+    return f"text so far {text!r}, then event: {last.get('type')} {err.get('type')} ({err.get('message')!r})", ok
+
+
+def _http_cut_by_max_tokens(env: Env) -> tuple[str, bool]:
+    from headroom_core.ccr.retrieve import TOOL_NAME
+    from tests.unit.test_request_plan import anthropic_request
+
+    px, big, key = _ws_setup(env)
+    env.upstream.script(Reply.tool_call(TOOL_NAME, {"key": key}, text="Checking.", stop_reason="max_tokens"))
+    body = anthropic_request(big)
+    msg = anthropic_client(env.upstream, px, timeout=180).messages.create(model="m", max_tokens=100, tools=body["tools"], messages=body["messages"])
+    time.sleep(1.0)  # a follow-up would have gone by now
+    n = len(env.upstream.requests)
+    kinds = [b.type for b in msg.content]
+    return f"client got stop_reason {msg.stop_reason}, content {kinds}; {n} request upstream", msg.stop_reason == "max_tokens" and kinds == ["text"] and n == 1
+
+
 CASES: list[Case] = [
     Case("write lock held by another process (item 3)", "answers within the 0.5 s lock budget (before ~20 s); new output without a marker (item 1), outcome db_busy", _write_lock),
     Case("originals table refuses new rows (item 1)", "new outputs go without a marker (whole or lossless), 0 retrieve answers 'no original is stored', the same bytes after the fault, outcome originals_unstored", _originals_refused),
@@ -359,6 +464,11 @@ CASES: list[Case] = [
     Case("Responses WS: provider 429 on a follow-up (item 4)", "response.failed with the provider's rate_limit_exceeded and the text so far (Codex retries it); no other frame", _ws_provider_429),
     Case("Responses WS: retrieve cut by max_output_tokens (item 5)", "never carried out (1 frame upstream); the client gets response.incomplete", _ws_cut_by_max_output_tokens),
     Case("Responses WS: client leaves during a follow-up (item 2)", "upstream socket closed at once; 0 frames upstream after the client left", _ws_client_leaves),
+    Case("HTTP: client leaves a non-streamed follow-up (item 2)", "follow-up's upstream connection closed at once (before: ran to its end, then rounds 2, 3); 0 requests after the client left", _http_client_leaves_json),
+    Case("HTTP/2: stream reset (CANCEL) during a hung streamed follow-up (item 2)", "follow-up's upstream connection closed at once (before: 600 s read timeout); 0 requests after; the client's connection stays", _http_stream_reset),
+    Case("HTTP: provider 429 on a non-streamed follow-up (item 4)", "client gets 429 with the same retry-after and error body (before: 200 end_turn with a notice)", _http_provider_429),
+    Case("HTTP: provider 529 on a streamed follow-up (item 4)", "text so far, then event: error overloaded_error with the wait (before: end_turn with a notice)", _http_streamed_529),
+    Case("HTTP: retrieve cut by max_tokens (item 5)", "never carried out (1 request upstream); the client sees stop_reason max_tokens", _http_cut_by_max_tokens),
     Case("Responses WS: upstream socket cut during a follow-up", "the client's socket closed at once (never a silent hang), no made-up completion", _ws_upstream_cut),
 ]
 
