@@ -393,3 +393,31 @@ def test_a_proxy_call_cut_at_the_token_limit_is_never_carried_out(d):
     seen = _payloads(reply, out)
     assert loop.done and loop.pending is None and R not in seen and "Checking." in seen
     assert any(new in seen for _, new in _STOPS.values())
+
+
+@pytest.mark.parametrize("d", list(CASES))
+def test_a_follow_up_the_provider_refuses_ends_the_stream_with_the_dialect_s_error(d):
+    """Issue 36, item 4: a follow-up refused with 429 (``retry-after: 9``): the client keeps the
+    text so far and the stream ends with the dialect's own error (its last event: an error
+    object or an exception frame carrying the provider's message and the wait), no made-up
+    ending; an error event inside the follow-up's stream ends it as the provider sent it."""
+    c, reply = CASES[d], REGISTRY[d].reply
+    hidden = frozenset({R})
+    mine = ToolCall("call_r", R, {"key": "0" * 24})
+    loop = StreamLoop(reply, json.dumps(c.body), hidden, 3)
+    out = loop.feed(c.stream([mine], "Checking.")) + loop.end_round()
+    loop.next_request([(loop.pending.calls[0], "THE ORIGINAL")])
+    out += loop.refused(429, (("retry-after", "9"),), b"")
+    p = framing_of(reply).parser()
+    events = [e for e in p.feed(out) + p.feed(b"") if e.data]
+    last = events[-1]
+    seen = "\n".join(e.data for e in events[:-1])
+    assert loop.done and loop.provider_error is not None and loop.provider_error.status == 429
+    assert "Checking." in seen and R not in seen
+    assert "Please try again in 9s." in last.data  # the wait, in the dialect's error message
+    if (last.event or "").startswith("exception:"):  # Bedrock: an exception frame
+        assert last.event == "exception:throttlingException"
+    else:
+        err = json.loads(last.data)
+        assert err.get("type") == "error" or "error" in err  # Anthropic's error event; Google's, Ollama's error objects
+    assert not any(w in seen for w in ("message_stop", "messageStop", '"done": true', '"done":true'))

@@ -149,3 +149,15 @@ def test_code_assist_envelopes_in_an_array():
     got = json.loads(out)
     assert [p for e in got for p in e["response"]["candidates"][0]["content"]["parts"]] == [{"text": "Done."}]
     assert all(e["traceId"] == "t-1" for e in got)
+
+
+def test_a_follow_up_the_provider_refuses_ends_the_array_with_its_error_element():
+    """Issue 36, item 4: the array stays JSON: the elements so far, Google's error object, ``]``."""
+    first = google_array([chunk("Looking.", call={"name": R, "args": {"key": "k1"}}, finish=True)])
+    loop = StreamLoop(JSONArrayReply(reply_gemini), REQUEST, frozenset({R}), 3)
+    out = feed_all(loop, first, 9) + loop.end_round()
+    loop.next_request([(loop.pending.calls[0], "x")])
+    out += loop.refused(503, (("retry-after", "2"),), b"")
+    got = json.loads(out)
+    assert got[-1] == {"error": {"code": 503, "message": "the provider answered HTTP 503. Please try again in 2s.", "status": "UNAVAILABLE"}}
+    assert "Looking." in json.dumps(got[:-1]) and R not in json.dumps(got)
