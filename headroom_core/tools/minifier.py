@@ -180,14 +180,23 @@ class ToolsMinifier:
     def _written_text(self, text: str, old: object, new: object) -> str:
         """The text written for a tool whose JSON text is ``text`` (parsed: ``old``) that
         changed to ``new``: as ``dumps`` writes it when the client wrote it so (as cheap as a
-        cache key), else the character walk, cached by ``text`` and ``new``."""
-        out = reserialize_canonical(text, old, new)
+        cache key), else the character walk, cached by ``text`` and ``new``.
+
+        ``new`` is the minifier's copy of ``old``: ``old``'s keys in ``old``'s order (some left
+        out, none added), each value ``old``'s own, a new description, or, from the cache of
+        minifications, the equal value parsed back from its own JSON (same type, same text).
+        So where :func:`~headroom_core.wire.canonical.reserialize_canonical` answers (the
+        client's text is ``dumps(old)``, whitespace between tokens aside), its merge of ``old``
+        and ``new`` is ``new`` itself (``copy=True``: no walk; about half of writing a new tool;
+        tests: the walk's text for every tool of the corpus)."""
+        out = reserialize_canonical(text, old, new, copy=True)
+        if out is not None:
+            return out
+        k = _key(text, json.dumps(new))
+        out = self._written.get(k)
         if out is None:
-            k = _key(text, json.dumps(new))
-            out = self._written.get(k)
-            if out is None:
-                out = jsonedit.reserialize(text, old, new)
-                self._written.put(k, out)
+            out = jsonedit.reserialize(text, old, new)
+            self._written.put(k, out)
         return out
 
 

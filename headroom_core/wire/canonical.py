@@ -28,7 +28,7 @@ class _Unusual(Exception):
     """``new`` holds a value the fast path does not write the way the walk would."""
 
 
-def reserialize_canonical(text: str, old: Any, new: Any) -> str | None:
+def reserialize_canonical(text: str, old: Any, new: Any, copy: bool = False) -> str | None:
     """``jsonedit.reserialize(text, old, new)``, or None when ``text`` is not written as
     :func:`~headroom_core.wire.jsonedit.dumps` writes ``old`` (whitespace between tokens
     aside) or ``new`` holds something other than plain JSON values with string keys.
@@ -36,11 +36,18 @@ def reserialize_canonical(text: str, old: Any, new: Any) -> str | None:
     ``old``: the value parsed from ``text``; ``new``: an edited copy (untouched parts may be
     ``old``'s own objects). Object members keep ``old``'s order, members new in ``new`` follow
     in its order; a scalar equal to ``old``'s (same type) is written as ``old``'s (``0.0``
-    stays ``0.0`` where ``new`` says ``-0.0``), as the walk copies the client's characters."""
+    stays ``0.0`` where ``new`` says ``-0.0``), as the walk copies the client's characters.
+
+    ``copy``: the caller knows ``new`` to be such a copy already (plain JSON values; every
+    object's keys in ``old``'s order, some left out, none added; every value not changed
+    ``old``'s own or equal to it with the same type and JSON text, e.g. parsed back from its
+    own JSON): the merge is ``new`` itself and is not walked (the tools minifier's copies)."""
     asc = text.isascii()
     want = dumps(old, asc)
     if want != text and want != compact(text):
         return None
+    if copy:
+        return dumps(new, asc)
     try:
         merged = _merge(old, new)
     except _Unusual:

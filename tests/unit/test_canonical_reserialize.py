@@ -80,3 +80,39 @@ def test_a_minified_tool_list_is_written_alike() -> None:
             if new is old:
                 continue
             assert reserialize_canonical(text[a:b], old, new) == jsonedit.reserialize(text[a:b], old, new)
+
+
+def test_the_tools_minifier_writes_what_the_walk_writes(tmp_path) -> None:
+    """The minifier's copies (``copy=True``: written as ``dumps(new)``, not merged) give the
+    walk's text for every tool it changes: the corpus session's tool lists, compact UTF-8 and
+    ASCII-escaped, with spaces doubled, a ``-0.0``, a NaN and a 25-digit number in a schema, from
+    a fresh minifier and again from one that has them cached (parsed back from its own JSON)."""
+    from headroom_core.compress.tokens import TokenCounter
+    from headroom_core.tools.minifier import ToolsMinifier
+    from tests.unit.test_tool_defs import flow_tools
+
+    lists = {json.dumps(t) for _f, t in flow_tools()}
+    assert lists
+    warm = ToolsMinifier(TokenCounter(tmp_path), ())
+    checked = 0
+    for raw in sorted(lists):
+        tools = json.loads(raw)
+        tools[0] = {**tools[0], "input_schema": {**tools[0].get("input_schema", {}), "x-limits": [-0.0, float("nan"), 1234567890123456789012345]}}
+        for ascii_, doubled in ((False, False), (True, False), (False, True)):
+            text = json.dumps(tools, ensure_ascii=ascii_, separators=(",", ":"))
+            text = text.replace(" ", "  ") if doubled else text
+            parsed = json.loads(text)
+            spans = jsonedit.element_spans(text, ())
+            news = minify_tools(json.loads(text)).tools
+            cached = ToolsMinifier(TokenCounter(tmp_path), ())
+            if len(spans) > 1:  # all but the first tool
+                cached.run(text[:1] + text[spans[1][0] :], json.loads(text[:1] + text[spans[1][0] :]), count=False)
+            cached._final = type(cached._final)(4096, 1 << 26)  # written again, from minifications parsed back
+            for m in (ToolsMinifier(TokenCounter(tmp_path), ()), warm, cached):
+                got = m.run(text, json.loads(text), count=False)
+                assert got.replacements
+                for i, written in got.replacements:
+                    a, b = spans[i]
+                    assert str(written) == jsonedit.reserialize(text[a:b], parsed[i], news[i])
+                    checked += 1
+    assert checked > 1000
