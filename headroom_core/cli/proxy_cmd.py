@@ -105,8 +105,9 @@ def check_ca(command: str, conf: Path, default: bool) -> None:
 
 
 def banner(addr: pp.ProxyAddress, ca: Path, base_urls: list[pp.BaseUrlListener]) -> None:
-    """What the proxy serves and how to use it; every command on one line (never wrapped)."""
-    ui.copyable(f"[bold]headroom[/] proxy on {addr.url}  CA: {ca} (created on first start)", ui.err)
+    """What the proxy serves and how to use it; every command on one line (never wrapped). The
+    CA ``ca`` is said to be made at this start only when it does not exist yet."""
+    ui.copyable(f"[bold]headroom[/] proxy on {addr.url}  CA: {ca}{'' if ca.is_file() else ' (created on first start)'}", ui.err)
     ui.copyable(f"  use it: `headroom wrap <agent>`, or HTTPS_PROXY={addr.url} and trust the CA (`headroom certs`)", ui.err)
     if base_urls:
         urls = "  ".join(f"{b.env}={b.base_url(addr.host)}" for b in base_urls)
