@@ -102,7 +102,9 @@ class ToolsMinifier:
         self._written = _Lru(TOOL_ENTRIES, TOOL_CHARS)  # (tool text, new value) -> the text written for it
         self._final = _Lru(TOOL_ENTRIES, TOOL_CHARS)  # tool text -> the text written for its own minification
 
-    def run(self, tools_text: str, tools: list, count: bool = True, shape_of: ShapeOf = tool_shape, kind: str = "") -> ToolsOutcome:
+    def run(
+        self, tools_text: str, tools: list, count: bool = True, shape_of: ShapeOf = tool_shape, kind: str = "", texts: list[str] | None = None
+    ) -> ToolsOutcome:
         """``tools_text`` is the exact JSON text of ``tools`` in the request (the cache key, and
         the source of every byte that is not changed); ``tools`` its parsed value, one tool per
         entry; ``shape_of`` the dialect's :meth:`~headroom_core.wire.protocol.WireDialect.tool_shape`
@@ -110,7 +112,9 @@ class ToolsMinifier:
         dialect's shape are cached apart; ``""``: the default shapes).
 
         ``count=False`` (the fallback after a timeout or error) skips the token counts on a cache
-        miss: the same replacements, token figures 0, nothing cached. Raises ``ValueError`` if
+        miss: the same replacements, token figures 0, nothing cached. ``texts``: the elements'
+        texts when the caller has them (``tools_text`` is then ``"[" + ",".join(texts) + "]"``,
+        not scanned for them again: ~1 ms for 229 tools). Raises ``ValueError`` if
         ``tools_text`` is not the JSON text of ``tools``.
         """
         key = _key(kind, tools_text) if kind else hashlib.blake2b(tools_text.encode("utf-8", "surrogatepass"), digest_size=20).digest()
@@ -119,8 +123,8 @@ class ToolsMinifier:
             if hit is not None:
                 self._cache.move_to_end(key)
                 return hit
-        spans = jsonedit.element_spans(tools_text, ()) if isinstance(tools, list) else []
-        texts = [tools_text[a:b] for a, b in spans]
+        if texts is None:
+            texts = [tools_text[a:b] for a, b in jsonedit.element_spans(tools_text, ())] if isinstance(tools, list) else []
         if isinstance(tools, list) and len(texts) != len(tools):
             raise ValueError("tools_text is not the JSON text of tools")
 
@@ -157,9 +161,8 @@ class ToolsMinifier:
                     if fk is not None:
                         self._final.put(fk, text)
                 if text != texts[i]:
-                    a, b = spans[i]
                     repl.append((i, jsonedit.RawJSON(text)))
-                    saved += (b - a) - len(text)
+                    saved += len(texts[i]) - len(text)
         # decided on characters, not tokens, so the fallback (no counting) decides the same way
         if saved <= 0:
             repl = []

@@ -148,7 +148,7 @@ def _replacements(rt: "Runtime", wire: WireDialect, us: list[Unit], order: list[
     if rt.settings.tools_minify and bare:
         values = [shells[f] if f in shells else _strip(u.value) for f, u in enumerate(flat)]
         texts = [jsonedit.dumps(shells[f]) if f in shells else _unit_text(bare[at_pos[u.element]], u) for f, u in enumerate(flat)]
-        out = rt.tools_minifier.run("[" + ",".join(texts) + "]", values, count=False, shape_of=wire.tool_shape, kind=wire.id.value)
+        out = rt.tools_minifier.run("[" + ",".join(texts) + "]", values, count=False, shape_of=wire.tool_shape, kind=wire.id.value, texts=texts)
         repl.update(out.replacements)
         reason = out.reason
     if shells:
