@@ -9,6 +9,7 @@ provider's HTTPS API out; no CA to trust). Ports are checked before anything sta
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Optional
@@ -199,6 +200,10 @@ def proxy(
     banner(addr, ca, base_urls)
     sys.stdout.flush()
     sys.stderr.flush()
+    if hasattr(signal, "pthread_sigmask"):
+        # a Ctrl-C while mitmdump imports and loads the addon waits until the addon takes it
+        # (addons/headroom_options.py): a quiet stop, not a KeyboardInterrupt out of an import
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     os.execve(args[0], args, env)
 
 

@@ -47,10 +47,14 @@ class Job:
 def _serve(conn: Connection, home: str, tokenizer_path: str) -> None:
     """The child's loop: load the counter, then answer jobs until the pipe closes. Ctrl-C in
     the terminal reaches the whole process group: the child leaves it to its parent, which
-    stops it by closing the pipe (no KeyboardInterrupt traceback of the child in the log)."""
+    stops it by closing the pipe (no KeyboardInterrupt traceback of the child in the log). It
+    starts with SIGINT blocked (:meth:`CompressWorker._start`), so a Ctrl-C during its
+    interpreter's start-up and imports is dropped too; a parent gone before the child is ready
+    ends it quietly."""
     import signal
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # discards a Ctrl-C pending since the spawn
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     from headroom_core.compress.router import compress_text
     from headroom_core.compress.tokens import TokenCounter
 
@@ -59,7 +63,10 @@ def _serve(conn: Connection, home: str, tokenizer_path: str) -> None:
         warm_compressors(counter)
     except Exception:  # noqa: BLE001 - a job would meet the same error and report it
         pass
-    conn.send(None)  # ready: what a job needs is loaded (see CompressWorker.warm)
+    try:
+        conn.send(None)  # ready: what a job needs is loaded (see CompressWorker.warm)
+    except OSError:  # the parent is gone (stopped while this child started)
+        return
     while True:
         try:
             job: Job = conn.recv()
@@ -99,10 +106,23 @@ class CompressWorker:
         self._conn: Connection | None = None
 
     def _start(self) -> Connection:
+        """Spawn the child with SIGINT blocked (the calling thread's mask, which the child
+        inherits; restored here at once), as multiprocessing's resource tracker is spawned: a
+        Ctrl-C that reaches the process group while the child's interpreter starts is never a
+        KeyboardInterrupt traceback in it (:func:`_serve` ignores SIGINT before unblocking it).
+        The tracker is started first: starting it unblocks SIGINT in the calling thread."""
+        import signal
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe()
         self._proc = ctx.Process(target=_serve, args=(child, self._home, self._tokenizer_path), name="headroom-compress", daemon=True)
-        self._proc.start()
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            self._proc.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
         child.close()
         self._conn = parent
         return parent
@@ -115,11 +135,12 @@ class CompressWorker:
             self._conn.close()
         self._proc = self._conn = None
 
-    def warm(self, timeout_s: float) -> bool:
+    def warm(self, timeout_s: float, stop: threading.Event | None = None) -> bool:
         """Start the worker now (if it does not run) and wait up to ``timeout_s`` seconds for it
         to have loaded what a job needs (:func:`warm_compressors`), so the first large output's
-        compression time is compression only. True when it is ready; never raises (a worker
-        that does not start is started again by the next job)."""
+        compression time is compression only. True when it is ready; False past ``timeout_s``
+        or as soon as ``stop`` is set (the proxy shutting down: checked every 0.1 s). Never
+        raises (a worker that does not start is started again by the next job)."""
         deadline = time.monotonic() + timeout_s
         if not self._lock.acquire(timeout=max(0.0, timeout_s)):
             return False
@@ -128,8 +149,9 @@ class CompressWorker:
                 return True
             self._stop()
             conn = self._start()
-            if not conn.poll(max(0.0, deadline - time.monotonic())):
-                return False
+            while not conn.poll(max(0.0, min(0.1, deadline - time.monotonic()))):
+                if time.monotonic() >= deadline or (stop is not None and stop.is_set()):
+                    return False
             conn.recv()  # the ready marker
             return True
         except (EOFError, OSError):

@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 
 from tests.support.proxy import free_port
 
@@ -90,6 +91,32 @@ def _group_alive(pgid: int) -> bool:
 
 #: What mitmproxy and the proxy print while starting; a held-back Ctrl-C may come after these.
 STARTING = re.compile(r"^\[[\d:.]+\] (Loading script |HTTP\(S\) proxy listening at |headroom: database )")
+
+
+@pytest.mark.parametrize(
+    "moment",
+    [
+        "headroom.*proxy on http",  # the banner: mitmdump is being started and imports mitmproxy
+        "Loading script",  # the addon and headroom_core being imported, the runtime built
+        "proxy listening at",  # the warm-up: database, vocabulary, the compression worker spawned
+        "headroom: ready",  # warmed up
+    ],
+)
+def test_ctrl_c_at_any_moment_of_the_start_is_one_line_and_status_130(tmp_path, moment):
+    fg = Foreground(tmp_path, free_port())
+    try:
+        fg.wait_for(moment)
+        seen = fg.interrupt()
+        code = fg.finish()
+    finally:
+        fg.kill()
+    after = fg.lines[seen:]
+    assert code == 130, "\n".join(fg.lines)
+    assert after[-1:] == ["headroom: interrupted"], "\n".join(fg.lines)
+    # nothing else after the Ctrl-C but the start-up lines it was held behind: no traceback
+    # (KeyboardInterrupt in an import, the worker's), no warm-up line, no panic
+    assert all(STARTING.match(line) for line in after[:-1]), "\n".join(after)
+    assert not any("Traceback" in line or "panicked" in line or ":root:" in line for line in fg.lines), "\n".join(fg.lines)
 
 
 def test_the_banner_says_the_ca_is_created_only_when_it_is_not_there_yet(tmp_path):
