@@ -5,6 +5,7 @@ keeps every dropped piece retrievable through the ``headroom_retrieve`` tool, an
 on oversized requests. The work is done by ``headroom_core``; these addons translate flows.
 """
 
+import headroom_body_limit
 import headroom_direct
 import headroom_page
 import headroom_unreachable
@@ -22,5 +23,6 @@ addons = [
     headroom_ws.make(_state),
     headroom_ws_release.make(_state),
     headroom_direct.make(_state),
+    headroom_body_limit.make(_state),  # after headroom_direct: a request to the proxy port gets its advice
     headroom_page.make(_state),
 ]
