@@ -181,7 +181,9 @@ def _tool_entries(tools: list) -> tuple[tuple[str, str], ...]:
         name = t.get("name")
         if name is None and isinstance(t.get("function"), dict):
             name = t["function"].get("name")
-        blob = json.dumps(_without_cache_control(t), sort_keys=True, ensure_ascii=False, default=str)
+        blob = json.dumps(t, sort_keys=True, ensure_ascii=False, default=str)
+        if '"cache_control"' in blob:  # else there is none to leave out: no walk for a copy
+            blob = json.dumps(_without_cache_control(t), sort_keys=True, ensure_ascii=False, default=str)
         out.append((str(name or t.get("type") or "?"), hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()))
     return tuple(out)
 

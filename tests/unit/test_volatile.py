@@ -129,6 +129,10 @@ def test_system_text_of_every_dialect():
     # cache_control is not part of a tool's identity (clients move breakpoints)
     t = {"name": "Read", "input_schema": {"type": "object"}}
     assert volatile.tool_entries({"tools": [t]}) == volatile.tool_entries({"tools": [{**t, "cache_control": {"type": "ephemeral"}}]})
+    nested = {**t, "input_schema": {"type": "object", "cache_control": {"type": "ephemeral"}}}
+    assert volatile.tool_entries({"tools": [nested]}) == volatile.tool_entries({"tools": [{**nested, "input_schema": {"type": "object"}}]})
+    said = {**t, "description": 'a "cache_control" member'}  # the words only: nothing left out
+    assert volatile.tool_entries({"tools": [said]}) != volatile.tool_entries({"tools": [t]})
 
 
 def test_prefix_log_per_session_on_the_corpus(runtime):
