@@ -51,6 +51,45 @@ def check_ports(command: str, host: str, port: int, base_urls: list[pp.BaseUrlLi
             raise typer.Exit(1)
 
 
+def home_problem(home: Path) -> str | None:
+    """Why the Headroom home ``home`` cannot be the proxy's (None when it can): it must be a
+    folder this user can write, created (owner-only) when missing; tried for real, so a
+    read-only file system, a folder without write permission and a path through a file are all
+    found, whatever the user's privileges. The proxy keeps its secret key, CA, logs, pid files
+    and CA bundles there: in an unwritable home its warm-up cannot create the secret key and it
+    would run with compression off."""
+    import tempfile
+
+    try:
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with tempfile.NamedTemporaryFile(dir=home, prefix=".headroom-check-"):
+            pass
+        return None
+    except OSError as e:
+        blocker = next((p for p in [home, *home.parents] if p.exists() and not p.is_dir()), None)
+        if blocker is not None:
+            return f"the Headroom home {home}: {blocker} is a file, not a folder; point HEADROOM_HOME at a folder"
+        return (f"the Headroom home {home} is not writable ({e.strerror or e}): the proxy keeps its secret key, CA and logs there; "
+                "make it writable, or point HEADROOM_HOME at a writable folder")  # fmt: skip
+
+
+def check_home(command: str, home: Path) -> None:
+    """Exit 1 with one line (:func:`home_problem`) when ``home`` cannot be the proxy's home:
+    before anything else is checked, so every combination of options says the same."""
+    if why := home_problem(home):
+        ui.fail(command, why)
+        raise typer.Exit(1)
+
+
+def make_confdir(command: str, conf: Path) -> None:
+    """Create the CA folder ``conf``; exit 1 with one line when it cannot be created."""
+    try:
+        conf.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        ui.fail(command, f"cannot create the CA folder {conf} ({e.strerror or e}): give a writable one with --confdir")
+        raise typer.Exit(1) from e
+
+
 def validate_settings(command: str, db_url: str | None, sets: list[str]) -> None:
     """Exit 2 with a one-line message when the settings (``--db-url``, ``--set headroom_*``,
     environment, config file) are not valid: the proxy would refuse to start after the banner."""
@@ -163,6 +202,7 @@ def proxy(
         _stop(home, port)
         return
     port = port or 8080
+    check_home("proxy", home)
     validate_settings("proxy", db_url, set_)
     addr = pp.ProxyAddress(listen_host, port)
     try:
@@ -173,7 +213,7 @@ def proxy(
     check_ports("proxy", listen_host, port, base_urls)
     conf = (confdir or default_confdir(home)).expanduser()
     check_ca("proxy", conf, confdir is None)
-    conf.mkdir(parents=True, exist_ok=True)
+    make_confdir("proxy", conf)
     trust = upstream_ca("proxy", home, conf, set_, os.environ)
     try:
         args = pp.proxy_command(addr, conf, db_url=db_url, sets=set_, mode=mode, base_urls=base_urls, upstream_ca=trust)

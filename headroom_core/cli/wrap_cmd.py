@@ -22,7 +22,7 @@ from headroom_core.cli import agent_env as ae
 from headroom_core.cli import proxy_process as pp
 from headroom_core.cli import ui
 from headroom_core.cli.ca import BUNDLE, CA_CERT, default_confdir, write_bundle
-from headroom_core.cli.proxy_cmd import check_ca, upstream_ca, validate_settings
+from headroom_core.cli.proxy_cmd import check_ca, check_home, make_confdir, upstream_ca, validate_settings
 from headroom_core.settings import headroom_home
 
 err = ui.err
@@ -116,12 +116,13 @@ def wrap(
         if not ready:
             ui.note("wrap", f"the proxy on {addr.url} is still warming up; requests pass uncompressed until it is ready")
     if state == "none":
+        check_home("wrap", home)
         validate_settings("wrap", db_url, set_)
         if (why := pp.port_problem(listen_host, port)) is not None:
             ui.fail("wrap", why)
             raise typer.Exit(2)
         mode = upstream_mode(os.environ, addr)
-        conf.mkdir(parents=True, exist_ok=True)
+        make_confdir("wrap", conf)
         trust = upstream_ca("wrap", home, conf, set_, os.environ)
         base_urls = _free(listen_host, pp.base_url_listeners(port, None, None))
         try:

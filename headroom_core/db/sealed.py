@@ -61,7 +61,10 @@ def load_secret(path: Path) -> bytes:
         except OSError as e:
             raise SecretError(f"cannot create the secret key file {path}: {e}") from e
         finally:
-            tmp.unlink(missing_ok=True)
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:  # a read-only folder (EROFS even for a missing file): nothing to remove
+                pass
         return data
     except OSError as e:
         raise SecretError(f"cannot read the secret key file {path}: {e}") from e

@@ -13,6 +13,7 @@ proxy never started:
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from headroom_core.cli import proxy_process as pp
 from headroom_core.cli.ca import CA_CERT, CA_KEY, ca_info
 from headroom_core.db.check import database_problem
 from tests.support.postgres import pg_server_url
@@ -263,3 +265,66 @@ def test_doctor_names_the_cause_of_an_unreachable_database(tmp_path):
     assert found["database"]["level"] == "fail"
     assert found["database"]["detail"] == f"postgresql+psycopg://u:***@127.0.0.1:{dead}/h: connection refused at 127.0.0.1:{dead}: no database server listens there"
     assert "HEADROOM_DB_URL" in found["database"]["fix"]
+
+
+# --- the home folder ---------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["read-only file system", "no write permission"])
+def unwritable_home(request, tmp_path):
+    """A Headroom home the user cannot write: a real read-only bind mount (root with mount(8)),
+    or a folder of mode 0555 with the command run without the capabilities that let root ignore
+    file modes (setpriv). Yields (home, the command's prefix)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    if request.param == "read-only file system":
+        if os.geteuid() != 0 or subprocess.run(["mount", "--bind", "-o", "ro", str(home), str(home)], capture_output=True).returncode != 0:
+            pytest.skip("a read-only bind mount needs root and mount(8)")
+        try:
+            yield home, (), "Read-only file system"
+        finally:
+            subprocess.run(["umount", str(home)], check=True)
+        return
+    home.chmod(0o555)
+    prefix: tuple[str, ...] = ()
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv (util-linux): cannot make a folder unwritable")
+        prefix = (setpriv, "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps", "-dac_override,-dac_read_search")
+    try:
+        yield home, prefix, "Permission denied"
+    finally:
+        home.chmod(0o755)
+
+
+@pytest.mark.parametrize("start", STARTS, ids=" ".join)
+def test_an_unwritable_home_is_one_line_with_any_options(tmp_path, unwritable_home, start):
+    """With the database and the CA elsewhere too, the proxy never starts in a home where it
+    cannot create its secret key (it would run with compression off): one line, exit 1."""
+    home, prefix, reason = unwritable_home
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for opts in ((), ("--db-url", f"sqlite:///{elsewhere / 'x.db'}"), ("--db-url", f"sqlite:///{elsewhere / 'x.db'}", "--confdir", str(elsewhere / "c"))):
+        port = free_port()
+        tail = ("true",) if start[0] == "wrap" else ()
+        base = {k: v for k, v in os.environ.items() if not k.startswith("HEADROOM_") and not k.lower().endswith("_proxy")}
+        out = subprocess.run([*prefix, HEADROOM, *start, "--port", str(port), *opts, *tail], env={**base, "HEADROOM_HOME": str(home), "COLUMNS": "80"},
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert out.returncode == 1, (opts, out.stderr)
+        assert out.stderr.splitlines() == [
+            f"headroom {start[0]}: the Headroom home {home} is not writable ({reason}): the proxy keeps its secret key, CA and logs there; "
+            "make it writable, or point HEADROOM_HOME at a writable folder"
+        ], (opts, out.stderr)
+        assert pp.probe(pp.ProxyAddress("127.0.0.1", port)) == "none"  # nothing started
+        assert not (elsewhere / "x.db").exists() and not (elsewhere / "c").exists()
+
+
+def test_a_home_through_a_file(tmp_path):
+    (tmp_path / "notes").write_text("x\n")
+    home = tmp_path / "notes" / "x"
+    for start in STARTS:
+        out = _start(home, start, free_port(), "--db-url", f"sqlite:///{tmp_path / 'x.db'}")
+        assert out.returncode == 1 and out.stderr.splitlines() == [
+            f"headroom {start[0]}: the Headroom home {home}: {tmp_path / 'notes'} is a file, not a folder; point HEADROOM_HOME at a folder"
+        ], out.stderr

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 
 import pytest
@@ -10,7 +12,7 @@ from headroom_core.ccr import retrieve
 from headroom_core.compress import markers
 from headroom_core.ccr.store import OriginalsStore
 from headroom_core.db.engine import open_database
-from headroom_core.db.sealed import Sealer, load_secret
+from headroom_core.db.sealed import Sealer, SecretError, load_secret
 from headroom_core.wire.blocks import ToolCall
 
 
@@ -61,6 +63,21 @@ def test_secret_file_is_owner_only(tmp_path):
     first = load_secret(p)
     assert len(first) == 32 and load_secret(p) == first
     assert p.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_secret_file_on_a_read_only_file_system_says_why(tmp_path):
+    """The clean-up of the half-written file (EROFS there, even for a file that was never made)
+    must not hide why the key cannot be created. A real read-only bind mount (root only)."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "--bind", "-o", "ro", str(ro), str(ro)], capture_output=True).returncode != 0:
+        pytest.skip("a read-only bind mount needs root and mount(8)")
+    try:
+        p = ro / "secret.key"
+        with pytest.raises(SecretError, match=f"^cannot create the secret key file {p}: .*Read-only file system"):
+            load_secret(p)
+    finally:
+        subprocess.run(["umount", str(ro)], check=True)
 
 
 def test_keep_restores_an_expired_original_from_the_clients_copy(tmp_path):
