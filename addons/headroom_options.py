@@ -23,16 +23,18 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import Optional
 
 from mitmproxy import ctx, exceptions
 
 from headroom_core import heap
+from headroom_core.cli.proxy_process import unmark_foreground
 from headroom_core.gc_tuning import freeze_long_lived
 from headroom_core.compress.worker import warm_compressors
 from headroom_core.memory.service import service as memory_service
 from headroom_core.runtime import Runtime
-from headroom_core.settings import Settings, SettingsError, load_settings, setting_help, unknown_environment
+from headroom_core.settings import Settings, SettingsError, headroom_home, load_settings, setting_help, unknown_environment
 
 OPTION_NAMES = [f.name for f in dataclasses.fields(Settings)]
 
@@ -49,6 +51,8 @@ class State:
         self.stopping = threading.Event()
         self.exit_code: int | None = None
         self.running = False
+        #: (home, port) of this proxy's record as one run in a terminal (``headroom proxy``)
+        self.record: tuple[Path, int] | None = None
 
 
 #: Seconds after ``running`` the embedding model starts loading with memory on (mitmproxy's
@@ -81,6 +85,7 @@ class HeadroomOptions:
     def _take_signals(self) -> None:
         """SIGINT and SIGTERM shut mitmproxy down as its own handlers do, noting which came;
         then a Ctrl-C held back since the start (``headroom proxy`` blocks SIGINT) arrives."""
+        self.state.record = (headroom_home(), ctx.options.listen_port)
         loop = asyncio.get_running_loop()
         for sig, code in ((signal.SIGINT, 130), (signal.SIGTERM, 0)):
             try:
@@ -172,8 +177,11 @@ def _warm_up(rt: Runtime, stopping: threading.Event) -> None:
 
 
 def _stop(state: State) -> None:
-    """The warm-up stops; the compression worker, if one was started, is stopped."""
+    """The warm-up stops; the compression worker, if one was started, is stopped; the record of
+    a proxy run in a terminal is removed (``headroom_core.cli.proxy_process.foreground_file``)."""
     state.stopping.set()
+    if state.record is not None:
+        unmark_foreground(*state.record, os.getpid())
     rt = state.runtime
     if rt is not None and "compress_worker" in rt.__dict__:
         rt.compress_worker.close()

@@ -52,11 +52,22 @@ def _writable_dir(d: Path) -> str | None:
 
 
 def check_home(home: Path) -> Check:
-    """The home folder is writable (or can be created); it is not created here."""
+    """The home folder is writable (or can be created); it is not created here. A path through
+    a file (``HEADROOM_HOME=/some/file/x``) is said as the proxy says it: no owner change helps."""
+    if (f := _file_on_path(home)) is not None:
+        return Check("home folder", "fail", f"{home}: {f} is a file, not a folder", f"point HEADROOM_HOME at a folder (or move the file {f} away)")
     why = _probe_dir(home)
     if why:
         return Check("home folder", "fail", f"{home} is not writable ({why})", f"make it yours (`sudo chown -R $USER {home}`) or point HEADROOM_HOME at a writable folder")
     return Check("home folder", "ok", str(home))
+
+
+def _file_on_path(d: Path) -> Path | None:
+    """The nearest existing ancestor of ``d`` (or ``d``) when it is not a folder, else None."""
+    for p in [d, *d.parents]:
+        if p.exists():
+            return None if p.is_dir() else p
+    return None
 
 
 def _probe_dir(d: Path) -> str | None:
@@ -84,6 +95,8 @@ def check_database(settings: Settings) -> list[Check]:
     out: list[Check] = []
     if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
         f = Path(url.database).expanduser()
+        if (blocker := _file_on_path(f.parent)) is not None:
+            return [Check("database", "fail", f"{shown}: {blocker} is a file, not a folder", "set db_url (HEADROOM_DB_URL) to a file in a folder, or point HEADROOM_HOME at a folder")]
         why = _probe_dir(f.parent)
         if why:
             return [Check("database", "fail", f"{shown}: its folder {f.parent} is not writable ({why}); SQLite needs it for the journal", f"`chmod u+w {f.parent}` / `chown $USER {f.parent}`, or set db_url (HEADROOM_DB_URL) to a writable place")]
@@ -159,6 +172,18 @@ def check_background(home: Path) -> list[Check]:
     return out
 
 
+def check_foreground(home: Path) -> list[Check]:
+    """The proxies running in a terminal (``headroom proxy``), found by their records (any port)."""
+    out = []
+    for f in pp.foreground_proxies(home):
+        state = pp.probe(pp.ProxyAddress("127.0.0.1", f.port))
+        if state in ("headroom", "warming"):
+            out.append(Check(f"proxy :{f.port}", "ok", f"pid {f.pid} answers at http://127.0.0.1:{f.port}{' (warming up)' if state == 'warming' else ''}; it runs in a terminal (Ctrl-C there stops it)"))
+        else:
+            out.append(Check(f"proxy :{f.port}", "warn", f"pid {f.pid} (started in a terminal) runs but does not answer on 127.0.0.1:{f.port}", "see its terminal; Ctrl-C there stops it"))
+    return out
+
+
 def check_proxy(addr: pp.ProxyAddress) -> Check:
     found = pp.identify(addr)
     state = found.state
@@ -170,7 +195,8 @@ def check_proxy(addr: pp.ProxyAddress) -> Check:
         return Check("proxy", "warn", f"{addr.url} is {found.words}, not a proxy port", f"agents use it as a base URL; check the proxy itself: `headroom doctor --port {found.proxy_port}`")
     if state == "other":
         return Check("proxy", "fail", f"{addr.url} is taken by another program", "stop it, or use another port (`headroom proxy --port N`, `headroom wrap --port N …`)")
-    return Check("proxy", "warn", f"nothing listens at {addr.url}", "start it: `headroom proxy` (foreground), `headroom proxy --detach`, or just `headroom wrap <agent>`")
+    return Check("proxy", "warn", f"nothing listens at {addr.url}",
+                 "start it: `headroom proxy` (foreground), `headroom proxy --detach`, or just `headroom wrap <agent>`; one on another port: `headroom doctor --port N`")  # fmt: skip
 
 
 def check_tokenizer(settings: Settings) -> Check:
@@ -224,16 +250,17 @@ def check_mitmproxy() -> Check:
 
 def run_checks(home: Path, confdir: Path, addr: pp.ProxyAddress | None, models: bool = True) -> list[Check]:
     """Every check, in the order a user would fix them. ``addr`` None: the proxy on the default
-    port is checked only when no background proxy (pid file) is found."""
+    port is checked only when no running proxy is found (a background one's pid file, the record
+    of one in a terminal)."""
     try:
         settings = load_settings()
     except SettingsError as e:
         return [Check("configuration", "fail", str(e), f"fix or remove that key in {home / 'config.toml'} / the environment (`headroom config show`)")]
     out = [Check("configuration", "ok", "settings load (`headroom config show` lists them)"), check_home(home), *check_database(settings)]
     out += check_ca(confdir)
-    background = check_background(home)
-    out += background
-    if addr is not None or not background:
+    found = check_background(home) + check_foreground(home)
+    out += found
+    if addr is not None or not found:
         out.append(check_proxy(addr or pp.ProxyAddress("127.0.0.1", 8080)))
     out.append(check_mitmproxy())
     if models:
@@ -273,7 +300,13 @@ def doctor(
     hints = [c for c in checks if c.fix and c.level == "ok"]
     for c in hints:
         copyable(f"  [dim]{escape(c.name)}: {escape(c.fix)}[/]", console)
-    console.print(f"[red]{len(failed)} problem(s) to fix.[/]" if failed else "[green]All set.[/]")
+    warned = [c for c in checks if c.level == "warn"]
+    if failed:
+        console.print(f"[red]{len(failed)} problem(s) to fix.[/]")
+    elif warned:
+        console.print(f"[yellow]No problem to fix; {len(warned)} warning(s) above.[/]")
+    else:
+        console.print("[green]All set.[/]")
     raise typer.Exit(1 if failed else 0)
 
 

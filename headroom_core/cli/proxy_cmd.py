@@ -238,6 +238,7 @@ def proxy(
             ui.copyable("  base URLs: " + "  ".join(f"{b.env}={b.base_url(listen_host)}" for b in base_urls), ui.err, markup=False)
         return
     banner(addr, ca, base_urls)
+    pp.mark_foreground(home, port, os.getpid())  # this pid becomes the proxy's; it removes the record as it stops
     sys.stdout.flush()
     sys.stderr.flush()
     if hasattr(signal, "pthread_sigmask"):

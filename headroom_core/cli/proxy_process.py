@@ -2,7 +2,10 @@
 
 A proxy started in the background (``headroom proxy --detach``, or by ``headroom wrap``) runs in
 its own session, logs to ``<home>/logs/proxy-<port>.log`` and writes its pid to
-``<home>/run/proxy-<port>.pid``; ``headroom proxy --stop`` ends it.
+``<home>/run/proxy-<port>.pid``; ``headroom proxy --stop`` ends it. One started in a terminal
+(``headroom proxy``) is recorded in ``<home>/run/foreground-<port>.pid`` while it runs (written
+before ``mitmdump`` replaces the command, removed by the proxy as it stops), so ``headroom
+doctor`` finds it on any port; ``--stop`` leaves it alone (Ctrl-C in its terminal stops it).
 """
 
 from __future__ import annotations
@@ -338,6 +341,48 @@ def background_proxies(home: Path) -> list[Background]:
         except (OSError, ValueError):
             continue
         out.append(Background(port, pid, f, _is_mitmdump(pid)))
+    return sorted(out, key=lambda b: b.port)
+
+
+def foreground_file(home: Path, port: int) -> Path:
+    """The record of a proxy running in a terminal on ``port`` (its pid)."""
+    return Path(home) / "run" / f"foreground-{port}.pid"
+
+
+def mark_foreground(home: Path, port: int, pid: int) -> None:
+    """Record the proxy about to run in this terminal as ``pid`` (this process, which ``exec``
+    makes the proxy). A home where it cannot be written records nothing (doctor then does not
+    find it; the proxy says why the home is unusable on its own)."""
+    f = foreground_file(home, port)
+    try:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(f"{pid}\n")
+    except OSError:
+        pass
+
+
+def unmark_foreground(home: Path, port: int, pid: int) -> None:
+    """Remove the record of the terminal proxy on ``port`` if it names ``pid`` (never another's)."""
+    f = foreground_file(home, port)
+    try:
+        if int(f.read_text().strip()) == pid:
+            f.unlink()
+    except (OSError, ValueError):
+        pass
+
+
+def foreground_proxies(home: Path) -> list[Background]:
+    """The proxies running in a terminal with a record under ``home`` and still alive, by port
+    (a record left by a killed proxy is skipped)."""
+    out = []
+    for f in (Path(home) / "run").glob("foreground-*.pid"):
+        try:
+            port = int(f.stem.removeprefix("foreground-"))
+            pid = int(f.read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if _is_mitmdump(pid):
+            out.append(Background(port, pid, f, True))
     return sorted(out, key=lambda b: b.port)
 
 

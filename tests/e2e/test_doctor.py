@@ -99,6 +99,31 @@ def test_read_only_database_file(tmp_path):
     assert db_check["detail"] == f"sqlite:///{db}: the file is read-only" and db_check["fix"] == f"`chmod u+w {db}` (or chown it to you)"
 
 
+def test_a_home_through_a_file_is_said_as_the_proxy_says_it(tmp_path):
+    """HEADROOM_HOME=/some/file/x: no owner change helps; the finding names the file, as
+    ``headroom proxy`` does ("… is a file, not a folder")."""
+    (tmp_path / "notes").write_text("a file\n")
+    home = tmp_path / "notes" / "x"
+    f = _findings(_doctor(home, "--no-models", "--port", str(free_port()), "--json"))
+    assert f["home folder"] == {"name": "home folder", "level": "fail", "detail": f"{home}: {tmp_path / 'notes'} is a file, not a folder",
+                                "fix": f"point HEADROOM_HOME at a folder (or move the file {tmp_path / 'notes'} away)"}  # fmt: skip
+    assert f["database"]["detail"] == f"sqlite:///{home}/headroom.db: {tmp_path / 'notes'} is a file, not a folder"
+    assert "chown" not in json.dumps(f) and "chmod" not in json.dumps(f)
+    proxy = subprocess.run([HEADROOM, "proxy", "--port", str(free_port())], env={**os.environ, "HEADROOM_HOME": str(home)}, capture_output=True, text=True, timeout=120)
+    assert f"{tmp_path / 'notes'} is a file, not a folder" in proxy.stderr  # the same words
+
+
+def test_warnings_alone_are_not_all_set(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    from mitmproxy.certs import CertStore
+
+    CertStore.from_store(home / "mitmproxy", "mitmproxy", 2048)
+    out = _doctor(home, "--no-models", "--port", str(free_port()))
+    assert out.returncode == 0 and "warn" in out.stdout  # nothing listens on that port
+    assert out.stdout.rstrip().splitlines()[-1] == "No problem to fix; 1 warning(s) above."
+
+
 def test_port_taken_and_bad_config(tmp_path, upstream):
     (tmp_path / "config.toml").write_text("min_tokenz = 3\n")
     out = _doctor(tmp_path, "--no-models", "--json")

@@ -5,6 +5,7 @@ runs."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -132,3 +133,30 @@ def test_the_banner_says_the_ca_is_created_only_when_it_is_not_there_yet(tmp_pat
             fg.kill()
         assert banner.endswith(f"CA: {ca} (created on first start)" if first else f"CA: {ca}"), banner
         assert ca.is_file()
+
+
+def test_doctor_finds_a_proxy_running_in_a_terminal_on_any_port(tmp_path):
+    port = free_port()
+    record = tmp_path / "run" / f"foreground-{port}.pid"
+    fg = Foreground(tmp_path, port)
+    try:
+        fg.wait_for("headroom: ready")
+        assert record.read_text() == f"{fg.proc.pid}\n"
+        out = subprocess.run([HEADROOM, "doctor", "--no-models", "--json"], env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+        found = {c["name"]: c for c in json.loads(out.stdout)}
+        assert found[f"proxy :{port}"] == {
+            "name": f"proxy :{port}", "level": "ok", "fix": "",
+            "detail": f"pid {fg.proc.pid} answers at http://127.0.0.1:{port}; it runs in a terminal (Ctrl-C there stops it)",
+        }  # fmt: skip
+        assert "proxy" not in found  # no guess at 8080 when a running proxy is known
+        stop = subprocess.run([HEADROOM, "proxy", "--stop"], env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+        assert stop.returncode == 1 and fg.proc.poll() is None  # --stop is for background proxies
+        fg.interrupt()
+        assert fg.finish() == 130
+    finally:
+        fg.kill()
+    assert not record.exists()  # removed by the proxy as it stopped
+    out = subprocess.run([HEADROOM, "doctor", "--no-models", "--json"], env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    found = {c["name"]: c for c in json.loads(out.stdout)}
+    assert f"proxy :{port}" not in found and found["proxy"]["level"] == "warn"
+    assert found["proxy"]["fix"].endswith("one on another port: `headroom doctor --port N`")
