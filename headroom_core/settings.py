@@ -46,10 +46,12 @@ class Settings:
     db_url: str = setting("", """SQLAlchemy URL of the database (ledger, offloaded originals, decisions, memory).
         "" means sqlite:///<home>/headroom.db. PostgreSQL lets several proxies share one database.""")
     max_body_bytes: int = setting(32 * 1024 * 1024, """LLM requests larger than this get HTTP 413 in the provider's error shape
-        (never forwarded).""")  # Anthropic's own request limit is 32 MB
+        (never forwarded): at once when their Content-Length says so, else as soon as the bytes read pass it.
+        At least 1.""")  # Anthropic's own request limit is 32 MB
     compress: bool = setting(True, "Compress tool outputs at all.")
     min_tokens: int = setting(250, "Tool outputs smaller than this many tokens are left as they are.")
-    min_saving_ratio: float = setting(0.10, "A compressed result must save at least this share (0..1) of the tokens, or the original stays.")
+    min_saving_ratio: float = setting(0.10, """A compressed result must save at least this share of the tokens (at least 0,
+        below 1), or the original stays.""")
     exclude_tools: tuple[str, ...] = setting((), """Glob patterns of tool names whose outputs are never changed (list, or a
         comma-separated string).""")
     secret_key_file: str = setting("", """The 32-byte key that seals stored originals, decisions and sent bytes (AES-256-GCM)
@@ -79,7 +81,7 @@ class Settings:
     home: str = setting(help="""Headroom's folder (database, caches, CA bundle, logs). Set it with the HEADROOM_HOME
         environment variable: config.toml is read from inside it.""", factory=lambda: str(headroom_home()))
     ws_max_frame_bytes: int = setting(32 * 1024 * 1024, """A WebSocket client frame (Responses API response.create) larger than
-        this closes the connection with code 1009.""")
+        this closes the connection with code 1009. At least 1.""")
     compress_timeout_seconds: float = setting(10.0, """Compressing one request or frame may take this long; after that it goes
         on with earlier decisions only (nothing new compressed).""")
     fail_open_max_bytes: int = setting(0, """0: a request that cannot be compressed (error, timeout) goes on unchanged,
@@ -210,14 +212,38 @@ def unknown_environment(env: Mapping[str, str] | None = None) -> list[str]:
     return out
 
 
+#: Settings that must be at least 1: a size limit whose every request or frame over it is refused
+#: (0 would refuse them all, so unlike other settings 0 cannot mean "off").
+AT_LEAST_ONE = ("max_body_bytes", "ws_max_frame_bytes")
+#: Settings that are a share (a ratio): at least 0 and below 1.
+SHARES = ("min_saving_ratio",)
+
+
+def _out_of_range(name: str, value: Any) -> str | None:
+    """Why ``value`` cannot be ``name``'s (a negative number, a limit below 1, a share outside
+    [0, 1)), or None when it can."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    if name in AT_LEAST_ONE and value < 1:
+        return "must be at least 1 (bytes): anything larger is refused, so 0 would refuse everything (a limit cannot be turned off)"
+    if name in SHARES and not 0 <= value < 1:
+        return "must be at least 0 and below 1 (a share of the tokens: 0.1 is 10 %)"
+    if value < 0:
+        return "must not be negative"
+    return None
+
+
 def load_settings(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> Settings:
     """Build the settings from config file, environment and overrides.
 
     ``overrides`` maps field names to values (already typed or strings). Raises
-    :class:`SettingsError` for an unknown key or a value of the wrong type, naming the source.
+    :class:`SettingsError` for an unknown key, a value of the wrong type or out of its range
+    (negative; below 1 for :data:`AT_LEAST_ONE`; outside [0, 1) for :data:`SHARES`), naming the
+    source in one line.
     """
     env = os.environ if env is None else env
     values: dict[str, Any] = {}
+    origin: dict[str, str] = {}  # where each value came from, for the range errors
     home = Path(env.get("HEADROOM_HOME") or headroom_home())
     cfg = home / "config.toml"
     if cfg.is_file():
@@ -229,18 +255,21 @@ def load_settings(overrides: Mapping[str, Any] | None = None, env: Mapping[str, 
             if k not in _FIELDS:
                 raise SettingsError(f"{cfg}: unknown key {k!r}")
             values[k] = _coerce(k, v, str(cfg))
+            origin[k] = str(cfg)
     for name in _FIELDS:
         key = f"HEADROOM_{name.upper()}"
         if key in env and env[key] != "":
             values[name] = _coerce(name, env[key], f"environment {key}")
+            origin[name] = f"environment {key}"
     for k, v in (overrides or {}).items():
         if k not in _FIELDS:
             raise SettingsError(f"override: unknown key {k!r}")
         values[k] = _coerce(k, v, "option")
+        origin[k] = "option"
     values.setdefault("home", str(home))
     for k, v in values.items():
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0:
-            raise SettingsError(f"{k} = {v} must not be negative")
+        if (why := _out_of_range(k, v)) is not None:
+            raise SettingsError(f"{origin.get(k, 'option')}: {k} = {v} {why}")
     if values.get("prices"):
         from headroom_core.pricing import PriceError, parse_entry
 

@@ -29,6 +29,30 @@ def test_settings_refuse_negative_numbers_and_bad_urls(key, value):
         load_settings({key: value}, env={})
 
 
+@pytest.mark.parametrize("line,said", [
+    ("max_body_bytes = 0", "max_body_bytes = 0 must be at least 1 (bytes)"),  # before: every LLM request got 413
+    ("min_saving_ratio = 7.5", "min_saving_ratio = 7.5 must be at least 0 and below 1"),
+])  # fmt: skip
+def test_a_setting_out_of_its_range_stops_the_proxy_in_one_line(tmp_path, line, said):
+    """``headroom proxy`` with such a config.toml exits 2 with one line naming the file, the
+    key and the range, and starts nothing."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.support.proxy import free_port
+
+    (tmp_path / "config.toml").write_text(line + "\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HEADROOM_") and not k.lower().endswith("_proxy")}
+    port = free_port()
+    out = subprocess.run([str(Path(sys.executable).parent / "headroom"), "proxy", "--port", str(port)], env={**env, "HEADROOM_HOME": str(tmp_path)},
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 2 and out.stderr.splitlines() == [out.stderr.strip()], out.stderr
+    assert out.stderr.startswith(f"headroom proxy: {tmp_path / 'config.toml'}: {said}")
+    assert not (tmp_path / "run" / f"proxy-{port}.pid").exists()
+
+
 @pytest.fixture(scope="module")
 def proxy(module_proxy_factory):
     return module_proxy_factory(ADDON_SCRIPT, options={"headroom_bogus_option": "1"})

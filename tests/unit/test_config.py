@@ -153,3 +153,33 @@ def test_bad_values_name_the_key_and_the_source(tmp_path):
     (tmp_path / "config.toml").write_text("min_tokenz = 3\n")
     with pytest.raises(SettingsError, match="unknown key 'min_tokenz'"):
         load_settings(env={"HEADROOM_HOME": str(tmp_path)})
+
+
+@pytest.mark.parametrize(
+    "line,said",
+    [
+        # a size limit refuses what is over it: 0 would refuse every request (no "0 = off" here)
+        ("max_body_bytes = 0", "max_body_bytes = 0 must be at least 1 (bytes)"),
+        ("ws_max_frame_bytes = 0", "ws_max_frame_bytes = 0 must be at least 1 (bytes)"),
+        ("min_saving_ratio = 7.5", "min_saving_ratio = 7.5 must be at least 0 and below 1"),
+        ("min_saving_ratio = 1", "min_saving_ratio = 1.0 must be at least 0 and below 1"),
+        ("min_saving_ratio = -0.1", "min_saving_ratio = -0.1 must be at least 0 and below 1"),
+        ("min_tokens = -5", "min_tokens = -5 must not be negative"),
+    ],
+)
+def test_values_out_of_their_range_name_the_key_and_the_source(tmp_path, line, said):
+    (tmp_path / "config.toml").write_text(line + "\n")
+    with pytest.raises(SettingsError) as e:
+        load_settings(env={"HEADROOM_HOME": str(tmp_path)})
+    assert str(e.value).startswith(f"{tmp_path / 'config.toml'}: {said}") and "\n" not in str(e.value)
+    key = line.split()[0]
+    with pytest.raises(SettingsError, match=f"^environment HEADROOM_{key.upper()}: {key} = "):
+        load_settings(env={f"HEADROOM_{key.upper()}": line.split("= ")[1]})
+    with pytest.raises(SettingsError, match=f"^option: {key} = "):
+        load_settings({key: line.split("= ")[1]}, env={})
+
+
+def test_the_edges_of_the_ranges_are_accepted():
+    s = load_settings({"max_body_bytes": "1", "ws_max_frame_bytes": "1", "min_saving_ratio": "0"}, env={})
+    assert (s.max_body_bytes, s.ws_max_frame_bytes, s.min_saving_ratio) == (1, 1, 0.0)
+    assert load_settings({"min_saving_ratio": "0.99"}, env={}).min_saving_ratio == 0.99
