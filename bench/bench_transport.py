@@ -37,6 +37,12 @@ Further tables, each on its own flag (``--all`` runs every table):
 * ``--followup-probe``: while a streamed response's follow-up streams for ~6 s (the model called
   ``headroom_retrieve``), a probe request every 0.1 s through the same proxy: its latency
   (median / max) and how many probes completed before the follow-up ended.
+* ``--oversized``: a 1 GiB body to ``POST /v1/messages`` over ``max_body_bytes`` (32 MiB),
+  streamed in 1 MiB writes by a raw socket to the base-URL port (reverse mode) and through the
+  proxy port (``CONNECT`` + TLS), with ``Content-Length`` and chunked (issue 36): when the 413
+  came (MiB sent by then, seconds), and the proxy's resident memory (VmRSS, MiB) before, at its
+  peak (sampled every 20 ms) and 10 s after. "before" is the same proxy without the head limit
+  (``headroom_body_limit``'s addon left out: the body read whole, then refused).
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from __future__ import annotations
 import argparse
 import json
 import socket
+import ssl
 import statistics
 import sys
 import time
@@ -264,6 +271,105 @@ def bomb(up: Upstream) -> Table:
     return table
 
 
+def without_body_limit_script(tmp: Path) -> Path:
+    """A script loading the Headroom addons except the head limit (``BodyLimitGuard``): the
+    request's body is read whole before the 413 (the "before" of ``--oversized``)."""
+    p = tmp / "headroom_whole_body.py"
+    p.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(ADDON_SCRIPT.parent)!r})\n"
+        "import headroom as _h\n"
+        "addons = [a for a in _h.addons if type(a).__name__ != 'BodyLimitGuard']\n"
+    )
+    return p
+
+
+def _send_oversized(sock: socket.socket, host: str, total: int, chunked: bool) -> tuple[int, float, int]:
+    """Send ``POST /v1/messages`` with a ``total``-byte body on ``sock`` in 1 MiB writes (all of
+    it, as a client that does not read while it sends), then read the answer. Returns the
+    status, the seconds until the answer's first bytes and the bytes sent by then (looked for
+    after each write)."""
+    head = {"host": host, "content-type": "application/json", "anthropic-version": "2023-06-01", "x-api-key": "k"}
+    head.update({"transfer-encoding": "chunked"} if chunked else {"content-length": str(total)})
+    sock.sendall(b"POST /v1/messages HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in head.items()).encode() + b"\r\n")
+    t0 = time.monotonic()
+    piece = b"x" * (1 << 20)
+    got, when, sent_then, sent = b"", 0.0, 0, 0
+    while sent < total:
+        n = min(len(piece), total - sent)
+        try:
+            sock.sendall(b"%x\r\n%s\r\n" % (n, piece[:n]) if chunked else piece[:n])
+        except OSError:
+            break  # the proxy closed the connection
+        sent += n
+        if not got:
+            sock.setblocking(False)
+            try:
+                got = sock.recv(65536)
+            except (BlockingIOError, ssl.SSLWantReadError):
+                pass
+            finally:
+                sock.settimeout(600)
+            if got:
+                when, sent_then = time.monotonic() - t0, sent
+    if chunked and sent == total:
+        sock.sendall(b"0\r\n\r\n")
+    while b"\r\n" not in got:
+        more = sock.recv(65536)
+        if not more:
+            break
+        got += more
+        when, sent_then = time.monotonic() - t0, sent
+    status = int(got.split(b"\r\n", 1)[0].split()[1]) if got else 0
+    return status, when, sent_then
+
+
+def oversized(up: Upstream) -> Table:
+    import tempfile
+    import threading
+
+    from tests.support.leaving_clients import _tunnel
+    from tests.support.proxy import free_port
+
+    total = 1 << 30
+    table = Table(title="A 1 GiB body over max_body_bytes (32 MiB), sent whole in 1 MiB writes: the 413 and the proxy's memory (MiB)")
+    for col in ("proxy", "way in", "body", "status", "413 after MiB sent", "after s", "RSS before", "peak", "10 s after"):
+        table.add_column(col, justify="left" if col in ("proxy", "way in", "body") else "right")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, script in (("before", without_body_limit_script(Path(tmp))), ("now", ADDON_SCRIPT)):
+            base = free_port()
+            proxy = MitmProxy(script, args=["--mode", "regular", "--mode", f"reverse:{up.url}@{base}"]).start()
+            try:
+                settle(proxy)
+                cases = [("base URL", False), ("HTTPS_PROXY", False), ("base URL", True), ("HTTPS_PROXY", True)]
+                for way, chunked in cases if script == ADDON_SCRIPT else cases[:2]:
+                    if way == "base URL":
+                        sock, host = socket.create_connection(("127.0.0.1", base), timeout=600), f"127.0.0.1:{base}"
+                    else:
+                        sock, host = _tunnel(proxy, up, "http/1.1", 600)
+                    before = rss_mib(proxy)
+                    peak = [before]
+                    done = threading.Event()
+
+                    def sample() -> None:
+                        while not done.wait(0.02):
+                            peak.append(rss_mib(proxy))
+
+                    sampler = threading.Thread(target=sample, daemon=True)
+                    sampler.start()
+                    with sock:
+                        status, when, sent_then = _send_oversized(sock, host, total, chunked)
+                    time.sleep(0.5)
+                    done.set()
+                    sampler.join()
+                    time.sleep(10)
+                    table.add_row(name, way, "chunked" if chunked else "length", str(status), f"{sent_then / (1 << 20):.0f}", f"{when:.2f}",
+                                  f"{before:.0f}", f"{max(peak):.0f}", f"{rss_mib(proxy):.0f}")  # fmt: skip
+            finally:
+                proxy.cleanup()
+    return table
+
+
 def followup_probe(up: Upstream) -> Table:
     import threading
 
@@ -336,19 +442,22 @@ def main() -> int:
     ap.add_argument("--ws-turns", type=int, default=60, help="turns per WebSocket session for --ws-memory")
     ap.add_argument("--bomb", action="store_true", help="peak memory on a 1 GiB gzip bomb")
     ap.add_argument("--followup-probe", action="store_true", help="probe latency during a slow streamed follow-up")
+    ap.add_argument("--oversized", action="store_true", help="the 413 and memory for a 1 GiB body over max_body_bytes")
     ap.add_argument("--no-latency", action="store_true", help="skip the latency table")
     ap.add_argument("--all", action="store_true", help="every table")
     args = ap.parse_args()
     console = Console(width=max(Console().width, 120))
-    if args.all or args.ws_memory or args.bomb or args.followup_probe:
+    if args.all or args.ws_memory or args.bomb or args.followup_probe or args.oversized:
         with Upstream() as up:
             if args.all or args.followup_probe:
                 console.print(followup_probe(up))
             if args.all or args.bomb:
                 console.print(bomb(up))
+            if args.all or args.oversized:
+                console.print(oversized(up))
             if args.all or args.ws_memory:
                 console.print(ws_memory(up, args.ws_sessions, args.ws_turns))
-    if args.no_latency or (not args.all and (args.ws_memory or args.bomb or args.followup_probe)):
+    if args.no_latency or (not args.all and (args.ws_memory or args.bomb or args.followup_probe or args.oversized)):
         return 0
     words = " ".join(f"w{i}" for i in range(args.events))
     sizes = {"small": "ok: 3 issues open"}
