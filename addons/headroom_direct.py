@@ -5,8 +5,9 @@ An agent configured with ``ANTHROPIC_BASE_URL=http://127.0.0.1:8080`` (the proxy
 loop it refuses with an HTML error page). Instead the client gets an error in its provider's
 JSON shape that says what to do: use the base-URL port (the reverse-mode listeners
 ``headroom proxy`` opens) or the proxy as ``HTTPS_PROXY``. Such a request is answered in the
-``requestheaders`` hook, before any other addon sees its body: nothing is compressed, stored
-or recorded in the ledger. The stats page (``GET /``, ``/stats``, ``/metrics``, ``/health``)
+``requestheaders`` hook, before its body is read (:func:`headroom_body_limit.answer_at_once`:
+the body is dropped as it arrives, never held): nothing is compressed, stored or recorded in the
+ledger. The stats page (``GET /``, ``/stats``, ``/metrics``, ``/health``)
 stays reachable on the proxy port.
 """
 
@@ -23,6 +24,7 @@ from headroom_core.web import PAGE_HOST, PAGE_ROUTES
 from headroom_core.wire.anthropic import error_body as anthropic_error
 from headroom_core.wire.openai_chat import error_body as openai_error
 
+import headroom_body_limit
 from headroom_options import State
 
 log = logging.getLogger("headroom")
@@ -123,6 +125,7 @@ class NotThroughProxy:
         message = advice(anthropic, proxy_url, base_url_listeners())
         body = anthropic_error(message) if anthropic else openai_error(message)
         flow.response = http.Response.make(STATUS, json.dumps(body).encode(), {"content-type": "application/json"})
+        headroom_body_limit.answer_at_once(flow)  # now, the body dropped as it arrives (never held)
         flow.metadata["headroom_direct"] = True
         log.info("headroom: %s %s sent to the proxy port itself: answered %d (base-URL advice)", req.method, req.path.split("?", 1)[0], STATUS)
 

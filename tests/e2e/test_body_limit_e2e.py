@@ -9,6 +9,7 @@ proxy port as ``HTTPS_PROXY`` (``CONNECT`` + TLS), over HTTP/1.1 and HTTP/2.
   read pass the limit, having read at most the limit plus the chunk that passed it;
 - an SDK that writes its whole body before it reads gets the 413 (the rest of the body is read
   and dropped), and the refusal is in the ledger;
+- an API call sent to the proxy port itself gets its advice (``headroom_direct``) the same way;
 - a body of exactly the limit, with a length or chunked, still goes upstream.
 
 Memory (resident before / peak / after a 1 GB body) is measured by ``bench/bench_transport.py
@@ -133,6 +134,16 @@ def test_content_length_over_the_limit_gets_413_before_the_body(upstream, proxy,
     assert status == 413 and headers["content-type"] == "application/json" and headers["connection"] == "close"
     assert set(body) == {"type", "error"} and body["type"] == "error" and body["error"]["type"] == "request_too_large"
     assert f"the request body is {HUGE} bytes (its Content-Length), over the limit of {LIMIT} bytes (headroom max_body_bytes)" in body["error"]["message"]
+    _nothing_upstream(proxy, upstream)
+
+
+def test_a_call_to_the_proxy_port_itself_gets_its_advice_before_the_body(upstream, proxy):
+    """``headroom_direct``'s 400 (use a base URL) is sent at once too, the body never read whole."""
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=60) as sock:
+        sock.sendall(_head("/v1/messages", f"127.0.0.1:{proxy.port}", {"content-length": str(HUGE)}))
+        status, headers, body = _response(sock)
+    assert status == 400 and headers["connection"] == "close" and body["type"] == "error"
+    assert f"http://127.0.0.1:{proxy.base}" in body["error"]["message"]
     _nothing_upstream(proxy, upstream)
 
 
