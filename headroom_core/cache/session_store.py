@@ -23,13 +23,14 @@ from datetime import datetime, timezone
 from typing import cast
 
 from sqlalchemy import Table, bindparam, delete, select, update
+from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from headroom_core.cache.frozen import FrozenEntry
 from headroom_core.db.models import FrozenMessage, SessionState
 from headroom_core.db.sealed import Sealer
-from headroom_core.db.upsert import insert_ignore, upsert_many
+from headroom_core.db.upsert import BulkUpsert, insert_ignore
 
 log = logging.getLogger("headroom")
 
@@ -97,6 +98,11 @@ _BUMP_TOOLS = _BUMP.values(
     proxy_tools=bindparam("p_proxy_tools"), tools_hash=bindparam("p_tools_hash"), tools_text=bindparam("p_tools_text"), tool_skeletons=bindparam("p_tool_skeletons")
 )
 _TRUNCATE = delete(_F).where(_F.c.session_key == bindparam("key"), _F.c.position >= bindparam("n"))
+_ROWS = (
+    select(_F.c.position, _F.c.raw_hash, _F.c.norm_hash, _F.c.forwarded, _F.c.modified, _F.c.tokens_before, _F.c.tokens_after, _F.c.offloads, _F.c.blocks, _F.c.deferred)
+    .where(_F.c.session_key == bindparam("key"))
+    .order_by(_F.c.position)
+)
 
 
 def _row_name(key: str, what: str) -> str:
@@ -161,7 +167,7 @@ class SessionStore:
                     self._sealer.open(row.tools_text, _row_name(key, "tools")),
                     *_skeletons(row.tool_skeletons),
                 )
-                rows = s.scalars(select(FrozenMessage).where(FrozenMessage.session_key == key).order_by(FrozenMessage.position)).all()
+                rows = s.execute(_ROWS, {"key": key}).all()  # columns, not ORM objects: a long session has thousands
                 after = s.execute(_REVISION, {"key": key}).scalar()
             if after == revision:
                 break
@@ -172,8 +178,8 @@ class SessionStore:
             fwd = self._sealer.open(r.forwarded, _row_name(key, str(r.position)))
             if fwd is None:
                 break  # sealed under another key: what follows cannot be replayed
-            offloads = tuple((k, tuple(p)) for k, p in json.loads(r.offloads or "[]"))
-            blocks = tuple((str(k), str(t), int(b), int(a)) for k, t, b, a in json.loads(r.blocks or "[]"))
+            offloads = tuple((k, tuple(p)) for k, p in json.loads(r.offloads)) if r.offloads and r.offloads != "[]" else ()
+            blocks = tuple((str(k), str(t), int(b), int(a)) for k, t, b, a in json.loads(r.blocks)) if r.blocks and r.blocks != "[]" else ()
             deferred = tuple(tuple(p) for p in json.loads(r.deferred)) if r.deferred else ()
             entries.append(FrozenEntry(r.position, r.raw_hash, r.norm_hash, fwd, r.modified, r.tokens_before, r.tokens_after, offloads, blocks, deferred))
         return SessionRecord(key, True, revision, tools, tuple(entries))
@@ -253,13 +259,15 @@ class SessionStore:
                 modified=e.modified,
                 tokens_before=e.tokens_before,
                 tokens_after=e.tokens_after,
-                offloads=json.dumps([[k, list(p)] for k, p in e.offloads], ensure_ascii=False),
-                blocks=json.dumps([list(b) for b in e.blocks], ensure_ascii=False),
+                offloads=json.dumps([[k, list(p)] for k, p in e.offloads], ensure_ascii=False) if e.offloads else "[]",
+                blocks=json.dumps([list(b) for b in e.blocks], ensure_ascii=False) if e.blocks else "[]",
                 deferred=json.dumps([list(p) for p in e.deferred], ensure_ascii=False) if e.deferred else None,
                 updated_at=now,
             )
             for e in changed
         ]
+        # the rows made ready before the transaction: the write lock is held for the driver's time only
+        bulk = BulkUpsert.prepare(self._dialect(), FrozenMessage, rows, ["session_key", "position"])
         bump, values = _BUMP, {"key": key, "now": now, "expected": old.revision if old.known else 0}
         if changed_tools or not old.known:
             bump = _BUMP_TOOLS
@@ -282,13 +290,18 @@ class SessionStore:
                 return None
             if len(messages) < len(old.messages) or not old.known:
                 s.execute(_TRUNCATE, {"key": key, "n": len(messages)})
-            upsert_many(s, FrozenMessage, rows, ["session_key", "position"])
+            bulk.run(s)
             s.commit()
         rec = SessionRecord(key, True, revision, tools, tuple(messages))
         self._remember(rec)
         if tools.text is not None:
             self._remember_tools(tools.tools_hash, tools.text)
         return rec
+
+    def _dialect(self) -> Dialect | None:
+        """The database's SQLAlchemy dialect (None: the sessionmaker has no engine bound)."""
+        bind = self._sessions.kw.get("bind")
+        return cast(Dialect, bind.dialect) if bind is not None else None
 
     def _remember(self, rec: SessionRecord) -> None:
         with self._lock:

@@ -24,7 +24,7 @@ from headroom_core.compress.pipeline import excluded
 from headroom_core.wire import jsonedit
 from headroom_core.wire.detect import Dialect
 from headroom_core.wire.image_refs import ImageRef
-from headroom_core.wire.request_view import view_of
+from headroom_core.wire.request_view import RequestView, view_of
 
 #: ``kind`` of an image original in the originals store.
 IMAGE_KIND = "image"
@@ -77,10 +77,12 @@ class ImagesOutcome:
         return sum(1 for r in self.results if r.changed)
 
 
-def image_sites(d: Dialect, body: dict[str, Any], live_from: int = 0) -> list[ImageSite]:
+def image_sites(d: Dialect, body: dict[str, Any], live_from: int = 0, view: RequestView | None = None) -> list[ImageSite]:
     """Every base64 image of the conversation from message ``live_from`` on (where each dialect
-    keeps them: :mod:`headroom_core.wire.image_refs`); images given by URL or file id are skipped."""
-    v = view_of(d, body)
+    keeps them: :mod:`headroom_core.wire.image_refs`); images given by URL or file id are skipped.
+    ``view``: the request's :class:`~headroom_core.wire.request_view.RequestView` of ``body``
+    when the caller has one (its tool calls, read over the whole history, are then read once)."""
+    v = view if view is not None else view_of(d, body)
     seq, names = v.conversation, v.call_names
     out: list[ImageSite] = []
     for i in range(max(0, live_from), len(seq)):
@@ -108,17 +110,20 @@ def _decoded(ref: ImageRef) -> ImageSite | None:
     return ImageSite(ref.path, ref.container, ref.message_index, ref.media_type, raw, tool_name=ref.tool_name, urlsafe=urlsafe)
 
 
-def plan_images(d: Dialect, body: dict[str, Any], live_from: int, max_tokens: int = 0, exclude_tools: tuple[str, ...] = ()) -> ImagesOutcome:
+def plan_images(
+    d: Dialect, body: dict[str, Any], live_from: int, max_tokens: int = 0, exclude_tools: tuple[str, ...] = (), view: RequestView | None = None
+) -> ImagesOutcome:
     """The edits for every base64 image of the live zone (module docstring). ``max_tokens`` > 0
     turns on the opt-in token target (estimated tokens per image); images in results of tools
-    matching ``exclude_tools`` (globs, as for tool outputs) are left alone. Deterministic: the
-    same body gives the same edits. Never raises for a bad image (it is left as it is)."""
+    matching ``exclude_tools`` (globs, as for tool outputs) are left alone; ``view`` as for
+    :func:`image_sites`. Deterministic: the same body gives the same edits. Never raises for a
+    bad image (it is left as it is)."""
     model = str(body.get("model") or "")
     edits: list[jsonedit.Replace | jsonedit.Append] = []
     offloads: list[Offload] = []
     results: list[images.ImageResult] = []
     sizing = view_of(d, {}).dialect.image_sizing
-    for site in image_sites(d, body, live_from):
+    for site in image_sites(d, body, live_from, view):
         if site.tool_name and excluded(site.tool_name, exclude_tools):
             continue
         if sizing == "gemini":

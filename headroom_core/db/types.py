@@ -78,10 +78,27 @@ def _scrub_one(params: Any, bad: re.Pattern) -> Any:
     return params
 
 
+def _values(params: Any) -> Any:
+    """The values of one row's parameters (a mapping or a sequence; nothing else is scrubbed)."""
+    if isinstance(params, dict):
+        return params.values()
+    return params if isinstance(params, (tuple, list)) else ()
+
+
 def scrub_parameters(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001 - SQLAlchemy's hook signature
     """``before_cursor_execute`` hook (``retval=True``): in every ``str`` parameter, each lone
     surrogate (and on PostgreSQL each NUL) becomes U+FFFD. Returns ``(statement, parameters)``."""
-    bad = _BAD_SQLITE if conn.dialect.name == "sqlite" else _BAD
     if executemany and isinstance(parameters, (list, tuple)):
-        return statement, type(parameters)(_scrub_one(p, bad) for p in parameters)
-    return statement, _scrub_one(parameters, bad)
+        return statement, scrub_for(conn.dialect.name, parameters)[1]
+    return statement, _scrub_one(parameters, _BAD_SQLITE if conn.dialect.name == "sqlite" else _BAD)
+
+
+def scrub_for(dialect: str, rows: Any) -> tuple[bool, Any]:
+    """``rows`` (a list or tuple of one statement's parameter rows: mappings or sequences) as
+    :func:`scrub_parameters` leaves them for a database of ``dialect`` (``"sqlite"``, else
+    PostgreSQL's rule), and whether any value changed."""
+    bad = _BAD_SQLITE if dialect == "sqlite" else _BAD
+    # one search over every string first: a bulk write of thousands of rows rarely holds one
+    if bad.search("".join([v for p in rows for v in _values(p) if isinstance(v, str)])) is None:
+        return False, rows
+    return True, type(rows)(_scrub_one(p, bad) for p in rows)

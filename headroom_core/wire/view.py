@@ -246,6 +246,8 @@ def parse_view(text: str, previous: BodyView | None = None, arrays: tuple[str, .
                 value, (start, end), els = old
                 if els is not None:
                     elements[name] = els
+                    if name != TOOLS and name in arrays:  # the whole conversation the same: every element reused
+                        reused_elements = len(els)
                 else:  # a duplicate key: the earlier member's element spans are not this value's
                     elements.pop(name, None)
                 reused_members.add(name)

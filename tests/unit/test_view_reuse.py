@@ -80,3 +80,12 @@ def test_many_elements_with_the_same_start_after_an_early_edit():
     view = parse_view(new, prev)
     assert view.parsed == json.loads(new)
     assert view.parsed["messages"][1] is prev.parsed["messages"][1] and view.parsed["messages"][-1] is prev.parsed["messages"][-1]
+
+
+def test_the_same_conversation_sent_again_counts_every_element_reused():
+    """A body resent byte for byte (a client's retry) takes the conversation member whole from
+    the previous view: every element counts as reused (the walk then keeps their hashes)."""
+    msgs = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}"} for i in range(7)]
+    text = json.dumps({"model": "m", "tools": [{"name": "t"}], "messages": msgs})
+    again = parse_view(text, parse_view(text))
+    assert again.reused_elements == 7 and "messages" in again.reused_members
