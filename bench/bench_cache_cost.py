@@ -17,9 +17,15 @@ Columns: requests, estimated tokens before/after (cl100k_base), cache reads and 
 proxy, input cost without / with and the saving, and the prompt-cache rule's breaks: requests
 where the forwarded body changed a part earlier than the client did
 (:func:`headroom_core.cache.prefix_check.earlier_break`, each request against the earlier
-request of its session it continues; must be 0). ``--per-request`` adds a row per request.
+request of its session it continues; must be 0; a late compression the plan records, issue 33,
+is counted apart). ``--per-request`` adds a row per request.
 ``--timeout-after N``: from the N-th request of a session on, every plan times out (the proxy
-then replays what it sent before and compresses nothing new).
+then replays what it sent before and compresses nothing new). ``--timeout-at N``: only the N-th
+request of each session times out (one slow moment); what was new in it goes whole, and the
+next request may compress it late (issue 33): the count of late compressions is printed below
+the table. ``--json-output``: session-a's first ``Grep`` output is a GitHub API listing instead
+(``../shared/corpus/github-api/paginate-issues.json``, indented as a tool prints it, wherever the
+client re-sends it, as ``tests/e2e/test_cache_prefix_e2e.py`` does): one large output to compress.
 """
 
 from __future__ import annotations
@@ -66,6 +72,7 @@ class Totals:
     without: Cost = ZERO
     with_proxy: Cost = ZERO
     breaks: int = 0
+    late: int = 0
     rows: list = field(default_factory=list)
 
 
@@ -78,6 +85,23 @@ def anthropic_sessions(folder: Path) -> dict[str, list[Req]]:
         body = flow["request"]["body"]
         path = "/v1/messages" if "max_tokens" in body else "/v1/messages/count_tokens"
         out[name].append(Req(f.stem, path, body, {"user-agent": flow["request"]["headers"].get("user-agent", "")}))
+    return out
+
+
+def with_json_output(reqs: list[Req], payload: str) -> list[Req]:
+    """``reqs`` with the first ``Grep`` tool output replaced by ``payload`` wherever the client
+    re-sends it (the same ``tool_use_id``)."""
+    calls = [b for r in reqs for m in r.body.get("messages", []) if isinstance(m["content"], list) for b in m["content"] if b.get("type") == "tool_use" and b.get("name") == "Grep"]
+    if not calls:
+        return reqs
+    out = []
+    for r in reqs:
+        body = json.loads(json.dumps(r.body))
+        for m in body.get("messages", []):
+            for b in m["content"] if isinstance(m["content"], list) else []:
+                if b.get("type") == "tool_result" and b.get("tool_use_id") == calls[0]["id"]:
+                    b["content"] = payload
+        out.append(Req(r.name, r.path, body, r.headers))
     return out
 
 
@@ -111,7 +135,7 @@ def predecessor(history: list[tuple[dict, dict]], body: dict) -> tuple[dict, dic
     return best
 
 
-def run(sessions: dict[str, list[Req]], cache_cls, counter: TokenCounter, timeout_after: int) -> dict[str, Totals]:
+def run(sessions: dict[str, list[Req]], cache_cls, counter: TokenCounter, timeout_after: int, timeout_at: int = 0) -> dict[str, Totals]:
     cutter = Blocks(counter.count)
     out: dict[str, Totals] = {}
     for name, reqs in sessions.items():
@@ -123,7 +147,7 @@ def run(sessions: dict[str, list[Req]], cache_cls, counter: TokenCounter, timeou
             rt.__dict__["counter"] = counter
             for n, r in enumerate(reqs, 1):
                 raw = json.dumps(r.body).encode()
-                if timeout_after and n >= timeout_after:
+                if (timeout_after and n >= timeout_after) or n == timeout_at:
                     plan = replay_only(rt, "POST", r.path, r.headers, raw, "simulated timeout")
                 else:
                     plan = plan_request(rt, "POST", r.path, r.headers, raw)
@@ -141,7 +165,11 @@ def run(sessions: dict[str, list[Req]], cache_cls, counter: TokenCounter, timeou
                 tot.tokens_after += b.tokens
                 tot.without += a
                 tot.with_proxy += b
+                late = getattr(plan, "late", None)  # (a proxy before issue 33 has none)
+                if broke is not None and late is not None and broke[0] == 2 and broke[1] in late.messages:
+                    broke = None  # the recorded late compression: counted apart
                 tot.breaks += broke is not None
+                tot.late += late.outputs if late is not None else 0
                 tot.rows.append((r.name, model, a, b, broke))
         out[name] = tot
     return out
@@ -153,15 +181,20 @@ def main() -> None:
     ap.add_argument("--openai", type=Path, default=CORPUS / "openai-flows")
     ap.add_argument("--per-request", action="store_true", help="a row per request")
     ap.add_argument("--timeout-after", type=int, default=0, help="from this request number of a session on, plans time out (0: never)")
+    ap.add_argument("--timeout-at", type=int, default=0, help="only this request number of each session times out (0: none)")
+    ap.add_argument("--json-output", action="store_true", help="session-a's first Grep output is a large GitHub API listing")
     args = ap.parse_args()
     anth = anthropic_sessions(args.flows) if args.flows.is_dir() else {}
+    if args.json_output and "session-a" in anth:
+        page = json.dumps(json.loads((CORPUS / "github-api" / "paginate-issues.json").read_text()), indent=2)
+        anth["session-a"] = with_json_output(anth["session-a"], page)
     oai = openai_sessions(args.openai)
     if not anth and not oai:
         sys.exit(f"no sessions in {args.flows} or {args.openai} (the corpus sits beside the repository as ../shared/corpus)")
     counter = TokenCounter(Path.home() / ".headroom")
     console = Console(width=200)
-    results = [("anthropic", k, v) for k, v in run(anth, AnthropicCache, counter, args.timeout_after).items()]
-    results += [("openai", k, v) for k, v in run(oai, OpenAICache, counter, args.timeout_after).items()]
+    results = [("anthropic", k, v) for k, v in run(anth, AnthropicCache, counter, args.timeout_after, args.timeout_at).items()]
+    results += [("openai", k, v) for k, v in run(oai, OpenAICache, counter, args.timeout_after, args.timeout_at).items()]
     t = Table(title="Prompt-cache cost of whole sessions without / with the proxy (tokens: cl100k_base estimates)")
     for col in ("provider", "session", "requests", "tokens before", "tokens after", "saved", "reads (with)", "writes (with)",
                 "USD without", "USD with", "cost saved", "earlier breaks"):  # fmt: skip
@@ -173,6 +206,9 @@ def main() -> None:
                   f"{r.with_proxy.read:,}", f"{r.with_proxy.write:,}", f"{r.without.usd:.4f}", f"{r.with_proxy.usd:.4f}",
                   f"{pct:+.1f}%", str(r.breaks))  # fmt: skip
     console.print(t)
+    if args.timeout_at or args.timeout_after:
+        console.print("late compressions (earlier outputs a timeout sent whole, compressed in a later request): "
+                      + ", ".join(f"{name} {r.late}" for _, name, r in results))  # fmt: skip
     if args.per_request:
         for provider, name, r in results:
             pt = Table(title=f"{provider} {name}: per request")

@@ -659,7 +659,7 @@ def _late_step(rt: Runtime, req: _Request, rec: SessionRecord, replayed: _Replay
     try:
         zone, late = compress_late(
             rt, replayed.zone, req.request.tool_outputs, scope=req.scope.id, lossless=lossless, query=req.request.latest_user_text,
-            calls=req.request.tool_calls, model=model, stores=rec.revision,
+            calls=req.request.tool_calls, model=model, stores=rec.revision, project=req.scope.project,
             compress=lambda t, q, h=None: _compress_one(rt, t, q, h, lossless, TIME_SHARE),
         )  # fmt: skip
     except Exception as e:  # noqa: BLE001 - the request goes on as the session sent it before
@@ -716,7 +716,7 @@ def _content_step(rt: Runtime, req: _Request, live_from: int, proxy_tools: tuple
     decisions = _ReadOnlyDecisions(rt.decisions) if req.dry_run else originals_first.DeferredDecisions(rt.decisions)
     result, outputs, query = _compress_step(rt, req, live_from, lossless, fast, decisions)
     s = rt.settings
-    images = plan_images(req.dialect, req.parsed, live_from, 0 if lossless else s.image_max_tokens, s.exclude_tools, req.request) if s.images and not fast else ImagesOutcome()
+    images = plan_images(req.dialect, req.parsed, live_from, 0 if lossless else s.image_max_tokens, s.exclude_tools) if s.images and not fast else ImagesOutcome()
     pending = decisions.pending if isinstance(decisions, originals_first.DeferredDecisions) else ()
     return _Compressed(result, outputs, query, images, lossless, pending)
 
@@ -749,7 +749,7 @@ def _originals_step(rt: Runtime, req: _Request, live_from: int, content: _Compre
     result = originals_first.demoted(content.result, alt)
     originals_first.hold(rt.decisions, req.scope.id, outputs, result, content.pending + instead.pending)
     s = rt.settings
-    images = plan_images(req.dialect, req.parsed, live_from, 0, s.exclude_tools, req.request) if content.images.offloads else content.images
+    images = plan_images(req.dialect, req.parsed, live_from, 0, s.exclude_tools) if content.images.offloads else content.images
     what = [f"{len(lossy)} tool outputs sent whole or losslessly compressed"] if lossy else []
     what += [f"{len(content.images.offloads)} images only resized"] if content.images.offloads else []
     words = f"{' and '.join(what)}: their originals could not be stored ({cause})"

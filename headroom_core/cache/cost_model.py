@@ -32,7 +32,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from headroom_core.wire.dialects import WireDialect, for_body
 
@@ -256,9 +256,20 @@ class LateCost:
         return max(0.0, self.extra_now / self.saved_per_turn)
 
 
-def expected_remaining(requests_so_far: int) -> int:
-    """The requests a session that has made ``requests_so_far`` is expected to make still: as
-    many again (the Lindy estimate: for a lifetime with no known scale, the expected remainder
-    of what has lasted ``t`` is ``t``; J. R. Gott, "Implications of the Copernican principle
-    for our future prospects", Nature 363, 1993), at least 1."""
+#: Sessions longer than the current one needed to estimate its remainder from history.
+MIN_HISTORY = 3
+
+
+def expected_remaining(requests_so_far: int, lengths: Sequence[int] = ()) -> int:
+    """The requests a session that has made ``requests_so_far`` is expected to make still.
+
+    From history when there is enough: the mean residual life of the sessions in ``lengths``
+    (their requests each; e.g. the project's recent sessions) that went longer than this one
+    so far, ``mean(L - t for L > t)`` (at least :data:`MIN_HISTORY` of them). Else as many
+    again as so far (the Lindy estimate: for a lifetime of no known scale the expected remainder
+    of what has lasted ``t`` is ``t``; J. R. Gott, "Implications of the Copernican principle for
+    our future prospects", Nature 363, 1993). At least 1."""
+    longer = [n - requests_so_far for n in lengths if n > requests_so_far]
+    if len(longer) >= MIN_HISTORY:
+        return max(1, round(sum(longer) / len(longer)))
     return max(1, requests_so_far)

@@ -14,16 +14,25 @@ import threading
 from collections import OrderedDict
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, cast
 
-from sqlalchemy import update
+from sqlalchemy import Table, bindparam, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from headroom_core.compress.result import DEFERRED, CompressResult, Offload
-from headroom_core.db import upsert as _upsert
 from headroom_core.db.models import CompressionDecision
 from headroom_core.db.sealed import SECRET_BYTES, Sealer
 from headroom_core.db.upsert import upsert_many
+
+#: A placeholder (a deferred decision) gives way to the first real decision for its key.
+#: (Core statements on the table: no ORM layer, which refuses an executemany UPDATE with a WHERE.)
+_T = cast(Table, CompressionDecision.__table__)
+_REPLACE_DEFERRED = (
+    update(_T)
+    .where(_T.c.decision_hash == bindparam("p_decision_hash"), _T.c.strategy == DEFERRED)
+    .values({c: bindparam(f"p_{c}") for c in ("changed", "result", "kind", "strategy", "reason", "offload_key", "tokens_before", "tokens_after")})
+)
+_NOTE = update(_T).where(_T.c.decision_hash == bindparam("h"), _T.c.strategy == DEFERRED).values(tokens_before=bindparam("b"), tokens_after=bindparam("a"))
 
 # Bump when a compressor's output for the same input changes, so old decisions are not reused.
 COMPRESSOR_VERSION = "3"
@@ -116,8 +125,14 @@ class DecisionCache:
     @staticmethod
     def write(s: Session, rows: Sequence[Mapping[str, Any]]) -> None:
         """Insert :meth:`rows` in the caller's transaction ``s``, one statement; a key already
-        there keeps its row (first writer wins). Raises SQLAlchemy's errors."""
+        there keeps its row (first writer wins), but for a :data:`~headroom_core.compress.result.DEFERRED`
+        one (an output sent whole for want of time: a placeholder), which the first real decision
+        replaces (a second statement, only while it is still the placeholder). Raises
+        SQLAlchemy's errors."""
         upsert_many(s, CompressionDecision, rows, ["decision_hash"], update=[])
+        real = [{f"p_{k}": v for k, v in r.items()} for r in rows if r["strategy"] != DEFERRED]
+        if real:
+            s.execute(_REPLACE_DEFERRED, real)
 
     def remember(self, h: str, result: CompressResult, tokens_before: int, tokens_after: int) -> None:
         """Keep the decision for ``h`` in memory only, in place of any decision memory had for
@@ -128,40 +143,29 @@ class DecisionCache:
         self._remember(h, (result, tokens_before, tokens_after))
 
     def settle(self, h: str, result: CompressResult, tokens_before: int, tokens_after: int, original: str) -> tuple[CompressResult, int, int] | None:
-        """Decide again, with ``result``, the output ``original`` (key ``h``) whose decision
-        was :data:`~headroom_core.compress.result.DEFERRED` (it went whole for want of time):
-        the deferred decision is replaced once, in the database (only while it is still the
-        deferred one; inserted when there is none) and in memory. When another proxy or thread
-        settled it first, theirs stands. Returns the decision that stands ``(result,
-        tokens_before, tokens_after)`` (None: none is stored). Raises SQLAlchemy's errors.
-
-        Memory never keeps a deferred decision (another proxy may replace it): :meth:`get`
-        reads it from the database each time (they are rare: one per output a timeout sent)."""
+        """Decide again, with ``result``, the output ``original`` (key ``h``) whose decision is
+        :data:`~headroom_core.compress.result.DEFERRED` (it went whole for want of time): stored
+        as :meth:`put` does, so it replaces the placeholder once; when another proxy or thread
+        decided it first, theirs stands. Returns the decision that stands, read back from the
+        database ``(result, tokens_before, tokens_after)`` (None: none is stored). Raises
+        SQLAlchemy's errors."""
+        self.put(h, result, tokens_before, tokens_after)
         if self._sessions is None:
-            with self._lock:
-                hit = self._mem.get(h)
-            if hit is not None and not hit[0].is_deferred:
-                return _with_original(hit[0], original), hit[1], hit[2]
-            self._remember(h, (result, tokens_before, tokens_after))
             return result, tokens_before, tokens_after
-        values = dict(
-            changed=result.changed,
-            result=self._sealer.seal(result.text, f"decision:{h}") if result.changed else b"",
-            kind=result.kind,
-            strategy=result.strategy,
-            reason=result.reason[:300],
-            offload_key=result.offloads[0].key if result.offloads else None,
-            tokens_before=tokens_before,
-            tokens_after=tokens_after,
-        )
-        D = CompressionDecision
-        with self._sessions.begin() as s:
-            replaced = s.execute(update(D).where(D.decision_hash == h, D.strategy == DEFERRED).values(**values).returning(D.decision_hash)).first()
-            if replaced is None:
-                _upsert.insert_ignore(s, D, dict(decision_hash=h, created_at=datetime.now(timezone.utc).replace(tzinfo=None), **values), ["decision_hash"])
         with self._lock:
             self._mem.pop(h, None)
-        return self.get(h, original)  # the one that stands, read back
+        return self.get(h, original)
+
+    def note(self, h: str, tokens_before: int, tokens_after: int) -> None:
+        """Record on the placeholder ``h`` (a :data:`~headroom_core.compress.result.DEFERRED`
+        decision) what compressing its output would give, in tokens, while it waits for that to
+        pay (:mod:`headroom_core.cache.late`): any proxy then weighs it again without
+        compressing it again. Nothing when it is no longer the placeholder. Raises SQLAlchemy's
+        errors."""
+        if self._sessions is None:
+            return
+        with self._sessions.begin() as s:
+            s.execute(_NOTE, {"h": h, "b": tokens_before, "a": tokens_after})
 
     def _remember(self, h: str, entry: tuple[CompressResult, int, int]) -> None:
         if entry[0].is_deferred:  # decided again later, maybe by another proxy: read from the database

@@ -14,6 +14,7 @@ from headroom_core.compress.result import CompressResult, Offload
 from headroom_core.compress.tokens import TokenCounter
 from headroom_core.compress.reads import command_of, verbatim_call_ids
 from headroom_core.compress.router import Hint
+from headroom_core.compress.worker import CompressTimeout
 from headroom_core.wire.blocks import ToolCall, ToolOutput
 
 
@@ -122,11 +123,16 @@ def compress_outputs(
     every other output as it is, without counting or compressing anything new; that it went
     whole is recorded as its decision where the cache can take it
     (:meth:`~headroom_core.compress.result.CompressResult.deferred`: every proxy of a team then
-    sends the same bytes, until it is decided again with time).
+    sends the same bytes while it has no time either). Without ``cache_only`` such a placeholder
+    is no decision: the output is decided now, and that replaces it.
 
     Decisions are kept per ``scope`` (a :class:`~headroom_core.scope.Scope` id). ``lossless``
     (the model cannot call ``headroom_retrieve`` in this request): only results without
     offloads (nothing dropped, no marker) are used; such decisions are kept apart.
+
+    A ``compressor`` that raises :class:`~headroom_core.compress.worker.CompressTimeout` (the
+    request's time ran out) turns ``cache_only`` on from that output on, that output included:
+    the request goes on with the decisions made in time instead of a second walk.
     """
     verbatim = verbatim_call_ids(calls) if calls is not None else frozenset()
     replacements: list[tuple[tuple, str]] = []
@@ -148,6 +154,10 @@ def compress_outputs(
             continue
         h = decision_key(cache, scope, out.text, lossless)
         hit = cache.get(h, out.text)
+        if hit is not None and hit[0].is_deferred:
+            # it went whole for want of time somewhere: decided now when there is time (the
+            # decision replaces it), else whole again (the tokens it notes are a forecast)
+            hit = None if not cache_only else (hit[0], 0, 0)
         cached = hit is not None
         if hit is None and cache_only:  # no time to decide: sent whole, and that is recorded
             res = CompressResult.deferred(out.text)
@@ -161,10 +171,20 @@ def compress_outputs(
             before = counter.count(out.text)
             if before < min_tokens:
                 continue
-            if calls is None:
-                res = compressor(out.text, query)
-            else:
-                res = compressor(out.text, query, hint_for_call(out.tool_name, calls.get(out.call_id)))
+            try:
+                if calls is None:
+                    res = compressor(out.text, query)
+                else:
+                    res = compressor(out.text, query, hint_for_call(out.tool_name, calls.get(out.call_id)))
+            except CompressTimeout:  # the request's time ran out: this output and the rest as with cache_only
+                cache_only = True
+                res = CompressResult.deferred(out.text)
+                try:
+                    cache.put(h, res, 0, 0)
+                except Exception:  # noqa: BLE001 - as above
+                    pass
+                blocks.append(BlockOutcome(out.path, out.tool_name, "", res.strategy, res.reason, False, 0, 0, False))
+                continue
             if lossless and res.offloads:
                 res = CompressResult.unchanged(out.text, res.kind, "lossless only: the model cannot call headroom_retrieve")
             after = counter.count(res.text) if res.changed else before

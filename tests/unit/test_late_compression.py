@@ -99,14 +99,20 @@ def test_an_output_that_compresses_little_does_not_pay_for_its_write():
     assert not LateCost(1_000, 1_000, tail_tokens=0, remaining=100).pays  # nothing saved
 
 
-def test_cache_prices_from_the_price_table_and_the_sessions_expected_length():
+def test_a_sessions_expected_remaining_requests():
+    assert [expected_remaining(n) for n in (0, 1, 7)] == [1, 1, 7]  # no history: as many again (Lindy)
+    # the project's recent sessions that went longer than this one so far: their mean remainder
+    assert expected_remaining(3, [10, 12, 2, 20, 3]) == round((7 + 9 + 17) / 3)
+    assert expected_remaining(3, [10, 12, 2]) == 3  # too few went longer: Lindy again
+
+
+def test_cache_prices_from_the_price_table():
     assert late.cache_ratios(PriceTable(), "claude-sonnet-4-5") == pytest.approx((1.25, 0.1))
     assert late.cache_ratios(PriceTable(), "gpt-4o") == pytest.approx((1.0, 0.5))
     assert late.cache_ratios(PriceTable(), "no-such-model") == pytest.approx((1.25, 0.1))  # the dearest write premium
     assert late.cache_ratios(PriceTable(user=["my-model=2/8/1/2"]), "my-model") == pytest.approx((1.0, 0.5))
-    assert [expected_remaining(n) for n in (0, 1, 7)] == [1, 1, 7]
     # an OpenAI model: no write premium, so a change costs the tail once at the full price
-    c = late.price(42_200, 421, tail_chars=0, stores=3, ratios=late.cache_ratios(PriceTable(), "gpt-4o"))
+    c = late.price(42_200, 421, tail_chars=0, remaining=3, ratios=late.cache_ratios(PriceTable(), "gpt-4o"))
     assert c.pays and c.extra_now == pytest.approx(421 - 0.5 * 42_200)
 
 
@@ -178,19 +184,24 @@ def test_an_output_a_timeout_sent_whole_is_compressed_once_the_next_turn_and_rep
     assert changed == [(2, AT)]
 
 
-def test_an_output_whose_compression_would_not_pay_stays_whole_for_the_session(home, counter):
-    a = proxy(home, counter)
+def test_an_output_whose_compression_does_not_pay_yet_stays_whole_and_is_weighed_without_compressing_again(home, counter):
+    a, b = proxy(home, counter), proxy(home, counter)
     turns = [raw(m) for m in conversation(grep_output(), 4)]
     out = [sent(plan_request(a, "POST", "/v1/messages", UA, turns[0]), turns[0])]
     out.append(sent(replay_only(a, "POST", "/v1/messages", UA, turns[1], "compression timed out after 10.0 s"), turns[1]))
     p = plan_request(a, "POST", "/v1/messages", UA, turns[2])
     out.append(sent(p, turns[2]))
-    assert p.late is not None and (p.late.outputs, p.late.kept) == (0, 1)
-    assert "kept whole" in p.reason
-    p = plan_request(a, "POST", "/v1/messages", UA, turns[3])  # decided: not asked again
+    assert p.late is not None and (p.late.outputs, p.late.kept, p.late.waiting) == (0, 0, 1)
+    assert "left whole until compressing them late pays" in p.reason
+    with a.sessions() as s:  # the placeholder notes what compressing gives, for every proxy
+        row = s.scalars(select(CompressionDecision).where(CompressionDecision.strategy == DEFERRED)).one()
+    assert 0 < row.tokens_after < row.tokens_before
+    p = plan_request(b, "POST", "/v1/messages", UA, turns[3])  # weighed again, by another proxy: still no
     out.append(sent(p, turns[3]))
     assert p.late is None
     assert {o["messages"][AT]["content"][0]["content"] for o in out[1:]} == {grep_output()}
+    rec = b.session_store.load(p.session_key)
+    assert rec.messages[AT].deferred == (("content", 0, "content"),)  # and asked again next turn
 
 
 def test_a_token_count_and_a_fallback_decide_nothing_again(home, counter):
@@ -218,3 +229,22 @@ def test_a_timeout_records_that_it_sent_an_output_whole_and_the_session_remember
     # another proxy with no time either sends the very same bytes
     again = replay_only(b, "POST", "/v1/messages", UA, turns[1], "compression timed out after 10.0 s")
     assert again.body == p.body
+
+
+def test_a_placeholder_gives_way_to_the_first_real_decision_and_the_session_follows_it(home, counter):
+    a, b = proxy(home, counter), proxy(home, counter)
+    turns = [raw(m) for m in conversation(log_output(), 3)]
+    plan_request(a, "POST", "/v1/messages", UA, turns[0])
+    replay_only(a, "POST", "/v1/messages", UA, turns[1], "compression timed out after 10.0 s")
+    assert deferred_rows(a) == 1
+    # another conversation of the same client and project meets the same output as new: with time,
+    # it is decided now, and that decision replaces the placeholder
+    other = json.loads(turns[1])
+    other["messages"][0]["content"][0]["text"] = "Another task: look at the nightly log."
+    p = plan_request(b, "POST", "/v1/messages", UA, json.dumps(other).encode())
+    theirs = sent(p, b"")["messages"][AT]["content"][0]["content"]
+    assert len(theirs) < len(log_output()) / 10 and deferred_rows(b) == 0
+    # the first session, next turn: the decision made since stands, applied as the team sent it
+    p = plan_request(a, "POST", "/v1/messages", UA, turns[2])
+    assert p.late is not None and p.late.outputs == 1
+    assert sent(p, turns[2])["messages"][AT]["content"][0]["content"] == theirs
