@@ -141,6 +141,8 @@ def finish_turn(
         return _submit_when_counted(writer, e, t)
     if t is not None:
         _tools_figures(e, t)  # without a writer: waits for the counting
+    else:
+        _settle(e.rows[-1])
     if writer is not None:
         return writer.submit(e)
     assert sessions is not None, "finish_turn needs a writer or sessions"
@@ -177,6 +179,29 @@ def _tools_figures(entry: Entry, t: ToolsFigures) -> None:
     # the client's tools before and as forwarded; the proxy's own tools apart (not a growth of
     # the client's tools: issue 34, item 10)
     entry.rows[-1].update(tools_tokens_before=t.tokens_before, tools_tokens_after=t.tokens_client_after, proxy_tools_tokens=t.tokens_proxy)
+    _settle(entry.rows[-1])
+
+
+def settled_action(action: str, bytes_before: int, bytes_after: int, tokens_before: int, tokens_after: int, tools_before: int, tools_after: int) -> str:
+    """The action of a row from its figures: a rewritten request (``action`` ``compressed``) is
+    ``compressed`` only when something went smaller: the body (bytes), its tool outputs (this
+    turn's and the replayed ones, in estimated tokens) or the client's tool definitions (the
+    proxy's own tools are counted apart). One rewritten with nothing smaller and its body grown
+    (only the proxy's tools added, an output kept whole, a memory injected) is ``unchanged``.
+    Any other action stays as it is."""
+    if action == "compressed" and bytes_after >= bytes_before and tokens_after >= tokens_before and tools_after >= tools_before:
+        return "unchanged"
+    return action
+
+
+def _settle(row: dict[str, Any]) -> None:
+    """The row's action and outcome from its figures, once they are all known (:func:`settled_action`)."""
+    action = settled_action(row["action"], row["body_bytes_before"], row["body_bytes_after"], row["tokens_before"], row["tokens_after"],
+                            row["tools_tokens_before"], row["tools_tokens_after"])  # fmt: skip
+    if action != row["action"]:
+        row["action"] = action
+        if row.get("outcome") == "compressed":
+            row["outcome"] = "unchanged"
 
 
 def _submit_when_counted(writer: LedgerWriter, entry: Entry, t: ToolsFigures) -> Future:

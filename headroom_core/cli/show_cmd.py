@@ -79,7 +79,7 @@ def render(r: dict[str, Any], wide: bool) -> None:
         ("project", r["project"] or "-"),
         ("session", r["session"] if wide else (r["session"] or "")[:12]),
         ("status", _n(r["status"])),
-        ("what the proxy did", f"{r['action']}" + (f" ({r['outcome_label']})" if r.get("outcome_label") and r["outcome"] not in ("compressed", "unchanged") else "")),
+        ("what the proxy did", f"{r['action']}" + (f" ({r['outcome_label']})" if r.get("outcome_label") and r["outcome"] not in ("compressed", "unchanged") else _additions(r))),
         ("reason", r["reason"] or "-"),
         ("body bytes", _change(r["bytes"]["before"] or 0, r["bytes"]["after"] or 0)),
         ("tool outputs, tokens (est.)", _change(r["tokens"]["before"] or 0, r["tokens"]["after"] or 0)),
@@ -181,3 +181,12 @@ def _readers(settings: Any, sessions: Any) -> tuple[Any, Any]:
 def register(app: typer.Typer) -> None:
     """Add ``headroom show`` to the CLI."""
     app.command("show")(show)
+
+
+def _additions(r: dict) -> str:
+    """`` (…)`` after ``unchanged`` when the body went out changed all the same, from the
+    report's figures: the proxy's tools added, or nothing made smaller (an output kept whole,
+    an injection)."""
+    if r["action"] != "unchanged" or (r["bytes"]["after"] or 0) == (r["bytes"]["before"] or 0):
+        return ""
+    return " (proxy tools added)" if r["tools"]["proxy"] else " (nothing made smaller)"

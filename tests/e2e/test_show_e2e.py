@@ -8,6 +8,8 @@ requests went out uncompressed and why."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import subprocess
@@ -150,3 +152,26 @@ def test_the_page_view_of_a_request(session):
     fig = {el["data-figure"]: el for el in BeautifulSoup(page.text, "html.parser").select("[data-figure]")}
     assert fig["uncompressed"]["data-value"] == "1" and int(fig["proxy_tools_tokens"]["data-value"]) > 0
     assert "−-" not in page.text
+
+
+def test_a_request_sent_with_only_the_proxys_tools_added_is_not_compressed(session, upstream_server):
+    """A new conversation over ``retrieve_min_bytes`` (a long system prompt) whose tool output is
+    too small to compress: the body goes out grown by headroom_retrieve alone. ``show`` says so and ``stats --by action`` counts it as unchanged,
+    not as a compressed request that saved a negative number of tokens."""
+    body = anthropic_request('{"ok": true}')
+    upstream_server.script(Reply.text("small"))
+    anthropic_client(upstream_server, session).messages.create(model="claude-sonnet-4-5", max_tokens=100, system="a new conversation. " + "Follow the house style. " * 600, tools=body["tools"], messages=body["messages"])
+    for _ in range(200):
+        with session.sessions() as s:
+            row = s.scalars(select(RequestOutcome).order_by(RequestOutcome.id.desc())).first()
+        if row is not None and row.id > session.rows[-1].id and row.status_code:
+            break
+        time.sleep(0.1)
+    assert row.body_bytes_after > row.body_bytes_before and row.proxy_tools_tokens > 0  # grown by the proxy's tool
+    assert (row.tokens_after, row.tools_tokens_after) == (row.tokens_before, row.tools_tokens_before)  # nothing smaller
+    assert (row.action, row.outcome) == ("unchanged", "unchanged")
+    out = _cli(session, "show", str(row.id))
+    assert out.returncode == 0 and "unchanged (proxy tools added)" in out.stdout, out.stdout + out.stderr
+    by_action = {r["key"]: r for r in csv.DictReader(io.StringIO(_cli(session, "stats", "--by", "action", "--csv").stdout))}
+    assert (by_action["unchanged"]["requests"], by_action["compressed"]["requests"]) == ("1", "3")
+    assert int(by_action["unchanged"]["tokens_saved"]) == 0 and int(by_action["compressed"]["tokens_saved"]) > 0
