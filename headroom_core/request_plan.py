@@ -85,8 +85,12 @@ BYPASS_HEADER = "x-headroom-bypass"
 DB_BUSY_WORDS = f"the database was locked by another process for over {lock_wait.REQUEST_WAIT_SECONDS:g} s"
 #: The note of a plan that replayed this proxy's copy of the session's state unverified.
 STATE_UNVERIFIED = "the session's state as this proxy last knew it (the database did not say whether another proxy changed it)"
-#: Seconds the fallback after a compression timeout may take (it replays and looks up only).
-FALLBACK_MIN_SECONDS = 15.0
+#: Share of ``compress_timeout_seconds`` that compressing new tool outputs may take; past it the
+#: walk goes on with the decisions made by then and earlier ones (:func:`plan_request_async`).
+WORK_SHARE = 0.8
+#: Least time a plan has to finish on decisions already made, however small the budget (seconds):
+#: with a budget of a few milliseconds the session's earlier messages and tools still replay.
+REPLAY_MIN_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -237,26 +241,23 @@ def plan_request(
             return _plan(rt, r, path, headers, body, commit, defer=defer, continues=continues)
     except PlanAbandoned:
         return RequestPlan(Action.PASSTHROUGH, "abandoned: compression timed out", bytes_before=len(body), bytes_after=len(body), code=Code.ABANDONED)
-    except CompressTimeout as e:
-        deadline = _DEADLINE.get()
-        if deadline is not None and time.monotonic() >= deadline:  # plan_request_async already sends its fallback
-            return RequestPlan(Action.PASSTHROUGH, "abandoned: compression timed out", bytes_before=len(body), bytes_after=len(body), code=Code.ABANDONED)
+    except CompressTimeout as e:  # the content step goes on without one (compress_outputs); any other step's
         log.warning("headroom: %s; sending what was sent before, nothing new compressed", e)
-        return replay_only(rt, method, path, headers, body, str(e)[:200], defer, r, continues=continues)
+        return replay_only(rt, method, path, headers, body, str(e)[:200], defer, r, continues=continues, commit=commit)
     except DatabaseError as e:  # cannot be opened (a server not up yet): no walk can run without it
         log.warning("headroom: %s; the request goes on as the client sent it", e)
         return _not_compressed(rt, r, body, str(e), code=Code.DB_UNAVAILABLE, model=_model_hint(r, path, body))
     except Exception as e:  # noqa: BLE001 - fail open, loudly
         if lock_wait.is_lock_wait(e):
             log.warning("headroom: %s; sending what was sent before, nothing new compressed", DB_BUSY_WORDS)
-            return replay_only(rt, method, path, headers, body, DB_BUSY_WORDS, defer, r, continues=continues, busy=True)
+            return replay_only(rt, method, path, headers, body, DB_BUSY_WORDS, defer, r, continues=continues, busy=True, commit=commit)
         log.exception("headroom: compression failed; sending what was sent before, nothing new compressed")
-        return replay_only(rt, method, path, headers, body, f"internal error: {type(e).__name__}: {e}", defer, r, error=True, continues=continues)
+        return replay_only(rt, method, path, headers, body, f"internal error: {type(e).__name__}: {e}", defer, r, error=True, continues=continues, commit=commit)
 
 
 def replay_only(
     rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes, why: str, defer: bool = False, route_: Route | None = None,
-    error: bool = False, continues: Conversation | None = None, busy: bool = False,
+    error: bool = False, continues: Conversation | None = None, busy: bool = False, commit: Callable[[], bool] | None = None,
 ) -> RequestPlan:
     """The fallback when compressing failed or timed out (``why``): the session's earlier
     messages are still replayed byte for byte and ``tools`` still sent as before (so the
@@ -266,14 +267,17 @@ def replay_only(
     the failure was an internal error (kept as the plan's ``internal_error``). ``continues``: as
     for :func:`plan_request`. ``busy``: the failure was a database lock held past the request's
     lock-wait budget (:mod:`headroom_core.db.lock_wait`): the plan's code is ``DB_BUSY``; the
-    fallback shares what is left of that budget (a write it needs fails at once)."""
+    fallback shares what is left of that budget (a write it needs fails at once). ``commit``: as
+    for :func:`plan_request` (the fallback of a plan the caller may stop waiting for)."""
     r = route_ if route_ is not None else route(method, path)
     try:
         with lock_wait.bounded():
-            plan = _plan(rt, r, path, headers, body, None, fast=True, defer=defer, continues=continues)
+            plan = _plan(rt, r, path, headers, body, commit, fast=True, defer=defer, continues=continues)
         if plan.action != Action.REJECT and plan.dialect is not None and not plan.dry_run and 0 < rt.settings.fail_open_max_bytes < plan.bytes_after:
             return _not_compressed(rt, r, body, why, error)  # too large to send uncompressed
         return replace(plan, reason=f"{why[:150]}; fallback: {plan.reason}"[:300], code=Code.DB_BUSY if busy else Code.FALLBACK, internal_error=error)
+    except PlanAbandoned:  # the caller stopped waiting: what it sends instead stands
+        return RequestPlan(Action.PASSTHROUGH, "abandoned: compression timed out", bytes_before=len(body), bytes_after=len(body), code=Code.ABANDONED)
     except Exception as e:  # noqa: BLE001
         busy = busy or lock_wait.is_lock_wait(e)
         if busy:
@@ -291,6 +295,11 @@ class _CommitGate:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._state = ""
+
+    @property
+    def abandoned(self) -> bool:
+        """Whether the caller stopped waiting (the plan may stop where it is)."""
+        return self._state == "abandoned"
 
     def commit(self) -> bool:
         with self._lock:
@@ -311,13 +320,19 @@ async def plan_request_async(
     rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes, timeout_s: float, defer: bool = False, route_: Route | None = None,
     continues: Conversation | None = None,
 ) -> RequestPlan:
-    """:func:`plan_request` in a worker thread, bounded by ``timeout_s`` seconds (0: unbounded).
+    """:func:`plan_request` in a worker thread, the time it adds bounded by ``timeout_s`` seconds
+    (``compress_timeout_seconds``; 0: unbounded), whatever the body's shape.
 
-    On timeout the plan is abandoned before it stores anything for the session, and the request
-    is treated like a failed compression: earlier messages replayed, nothing new compressed
-    (:func:`replay_only`); unchanged when even that fails and the body is at most
-    ``fail_open_max_bytes``, else refused with 413. A plan that already committed when the
-    timeout fires is awaited instead (its session memory must match what is sent). ``defer``,
+    Compressing new tool outputs stops at :data:`WORK_SHARE` of ``timeout_s`` (the compression
+    worker is stopped there, nothing new is started after it): the walk goes on with the
+    decisions made by then and the session's earlier ones (its earlier messages and tools
+    replayed), and the plan says so (code ``FALLBACK``, its reason "compression timed out …",
+    logged once). A plan not done at ``timeout_s`` (at least :data:`REPLAY_MIN_SECONDS`) is
+    abandoned before it stores anything for the session, and the request goes upstream as the
+    client sent it (code ``ABANDONED``, the same reason; refused with 413 instead when it is
+    over a set ``fail_open_max_bytes``). A plan that already committed by then (its decisions
+    made, only splicing and storing them left, the latter within the database's lock-wait
+    budget) is awaited instead: its session memory must match what is sent. ``defer``,
     ``route_`` and ``continues``: as for :func:`plan_request`. Never raises.
 
     A request arriving while the proxy still warms up waits for it first, up to
@@ -330,28 +345,23 @@ async def plan_request_async(
     gate = _CommitGate()
     ctx = contextvars.copy_context()  # as asyncio.to_thread: the worker sees the caller's context
     if timeout_s > 0:
-        ctx.run(_DEADLINE.set, time.monotonic() + timeout_s)  # in the worker's context only
+        ctx.run(_DEADLINE.set, time.monotonic() + WORK_SHARE * timeout_s)  # in the worker's context only
+    ctx.run(_GATE.set, gate)
     # submitted now and awaited as one future (no task around a to_thread coroutine, no shield or
     # wait_for): the plan's result reaches the hook in two steps of the event loop, not six
     loop = asyncio.get_running_loop()
     task = loop.run_in_executor(None, ctx.run, plan_request, rt, method, path, headers, body, gate.commit, defer, r, continues)
     if timeout_s <= 0:
         return await task
-    done, _ = await asyncio.wait((task,), timeout=timeout_s)  # never cancels the plan
+    limit = max(timeout_s, REPLAY_MIN_SECONDS)
+    done, _ = await asyncio.wait((task,), timeout=limit)  # never cancels the plan
     if done:
         return task.result()
-    # the plan ran past the timeout
-    if not gate.abandon():
+    if not gate.abandon():  # committed: what is left is splicing and storing what it decided
         return await task
-    log.warning("headroom: compressing a %d-byte request took over %s s; sending what was sent before, nothing new compressed", len(body), timeout_s)
-    why = f"compression timed out after {timeout_s} s"
-    fallback = asyncio.ensure_future(asyncio.to_thread(replay_only, rt, method, path, headers, body, why, defer, r, False, continues))
-    try:
-        # the fallback only replays and looks up, and it is what keeps the provider's cached
-        # prefix: it gets at least FALLBACK_MIN_SECONDS whatever the timeout
-        return await asyncio.wait_for(asyncio.shield(fallback), max(timeout_s, FALLBACK_MIN_SECONDS))
-    except asyncio.TimeoutError:
-        return _not_compressed(rt, r, body, why + "; fallback timed out too")
+    why = f"compression timed out after {timeout_s:g} s (the request's plan took over {limit:g} s)"
+    log.warning("headroom: %s; the %d-byte request goes upstream as the client sent it", why, len(body))
+    return _not_compressed(rt, r, body, why, code=Code.ABANDONED, model=_model_hint(r, path, body))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -595,9 +605,26 @@ def _compress_step(rt: Runtime, req: _Request, live_from: int, lossless: bool, f
     return result, outputs, query
 
 
-#: When the plan must be done (``time.monotonic()``), for work in the compression worker; set by
-#: :func:`plan_request_async` (threads it starts see it), unset for a plain :func:`plan_request`.
+#: When compressing new tool outputs must stop (``time.monotonic()``): the compression worker's
+#: budget, and no new output is compressed after it; set by :func:`plan_request_async` (threads it
+#: starts see it), unset for a plain :func:`plan_request`.
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("headroom_plan_deadline", default=None)
+#: The commit gate of the plan :func:`plan_request_async` runs (None: no caller stops waiting).
+_GATE: contextvars.ContextVar[_CommitGate | None] = contextvars.ContextVar("headroom_plan_gate", default=None)
+
+
+def _out_of_time() -> bool:
+    """Whether the plan's time for compressing new tool outputs ran out (:data:`_DEADLINE`)."""
+    deadline = _DEADLINE.get()
+    return deadline is not None and time.monotonic() >= deadline
+
+
+def _go_on() -> None:
+    """Raise :class:`PlanAbandoned` when the caller stopped waiting for this plan (it sent the
+    client's bytes instead): the rest of the walk would be work for nobody."""
+    gate = _GATE.get()
+    if gate is not None and gate.abandoned:
+        raise PlanAbandoned()
 
 
 def _compress_one(rt: Runtime, text: str, query: str, hint: Any, lossless: bool, share: float = 1.0) -> CompressResult:
@@ -606,6 +633,8 @@ def _compress_one(rt: Runtime, text: str, query: str, hint: Any, lossless: bool,
     ``share`` of the plan's remaining time), the rest here. Raises
     :class:`~headroom_core.compress.worker.CompressTimeout` past that."""
     s = rt.settings
+    if _out_of_time():
+        raise CompressTimeout("the request's time for compression ran out")
     if len(text) >= WORKER_MIN_CHARS and classify(text, with_text_path(text, hint_for("", hint))).name not in ("text", "html"):
         deadline = _DEADLINE.get()
         budget = share * (deadline - time.monotonic() if deadline is not None else (s.compress_timeout_seconds or 600.0))
@@ -716,7 +745,7 @@ def _content_step(rt: Runtime, req: _Request, live_from: int, proxy_tools: tuple
     decisions = _ReadOnlyDecisions(rt.decisions) if req.dry_run else originals_first.DeferredDecisions(rt.decisions)
     result, outputs, query = _compress_step(rt, req, live_from, lossless, fast, decisions)
     s = rt.settings
-    images = plan_images(req.dialect, req.parsed, live_from, 0 if lossless else s.image_max_tokens, s.exclude_tools) if s.images and not fast else ImagesOutcome()
+    images = plan_images(req.dialect, req.parsed, live_from, 0 if lossless else s.image_max_tokens, s.exclude_tools, req.request) if s.images and not fast else ImagesOutcome()
     pending = decisions.pending if isinstance(decisions, originals_first.DeferredDecisions) else ()
     return _Compressed(result, outputs, query, images, lossless, pending)
 
@@ -749,7 +778,7 @@ def _originals_step(rt: Runtime, req: _Request, live_from: int, content: _Compre
     result = originals_first.demoted(content.result, alt)
     originals_first.hold(rt.decisions, req.scope.id, outputs, result, content.pending + instead.pending)
     s = rt.settings
-    images = plan_images(req.dialect, req.parsed, live_from, 0, s.exclude_tools) if content.images.offloads else content.images
+    images = plan_images(req.dialect, req.parsed, live_from, 0, s.exclude_tools, req.request) if content.images.offloads else content.images
     what = [f"{len(lossy)} tool outputs sent whole or losslessly compressed"] if lossy else []
     what += [f"{len(content.images.offloads)} images only resized"] if content.images.offloads else []
     words = f"{' and '.join(what)}: their originals could not be stored ({cause})"
@@ -854,20 +883,25 @@ def _plan(
     req = got
     rec = rt.session_store.load(req.store_key or req.session_key)
     replayed = _replay_step(rt, req, rec)  # 3
+    _go_on()
     ctx = _context(req, replayed.zone.start, len(body))
     proxy_tools = rec.tools.proxy_tools if rec.known else _decide_proxy_tools(rt, req, ctx)
     tools = _tools_step(rt, req, rec, proxy_tools, fast)  # 4
     proxy_tools = tools.state.proxy_tools  # the tools step may add headroom_tool_docs
     model = req.wire.model_of(req.whole, path)
     replayed = _late_step(rt, req, rec, replayed, proxy_tools, model, fast)  # 4b
-    content = _content_step(rt, req, replayed.zone.start, proxy_tools, fast)  # 5
+    _go_on()
+    content = _content_step(rt, req, replayed.zone.start, proxy_tools, fast or _out_of_time())  # 5
+    timed_out = None if fast else _timed_out(rt, req, content)
     if commit is not None and not req.dry_run and not commit():  # past its time: the fallback's decisions stand
         raise PlanAbandoned()
     content, unstored = _originals_step(rt, req, replayed.zone.start, content, fast)  # 5c: before anything goes upstream
     ctx = replace(ctx, query=content.query, tool_outputs=tuple(content.outputs), offloaded=bool(content.result.offloads or content.images.offloads))
-    injected, inject_edits = _inject_step(rt, req, ctx, replayed, fast)  # 6
+    injected, inject_edits = _inject_step(rt, req, ctx, replayed, fast or timed_out is not None or _out_of_time())  # 6
     edits = [*replayed.edits, *tools.edits, *content.edits, *inject_edits]
     out = _splice_step(req, replayed, edits)  # 7
+    if timed_out is not None and not req.dry_run and _over_fail_open(rt, req, out):
+        return _not_compressed(rt, r, body, timed_out)  # refused (413) before anything is stored for the session
     job = _remember_step(rt, req, rec, replayed, out, content, tools, proxy_tools, fast, commit, defer)
     hidden = frozenset(proxy_tools) if isinstance(req.wire.tools_of(req.parsed), list) or tools.edits else frozenset()
     n = len(body)
@@ -897,10 +931,38 @@ def _plan(
     if unstored is not None:
         plan = replace(plan, code=unstored.code, reason=unstored.words[:300])
     if not edits:
-        return plan
+        return _in_time(plan, timed_out)
     new_body = (req.envelope.wrap(out.text) if req.envelope is not None else out.text).encode("utf-8", "surrogatepass")
     what = _what(replayed, tools, content, injected) + (f"; {unstored.words}" if unstored is not None else "")
-    return replace(plan, action=Action.REWRITE, reason=what[:300], body=new_body, bytes_after=len(new_body))
+    return _in_time(replace(plan, action=Action.REWRITE, reason=what[:300], body=new_body, bytes_after=len(new_body)), timed_out)
+
+
+def _timed_out(rt: Runtime, req: _Request, content: _Compressed) -> str | None:
+    """Why the content step stopped compressing for want of time, in words (logged here, once;
+    None: it did not): how many tool outputs it sent whole instead of deciding them."""
+    whole = sum(1 for b in content.result.blocks if b.strategy == DEFERRED and not b.cached)
+    if not whole:
+        return None
+    t = rt.settings.compress_timeout_seconds
+    words = f"compression timed out after {WORK_SHARE * t:g} s ({WORK_SHARE:.0%} of compress_timeout_seconds {t:g} s): {whole} new tool outputs sent whole"
+    log.warning("headroom: %s; a %d-byte request goes on with the decisions made before", words, len(req.text))
+    return words
+
+
+def _over_fail_open(rt: Runtime, req: _Request, out: _Splice) -> bool:
+    """Whether what a plan that ran out of time would send is over a set ``fail_open_max_bytes``
+    (such a request is refused rather than sent without its new compression)."""
+    limit = rt.settings.fail_open_max_bytes
+    if not limit or len(out.text) > 4 * limit:  # four UTF-8 bytes a character at most
+        return bool(limit)
+    return len((req.envelope.wrap(out.text) if req.envelope is not None else out.text).encode("utf-8", "surrogatepass")) > limit
+
+
+def _in_time(plan: RequestPlan, timed_out: str | None) -> RequestPlan:
+    """``plan``, said to be a fallback for want of time when ``timed_out`` (its words)."""
+    if timed_out is None or plan.code is not Code.PLANNED:
+        return plan
+    return replace(plan, code=Code.FALLBACK, reason=f"{timed_out}; {plan.reason}"[:300])
 
 
 def _turn_prefix(rt: Runtime, req: _Request, rec: SessionRecord, out: _Splice, tools: SessionTools) -> TurnPrefix | None:

@@ -82,8 +82,10 @@ class Settings:
         environment variable: config.toml is read from inside it.""", factory=lambda: str(headroom_home()))
     ws_max_frame_bytes: int = setting(32 * 1024 * 1024, """A WebSocket client frame (Responses API response.create) larger than
         this closes the connection with code 1009. At least 1.""")
-    compress_timeout_seconds: float = setting(10.0, """Compressing one request or frame may take this long; after that it goes
-        on with earlier decisions only (nothing new compressed).""")
+    compress_timeout_seconds: float = setting(10.0, """The most time the proxy adds to one request or frame before forwarding it,
+        whatever its shape: new tool outputs are compressed in the first 80% of it, then the request goes on with the
+        decisions made by then and earlier ones (earlier messages and tools replayed); a plan not done by the end goes
+        upstream as the client sent it (at least 2 s for a very small budget).""")
     fail_open_max_bytes: int = setting(0, """0: a request that cannot be compressed (error, timeout) goes on unchanged,
         whatever its size up to max_body_bytes (fail open). Set: requests larger than this are refused instead
         (413 / 1009).""")
