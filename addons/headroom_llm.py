@@ -37,6 +37,7 @@ from mitmproxy import ctx, http
 from headroom_core.ccr.followup_error import FollowUpLost, json_answer
 from headroom_core.ccr.loop import StreamLoop, StreamTap, complete_json, sum_usage
 from headroom_core.request_plan import Action, Code, RequestPlan, plan_request_async
+from headroom_core.too_large import too_large_message
 from headroom_core.turn import Turn, Turns, client_key
 from headroom_core.wire.blocks import Usage
 from headroom_core.wire.decode import TooLarge, decode_limited, decoder_for
@@ -110,11 +111,7 @@ async def _followup_headers(st: FlowState, url: str, headers: dict[str, str], bo
 
 
 def _too_large(r: Route, size: int, limit: int) -> RequestPlan:
-    msg = (
-        f"headroom proxy: the request body decodes to more than {limit} bytes (headroom max_body_bytes; "
-        f"decoding stopped at {size} bytes), so it was not sent to the model. Compact the conversation "
-        "(for example /compact) or drop large tool outputs, then retry; resending the same request will be refused again."
-    )
+    msg = too_large_message(size, limit, passed="decoded")
     body = json.dumps(r.wire.error_body(msg, too_large=True)).encode()
     return RequestPlan(Action.REJECT, "body over max_body_bytes", r.dialect, status=413, error_body=body, bytes_before=size, code=Code.TOO_LARGE)
 

@@ -27,14 +27,9 @@ from dataclasses import dataclass
 
 from headroom_core.plan_codes import Action, Code
 from headroom_core.request_plan import BYPASS_HEADER, RequestPlan
+from headroom_core.too_large import too_large_message
 from headroom_core.wire.dialects import Route, route
 from headroom_core.wire.signed import body_signature
-
-_ADVICE = (
-    "so it was not sent to the model. Compact the conversation (for example /compact) or drop "
-    "large tool outputs, then retry; resending the same request will be refused again."
-)
-
 
 def declared_length(headers: Mapping[str, str]) -> int | None:
     """The body length (bytes) a request head declares: its ``content-length`` (lowercase
@@ -72,10 +67,10 @@ class BodyLimit:
         (``WireDialect.error_body(..., too_large=True)``), code ``TOO_LARGE``. ``size``: the
         declared length (``declared``) or the bytes read when the limit was passed (bytes)."""
         if declared:
-            msg = f"headroom proxy: the request body is {size} bytes (its Content-Length), over the limit of {self.limit} bytes (headroom max_body_bytes), "
+            msg = too_large_message(size, self.limit, declared=True)
         else:
-            msg = f"headroom proxy: the request body passed the limit of {self.limit} bytes (headroom max_body_bytes) after {size} bytes were read, "
-        body = json.dumps(self.route.wire.error_body(msg + _ADVICE, too_large=True)).encode()
+            msg = too_large_message(size, self.limit, passed="read")
+        body = json.dumps(self.route.wire.error_body(msg, too_large=True)).encode()
         return RequestPlan(Action.REJECT, "body over max_body_bytes", self.route.dialect, status=413, error_body=body, bytes_before=size, code=Code.TOO_LARGE)
 
 

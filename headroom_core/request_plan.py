@@ -70,6 +70,7 @@ from headroom_core.scope import Conversation, Scope, credential, request_convers
 from headroom_core.project import PROJECT_HEADER
 from headroom_core.tools import ToolsFigures, ToolsRequest, plan_step
 from headroom_core.tools import ToolsStep as _ToolsStep
+from headroom_core.too_large import too_large_message
 from headroom_core.wire import jsonedit
 from headroom_core.wire.detect import Dialect
 from headroom_core.wire.dialects import Route, WireDialect, route
@@ -154,13 +155,7 @@ class RequestPlan:
 
 
 def _too_large(d: WireDialect, size: int, limit: int) -> bytes:
-    msg = (
-        f"headroom proxy: the request body is {size} bytes, over the limit of {limit} bytes "
-        "(headroom max_body_bytes), so it was not sent to the model. Compact the conversation "
-        "(for example /compact) or drop large tool outputs, then retry; resending the same request "
-        "will be refused again."
-    )
-    return json.dumps(d.error_body(msg, too_large=True)).encode()
+    return json.dumps(d.error_body(too_large_message(size, limit), too_large=True)).encode()
 
 
 class PlanAbandoned(Exception):
