@@ -42,8 +42,10 @@ frame over ``ws_max_frame_bytes`` (or a body over ``max_body_bytes``), or a larg
 compression failed or timed out (over ``fail_open_max_bytes``, when set), is dropped, the client
 gets an in-band ``error`` event (``context_length_exceeded``: what makes Codex compact before it
 retries, :mod:`headroom_core.ws_policy`), and both the client and the upstream connection are
-closed with code 1009 and a reason that tells the agent to compact its context. Frames that are
-not JSON, not ``response.create``, or binary pass unchanged.
+closed with code 1009 and a reason that tells the agent to compact its context. A frame it will
+refuse for its size is not held whole: once over ``ws_max_frame_bytes`` it is dropped as it
+arrives (:mod:`headroom_ws_limit`), and refused when its end arrives. Frames that are not JSON,
+not ``response.create``, or binary pass unchanged.
 
 The frame that ends a turn for the client (its terminal event, or the last frames the proxy
 releases in its place) goes out once the turn's ledger row is durable, as an HTTP answer does:
@@ -66,6 +68,7 @@ from headroom_core.turn import Turns
 from headroom_core.ws_connection import Relay, WsConnection
 
 import headroom_ws_close
+import headroom_ws_limit
 from headroom_headers import header_dict
 from headroom_options import State
 
@@ -86,7 +89,9 @@ class ResponsesWebSocket:
         if flow.request.headers.get("upgrade", "").lower() != "websocket":
             return
         # the headers as the client sent them (x-headroom-* before the HTTP addon strips them)
-        flow.metadata[KEY] = WsConnection(header_dict(flow.request.headers), flow.request.path, key=f"ws {flow.id}", where=_where(flow))
+        flow.metadata[KEY] = conn = WsConnection(header_dict(flow.request.headers), flow.request.path, key=f"ws {flow.id}", where=_where(flow))
+        if self.state.runtime is not None:  # a frame it will refuse is dropped as it arrives
+            headroom_ws_limit.guard(flow, conn, self.state.runtime.settings.ws_max_frame_bytes)
 
     def websocket_message(self, flow: http.HTTPFlow) -> Coroutine[Any, Any, None] | None:
         # Sync for server events (no await on their path) except the one that ends a turn (it
@@ -100,10 +105,12 @@ class ResponsesWebSocket:
         if msg.injected:
             return None
         if msg.from_client:
+            dropped = flow.metadata.pop(headroom_ws_limit.DROPPED, 0)
+            if conn.closed or dropped:
+                msg.drop()  # refused, or cut short as it arrived: nothing of it goes upstream
             if conn.closed:
-                msg.drop()  # refused: nothing more goes upstream on this connection
                 return None
-            return self._client_frame(flow, conn, msg) if msg.is_text else None
+            return self._client_frame(flow, conn, msg, dropped) if msg.is_text else None
         if not msg.is_text:
             return None
         step = conn.server_frame(msg.content)
@@ -111,8 +118,8 @@ class ResponsesWebSocket:
             return self._settle(flow, conn, msg, step)
         return _carry_out(flow, msg, step)
 
-    async def _client_frame(self, flow: http.HTTPFlow, conn: WsConnection, msg: WebSocketMessage) -> None:
-        out = await conn.client_frame(self.state.runtime, self.turns, msg.content)
+    async def _client_frame(self, flow: http.HTTPFlow, conn: WsConnection, msg: WebSocketMessage, dropped: int = 0) -> None:
+        out = await conn.client_frame(self.state.runtime, self.turns, msg.content, dropped)
         if out.refusal is not None:
             msg.drop()
             # in this order on the connection: the error event tells the agent to compact (see ws_policy)

@@ -42,7 +42,10 @@ Further tables, each on its own flag (``--all`` runs every table):
   proxy port (``CONNECT`` + TLS), with ``Content-Length`` and chunked (issue 36): when the 413
   came (MiB sent by then, seconds), and the proxy's resident memory (VmRSS, MiB) before, at its
   peak (sampled every 20 ms) and 10 s after. "before" is the same proxy without the head limit
-  (``headroom_body_limit``'s addon left out: the body read whole, then refused).
+  (``headroom_body_limit``'s addon left out: the body read whole, then refused). A second table:
+  a WebSocket ``response.create`` frame over ``ws_max_frame_bytes`` (32 MiB) through the proxy
+  port, 64 MiB and 1 GiB: when the close 1009 came and the same memory figures; "before" without
+  ``headroom_ws_limit``'s wrapper (the frame held whole, grown by ``bytes +=``).
 """
 
 from __future__ import annotations
@@ -284,6 +287,85 @@ def without_body_limit_script(tmp: Path) -> Path:
     return p
 
 
+def without_ws_limit_script(tmp: Path) -> Path:
+    """A script loading the Headroom addons with mitmproxy's WebSocket relay as it was before
+    ``headroom_ws_limit`` (the "before" of ``--oversized``'s WebSocket table)."""
+    p = tmp / "headroom_whole_frames.py"
+    p.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(ADDON_SCRIPT.parent)!r})\n"
+        "import headroom as _h\n"
+        "import headroom_ws_limit\n"
+        "from mitmproxy.proxy.layers import websocket\n"
+        "websocket.WebsocketLayer.relay_messages = headroom_ws_limit._original_relay\n"
+        "addons = _h.addons\n"
+    )
+    return p
+
+
+class _Peak:
+    """The proxy's resident memory sampled every 20 ms while in the ``with`` block (MiB)."""
+
+    def __init__(self, proxy: MitmProxy) -> None:
+        import threading
+
+        self.proxy, self.before = proxy, rss_mib(proxy)
+        self.values = [self.before]
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.done.wait(0.02):
+            self.values.append(rss_mib(self.proxy))
+
+    def __enter__(self) -> "_Peak":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        time.sleep(0.5)
+        self.done.set()
+        self.thread.join()
+
+    @property
+    def peak(self) -> float:
+        return max(self.values)
+
+
+def oversized_ws(up: Upstream) -> Table:
+    import tempfile
+
+    from websockets.exceptions import ConnectionClosed
+
+    table = Table(title="A WebSocket response.create over ws_max_frame_bytes (32 MiB), through the proxy port: the close and the proxy's memory (MiB)")
+    for col in ("proxy", "frame", "close", "closed after s", "RSS before", "peak", "10 s after"):
+        table.add_column(col, justify="left" if col in ("proxy", "frame") else "right")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, script, sizes in (("before", without_ws_limit_script(Path(tmp)), (64,)), ("now", ADDON_SCRIPT, (64, 1024))):
+            proxy = MitmProxy(script).start()
+            try:
+                settle(proxy)
+                for mib in sizes:
+                    frame = '{"type":"response.create","model":"m","input":"' + "x" * (mib << 20) + '"}'
+                    code = "-"
+                    with _Peak(proxy) as peak:
+                        t0 = time.monotonic()
+                        try:
+                            with ws_connect(up, proxy, max_size=None, close_timeout=600) as ws:
+                                ws.send(frame)
+                                while True:
+                                    ws.recv(timeout=600)
+                        except ConnectionClosed as e:
+                            code = str(e.rcvd.code) if e.rcvd is not None else "none"
+                        when = time.monotonic() - t0
+                    del frame
+                    time.sleep(10)
+                    table.add_row(name, f"{mib} MiB", code, f"{when:.1f}", f"{peak.before:.0f}", f"{peak.peak:.0f}", f"{rss_mib(proxy):.0f}")
+            finally:
+                proxy.cleanup()
+    return table
+
+
 def _send_oversized(sock: socket.socket, host: str, total: int, chunked: bool) -> tuple[int, float, int]:
     """Send ``POST /v1/messages`` with a ``total``-byte body on ``sock`` in 1 MiB writes (all of
     it, as a client that does not read while it sends), then read the answer. Returns the
@@ -326,7 +408,6 @@ def _send_oversized(sock: socket.socket, host: str, total: int, chunked: bool) -
 
 def oversized(up: Upstream) -> Table:
     import tempfile
-    import threading
 
     from tests.support.leaving_clients import _tunnel
     from tests.support.proxy import free_port
@@ -347,24 +428,11 @@ def oversized(up: Upstream) -> Table:
                         sock, host = socket.create_connection(("127.0.0.1", base), timeout=600), f"127.0.0.1:{base}"
                     else:
                         sock, host = _tunnel(proxy, up, "http/1.1", 600)
-                    before = rss_mib(proxy)
-                    peak = [before]
-                    done = threading.Event()
-
-                    def sample() -> None:
-                        while not done.wait(0.02):
-                            peak.append(rss_mib(proxy))
-
-                    sampler = threading.Thread(target=sample, daemon=True)
-                    sampler.start()
-                    with sock:
+                    with _Peak(proxy) as peak, sock:
                         status, when, sent_then = _send_oversized(sock, host, total, chunked)
-                    time.sleep(0.5)
-                    done.set()
-                    sampler.join()
                     time.sleep(10)
                     table.add_row(name, way, "chunked" if chunked else "length", str(status), f"{sent_then / (1 << 20):.0f}", f"{when:.2f}",
-                                  f"{before:.0f}", f"{max(peak):.0f}", f"{rss_mib(proxy):.0f}")  # fmt: skip
+                                  f"{peak.before:.0f}", f"{peak.peak:.0f}", f"{rss_mib(proxy):.0f}")  # fmt: skip
             finally:
                 proxy.cleanup()
     return table
@@ -455,6 +523,7 @@ def main() -> int:
                 console.print(bomb(up))
             if args.all or args.oversized:
                 console.print(oversized(up))
+                console.print(oversized_ws(up))
             if args.all or args.ws_memory:
                 console.print(ws_memory(up, args.ws_sessions, args.ws_turns))
     if args.no_latency or (not args.all and (args.ws_memory or args.bomb or args.followup_probe or args.oversized)):

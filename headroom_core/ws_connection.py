@@ -155,23 +155,35 @@ class WsConnection:
         Responses path any frame, elsewhere one that says so in its first 4 KiB."""
         return self.responses_path or rws.looks_like_create(content)
 
-    async def client_frame(self, rt: Any, turns: Turns, content: bytes) -> Relay:
+    def drops(self, head: bytes) -> bool:
+        """Whether a client text frame that starts with ``head`` (its first 4 KiB, or all of it
+        when shorter) and passed ``ws_max_frame_bytes`` while it still arrives may be dropped
+        as it arrives (``addons/headroom_ws_limit.py``): it will be refused by its size
+        (:meth:`client_frame` with ``dropped``), or the connection is closed already. A frame
+        this connection passes unchanged (not a ``response.create`` where frames are told apart
+        by their content) never is: it goes upstream whole."""
+        return self.closed or self.carries(head)
+
+    async def client_frame(self, rt: Any, turns: Turns, content: bytes, dropped: int = 0) -> Relay:
         """A client text frame's ``content``: planned as ``POST /v1/responses``
         (:func:`~headroom_core.request_plan.plan_request_async`, under the compression timeout,
         as the conversation the connection pinned), its turn begun (``turns``; ``rt`` the
         runtime). Returns the frame rewritten (the compressed body spliced in, every other byte
         the client's), unchanged (not a ``response.create``, nothing to change), or refused
         (over a size limit: :mod:`headroom_core.ws_policy`; the refusal's ledger row recorded).
-        A frame after the proxy closed the connection is dropped. Never raises on the frame's
-        content."""
+        ``dropped``: bytes of the frame before ``content`` that were not kept (:meth:`drops`):
+        the frame is refused by its whole size. A frame after the proxy closed the connection
+        is dropped. Never raises on the frame's content."""
         if self.closed:
             return Relay(frames=())
-        if not self.carries(content):
+        if not dropped and not self.carries(content):
             return UNCHANGED
         s = rt.settings
-        refusal = ws_policy.frame_refusal(s, len(content))
+        refusal = ws_policy.frame_refusal(s, len(content) + dropped)
         if refusal is not None:
             return self._refuse(rt, refusal)
+        if dropped:  # only a frame over the limit is cut short; it can never go on
+            return Relay(frames=())
         frame = rws.parse_create(content)
         if frame is None:
             return UNCHANGED

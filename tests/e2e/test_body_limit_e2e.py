@@ -10,7 +10,10 @@ proxy port as ``HTTPS_PROXY`` (``CONNECT`` + TLS), over HTTP/1.1 and HTTP/2.
 - an SDK that writes its whole body before it reads gets the 413 (the rest of the body is read
   and dropped), and the refusal is in the ledger;
 - an API call sent to the proxy port itself gets its advice (``headroom_direct``) the same way;
-- a body of exactly the limit, with a length or chunked, still goes upstream.
+- a body of exactly the limit, with a length or chunked, still goes upstream;
+- a WebSocket ``response.create`` over ``ws_max_frame_bytes`` (one frame, or a message of many)
+  is dropped as it arrives (``addons/headroom_ws_limit.py``) and refused by its whole size as
+  before: the ``error`` event, close 1009, the ledger row; nothing of it goes upstream.
 
 Memory (resident before / peak / after a 1 GB body) is measured by ``bench/bench_transport.py
 --oversized``, not asserted here.
@@ -29,7 +32,11 @@ import anthropic
 import httpx
 import pytest
 
-from tests.support.clients import anthropic_client, http_client
+from websockets.exceptions import ConnectionClosed
+
+from headroom_core import ws_policy
+from headroom_core.wire import responses_ws as rws
+from tests.support.clients import anthropic_client, http_client, ws_connect
 from tests.support.leaving_clients import H2Client, H2Response, _tunnel
 from tests.support.proxy import ADDON_SCRIPT, free_port
 from tests.support.upstream import Reply
@@ -42,10 +49,11 @@ HUGE = 2_000_000_000
 
 @pytest.fixture(scope="module")
 def proxy(module_proxy_factory, upstream_server):
-    """The Headroom proxy with a 1 MB limit: its proxy port, and a base-URL port (``.base``)
-    forwarding to the test upstream."""
+    """The Headroom proxy with 1 MB limits (HTTP bodies, WebSocket frames): its proxy port, and
+    a base-URL port (``.base``) forwarding to the test upstream."""
     base = free_port()
-    p = module_proxy_factory(ADDON_SCRIPT, options={"headroom_max_body_bytes": LIMIT}, args=["--mode", "regular", "--mode", f"reverse:{upstream_server.url}@{base}"])
+    p = module_proxy_factory(ADDON_SCRIPT, options={"headroom_max_body_bytes": LIMIT, "headroom_ws_max_frame_bytes": LIMIT},
+                             args=["--mode", "regular", "--mode", f"reverse:{upstream_server.url}@{base}"])  # fmt: skip
     p.base = base
     return p
 
@@ -106,8 +114,8 @@ def _nothing_upstream(proxy: Any, upstream: Any) -> None:
     assert [json.loads(q.body)["messages"][0]["content"] for q in upstream.requests] == ["after"]
 
 
-def _ledger(proxy: Any, expect: int) -> list[tuple[int | None, str, int]]:
-    """(status, action, bytes before) of the proxy's 413 rows, once ``expect`` are written."""
+def _ledger(proxy: Any, expect: int, status: int = 413) -> list[tuple[int | None, str, int]]:
+    """(status, action, bytes before) of the proxy's ``status`` rows, once ``expect`` are written."""
     from headroom_core.db.engine import open_database
     from headroom_core.db.models import RequestOutcome
 
@@ -115,7 +123,7 @@ def _ledger(proxy: Any, expect: int) -> list[tuple[int | None, str, int]]:
     rows: list[tuple[int | None, str, int]] = []
     for _ in range(200):  # the row is written after the answer went out
         with sessions() as s:
-            rows = [(r.status_code, r.action, r.body_bytes_before) for r in s.query(RequestOutcome).filter(RequestOutcome.status_code == 413).order_by(RequestOutcome.id)]
+            rows = [(r.status_code, r.action, r.body_bytes_before) for r in s.query(RequestOutcome).filter(RequestOutcome.status_code == status).order_by(RequestOutcome.id)]
         if len(rows) >= expect:
             break
         time.sleep(0.05)
@@ -252,3 +260,34 @@ def test_http2_over_the_limit_is_refused_and_the_connection_goes_on(upstream, pr
     assert f"the request body is {HUGE} bytes (its Content-Length)" in json.loads(head.data)["error"]["message"]
     assert f"passed the limit of {LIMIT} bytes" in json.loads(counted.data)["error"]["message"] and sent < 4 * LIMIT
     assert [json.loads(q.body)["messages"][0]["content"] for q in upstream.requests] == ["after"]
+
+
+@pytest.mark.parametrize("fragments", [1, 64], ids=["one-frame", "fragmented"])
+def test_a_websocket_frame_over_the_limit_is_dropped_as_it_arrives_and_refused(upstream, proxy, fragments):
+    before = len(_ledger(proxy, 0, 1009))
+    text = json.dumps({"type": "response.create", "model": "gpt-5", "input": "x" * (8 * LIMIT)})
+    step = -(-len(text) // fragments)
+    got: list[str] = []
+    with ws_connect(upstream, proxy) as ws:
+        ws.send(text if fragments == 1 else iter([text[i : i + step] for i in range(0, len(text), step)]))
+        with pytest.raises(ConnectionClosed) as closed:
+            while True:
+                got.append(ws.recv(timeout=60))
+    want = rws.too_large_reason(len(text.encode()), LIMIT)
+    assert closed.value.rcvd is not None and (closed.value.rcvd.code, closed.value.rcvd.reason) == (1009, want)
+    assert [json.loads(g) for g in got] == [json.loads(ws_policy.error_event(want))]
+    assert [r for r in upstream.requests if r.method == "WS"] == []  # not one frame of it went upstream
+    assert _ledger(proxy, before + 1, 1009)[before:] == [(1009, "rejected", len(text.encode()))]
+
+
+def test_a_websocket_frame_of_the_limit_still_goes_upstream(upstream, proxy):
+    head = json.dumps({"type": "response.create", "model": "gpt-5", "input": ""})
+    text = head[:-2] + "y" * (LIMIT - len(head)) + head[-2:]
+    assert len(text.encode()) == LIMIT
+    upstream.script(Reply.text("ok"))
+    with ws_connect(upstream, proxy) as ws:
+        ws.send(text)
+        while json.loads(ws.recv(timeout=60))["type"] != "response.completed":
+            pass
+    (frame,) = [r for r in upstream.requests if r.method == "WS"]
+    assert json.loads(frame.body)["input"] == "y" * (LIMIT - len(head))

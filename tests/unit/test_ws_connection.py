@@ -143,6 +143,36 @@ def test_an_oversized_frame_is_refused_closes_the_connection_and_is_recorded(tmp
     assert (row.status_code, row.action) == (1009, "rejected")
 
 
+def test_a_frame_cut_short_as_it_arrived_is_refused_by_its_whole_size(tmp_path: Path, counter: TokenCounter):
+    """``dropped`` (addons/headroom_ws_limit.py: the bytes of a frame over the limit not kept):
+    the tail alone is small, the refusal and its row name the whole size."""
+    rt = Runtime(load_settings({"home": str(tmp_path), "ws_max_frame_bytes": 5000}, env={}))
+    rt.__dict__["counter"] = counter
+    conn, turns = connection(), Turns()
+    tail = b'xxxx"}]}'
+
+    async def scenario() -> Relay:
+        out = await conn.client_frame(rt, turns, tail, dropped=1_000_000)
+        turns.close()
+        return out
+
+    out = asyncio.run(scenario())
+    assert out.frames == () and out.refusal is not None and out.refusal.code == 1009 and conn.closed
+    assert f"request of {1_000_000 + len(tail)} B exceeds 5000 B" in out.refusal.reason
+    (row,) = rows(rt)
+    assert (row.status_code, row.action, row.body_bytes_before) == (1009, "rejected", 1_000_000 + len(tail))
+
+
+def test_only_a_frame_the_connection_will_refuse_may_be_dropped_as_it_arrives():
+    """On a Responses path every text frame is planned (and refused over the limit); elsewhere
+    only one that says it is a ``response.create`` in its first 4 KiB: any other goes whole."""
+    assert connection().drops(b'{"type":"session.update"}')
+    other = connection("/backend/ws")
+    assert other.drops(b'{"type": "response.create", "model"') and not other.drops(b'{"type":"session.update","x":"')
+    other.closed = True
+    assert other.drops(b"anything")
+
+
 def test_a_connection_adopts_the_project_a_later_frame_names(runtime: Runtime):
     headers = {k: v for k, v in HEADERS.items() if k != "x-headroom-project"}
     conn, turns = connection(headers=headers), Turns()
