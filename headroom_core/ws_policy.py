@@ -27,22 +27,25 @@ from dataclasses import dataclass
 from headroom_core.request_plan import Action, Code, RequestPlan
 from headroom_core.settings import Settings
 from headroom_core.wire import responses_ws as rws
+from headroom_core.too_large import too_large_message
 
 
 @dataclass(frozen=True)
 class Refusal:
     """A frame to refuse: the ``plan`` the ledger records, the close ``code`` and ``reason``
     (at most 123 bytes of UTF-8), and the in-band ``event`` the client gets before the close
-    (:func:`error_event` of the reason)."""
+    (:func:`error_event` of ``message``: for a frame over a size limit the text an HTTP 413 gives,
+    :func:`headroom_core.too_large.too_large_message`; else the reason)."""
 
     plan: RequestPlan
     reason: str
     code: int = rws.CLOSE_MESSAGE_TOO_BIG
+    message: str = ""
 
     @property
     def event(self) -> bytes:
         """The ``error`` event frame sent to the client before the close (see the module)."""
-        return error_event(self.reason)
+        return error_event(self.message or self.reason)
 
 
 #: The ``error.code`` that makes a Responses client compact its conversation before it retries
@@ -67,7 +70,7 @@ def frame_refusal(settings: Settings, size: int) -> Refusal | None:
     if size <= settings.ws_max_frame_bytes:
         return None
     plan = RequestPlan(Action.REJECT, "frame over ws_max_frame_bytes", rws.DIALECT, status=413, bytes_before=size, code=Code.TOO_LARGE)
-    return Refusal(plan, rws.too_large_reason(size, settings.ws_max_frame_bytes))
+    return Refusal(plan, rws.too_large_reason(size, settings.ws_max_frame_bytes), message=too_large_message(size, settings.ws_max_frame_bytes, "ws_max_frame_bytes"))
 
 
 def plan_refusal(settings: Settings, plan: RequestPlan) -> Refusal | None:
@@ -78,5 +81,5 @@ def plan_refusal(settings: Settings, plan: RequestPlan) -> Refusal | None:
     if plan.action is not Action.REJECT:
         return None
     if plan.code is Code.TOO_LARGE:
-        return Refusal(plan, rws.too_large_reason(plan.bytes_before, settings.max_body_bytes))
+        return Refusal(plan, rws.too_large_reason(plan.bytes_before, settings.max_body_bytes), message=too_large_message(plan.bytes_before, settings.max_body_bytes))
     return Refusal(plan, rws.not_compressed_reason(plan.bytes_before, settings.fail_open_max_bytes))

@@ -35,6 +35,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 
 from headroom_core import ws_policy
+from headroom_core.too_large import too_large_message
 from headroom_core.wire import responses_ws as rws
 from tests.support.clients import anthropic_client, http_client, ws_connect
 from tests.support.leaving_clients import H2Client, H2Response, _tunnel
@@ -275,7 +276,7 @@ def test_a_websocket_frame_over_the_limit_is_dropped_as_it_arrives_and_refused(u
                 got.append(ws.recv(timeout=60))
     want = rws.too_large_reason(len(text.encode()), LIMIT)
     assert closed.value.rcvd is not None and (closed.value.rcvd.code, closed.value.rcvd.reason) == (1009, want)
-    assert [json.loads(g) for g in got] == [json.loads(ws_policy.error_event(want))]
+    assert [json.loads(g) for g in got] == [json.loads(ws_policy.error_event(too_large_message(len(text.encode()), LIMIT, "ws_max_frame_bytes")))]
     assert [r for r in upstream.requests if r.method == "WS"] == []  # not one frame of it went upstream
     assert _ledger(proxy, before + 1, 1009)[before:] == [(1009, "rejected", len(text.encode()))]
 

@@ -17,6 +17,7 @@ from headroom_core.ccr import retrieve
 from headroom_core.compress import markers
 from headroom_core.db.engine import open_database
 from headroom_core.db.models import RequestOutcome
+from headroom_core.too_large import too_large_message
 from headroom_core.wire import responses_ws as rws
 from tests.support.clients import http_client, ws_connect
 from tests.support.proxy import ADDON_SCRIPT
@@ -67,16 +68,16 @@ def read_turn(ws) -> list[str]:
             return frames
 
 
-def closed_by_proxy(ws) -> ConnectionClosed:
+def closed_by_proxy(ws, message: str | None = None) -> ConnectionClosed:
     """The close of a refused frame, after the one in-band ``error`` event that precedes it
-    (ws_policy: ``context_length_exceeded``, the reason as its message)."""
+    (ws_policy: ``context_length_exceeded``, with ``message``: by default the close reason)."""
     got = []
     with pytest.raises(ConnectionClosed) as info:
         while True:
             got.append(ws.recv(timeout=30))
     closed = info.value
     assert closed.rcvd is not None
-    assert [json.loads(f) for f in got] == [json.loads(ws_policy.error_event(closed.rcvd.reason))]
+    assert [json.loads(f) for f in got] == [json.loads(ws_policy.error_event(closed.rcvd.reason if message is None else message))]
     assert json.loads(got[0])["error"]["code"] == "context_length_exceeded"
     return closed
 
@@ -157,7 +158,8 @@ def test_oversized_frame_closes_both_sides_with_1009(upstream, proxy):
     frame = create_frame(items("x" * (FRAME_LIMIT + 10)))
     with ws_connect(upstream, proxy) as ws:
         ws.send(frame)
-        closed = closed_by_proxy(ws)
+        # the event Codex shows says what an HTTP 413 says (one function); the close reason is short
+        closed = closed_by_proxy(ws, too_large_message(len(frame.encode()), FRAME_LIMIT, "ws_max_frame_bytes"))
     want = rws.too_large_reason(len(frame.encode()), FRAME_LIMIT)
     assert closed.rcvd is not None and (closed.rcvd.code, closed.rcvd.reason) == (1009, want)
     assert "Compact your context" in want and len(want.encode()) <= 123

@@ -17,6 +17,7 @@ from headroom_core.ledger_writer import LedgerWriter
 from headroom_core.request_plan import Action, Code, RequestPlan, plan_request
 from headroom_core.runtime import Runtime
 from headroom_core.settings import load_settings
+from headroom_core.too_large import too_large_message
 from headroom_core.turn import Turn
 from headroom_core.wire import dialects, responses_ws as rws
 from headroom_core.wire.blocks import Usage
@@ -144,8 +145,11 @@ def test_ws_size_policy_decides_by_code():
     assert json.loads(r.event) == {
         "type": "error",
         "status": 400,
-        "error": {"type": "invalid_request_error", "code": "context_length_exceeded", "message": r.reason, "param": "input"},
-    }
+        "error": {"type": "invalid_request_error", "code": "context_length_exceeded", "param": "input",
+                  "message": too_large_message(1001, 1000, "ws_max_frame_bytes")},  # the words of an HTTP 413
+    }  # fmt: skip
+    assert json.loads(ws_policy.plan_refusal(s, too_large).event)["error"]["message"] == too_large_message(600, 500)
+    assert json.loads(ws_policy.plan_refusal(s, failed).event)["error"]["message"] == ws_policy.plan_refusal(s, failed).reason
 
 
 def _record_turn(sessions, plan: RequestPlan, *, user_agent: str, **figures) -> None:
