@@ -63,7 +63,7 @@ from headroom_core.db.engine import DatabaseError
 from headroom_core.extensions import RequestContext
 from headroom_core.plan_codes import Action, Code
 from headroom_core.inject import tail_text_edits
-from headroom_core import originals_first
+from headroom_core import gc_tuning, originals_first
 from headroom_core.readiness import READY_WAIT_SECONDS
 from headroom_core.runtime import Runtime
 from headroom_core.scope import Conversation, Scope, credential, request_conversation
@@ -232,7 +232,8 @@ def plan_request(
     """
     r = route_ if route_ is not None else route(method, path)
     try:
-        with lock_wait.bounded():  # a database locked by another process: fail open, not wait
+        # a database locked by another process: fail open, not wait; a huge body: no collections
+        with lock_wait.bounded(), gc_tuning.paused(len(body) >= gc_tuning.PAUSE_MIN_BYTES):
             return _plan(rt, r, path, headers, body, commit, defer=defer, continues=continues)
     except PlanAbandoned:
         return RequestPlan(Action.PASSTHROUGH, "abandoned: compression timed out", bytes_before=len(body), bytes_after=len(body), code=Code.ABANDONED)
@@ -266,7 +267,7 @@ def replay_only(
     for :func:`plan_request` (the fallback of a plan the caller may stop waiting for)."""
     r = route_ if route_ is not None else route(method, path)
     try:
-        with lock_wait.bounded():
+        with lock_wait.bounded(), gc_tuning.paused(len(body) >= gc_tuning.PAUSE_MIN_BYTES):
             plan = _plan(rt, r, path, headers, body, commit, fast=True, defer=defer, continues=continues)
         if plan.action != Action.REJECT and plan.dialect is not None and not plan.dry_run and 0 < rt.settings.fail_open_max_bytes < plan.bytes_after:
             return _not_compressed(rt, r, body, why, error)  # too large to send uncompressed
@@ -826,7 +827,8 @@ def _remember_step(
         if tools.figures is not None:  # counted from now on, the request on its way (tools_figures)
             tools.figures.start()
         try:
-            with lock_wait.bounded():  # the answer waits for it: never for another writer's lock
+            # the answer waits for it: never for another writer's lock; a huge body: no collections
+            with lock_wait.bounded(), gc_tuning.paused(len(req.text) >= gc_tuning.PAUSE_MIN_BYTES):
                 _remember(rt, req, rec, replayed.zone, replayed.spans, replayed.hashes, out.text, out.spans, content.result, content.images, tools.state)
         except Exception as e:
             if not defer or not lock_wait.is_lock_wait(e):

@@ -32,23 +32,26 @@ def normal(v: Any) -> Any:
     """``v`` (parsed JSON) without ``cache_control`` members, a one-text-block ``content`` as
     its string: the form in which two equal prompt parts are equal."""
     if isinstance(v, dict):
-        out = {k: normal(x) for k, x in v.items() if k != CC}
+        out = {k: (x if isinstance(x, str) else normal(x)) for k, x in v.items() if k != CC}
         c = out.get("content")
         if isinstance(c, list) and len(c) == 1 and isinstance(c[0], dict) and c[0].get("type") in TEXT_TYPES:
             if set(c[0]) <= {"type", "text"} and isinstance(c[0].get("text"), str):
                 out["content"] = c[0]["text"]
         return out
     if isinstance(v, list):
-        return [normal(x) for x in v]
+        return [x if isinstance(x, str) else normal(x) for x in v]
     return v
+
+
+#: Numbers parsed as their exact text (:func:`_num`): one decoder for every call.
+_EXACT = json.JSONDecoder(parse_float=_num, parse_int=_num, parse_constant=_num)
 
 
 def norm_hash(text: str) -> str:
     """SHA-256 hex of a part's JSON ``text`` modulo ``cache_control`` members (at any depth) and
     string-vs-one-text-block ``content``; object member order does not count. Raises
     ``ValueError`` when ``text`` is not JSON."""
-    value = json.loads(text, parse_float=_num, parse_int=_num, parse_constant=_num)
-    blob = json.dumps(normal(value), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    blob = json.dumps(normal(_EXACT.decode(text)), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
 

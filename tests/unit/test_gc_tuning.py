@@ -34,3 +34,36 @@ def test_objects_alive_at_the_freeze_leave_the_collected_generations_and_garbage
     finally:
         gc.unfreeze()
     assert any(o is kept for o in gc.get_objects())
+
+
+def test_a_pause_lasts_until_the_last_block_that_paused_ends_and_restores_the_state() -> None:
+    import threading
+
+    from headroom_core.gc_tuning import paused
+
+    assert gc.isenabled()
+    inner_started, outer_may_end = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with paused():
+            inner_started.set()
+            outer_may_end.wait(10)
+
+    t = threading.Thread(target=other)
+    with paused():
+        assert not gc.isenabled()
+        t.start()
+        inner_started.wait(10)
+    assert not gc.isenabled()  # the other thread's block still runs
+    outer_may_end.set()
+    t.join(10)
+    assert gc.isenabled()
+    with paused(False):
+        assert gc.isenabled()
+    gc.disable()
+    try:
+        with paused():
+            pass
+        assert not gc.isenabled()  # it was off before: it stays off
+    finally:
+        gc.enable()
