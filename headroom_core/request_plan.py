@@ -37,6 +37,7 @@ import json
 import logging
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Callable, Mapping
@@ -53,7 +54,8 @@ from headroom_core.compress.markers import offload_key
 from headroom_core.ccr.retrieve import TOOL_NAME as RETRIEVE
 from headroom_core.clients import client_name
 from headroom_core.compress.images_step import IMAGE_KIND, ImagesOutcome, plan_images
-from headroom_core.compress.pipeline import PipelineResult, compress_outputs
+from headroom_core.compress.pipeline import MAX_OUTPUT_CHARS, PipelineResult, compress_outputs, decision_key, excluded, hint_for_call
+from headroom_core.compress.reads import verbatim_call_ids
 from sqlalchemy.exc import SQLAlchemyError
 from headroom_core.compress.result import DEFERRED, CompressResult
 from headroom_core.compress.router import classify, compress_text, hint_for, with_text_path
@@ -585,10 +587,12 @@ def _compress_step(rt: Runtime, req: _Request, live_from: int, lossless: bool, f
     s = rt.settings
     outputs = req.request.tool_outputs
     query = req.request.latest_user_text
+    live = [o for o in outputs if o.message_index >= live_from]
+    started = {} if fast else _start_worker_jobs(rt, req, live, query, lossless, decisions)
     result = compress_outputs(
-        [o for o in outputs if o.message_index >= live_from],
+        live,
         query,
-        lambda t, q, h=None: _compress_one(rt, t, q, h, lossless),
+        lambda t, q, h=None: _compress_one(rt, t, q, h, lossless, started=started),
         rt.counter,
         decisions,
         min_tokens=s.min_tokens,
@@ -623,19 +627,64 @@ def _go_on() -> None:
         raise PlanAbandoned()
 
 
-def _compress_one(rt: Runtime, text: str, query: str, hint: Any, lossless: bool, share: float = 1.0) -> CompressResult:
+def _compress_one(
+    rt: Runtime, text: str, query: str, hint: Any, lossless: bool, share: float = 1.0, started: Mapping[int, tuple[str, Future]] | None = None
+) -> CompressResult:
     """One tool output through the content router: a large one that is not prose in the
     compression worker (:mod:`headroom_core.compress.worker`: a timeout stops it, after
     ``share`` of the plan's remaining time), the rest here. Raises
-    :class:`~headroom_core.compress.worker.CompressTimeout` past that."""
+    :class:`~headroom_core.compress.worker.CompressTimeout` past that. ``started``: the worker's
+    jobs :func:`_start_worker_jobs` started for this request's outputs (by the text's identity):
+    one for ``text`` is awaited instead of being started now."""
     s = rt.settings
     if _out_of_time():
         raise CompressTimeout("the request's time for compression ran out")
-    if len(text) >= WORKER_MIN_CHARS and classify(text, with_text_path(text, hint_for("", hint))).name not in ("text", "html"):
-        deadline = _DEADLINE.get()
-        budget = share * (deadline - time.monotonic() if deadline is not None else (s.compress_timeout_seconds or 600.0))
-        return rt.compress_worker.run(Job(text, query, s.min_tokens, s.min_saving_ratio, hint, lossless), max(0.0, budget))
+    job = started.get(id(text)) if started else None
+    if job is not None and job[0] is text:
+        return job[1].result()
+    if _to_worker(text, hint):
+        return rt.compress_worker.run(Job(text, query, s.min_tokens, s.min_saving_ratio, hint, lossless), _worker_budget(rt, share))
     return compress_text(text, query, rt.counter, min_tokens=s.min_tokens, min_saving_ratio=s.min_saving_ratio, hint=hint, lossless=lossless)
+
+
+def _to_worker(text: str, hint: Any) -> bool:
+    """Whether a tool output is compressed in the worker process: 256 KiB or more, not prose."""
+    return len(text) >= WORKER_MIN_CHARS and classify(text, with_text_path(text, hint_for("", hint))).name not in ("text", "html")
+
+
+def _worker_budget(rt: Runtime, share: float = 1.0) -> float:
+    """Seconds a worker job may take from now: ``share`` of the plan's time left (seconds)."""
+    deadline = _DEADLINE.get()
+    return max(0.0, share * (deadline - time.monotonic() if deadline is not None else (rt.settings.compress_timeout_seconds or 600.0)))
+
+
+#: Threads that wait for the compression worker's jobs started ahead of the pipeline (the
+#: worker runs one job at a time; the waiting holds no GIL).
+_WORKER_WAITS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="headroom-worker-job")
+
+
+def _start_worker_jobs(rt: Runtime, req: _Request, live: list, query: str, lossless: bool, decisions: Any) -> dict[int, tuple[str, Future]]:
+    """Start now, in the compression worker, the jobs of the live zone's outputs the pipeline
+    will send there (:func:`_to_worker`; the pipeline's own checks first: not excluded, not an
+    error, not a latest view of a file, not over ``MAX_OUTPUT_CHARS``, not decided before), so
+    the worker compresses them while this thread compresses the others (a 658 KB request with a
+    286 KB log among three new outputs: the two add up otherwise). By the text's identity."""
+    s = rt.settings
+    calls = req.request.tool_calls
+    verbatim = verbatim_call_ids(calls) if calls is not None else frozenset()
+    out: dict[int, tuple[str, Future]] = {}
+    for o in live:
+        if len(o.text) < WORKER_MIN_CHARS or len(o.text) > MAX_OUTPUT_CHARS or o.is_error or o.call_id in verbatim or excluded(o.tool_name, s.exclude_tools):
+            continue
+        hint = hint_for_call(o.tool_name, calls.get(o.call_id)) if calls is not None else None
+        if not _to_worker(o.text, hint):
+            continue
+        hit = decisions.get(decision_key(decisions, req.scope.id, o.text, lossless), o.text)
+        if hit is not None and not hit[0].is_deferred:
+            continue
+        job = Job(o.text, query, s.min_tokens, s.min_saving_ratio, hint, lossless)
+        out[id(o.text)] = (o.text, _WORKER_WAITS.submit(rt.compress_worker.run, job, _worker_budget(rt)))
+    return out
 
 
 def _lossless(req: _Request, proxy_tools: tuple[str, ...]) -> bool:
