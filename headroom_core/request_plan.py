@@ -1141,8 +1141,10 @@ def run_observers(rt: Runtime, plan: RequestPlan) -> None:
     """Run the observers (live learning, memory capture) on a planned request, after it was
     forwarded; failures are logged. Nothing runs for token counts or fallbacks. The answer and
     the client's next request wait for them: their statements share a lock-wait budget
-    (:mod:`headroom_core.db.lock_wait`)."""
-    with lock_wait.bounded():
+    (:mod:`headroom_core.db.lock_wait`). A huge request's are run with the cyclic collector
+    paused (:func:`~headroom_core.gc_tuning.paused`: a long session's learning allocates a step per
+    tool call of its whole history the first time it is seen)."""
+    with lock_wait.bounded(), gc_tuning.paused(plan.bytes_before >= gc_tuning.PAUSE_MIN_BYTES):
         _observe(rt, plan, rt.extensions.observers)
 
 
