@@ -5,8 +5,8 @@ SQLite file shared by the three), one ``secret_key_file``; one Claude Code-like 
 large system prompt, tool calls and their outputs, the breakpoint on the last message as Claude
 Code moves it) spread request by request over them, A, B, C, A, … as a load balancer would.
 Proxy C is the busy one: its compression budget is a microsecond (the
-``headroom_compress_timeout_seconds`` option, the test's knob), so every plan it makes times out
-and it sends what it can without deciding anything new (the fallback).
+``headroom_compress_timeout_seconds`` option, the test's knob), so it decides nothing new: what
+is new in its turns goes whole (the timeout's fallback), the rest as decided before.
 
 The session's turns (the whole history each time, the real embedding model for memory):
 
@@ -229,7 +229,7 @@ def test_a_session_round_robin_over_three_proxies_one_of_them_busy_keeps_one_tru
     facts = [json.loads(r.facts or "{}") for r in rows]
     assert [f.get("late", {}).get("outputs", 0) for f in facts] == [0, 0, 0, 1, 0, 0, 0, 0]
     assert "compressed late" in rows[3].reason
-    assert [r.outcome for r in rows[2::3]] == ["timeout", "timeout"]  # C's turns: the fallback
+    assert rows[2].outcome == "timeout" and "compression timed out" in rows[2].reason  # C's turn with a new output
     with open_database(url)() as s:
         assert s.scalars(select(CompressionDecision).where(CompressionDecision.strategy == DEFERRED)).all() == []
         assert s.scalars(select(FrozenMessage).where(FrozenMessage.deferred.is_not(None))).all() == []
