@@ -117,7 +117,7 @@ def exit_code_of(text: str) -> int | None:
     if s.startswith("{"):
         try:
             obj = json.loads(s)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the decoder's limit
             obj = None
         if isinstance(obj, dict):
             md = obj.get("metadata")
@@ -134,7 +134,7 @@ def output_text(text: str) -> str:
     if s.startswith("{") and '"output"' in s[:200]:
         try:
             obj = json.loads(s)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the decoder's limit
             return text
         if isinstance(obj, dict) and isinstance(obj.get("output"), str):
             return obj["output"]

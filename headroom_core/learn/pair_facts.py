@@ -236,7 +236,7 @@ def edit_texts(step: Step) -> str:
         return step.command
     try:
         args = json.loads(step.args)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the decoder's limit
         return step.args
     if not isinstance(args, dict):
         return step.args

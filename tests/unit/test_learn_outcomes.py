@@ -222,3 +222,13 @@ def test_a_probe_in_between_is_no_set_up():
     assert lessons(*[sh(c, ok, out, i=i) for i, (c, ok, out) in enumerate(calls)]) == []
     calls[1] = ("docker compose up -d postgres", WORKS, " Container app-postgres-1  Started")
     assert lessons(*[sh(c, ok, out, i=i) for i, (c, ok, out) in enumerate(calls)]) == [("setup", "npm test", "docker compose up -d postgres")]
+
+
+def test_a_result_nested_past_the_json_decoders_limit_is_read_as_text():
+    """Found by the fuzz run: a tool result of JSON nested 100,000 deep made live learning's
+    observer raise RecursionError (json.loads raises it, not ValueError, past its depth)."""
+    from headroom_core.learn.outcome import exit_code_of, output_text
+
+    deep = '{"output":' * 100_000 + '"x"' + "}" * 100_000
+    assert exit_code_of(deep + "\nExit code: 3") == 3
+    assert output_text(deep) == deep
