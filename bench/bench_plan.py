@@ -27,7 +27,23 @@ Printed: wall and this thread's CPU seconds, min / median / max of ``--runs``; t
 size and the SHA-256 prefix of the forwarded bytes (equal in every case and run, or a change of
 output shows); then each output's kind, strategy and tokens before and after (cl100k_base).
 
-Run: ``.venv/bin/python bench/bench_plan.py [--runs 5]``. Not a test: asserts nothing.
+A second case (``--cases many``): a long agent session of many tiny tool turns
+(:mod:`tests.support.many_messages`: ``tool_use`` / ``tool_result`` messages of ~230 bytes, as
+the fresh-user test's 60,000-message, 13.7 MB body), for each of ``--messages`` (default 1,000,
+10,000 and 60,000 messages):
+
+* in-process, a warm runtime: the plan (``first``: a session never seen; ``again``: the same
+  body once more; ``new session``: the same body under another ``x-headroom-session``) and
+  storing the session's state after it (the plan's ``persist``, which the answer waits for);
+* through a real ``mitmdump -s addons/headroom.py`` on an Anthropic base-URL port (reverse
+  mode, a new home per size, ``compress_timeout_seconds`` as configured: 10 s), against the
+  local test upstream answering at once: the client's whole exchange for the same three
+  requests, ``x-headroom-bypass`` and the upstream straight; ``to upstream``: from sending to
+  the upstream having the whole request (the time the proxy adds before forwarding, with the
+  transfer); ``added``: the whole exchange minus the straight one.
+
+Run: ``.venv/bin/python bench/bench_plan.py [--runs 5] [--cases outputs,many] [--messages
+1000,10000,60000]``. Not a test: asserts nothing.
 """
 
 from __future__ import annotations
@@ -125,20 +141,111 @@ def timed(rt, body: bytes) -> tuple[float, float, object]:
     return w, c, plan
 
 
+def many_in_process(n: int) -> dict[str, tuple[float, float]]:
+    """Wall seconds of the plan and of storing the session's state after it, per request
+    (``first``, ``again``, ``new session``) of the body of ``n`` messages (:func:`~tests.support.many_messages.tool_turns_body`), in a warm
+    runtime of a new home."""
+    from headroom_core.request_plan import plan_request
+    from tests.support.many_messages import AGENT_HEADERS, tool_turns_body
+
+    body = tool_turns_body(n)
+    home = tempfile.mkdtemp(prefix="headroom-bench-many-")
+    rt = runtime(home, warm=True)
+    out: dict[str, tuple[float, float]] = {}
+    try:
+        for case, headers in (("first", AGENT_HEADERS), ("again", AGENT_HEADERS), ("new session", {**AGENT_HEADERS, "x-headroom-session": "bench-other"})):
+            t0 = time.perf_counter()
+            plan = plan_request(rt, "POST", "/v1/messages", headers, body, defer=True)
+            t1 = time.perf_counter()
+            if plan.persist is not None:
+                plan.persist()
+            out[case] = (t1 - t0, time.perf_counter() - t1)
+    finally:
+        if "compress_worker" in rt.__dict__:
+            rt.compress_worker.close()
+        shutil.rmtree(home, ignore_errors=True)
+    return out
+
+
+def many_through_proxy(n: int) -> dict[str, tuple[float, float]]:
+    """Per request of the body of ``n`` messages through a real mitmdump on an Anthropic
+    base-URL port (module docstring): ``(whole exchange, to upstream)`` wall seconds."""
+    import httpx
+
+    from tests.support.many_messages import AGENT_HEADERS, tool_turns_body
+    from tests.support.proxy import ADDON_SCRIPT, MitmProxy, free_port
+    from tests.support.upstream import Upstream
+
+    body = tool_turns_body(n)
+    out: dict[str, tuple[float, float]] = {}
+    with Upstream() as up:
+        base = free_port()
+        args = ["--mode", "regular", "--mode", f"reverse:{up.url}@{base}", "--set", f"ssl_verify_upstream_trusted_ca={up.cert_path}"]
+        with MitmProxy(ADDON_SCRIPT, args=args), httpx.Client(timeout=600) as c:
+            url = f"http://127.0.0.1:{base}/v1/messages"
+            c.post(url, content=tool_turns_body(3, salt="warm"), headers=AGENT_HEADERS)  # the proxy's first request: connections
+            cases = (
+                ("first", AGENT_HEADERS), ("again", AGENT_HEADERS), ("new session", {**AGENT_HEADERS, "x-headroom-session": "bench-other"}),
+                ("bypass", {**AGENT_HEADERS, "x-headroom-bypass": "true"}),
+            )  # fmt: skip
+            for case, headers in cases:
+                t0 = time.monotonic()
+                c.post(url, content=body, headers=headers)
+                out[case] = (time.monotonic() - t0, up.last.received_at - t0)
+            with httpx.Client(timeout=600, verify=str(up.ca_path)) as direct:
+                for _ in range(3):  # the least of three: the first pays the connection
+                    t0 = time.monotonic()
+                    direct.post(up.url + "/v1/messages", content=body, headers=AGENT_HEADERS)
+                    got = (time.monotonic() - t0, up.last.received_at - t0)
+                    out["straight"] = min(out.get("straight", got), got)
+    return out
+
+
+def many(console: Console, sizes: list[int]) -> None:
+    """The ``many`` case (module docstring): one table."""
+    from tests.support.many_messages import tool_turns_body
+
+    t = Table(title="Many tiny tool turns: plan and added latency (wall seconds)", title_justify="left")
+    for c in ("messages", "body", "request", "plan", "state stored", "through the proxy", "to upstream", "added"):
+        t.add_column(c, justify="left" if c in ("request",) else "right")
+    for n in sizes:
+        size = len(tool_turns_body(n))
+        inproc = many_in_process(n)
+        proxied = many_through_proxy(n)
+        straight = proxied["straight"][0]
+        for case in ("first", "again", "new session", "bypass", "straight"):
+            plan, stored = inproc.get(case, (None, None))
+            whole, to_up = proxied[case]
+            t.add_row(f"{n:,}", f"{size / 1e6:.1f} MB", case, "" if plan is None else f"{plan:.2f}", "" if stored is None else f"{stored:.2f}",
+                      f"{whole:.2f}", f"{to_up:.2f}", "" if case == "straight" else f"{whole - straight:+.2f}")  # fmt: skip
+    console.print(t)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5, help="runs of each case (default 5)")
+    ap.add_argument("--cases", default="outputs,many", help="which cases: outputs (three new tool outputs), many (many tiny tool turns)")
+    ap.add_argument("--messages", default="1000,10000,60000", help="the many case's sizes in messages (default 1000,10000,60000)")
     args = ap.parse_args()
+    console = Console(width=150)
+    cases = set(args.cases.split(","))
+    if "outputs" in cases:
+        outputs_case(console, args.runs)
+    if "many" in cases:
+        many(console, [int(x) for x in args.messages.split(",")])
+
+
+def outputs_case(console: Console, runs: int) -> None:
+    """The three-new-outputs case (module docstring)."""
     outs = outputs()
     body = request(outs)
-    console = Console(width=150)
     console.print(f"request: {len(body):,} bytes; outputs: " + ", ".join(f"{k} {len(t.encode()):,} bytes" for k, _, t in outs))
 
     times: dict[str, list[tuple[float, float]]] = {"warm": [], "cold": [], "again": []}
     sent: dict[str, set[str]] = {k: set() for k in times}
     sizes: dict[str, int] = {}
     last = None
-    for run in range(args.runs + 1):  # run 0: the first cold run (imports), not counted
+    for run in range(runs + 1):  # run 0: the first cold run (imports), not counted
         for case in ("cold", "warm"):
             home = tempfile.mkdtemp(prefix="headroom-bench-plan-")
             rt = runtime(home, warm=case == "warm")
@@ -160,7 +267,7 @@ def main() -> None:
                     rt.compress_worker.close()
                 shutil.rmtree(home, ignore_errors=True)
 
-    t = Table(title=f"Plan of a {len(body) // 1000} KB request with three new tool outputs (JSON, log, source), {args.runs} runs", title_justify="left")
+    t = Table(title=f"Plan of a {len(body) // 1000} KB request with three new tool outputs (JSON, log, source), {runs} runs", title_justify="left")
     for c in ("case", "wall min / median / max", "CPU median", "forwarded bytes", "forwarded sha256"):
         t.add_column(c, justify="left" if c == "case" else "right")
     for case, what in (("warm", "warm: outputs never seen"), ("cold", "cold: runtime not warmed"), ("again", "again: decisions cached")):
