@@ -938,9 +938,11 @@ def _plan(
     replayed = _late_step(rt, req, rec, replayed, proxy_tools, model, fast)  # 4b
     _go_on()
     content = _content_step(rt, req, replayed.zone.start, proxy_tools, fast or _out_of_time())  # 5
-    timed_out = None if fast else _timed_out(rt, req, content)
+    timed_out = None if fast else _timed_out(rt, content)
     if commit is not None and not req.dry_run and not commit():  # past its time: the fallback's decisions stand
         raise PlanAbandoned()
+    if timed_out is not None:  # said once, by the plan that goes upstream (an abandoned one says nothing)
+        log.warning("headroom: %s; a %d-byte request goes on with the decisions made before", timed_out, len(req.text))
     content, unstored = _originals_step(rt, req, replayed.zone.start, content, fast)  # 5c: before anything goes upstream
     ctx = replace(ctx, query=content.query, tool_outputs=tuple(content.outputs), offloaded=bool(content.result.offloads or content.images.offloads))
     injected, inject_edits = _inject_step(rt, req, ctx, replayed, fast or timed_out is not None or _out_of_time())  # 6
@@ -983,16 +985,14 @@ def _plan(
     return _in_time(replace(plan, action=Action.REWRITE, reason=what[:300], body=new_body, bytes_after=len(new_body)), timed_out)
 
 
-def _timed_out(rt: Runtime, req: _Request, content: _Compressed) -> str | None:
-    """Why the content step stopped compressing for want of time, in words (logged here, once;
-    None: it did not): how many tool outputs it sent whole instead of deciding them."""
+def _timed_out(rt: Runtime, content: _Compressed) -> str | None:
+    """Why the content step stopped compressing for want of time, in words (None: it did not):
+    how many tool outputs it sent whole instead of deciding them."""
     whole = sum(1 for b in content.result.blocks if b.strategy == DEFERRED and not b.cached)
     if not whole:
         return None
     t = rt.settings.compress_timeout_seconds
-    words = f"compression timed out after {WORK_SHARE * t:g} s ({WORK_SHARE:.0%} of compress_timeout_seconds {t:g} s): {whole} new tool outputs sent whole"
-    log.warning("headroom: %s; a %d-byte request goes on with the decisions made before", words, len(req.text))
-    return words
+    return f"compression timed out after {WORK_SHARE * t:g} s ({WORK_SHARE:.0%} of compress_timeout_seconds {t:g} s): {whole} new tool outputs sent whole"
 
 
 def _over_fail_open(rt: Runtime, req: _Request, out: _Splice) -> bool:
