@@ -51,6 +51,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import mitmproxy.version
+from headroom_headers import header_dict
+from headroom_llm import FlowState, where
+from headroom_options import State
 from mitmproxy import http
 from mitmproxy.proxy import events
 from mitmproxy.proxy.layers import http as http_layers
@@ -60,10 +63,6 @@ from mitmproxy.proxy.layers.http._hooks import HttpResponseHeadersHook
 from headroom_core.body_limit import BodyLimit, body_limit
 from headroom_core.request_plan import RequestPlan
 from headroom_core.turn import Turn
-
-from headroom_headers import header_dict
-from headroom_llm import FlowState, where
-from headroom_options import State
 
 log = logging.getLogger("headroom")
 
@@ -134,7 +133,12 @@ def _answer(self: Any) -> Generator[Any, Any, None]:
 def _state_wait_for_request_headers(self: Any, event: events.Event) -> Generator[Any, Any, None]:
     yield from _original_headers(self, event)
     flow = self.flow
-    if flow is not None and flow.metadata.get(AT_ONCE) and flow.response is not None and self.client_state == self.state_consume_request_body:
+    if (
+        flow is not None
+        and flow.metadata.get(AT_ONCE)
+        and flow.response is not None
+        and self.client_state == self.state_consume_request_body
+    ):
         yield from _answer(self)
 
 
@@ -174,7 +178,11 @@ class BodyLimitGuard:
             return
         if limit.over_at_once:
             assert limit.declared is not None
-            self._refuse(flow, limit.refusal(limit.declared, declared=True), f"from its head (Content-Length {limit.declared} bytes)")
+            self._refuse(
+                flow,
+                limit.refusal(limit.declared, declared=True),
+                f"from its head (Content-Length {limit.declared} bytes)",
+            )
             answer_at_once(flow)
             return
 
@@ -190,7 +198,13 @@ class BodyLimitGuard:
         assert rt is not None
         flow.metadata["headroom"] = FlowState(Turn(rt, plan, user_agent=flow.request.headers.get("user-agent", "")))
         flow.response = http.Response.make(plan.status, plan.error_body or b"", {"content-type": "application/json"})
-        log.warning("headroom: %s %s refused %s: over max_body_bytes (%d bytes)", flow.request.method, where(flow), how, rt.settings.max_body_bytes)
+        log.warning(
+            "headroom: %s %s refused %s: over max_body_bytes (%d bytes)",
+            flow.request.method,
+            where(flow),
+            how,
+            rt.settings.max_body_bytes,
+        )
 
 
 def make(state: State) -> BodyLimitGuard:

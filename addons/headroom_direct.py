@@ -17,15 +17,14 @@ import json
 import logging
 from typing import Optional
 
+import headroom_body_limit
+from headroom_options import State
 from mitmproxy import ctx, http
 from mitmproxy.proxy.mode_specs import ProxyMode, RegularMode, ReverseMode, UpstreamMode
 
 from headroom_core.web import PAGE_HOST, PAGE_ROUTES
 from headroom_core.wire.anthropic import error_body as anthropic_error
 from headroom_core.wire.openai_chat import error_body as openai_error
-
-import headroom_body_limit
-from headroom_options import State
 
 log = logging.getLogger("headroom")
 
@@ -127,7 +126,12 @@ class NotThroughProxy:
         flow.response = http.Response.make(STATUS, json.dumps(body).encode(), {"content-type": "application/json"})
         headroom_body_limit.answer_at_once(flow)  # now, the body dropped as it arrives (never held)
         flow.metadata["headroom_direct"] = True
-        log.info("headroom: %s %s sent to the proxy port itself: answered %d (base-URL advice)", req.method, req.path.split("?", 1)[0], STATUS)
+        log.info(
+            "headroom: %s %s sent to the proxy port itself: answered %d (base-URL advice)",
+            req.method,
+            req.path.split("?", 1)[0],
+            STATUS,
+        )
 
 
 def make(state: State) -> NotThroughProxy:

@@ -31,7 +31,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import headroom_stream_relay
 import httpx
+from headroom_headers import header_dict
+from headroom_options import State
 from mitmproxy import ctx, http
 
 from headroom_core.ccr.followup_error import FollowUpLost, json_answer
@@ -39,25 +42,30 @@ from headroom_core.ccr.loop import StreamLoop, StreamTap, complete_json, sum_usa
 from headroom_core.request_plan import Action, Code, RequestPlan, plan_request_async
 from headroom_core.too_large import too_large_message
 from headroom_core.turn import Turn, Turns, client_key
+from headroom_core.wire import sigv4
 from headroom_core.wire.blocks import Usage
 from headroom_core.wire.decode import TooLarge, decode_limited, decoder_for
 from headroom_core.wire.detect import Dialect
 from headroom_core.wire.dialects import Route, dialect, route
-from headroom_core.wire.rawjson import Raw
-from headroom_core.wire import sigv4
-from headroom_core.wire.signed import Signature, body_signature
 from headroom_core.wire.protocol import framing_of
-
-import headroom_stream_relay
-from headroom_headers import header_dict
-from headroom_options import State
+from headroom_core.wire.rawjson import Raw
+from headroom_core.wire.signed import Signature, body_signature
 
 log = logging.getLogger("headroom")
 # httpx logs every request's full URL at INFO, query included (it may carry an API key)
 logging.getLogger("httpx").setLevel(logging.WARNING)
 
 # Hop-by-hop and length headers are not copied into the proxy's own follow-up requests.
-_SKIP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "proxy-connection", "keep-alive", "accept-encoding", "content-encoding"}
+_SKIP_HEADERS = {
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "proxy-connection",
+    "keep-alive",
+    "accept-encoding",
+    "content-encoding",
+}
 _FOLLOWUP_TIMEOUT = httpx.Timeout(600.0, connect=30.0)
 
 
@@ -113,7 +121,15 @@ async def _followup_headers(st: FlowState, url: str, headers: dict[str, str], bo
 def _too_large(r: Route, size: int, limit: int) -> RequestPlan:
     msg = too_large_message(size, limit, passed="decoded")
     body = json.dumps(r.wire.error_body(msg, too_large=True)).encode()
-    return RequestPlan(Action.REJECT, "body over max_body_bytes", r.dialect, status=413, error_body=body, bytes_before=size, code=Code.TOO_LARGE)
+    return RequestPlan(
+        Action.REJECT,
+        "body over max_body_bytes",
+        r.dialect,
+        status=413,
+        error_body=body,
+        bytes_before=size,
+        code=Code.TOO_LARGE,
+    )
 
 
 class LLMTraffic:
@@ -171,27 +187,47 @@ class LLMTraffic:
                 plan = _too_large(r, e.size, e.limit)
                 flow.metadata["headroom"] = FlowState(Turn(rt, plan, user_agent=ua))
                 flow.response = http.Response.make(413, plan.error_body or b"", {"content-type": "application/json"})
-                log.warning("headroom: %s %s refused: decoded body over %d bytes (%d bytes encoded)", req.method, where(flow), e.limit, len(raw))
+                log.warning(
+                    "headroom: %s %s refused: decoded body over %d bytes (%d bytes encoded)",
+                    req.method,
+                    where(flow),
+                    e.limit,
+                    len(raw),
+                )
                 return
             except ValueError as e:
-                log.info("headroom: %s: body not decodable (content-encoding %r: %s); forwarded unchanged", where(flow), encoding, e)
+                log.info(
+                    "headroom: %s: body not decodable (content-encoding %r: %s); forwarded unchanged",
+                    where(flow),
+                    encoding,
+                    e,
+                )
                 return
         client = client_key(headers, req.path)
         # the same client's previous request may still be storing its session state or being
         # learned from: this turn must see both (bounded: a stuck store never stops traffic)
         await self.turns.wait_previous(client)
-        plan = await plan_request_async(rt, req.method, req.path, headers, body, rt.settings.compress_timeout_seconds, defer=True, route_=r)
+        plan = await plan_request_async(
+            rt, req.method, req.path, headers, body, rt.settings.compress_timeout_seconds, defer=True, route_=r
+        )
         if plan.action == "reject":
             flow.metadata["headroom"] = FlowState(Turn(rt, plan, user_agent=ua), sent=body)
-            flow.response = http.Response.make(plan.status, plan.error_body or b"", {"content-type": "application/json"})
-            log.warning("headroom: %s %s refused: %s (%d bytes)", req.method, where(flow), plan.reason, plan.bytes_before)
+            flow.response = http.Response.make(
+                plan.status, plan.error_body or b"", {"content-type": "application/json"}
+            )
+            log.warning(
+                "headroom: %s %s refused: %s (%d bytes)", req.method, where(flow), plan.reason, plan.bytes_before
+            )
             return
         announce = None
         if plan.action == "rewrite" and plan.body is not None:
             req.content = body = plan.body
 
             def announce() -> None:  # logged after forwarding, from the worker thread
-                log.info("headroom: %s: %s, %d -> %d bytes", where(flow), plan.reason, plan.bytes_before, plan.bytes_after)
+                log.info(
+                    "headroom: %s: %s, %d -> %d bytes", where(flow), plan.reason, plan.bytes_before, plan.bytes_after
+                )
+
         if plan.hidden_tools and not plan.dry_run:
             req.headers["accept-encoding"] = "identity"
         if resign is not None and sig is not None:
@@ -210,7 +246,9 @@ class LLMTraffic:
         turn = self.turns.begin(rt, plan, key=client, user_agent=ua, announce=announce)
         flow.metadata["headroom"] = FlowState(turn, sent=body, resign=resign)
 
-    async def _resign_decision(self, flow: http.HTTPFlow, sig: Signature, headers: dict[str, str], raw: bytes) -> sigv4.Decision:
+    async def _resign_decision(
+        self, flow: http.HTTPFlow, sig: Signature, headers: dict[str, str], raw: bytes
+    ) -> sigv4.Decision:
         """Whether a signed request may be compressed and signed again
         (:func:`~headroom_core.wire.sigv4.decide`); the credentials are read (off the event loop)
         only when ``bedrock_resign`` is on."""
@@ -232,14 +270,25 @@ class LLMTraffic:
         (outcome signed)."""
         rt = self.state.runtime
         assert rt is not None
-        plan = RequestPlan(Action.PASSTHROUGH, f"body signed ({sig.scheme}): forwarded byte-identical ({why})", d, bytes_before=size, bytes_after=size, code=Code.SIGNED)
+        plan = RequestPlan(
+            Action.PASSTHROUGH,
+            f"body signed ({sig.scheme}): forwarded byte-identical ({why})",
+            d,
+            bytes_before=size,
+            bytes_after=size,
+            code=Code.SIGNED,
+        )
         flow.metadata["headroom"] = FlowState(Turn(rt, plan, user_agent=flow.request.headers.get("user-agent", "")))
         log.info("headroom: %s: body signed (%s), forwarded byte-identical: %s", where(flow), sig.scheme, why)
         if why == sigv4.OFF and sig.scheme == sigv4.SIGV4 and not self._resign_hinted:
             self._resign_hinted = True
-            log.info("headroom: AWS SigV4-signed requests go upstream uncompressed; --set headroom_bedrock_resign=true re-signs them with your own AWS credentials (docs/configuration.md)")
+            log.info(
+                "headroom: AWS SigV4-signed requests go upstream uncompressed; --set headroom_bedrock_resign=true re-signs them with your own AWS credentials (docs/configuration.md)"
+            )
 
-    async def _resign(self, flow: http.HTTPFlow, plan: RequestPlan, resign: sigv4.Resign, sent: dict[str, str], raw: bytes) -> RequestPlan | None:
+    async def _resign(
+        self, flow: http.HTTPFlow, plan: RequestPlan, resign: sigv4.Resign, sent: dict[str, str], raw: bytes
+    ) -> RequestPlan | None:
         """Sign the request again if the proxy changed its body or a header the client signed
         (:func:`~headroom_core.wire.sigv4.sign`): ``plan`` (its reason saying so), or ``plan``
         as it was when nothing changed; None when signing failed (the request is left as it is)."""
@@ -251,11 +300,15 @@ class LLMTraffic:
         try:
             new = await asyncio.to_thread(sigv4.sign, resign, req.method, req.url, now, body)
         except Exception as e:  # noqa: BLE001 - fail open: the client's request, byte-identical
-            log.warning("headroom: %s: could not sign the request again (%s); forwarded as sent", where(flow), type(e).__name__)
+            log.warning(
+                "headroom: %s: could not sign the request again (%s); forwarded as sent", where(flow), type(e).__name__
+            )
             return None
         for k, v in new.items():
             req.headers[k] = v
-        return dataclasses.replace(plan, reason=f"{plan.reason}; re-signed with the user's AWS credentials (bedrock_resign)")
+        return dataclasses.replace(
+            plan, reason=f"{plan.reason}; re-signed with the user's AWS credentials (bedrock_resign)"
+        )
 
     async def responseheaders(self, flow: http.HTTPFlow) -> None:
         st: FlowState | None = flow.metadata.get("headroom")
@@ -279,7 +332,12 @@ class LLMTraffic:
         try:
             decoder = decoder_for(encoding)
         except ValueError:
-            log.warning("headroom: %s: a stream with unknown content-encoding %r passes unread%s", where(flow), encoding, "; the proxy cannot answer its tools" if hidden else "")
+            log.warning(
+                "headroom: %s: a stream with unknown content-encoding %r passes unread%s",
+                where(flow),
+                encoding,
+                "; the proxy cannot answer its tools" if hidden else "",
+            )
             resp.stream = True
             return
         # the request's text is needed only for a follow-up: decoded then
@@ -347,12 +405,23 @@ class LLMTraffic:
                         results = [(c, await st.turn.answer(c)) for c in p.calls]
                         if not p.follow_up:
                             if p.exhausted:
-                                log.warning("headroom: %s: retrieval rounds exhausted (%d); the response ends with a notice", where(flow), loop.rounds)
+                                log.warning(
+                                    "headroom: %s: retrieval rounds exhausted (%d); the response ends with a notice",
+                                    where(flow),
+                                    loop.rounds,
+                                )
                             await relay(loop.finish())
                             break
                         body = loop.next_request(results)
-                        log.info("headroom: %s: answered %d proxy tool call(s), follow-up %d (streamed)", where(flow), len(results), loop.rounds)
-                        await self._stream_followup(client, url, await _followup_headers(st, url, headers, body), body, loop, relay)
+                        log.info(
+                            "headroom: %s: answered %d proxy tool call(s), follow-up %d (streamed)",
+                            where(flow),
+                            len(results),
+                            loop.rounds,
+                        )
+                        await self._stream_followup(
+                            client, url, await _followup_headers(st, url, headers, body), body, loop, relay
+                        )
                     except headroom_stream_relay.RelayError:
                         raise
                     except httpx.TransportError as e:  # the provider's side failed: an error the client retries
@@ -367,7 +436,9 @@ class LLMTraffic:
             log.info("headroom: %s: client gone during a follow-up (%s)", where(flow), e)
 
     @staticmethod
-    async def _stream_followup(client: httpx.AsyncClient, url: str, headers: dict[str, str], body: bytes, loop: StreamLoop, relay) -> None:
+    async def _stream_followup(
+        client: httpx.AsyncClient, url: str, headers: dict[str, str], body: bytes, loop: StreamLoop, relay
+    ) -> None:
         async with client.stream("POST", url, headers=headers, content=body) as r:
             if r.status_code != 200:
                 await relay(loop.refused(r.status_code, tuple(r.headers.multi_items()), await r.aread()))
@@ -400,7 +471,9 @@ class LLMTraffic:
             async def send(body: bytes) -> tuple[int, bytes, tuple[tuple[str, str], ...]]:
                 async with httpx.AsyncClient(verify=verify, timeout=_FOLLOWUP_TIMEOUT) as client:
                     try:
-                        r = await client.post(url, headers=await _followup_headers(st, url, headers, body), content=body)
+                        r = await client.post(
+                            url, headers=await _followup_headers(st, url, headers, body), content=body
+                        )
                     except httpx.TransportError as e:
                         raise FollowUpLost(_why(e), isinstance(e, httpx.TimeoutException)) from e
                     if r.status_code == 200:
@@ -409,7 +482,15 @@ class LLMTraffic:
 
             try:
                 outcome = await st.turn.follow_up(
-                    complete_json(reply, st.sent.decode("utf-8", "replace"), text, st.plan.hidden_tools, st.turn.answer, send, rt.settings.retrieve_max_rounds)
+                    complete_json(
+                        reply,
+                        st.sent.decode("utf-8", "replace"),
+                        text,
+                        st.plan.hidden_tools,
+                        st.turn.answer,
+                        send,
+                        rt.settings.retrieve_max_rounds,
+                    )
                 )
             except asyncio.CancelledError:
                 st.rounds = len(answered)
@@ -417,7 +498,9 @@ class LLMTraffic:
                 raise
             if outcome.error is not None:  # the provider's error, for the client to retry
                 status, hdrs, err_body = json_answer(dialect(st.plan.dialect), outcome.error)
-                flow.response = http.Response.make(status, err_body, [(k.encode("latin-1"), v.encode("latin-1")) for k, v in hdrs])
+                flow.response = http.Response.make(
+                    status, err_body, [(k.encode("latin-1"), v.encode("latin-1")) for k, v in hdrs]
+                )
             elif outcome.body is not None:
                 flow.response.content = outcome.body
             st.rounds, texts = outcome.rounds, outcome.texts
@@ -475,4 +558,3 @@ def _why(e: BaseException) -> str:
     if isinstance(e, ValueError):
         return "the follow-up answer could not be read"
     return type(e).__name__
-

@@ -30,11 +30,18 @@ from mitmproxy import ctx, exceptions
 
 from headroom_core import heap
 from headroom_core.cli.proxy_process import unmark_foreground
-from headroom_core.gc_tuning import freeze_long_lived
 from headroom_core.compress.worker import warm_compressors
+from headroom_core.gc_tuning import freeze_long_lived
 from headroom_core.memory.service import service as memory_service
 from headroom_core.runtime import Runtime
-from headroom_core.settings import Settings, SettingsError, headroom_home, load_settings, setting_help, unknown_environment
+from headroom_core.settings import (
+    Settings,
+    SettingsError,
+    headroom_home,
+    load_settings,
+    setting_help,
+    unknown_environment,
+)
 
 OPTION_NAMES = [f.name for f in dataclasses.fields(Settings)]
 
@@ -122,15 +129,25 @@ class HeadroomOptions:
         # silently do nothing
         unknown = sorted(k for k in getattr(ctx.options, "deferred", {}) if k.startswith("headroom_"))
         if unknown:
-            log.warning("headroom: unknown option(s) %s ignored; known: %s", ", ".join(unknown), ", ".join(f"headroom_{n}" for n in OPTION_NAMES))
+            log.warning(
+                "headroom: unknown option(s) %s ignored; known: %s",
+                ", ".join(unknown),
+                ", ".join(f"headroom_{n}" for n in OPTION_NAMES),
+            )
         for line in unknown_environment():
             log.warning("headroom: %s", line)
 
     def configure(self, updated) -> None:
         # only the settings' own options rebuild the runtime (other addons declare headroom_* options too)
-        if self.state.runtime is not None and not any(u.startswith("headroom_") and u[len("headroom_"):] in OPTION_NAMES for u in updated):
+        if self.state.runtime is not None and not any(
+            u.startswith("headroom_") and u[len("headroom_") :] in OPTION_NAMES for u in updated
+        ):
             return
-        overrides = {n: getattr(ctx.options, f"headroom_{n}") for n in OPTION_NAMES if getattr(ctx.options, f"headroom_{n}") is not None}
+        overrides = {
+            n: getattr(ctx.options, f"headroom_{n}")
+            for n in OPTION_NAMES
+            if getattr(ctx.options, f"headroom_{n}") is not None
+        }
         try:
             settings = load_settings(overrides)
         except SettingsError as e:
@@ -151,12 +168,20 @@ def _warm_up(rt: Runtime, stopping: threading.Event) -> None:
     # compression starts loading it the first time it needs it.
     heap.start_trimmer()
     try:
-        for step in (lambda: rt.sessions, lambda: rt.sealer, lambda: rt.extensions, lambda: warm_compressors(rt.counter)):
+        for step in (
+            lambda: rt.sessions,
+            lambda: rt.sealer,
+            lambda: rt.extensions,
+            lambda: warm_compressors(rt.counter),
+        ):
             if stopping.is_set():
                 return
             step()
         if not rt.compress_worker.warm(WORKER_WARM_SECONDS, stopping) and not stopping.is_set():
-            log.warning("headroom: the compression worker was not ready within %.0f s; the first large output starts it", WORKER_WARM_SECONDS)
+            log.warning(
+                "headroom: the compression worker was not ready within %.0f s; the first large output starts it",
+                WORKER_WARM_SECONDS,
+            )
     except Exception as e:  # noqa: BLE001 - requests will fail open and log it again
         rt.ready.end(f"{type(e).__name__}: {e}")
         if stopping.is_set():

@@ -6,6 +6,8 @@ command's port probe, never an API call to forward)."""
 
 from __future__ import annotations
 
+from headroom_direct import addressed_to_proxy, base_url_providers
+from headroom_options import State
 from mitmproxy import ctx, http
 from mitmproxy.addons import asgiapp
 from mitmproxy.net.http import url
@@ -14,9 +16,6 @@ from mitmproxy.proxy.mode_specs import ReverseMode
 from headroom_core.pricing import PriceTable
 from headroom_core.web import PAGE_HOST
 from headroom_core.web.app import create_app
-
-from headroom_direct import base_url_providers, addressed_to_proxy
-from headroom_options import State
 
 
 class HeadroomPage(asgiapp.WSGIApp):
@@ -27,7 +26,13 @@ class HeadroomPage(asgiapp.WSGIApp):
 
     def __init__(self, state: State) -> None:
         super().__init__(
-            create_app(lambda: state.runtime.sessions if state.runtime is not None else None, lambda: _warm(state), lambda: _prices(state), lambda ref: _show(state, ref), _ports),
+            create_app(
+                lambda: state.runtime.sessions if state.runtime is not None else None,
+                lambda: _warm(state),
+                lambda: _prices(state),
+                lambda ref: _show(state, ref),
+                _ports,
+            ),
             PAGE_HOST,
             None,
         )
@@ -55,7 +60,10 @@ class HeadroomPage(asgiapp.WSGIApp):
 def _ports() -> dict:
     """The proxy's listen ports for ``/health``: its own (``listen_port``) and its base-URL
     ports by provider (``headroom_base_urls``)."""
-    return {"proxy_port": ctx.options.listen_port, "base_urls": {name: port for port, name in base_url_providers().items()}}
+    return {
+        "proxy_port": ctx.options.listen_port,
+        "base_urls": {name: port for port, name in base_url_providers().items()},
+    }
 
 
 def _warm(state: State) -> bool:

@@ -96,7 +96,9 @@ http_layers.HttpLayer._handle_event = _handle_event  # type: ignore[method-assig
 
 #: ``flow.metadata`` key of the callback :func:`on_client_gone` registers
 GONE = "headroom_client_gone"
-_original_to_child = getattr(http_layers.HttpLayer, "_headroom_original_event_to_child", http_layers.HttpLayer.event_to_child)
+_original_to_child = getattr(
+    http_layers.HttpLayer, "_headroom_original_event_to_child", http_layers.HttpLayer.event_to_child
+)
 
 
 def _event_to_child(self: http_layers.HttpLayer, child: Any, event: events.Event) -> Generator[Any, Any, None]:

@@ -28,7 +28,9 @@ from collections.abc import Generator
 from typing import Any
 
 import mitmproxy.version
-from mitmproxy import ctx, flow as mflow, http
+from headroom_options import State
+from mitmproxy import ctx, http
+from mitmproxy import flow as mflow
 from mitmproxy.proxy.layers import http as http_layers
 
 from headroom_core.plan_codes import Action, Code
@@ -37,8 +39,6 @@ from headroom_core.turn import Turn
 from headroom_core.upstream_failure import Failure, classify, error_answer
 from headroom_core.wire.blocks import Usage
 from headroom_core.wire.dialects import route
-
-from headroom_options import State
 
 log = logging.getLogger("headroom")
 
@@ -56,7 +56,9 @@ ANSWER = "headroom_unreachable"
 
 
 # The unwrapped method survives a reload of this module (mitmproxy reloads changed scripts).
-_original = getattr(http_layers.HttpStream, "_headroom_original_protocol_error", http_layers.HttpStream.handle_protocol_error)
+_original = getattr(
+    http_layers.HttpStream, "_headroom_original_protocol_error", http_layers.HttpStream.handle_protocol_error
+)
 
 
 def _handle_protocol_error(self: http_layers.HttpStream, event: Any) -> Generator[Any, Any, None]:
@@ -78,7 +80,9 @@ def _handle_protocol_error(self: http_layers.HttpStream, event: Any) -> Generato
         ):
             self.flow.response = answer
             yield http_layers.SendHttp(http_layers.ResponseHeaders(self.stream_id, answer, False), self.context.client)
-            yield http_layers.SendHttp(http_layers.ResponseData(self.stream_id, answer.raw_content or b""), self.context.client)
+            yield http_layers.SendHttp(
+                http_layers.ResponseData(self.stream_id, answer.raw_content or b""), self.context.client
+            )
             yield http_layers.SendHttp(http_layers.ResponseEndOfMessage(self.stream_id), self.context.client)
             result = None
             continue
@@ -107,7 +111,12 @@ class Unreachable:
 
     async def error(self, flow: http.HTTPFlow) -> None:
         err = flow.error
-        if err is None or flow.response is not None or err.msg == mflow.Error.KILLED_MESSAGE or not flow.client_conn.connected:
+        if (
+            err is None
+            or flow.response is not None
+            or err.msg == mflow.Error.KILLED_MESSAGE
+            or not flow.client_conn.connected
+        ):
             return
         req = flow.request
         r = route(req.method, req.path)
@@ -115,8 +124,18 @@ class Unreachable:
             return  # not an LLM call: mitmproxy's own answer
         failure = classify(err.msg)
         status, body = error_answer(r.wire, _host(flow), failure)
-        flow.metadata[ANSWER] = http.Response.make(status, body, {"content-type": "application/json", "x-headroom-error": "upstream-unreachable"})
-        log.warning("headroom: %s %s: upstream %s unreachable (%s: %s); answered %d", req.method, req.path.split("?", 1)[0], _host(flow), failure.kind, failure.detail, status)
+        flow.metadata[ANSWER] = http.Response.make(
+            status, body, {"content-type": "application/json", "x-headroom-error": "upstream-unreachable"}
+        )
+        log.warning(
+            "headroom: %s %s: upstream %s unreachable (%s: %s); answered %d",
+            req.method,
+            req.path.split("?", 1)[0],
+            _host(flow),
+            failure.kind,
+            failure.detail,
+            status,
+        )
         if not r.counting:
             self._record(flow, failure, status)
 
@@ -132,9 +151,21 @@ class Unreachable:
             if turn is None:
                 raw = flow.request.raw_content or b""
                 r = route(flow.request.method, flow.request.path)
-                plan = RequestPlan(Action.PASSTHROUGH, "not planned", r.dialect, bytes_before=len(raw), bytes_after=len(raw), code=Code.NOT_COMPRESSED)
+                plan = RequestPlan(
+                    Action.PASSTHROUGH,
+                    "not planned",
+                    r.dialect,
+                    bytes_before=len(raw),
+                    bytes_after=len(raw),
+                    code=Code.NOT_COMPRESSED,
+                )
                 turn = Turn(rt, plan, user_agent=flow.request.headers.get("user-agent", ""))
-            turn.record(status_code=status, usage=Usage(), called=[], unreachable=f"upstream {_host(flow)} unreachable: {failure.why} ({failure.detail})")
+            turn.record(
+                status_code=status,
+                usage=Usage(),
+                called=[],
+                unreachable=f"upstream {_host(flow)} unreachable: {failure.why} ({failure.detail})",
+            )
         except Exception:  # noqa: BLE001 - the ledger never breaks traffic
             log.exception("headroom: could not record the unreachable upstream in the ledger")
 

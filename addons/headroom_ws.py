@@ -60,17 +60,16 @@ from __future__ import annotations
 
 from typing import Any, Coroutine
 
+import headroom_ws_close
+import headroom_ws_limit
+from headroom_headers import header_dict
+from headroom_options import State
 from mitmproxy import ctx, http
 from mitmproxy.websocket import WebSocketMessage
 
 from headroom_core.ccr import ws_loop
 from headroom_core.turn import Turns
 from headroom_core.ws_connection import Relay, WsConnection
-
-import headroom_ws_close
-import headroom_ws_limit
-from headroom_headers import header_dict
-from headroom_options import State
 
 KEY = "headroom_ws"
 
@@ -89,7 +88,9 @@ class ResponsesWebSocket:
         if flow.request.headers.get("upgrade", "").lower() != "websocket":
             return
         # the headers as the client sent them (x-headroom-* before the HTTP addon strips them)
-        flow.metadata[KEY] = conn = WsConnection(header_dict(flow.request.headers), flow.request.path, key=f"ws {flow.id}", where=_where(flow))
+        flow.metadata[KEY] = conn = WsConnection(
+            header_dict(flow.request.headers), flow.request.path, key=f"ws {flow.id}", where=_where(flow)
+        )
         if self.state.runtime is not None:  # a frame it will refuse is dropped as it arrives
             headroom_ws_limit.guard(flow, conn, self.state.runtime.settings.ws_max_frame_bytes)
 
@@ -118,7 +119,9 @@ class ResponsesWebSocket:
             return self._settle(flow, conn, msg, step)
         return _carry_out(flow, msg, step)
 
-    async def _client_frame(self, flow: http.HTTPFlow, conn: WsConnection, msg: WebSocketMessage, dropped: int = 0) -> None:
+    async def _client_frame(
+        self, flow: http.HTTPFlow, conn: WsConnection, msg: WebSocketMessage, dropped: int = 0
+    ) -> None:
         out = await conn.client_frame(self.state.runtime, self.turns, msg.content, dropped)
         if out.refusal is not None:
             msg.drop()
@@ -128,7 +131,9 @@ class ResponsesWebSocket:
             return
         await _carried_out(flow, msg, out)
 
-    async def _settle(self, flow: http.HTTPFlow, conn: WsConnection, msg: WebSocketMessage, step: ws_loop.Settle) -> None:
+    async def _settle(
+        self, flow: http.HTTPFlow, conn: WsConnection, msg: WebSocketMessage, step: ws_loop.Settle
+    ) -> None:
         """The turn ended with held events: the connection answers the proxy's calls, then the
         frames go to the client and/or the follow-up upstream."""
         await _carried_out(flow, msg, await conn.settle(step, gone=lambda: not flow.client_conn.connected))

@@ -122,19 +122,35 @@ def _codex_env(home: Path, up: Upstream) -> dict[str, str]:
         f'model = "gpt-5.5"\nmodel_provider = "scripted"\n\n[model_providers.scripted]\nname = "scripted"\n'
         f'base_url = "{up.url}/v1"\nwire_api = "responses"\nenv_key = "SCRIPTED_API_KEY"\nsupports_websockets = false\n'
     )
-    return {"HOME": str(home), "CODEX_HOME": str(codex_home), "SCRIPTED_API_KEY": "sk-bench-not-a-key", "COLUMNS": "200"}
+    return {
+        "HOME": str(home),
+        "CODEX_HOME": str(codex_home),
+        "SCRIPTED_API_KEY": "sk-bench-not-a-key",
+        "COLUMNS": "200",
+    }
 
 
 def _opencode_env(home: Path, up: Upstream) -> dict[str, str]:
     """opencode with an ``@ai-sdk/openai-compatible`` provider (Chat Completions) at the upstream."""
     cfg = home / ".config" / "opencode"
     cfg.mkdir(parents=True, exist_ok=True)
-    cfg.joinpath("opencode.json").write_text(json.dumps({
-        "provider": {"scripted": {"npm": "@ai-sdk/openai-compatible", "name": "Scripted",
-                                  "options": {"baseURL": f"{up.url}/v1", "apiKey": "sk-bench-not-a-key"},
-                                  "models": {"play-1": {"name": "Play 1", "tool_call": True}}}},
-        "model": "scripted/play-1", "autoupdate": False, "share": "disabled",
-    }))
+    cfg.joinpath("opencode.json").write_text(
+        json.dumps(
+            {
+                "provider": {
+                    "scripted": {
+                        "npm": "@ai-sdk/openai-compatible",
+                        "name": "Scripted",
+                        "options": {"baseURL": f"{up.url}/v1", "apiKey": "sk-bench-not-a-key"},
+                        "models": {"play-1": {"name": "Play 1", "tool_call": True}},
+                    }
+                },
+                "model": "scripted/play-1",
+                "autoupdate": False,
+                "share": "disabled",
+            }
+        )
+    )
     return {
         "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".local" / "share"),
         "XDG_CACHE_HOME": str(home / ".cache"), "XDG_STATE_HOME": str(home / ".local" / "state"), "NO_COLOR": "1",
@@ -144,7 +160,13 @@ def _opencode_env(home: Path, up: Upstream) -> dict[str, str]:
 
 def _aider_env(home: Path, up: Upstream) -> dict[str, str]:
     """Aider (litellm's ``openai/`` provider; the base URL is on its command line)."""
-    return {"HOME": str(home), "TERM": "dumb", "NO_COLOR": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENAI_API_KEY": "sk-bench-not-a-key"}
+    return {
+        "HOME": str(home),
+        "TERM": "dumb",
+        "NO_COLOR": "1",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "OPENAI_API_KEY": "sk-bench-not-a-key",
+    }
 
 
 def _gemini_env(home: Path, up: Upstream) -> dict[str, str]:
@@ -157,7 +179,13 @@ def _gemini_env(home: Path, up: Upstream) -> dict[str, str]:
         "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
         "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
     }))  # fmt: skip
-    return {"HOME": str(home), "GEMINI_API_KEY": "AIza-bench-not-a-key", "GOOGLE_GEMINI_BASE_URL": up.url, "GEMINI_CLI_NO_RELAUNCH": "true", "TERM": "dumb"}
+    return {
+        "HOME": str(home),
+        "GEMINI_API_KEY": "AIza-bench-not-a-key",
+        "GOOGLE_GEMINI_BASE_URL": up.url,
+        "GEMINI_CLI_NO_RELAUNCH": "true",
+        "TERM": "dumb",
+    }
 
 
 _NODE = ("NODE_EXTRA_CA_CERTS",)
@@ -197,7 +225,13 @@ def exe_of(name: str) -> Path | None:
 
 def model_requests(requests: Sequence[RecordedRequest]) -> list[RecordedRequest]:
     """The priced requests: JSON bodies POSTed to a model, token counts left out."""
-    return [r for r in requests if r.method == "POST" and isinstance(r.json, dict) and not r.path_only.lower().endswith(("count_tokens", ":counttokens"))]
+    return [
+        r
+        for r in requests
+        if r.method == "POST"
+        and isinstance(r.json, dict)
+        and not r.path_only.lower().endswith(("count_tokens", ":counttokens"))
+    ]
 
 
 def model_of(rec: RecordedRequest) -> str:
@@ -229,7 +263,9 @@ def run_once(agent: Agent, exe: Path, through_proxy: bool, counter: TokenCounter
         with Upstream() as up:
             assert up.cert_path is not None and up.ca_path is not None
             staged = agent.stage(root, up)
-            env = base_env(**agent.env(home, up), PWD=str(staged.workspace))  # as a shell starting it there sets it (opencode reads PWD)
+            env = base_env(
+                **agent.env(home, up), PWD=str(staged.workspace)
+            )  # as a shell starting it there sets it (opencode reads PWD)
             for k in agent.unset:
                 env.pop(k, None)
             argv = agent.command(exe, staged, up)
@@ -238,7 +274,9 @@ def run_once(agent: Agent, exe: Path, through_proxy: bool, counter: TokenCounter
                 proxy = Wrapped(root / "headroom-home", free_port(), up.cert_path)
                 try:
                     t0 = time.perf_counter()
-                    proxy.run(["true"], env=env, cwd=staged.workspace, timeout=timeout)  # starts the proxy; the agent's wrap reuses it
+                    proxy.run(
+                        ["true"], env=env, cwd=staged.workspace, timeout=timeout
+                    )  # starts the proxy; the agent's wrap reuses it
                     start = time.perf_counter() - t0
                     t0 = time.perf_counter()
                     try:
@@ -252,14 +290,26 @@ def run_once(agent: Agent, exe: Path, through_proxy: bool, counter: TokenCounter
                 env.update(dict.fromkeys(agent.trust, str(up.ca_path)))
                 t0 = time.perf_counter()
                 try:
-                    proc = subprocess.run(argv, env=env, cwd=staged.workspace, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+                    proc = subprocess.run(
+                        argv,
+                        env=env,
+                        cwd=staged.workspace,
+                        capture_output=True,
+                        text=True,
+                        timeout=timeout,
+                        stdin=subprocess.DEVNULL,
+                    )
                 except subprocess.TimeoutExpired:
                     proc = subprocess.CompletedProcess(argv, -1, "", "timed out")
                 seconds = time.perf_counter() - t0
             reqs = model_requests(up.requests)
             refused = list(staged.refused())
             done = proc.returncode == 0 and staged.final in proc.stdout and not refused
-            why = "" if done else f"rc={proc.returncode} refused={refused[:2]} stdout={proc.stdout[-300:]!r} stderr={proc.stderr[-600:]!r}"
+            why = (
+                ""
+                if done
+                else f"rc={proc.returncode} refused={refused[:2]} stdout={proc.stdout[-300:]!r} stderr={proc.stderr[-600:]!r}"
+            )
             return Result(len(reqs), price(reqs, agent.pricing, counter), seconds, done, start, why)
 
 
@@ -271,8 +321,21 @@ def main() -> None:
     args = ap.parse_args()
     counter = TokenCounter(Path(tempfile.mkdtemp(prefix="bench-agents-tok-")))
     table = Table(title="agents on the scripted task: direct vs through the proxy (cache-priced input)")
-    for col in ("agent", "requests d/p", "tokens direct", "tokens proxy", "saved", "USD direct", "USD proxy", "saved",
-                "wall s direct", "wall s proxy", "added s", "proxy start s", "completed"):
+    for col in (
+        "agent",
+        "requests d/p",
+        "tokens direct",
+        "tokens proxy",
+        "saved",
+        "USD direct",
+        "USD proxy",
+        "saved",
+        "wall s direct",
+        "wall s proxy",
+        "added s",
+        "proxy start s",
+        "completed",
+    ):
         table.add_column(col, justify="left" if col == "agent" else "right")
     want = set(args.agents.split(","))
     for agent in AGENTS:

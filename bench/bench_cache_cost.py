@@ -91,7 +91,14 @@ def anthropic_sessions(folder: Path) -> dict[str, list[Req]]:
 def with_json_output(reqs: list[Req], payload: str) -> list[Req]:
     """``reqs`` with the first ``Grep`` tool output replaced by ``payload`` wherever the client
     re-sends it (the same ``tool_use_id``)."""
-    calls = [b for r in reqs for m in r.body.get("messages", []) if isinstance(m["content"], list) for b in m["content"] if b.get("type") == "tool_use" and b.get("name") == "Grep"]
+    calls = [
+        b
+        for r in reqs
+        for m in r.body.get("messages", [])
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_use" and b.get("name") == "Grep"
+    ]
     if not calls:
         return reqs
     out = []
@@ -135,7 +142,9 @@ def predecessor(history: list[tuple[dict, dict]], body: dict) -> tuple[dict, dic
     return best
 
 
-def run(sessions: dict[str, list[Req]], cache_cls, counter: TokenCounter, timeout_after: int, timeout_at: int = 0) -> dict[str, Totals]:
+def run(
+    sessions: dict[str, list[Req]], cache_cls, counter: TokenCounter, timeout_after: int, timeout_at: int = 0
+) -> dict[str, Totals]:
     cutter = Blocks(counter.count)
     out: dict[str, Totals] = {}
     for name, reqs in sessions.items():
@@ -180,9 +189,18 @@ def main() -> None:
     ap.add_argument("--flows", type=Path, default=CORPUS / "anthropic-flows")
     ap.add_argument("--openai", type=Path, default=CORPUS / "openai-flows")
     ap.add_argument("--per-request", action="store_true", help="a row per request")
-    ap.add_argument("--timeout-after", type=int, default=0, help="from this request number of a session on, plans time out (0: never)")
-    ap.add_argument("--timeout-at", type=int, default=0, help="only this request number of each session times out (0: none)")
-    ap.add_argument("--json-output", action="store_true", help="session-a's first Grep output is a large GitHub API listing")
+    ap.add_argument(
+        "--timeout-after",
+        type=int,
+        default=0,
+        help="from this request number of a session on, plans time out (0: never)",
+    )
+    ap.add_argument(
+        "--timeout-at", type=int, default=0, help="only this request number of each session times out (0: none)"
+    )
+    ap.add_argument(
+        "--json-output", action="store_true", help="session-a's first Grep output is a large GitHub API listing"
+    )
     args = ap.parse_args()
     anth = anthropic_sessions(args.flows) if args.flows.is_dir() else {}
     if args.json_output and "session-a" in anth:
@@ -190,11 +208,17 @@ def main() -> None:
         anth["session-a"] = with_json_output(anth["session-a"], page)
     oai = openai_sessions(args.openai)
     if not anth and not oai:
-        sys.exit(f"no sessions in {args.flows} or {args.openai} (the corpus sits beside the repository as ../shared/corpus)")
+        sys.exit(
+            f"no sessions in {args.flows} or {args.openai} (the corpus sits beside the repository as ../shared/corpus)"
+        )
     counter = TokenCounter(Path.home() / ".headroom")
     console = Console(width=200)
-    results = [("anthropic", k, v) for k, v in run(anth, AnthropicCache, counter, args.timeout_after, args.timeout_at).items()]
-    results += [("openai", k, v) for k, v in run(oai, OpenAICache, counter, args.timeout_after, args.timeout_at).items()]
+    results = [
+        ("anthropic", k, v) for k, v in run(anth, AnthropicCache, counter, args.timeout_after, args.timeout_at).items()
+    ]
+    results += [
+        ("openai", k, v) for k, v in run(oai, OpenAICache, counter, args.timeout_after, args.timeout_at).items()
+    ]
     t = Table(title="Prompt-cache cost of whole sessions without / with the proxy (tokens: cl100k_base estimates)")
     for col in ("provider", "session", "requests", "tokens before", "tokens after", "saved", "reads (with)", "writes (with)",
                 "USD without", "USD with", "cost saved", "earlier breaks"):  # fmt: skip
@@ -212,7 +236,19 @@ def main() -> None:
     if args.per_request:
         for provider, name, r in results:
             pt = Table(title=f"{provider} {name}: per request")
-            for col in ("request", "model", "w/o uncached", "w/o write", "w/o read", "w/o USD", "with uncached", "with write", "with read", "with USD", "break"):
+            for col in (
+                "request",
+                "model",
+                "w/o uncached",
+                "w/o write",
+                "w/o read",
+                "w/o USD",
+                "with uncached",
+                "with write",
+                "with read",
+                "with USD",
+                "break",
+            ):
                 pt.add_column(col, justify="left" if col in ("request", "model", "break") else "right", no_wrap=True)
             for req, model, a, b, broke in r.rows:
                 pt.add_row(req, model, f"{a.uncached:,}", f"{a.write:,}", f"{a.read:,}", f"{a.usd:.4f}",

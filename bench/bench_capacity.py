@@ -60,7 +60,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from bench_load import pct, rss_mib, _descendants  # noqa: E402
+from bench_load import _descendants, pct, rss_mib  # noqa: E402
 
 CORPUS = REPO.parent / "shared" / "corpus" / "anthropic-flows"
 PEER_PACKAGE = "headroom-ai[proxy]==0.42.0"
@@ -181,7 +181,9 @@ def upstream_main(certdir: str, answers: list[bytes], ttfb: float, stream_s: flo
                 t0 = time.monotonic()  # the request is in: the model's time starts
                 events = chunks[int(hdrs.get("x-bench-turn", "0")) % len(chunks)]
                 await asyncio.sleep(ttfb)
-                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n")
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n"
+                )
                 step = stream_s / max(1, len(events))
                 for e in events:
                     writer.write(b"%x\r\n%s\r\n" % (len(e), e))
@@ -252,7 +254,9 @@ def agents_main(target: dict, session, n_agents: int, think: float, seed: int, o
                 writer.write(req + body)
                 await writer.drain()
                 h = h11.Connection(h11.CLIENT)
-                h.send(h11.Request(method="POST", target="/v1/messages", headers=[("host", host), ("content-length", "0")]))
+                h.send(
+                    h11.Request(method="POST", target="/v1/messages", headers=[("host", host), ("content-length", "0")])
+                )
                 h.send(h11.EndOfMessage())
                 status, data, done = 0, bytearray(), False
                 while not done:
@@ -293,7 +297,16 @@ def agents_main(target: dict, session, n_agents: int, think: float, seed: int, o
         await asyncio.gather(*(agent(k) for k in range(n_agents)))
 
     asyncio.run(main())
-    out_w.send({"added": added, "total": total, "errors": len(errors), "samples": errors[:3], "requests": n_agents * len(session), "by_turn": by_turn})
+    out_w.send(
+        {
+            "added": added,
+            "total": total,
+            "errors": len(errors),
+            "samples": errors[:3],
+            "requests": n_agents * len(session),
+            "by_turn": by_turn,
+        }
+    )
 
 
 def cpu_seconds(pid: int) -> float:
@@ -339,7 +352,9 @@ def peer_venv(where: Path) -> tuple[Path | None, str]:
         return exe, ""
     try:
         subprocess.run([sys.executable, "-m", "venv", str(where)], check=True, capture_output=True, timeout=300)
-        r = subprocess.run([str(where / "bin" / "pip"), "install", "-q", PEER_PACKAGE], capture_output=True, text=True, timeout=1800)
+        r = subprocess.run(
+            [str(where / "bin" / "pip"), "install", "-q", PEER_PACKAGE], capture_output=True, text=True, timeout=1800
+        )
     except (subprocess.SubprocessError, OSError) as e:
         return None, f"could not install {PEER_PACKAGE}: {e}"
     if r.returncode != 0 or not exe.exists():
@@ -352,7 +367,11 @@ def start_peer(exe: Path, up_port: int, cafile: Path) -> tuple[Target | None, st
 
     port = free_port()
     home = Path(tempfile.mkdtemp(prefix="bench-peer-"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HEADROOM_", "ANTHROPIC_", "OPENAI_")) and "proxy" not in k.lower()}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("HEADROOM_", "ANTHROPIC_", "OPENAI_")) and "proxy" not in k.lower()
+    }
     env.update(HOME=str(home), ANTHROPIC_TARGET_API_URL=f"https://127.0.0.1:{up_port}", SSL_CERT_FILE=str(cafile),
                HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1")  # fmt: skip
     log = open(home / "peer.log", "wb")
@@ -418,7 +437,10 @@ def capacity(t: Target, up_port: int, session, new_bytes: list[int], seed0: int)
     seed = seed0
     if ARGS.warm_up:  # the proxy's first traffic (its one-time costs), not counted
         res = run_round(t, up_port, session, ARGS.warm_up, ARGS.think, seed0 + 50)
-        print(f"  {t.label}: warm-up round of {ARGS.warm_up} agents (not counted): added p95 {1000 * pct(res['added'], 0.95):.0f} ms", flush=True)
+        print(
+            f"  {t.label}: warm-up round of {ARGS.warm_up} agents (not counted): added p95 {1000 * pct(res['added'], 0.95):.0f} ms",
+            flush=True,
+        )
     for n in ARGS.agents:  # fixed rounds (--agents): no search
         seed += 1
         rounds.append(run_round(t, up_port, session, n, ARGS.think, seed))
@@ -461,7 +483,12 @@ def _say(t: Target, res: dict) -> None:
     turns: dict[int, list[float]] = {}
     for turn, a in res["by_turn"]:
         turns.setdefault(turn, []).append(a)
-    print("    added p95 by turn: " + ", ".join(f"{k}: {1000 * pct(v, 0.95):.0f}" for k, v in sorted(turns.items())) + " ms", flush=True)
+    print(
+        "    added p95 by turn: "
+        + ", ".join(f"{k}: {1000 * pct(v, 0.95):.0f}" for k, v in sorted(turns.items()))
+        + " ms",
+        flush=True,
+    )
     if res["errors"]:
         print(f"    e.g. {res['samples']}", flush=True)
 
@@ -472,19 +499,36 @@ ARGS: argparse.Namespace
 def main() -> None:
     global ARGS
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--turns", type=int, default=8, help="requests of session-a each agent sends (default 8, at most 31)")
-    ap.add_argument("--think", type=float, default=1.0, help="mean think time between an answer and the next request, seconds")
+    ap.add_argument(
+        "--turns", type=int, default=8, help="requests of session-a each agent sends (default 8, at most 31)"
+    )
+    ap.add_argument(
+        "--think", type=float, default=1.0, help="mean think time between an answer and the next request, seconds"
+    )
     ap.add_argument("--ttfb", type=float, default=1.0, help="the upstream's time to the first byte, seconds")
     ap.add_argument("--stream", type=float, default=0.5, help="the upstream's time streaming the events, seconds")
-    ap.add_argument("--max-agents", type=int, default=16, help="the most agents tried (default 16: a few minutes in all)")
+    ap.add_argument(
+        "--max-agents", type=int, default=16, help="the most agents tried (default 16: a few minutes in all)"
+    )
     ap.add_argument("--p95-ms", type=float, default=100.0)
-    ap.add_argument("--warm-up", type=int, default=1,
-                    help="agents of a first round not counted: each proxy's first traffic pays its one-time costs there (0: none)")
-    ap.add_argument("--agents", type=lambda v: [int(x) for x in v.split(",")], default=[],
-                    help="comma list of agent counts: run these rounds only, in order (no search; e.g. for a profiler)")
+    ap.add_argument(
+        "--warm-up",
+        type=int,
+        default=1,
+        help="agents of a first round not counted: each proxy's first traffic pays its one-time costs there (0: none)",
+    )
+    ap.add_argument(
+        "--agents",
+        type=lambda v: [int(x) for x in v.split(",")],
+        default=[],
+        help="comma list of agent counts: run these rounds only, in order (no search; e.g. for a profiler)",
+    )
     ap.add_argument("--only", default="headroom,plain,peer", help="comma list of headroom, plain, peer")
-    ap.add_argument("--peer", default=str(Path.home() / ".cache" / "headroom-bench" / "peer-venv"),
-                    help=f"venv of the peer proxy ({PEER_PACKAGE}; installed there on first use), or 'none'")
+    ap.add_argument(
+        "--peer",
+        default=str(Path.home() / ".cache" / "headroom-bench" / "peer-venv"),
+        help=f"venv of the peer proxy ({PEER_PACKAGE}; installed there on first use), or 'none'",
+    )
     ap.add_argument("--quick", action="store_true", help="smoke test: 2 turns, at most 4 agents, short delays")
     ARGS = ap.parse_args()
     if ARGS.quick:
@@ -502,7 +546,9 @@ def main() -> None:
           f"{sum(new_bytes) / 1e6:.2f} MB of new tool output per agent; think {ARGS.think} s, upstream {ARGS.ttfb} + {ARGS.stream} s", flush=True)  # fmt: skip
     certdir = tempfile.mkdtemp(prefix="bench-capacity-")
     port_r, port_w = mp.Pipe(duplex=False)
-    up = mp.Process(target=upstream_main, args=(certdir, [a for _, _, a in session], ARGS.ttfb, ARGS.stream, port_w), daemon=True)
+    up = mp.Process(
+        target=upstream_main, args=(certdir, [a for _, _, a in session], ARGS.ttfb, ARGS.stream, port_w), daemon=True
+    )
     up.start()
     up_port = port_r.recv()
     wanted = ARGS.only.split(",")
@@ -522,7 +568,9 @@ def main() -> None:
                     print(f"skipped headroom-ai (peer): {why}", flush=True)
                     continue
             else:
-                t = start_mitm("headroom" if what == "headroom" else "plain mitmdump", ADDON_SCRIPT if what == "headroom" else None)
+                t = start_mitm(
+                    "headroom" if what == "headroom" else "plain mitmdump", ADDON_SCRIPT if what == "headroom" else None
+                )
             try:
                 results.append(capacity(t, up_port, session, new_bytes, 100 * i))
             finally:
@@ -540,7 +588,10 @@ def main() -> None:
     row = lambda name, fn: tab.add_row(name, *[fn(r) for r in results])  # noqa: E731
     row("agents: all requests", lambda r: f"{r['capacity']}")
     row("agents: continuing turns", lambda r: f"{r['capacity_later']}{r['limit']}")
-    row("  there: added p50 / p95 / p95 continuing", lambda r: f"{r['p50_at']:.0f} / {r['p95_at']:.0f} / {r['p95_later_at']:.0f} ms")
+    row(
+        "  there: added p50 / p95 / p95 continuing",
+        lambda r: f"{r['p50_at']:.0f} / {r['p95_at']:.0f} / {r['p95_later_at']:.0f} ms",
+    )
     row("CPU per request", lambda r: f"{1000 * r['cpu_per_req']:.0f} ms")
     row("CPU per MB of new tool output", lambda r: f"{r['cpu_per_mb']:.2f} s")
     row("resident memory at the end", lambda r: f"{r['rss_end']:.0f} MiB")

@@ -98,14 +98,23 @@ def log_file(folder: Path) -> Path:
     if logs:
         f.write_bytes(b"".join(p.read_bytes() for p in logs))
     else:
-        f.write_text("".join(f"2025-06-01 10:00:{i % 60:02d} INFO worker-{i % 7} handled request {i} in {i % 97} ms\n" for i in range(16000)))
+        f.write_text(
+            "".join(
+                f"2025-06-01 10:00:{i % 60:02d} INFO worker-{i % 7} handled request {i} in {i % 97} ms\n"
+                for i in range(16000)
+            )
+        )
     return f
 
 
 def prose_file(folder: Path) -> Path:
     src = CORPUS / "README.md"
     f = folder / "notes.md"
-    f.write_text(src.read_text() if src.exists() else ("The proxy compresses tool outputs before they reach the model. " * 40 + "\n\n") * 12)
+    f.write_text(
+        src.read_text()
+        if src.exists()
+        else ("The proxy compresses tool outputs before they reach the model. " * 40 + "\n\n") * 12
+    )
     return f
 
 
@@ -133,7 +142,11 @@ def main() -> None:
 
         port = free_port()
         start = time.perf_counter()
-        timed([HEADROOM, "proxy", "--detach", "--port", str(port), "--anthropic-port", "0", "--openai-port", "0"], env, work)
+        timed(
+            [HEADROOM, "proxy", "--detach", "--port", str(port), "--anthropic-port", "0", "--openai-port", "0"],
+            env,
+            work,
+        )
         results["headroom proxy --detach (start, once)"] = [time.perf_counter() - start]
         try:
             run("headroom --version", [HEADROOM, "--version"])
@@ -141,31 +154,56 @@ def main() -> None:
             run("headroom stats", [HEADROOM, "stats"])
             run("headroom wrap -q true (proxy running)", [HEADROOM, "wrap", "--port", str(port), "-q", "true"])
         finally:
-            subprocess.run([HEADROOM, "proxy", "--stop", "--port", str(port)], env=env, capture_output=True, timeout=120)
+            subprocess.run(
+                [HEADROOM, "proxy", "--stop", "--port", str(port)], env=env, capture_output=True, timeout=120
+            )
         run(f"headroom compress FILE (log, {log.stat().st_size / 1e6:.1f} MB)", [HEADROOM, "compress", str(log)])
-        run(f"headroom compress FILE (prose, {prose.stat().st_size / 1e3:.0f} kB: model)", [HEADROOM, "compress", str(prose)])
+        run(
+            f"headroom compress FILE (prose, {prose.stat().st_size / 1e3:.0f} kB: model)",
+            [HEADROOM, "compress", str(prose)],
+        )
         n = iter(range(10**6))
 
         for _ in range(a.runs):
             results.setdefault("headroom memory add (first of a project: no model)", []).append(
-                timed([HEADROOM, "memory", "add", "--project", f"/bench/new-{next(n)}", "The build needs make -j4 and GNU make 4.3"], env, work))
+                timed(
+                    [
+                        HEADROOM,
+                        "memory",
+                        "add",
+                        "--project",
+                        f"/bench/new-{next(n)}",
+                        "The build needs make -j4 and GNU make 4.3",
+                    ],
+                    env,
+                    work,
+                )
+            )
         timed([HEADROOM, "memory", "add", "The test suite runs with pnpm test:unit"], env, work)
         for _ in range(a.runs):
             results.setdefault("headroom memory add (near-duplicate check: model)", []).append(
-                timed([HEADROOM, "memory", "add", f"Deploys go through the staging cluster first ({next(n)})"], env, work))
+                timed(
+                    [HEADROOM, "memory", "add", f"Deploys go through the staging cluster first ({next(n)})"], env, work
+                )
+            )
         run("headroom memory search (model)", [HEADROOM, "memory", "search", "how are tests run?"])
         run("headroom memory search --text", [HEADROOM, "memory", "search", "--text", "tests"])
         run("headroom memory search (a project without memories)", [HEADROOM, "memory", "search", "tests"], cwd=empty)
 
         parts: dict[str, list[float]] = {}
         for _ in range(a.runs):
-            out = subprocess.run([sys.executable, "-c", PARTS], env=env, cwd=work, capture_output=True, text=True, timeout=600)
+            out = subprocess.run(
+                [sys.executable, "-c", PARTS], env=env, cwd=work, capture_output=True, text=True, timeout=600
+            )
             if out.returncode != 0:
                 raise RuntimeError(out.stderr[-800:])
             for k, v in json.loads(out.stdout.rsplit("LAPS ", 1)[1]).items():
                 parts.setdefault(k, []).append(v)
 
-    t = Table(title=f"headroom commands, wall seconds per new process ({os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f})", title_justify="left")
+    t = Table(
+        title=f"headroom commands, wall seconds per new process ({os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f})",
+        title_justify="left",
+    )
     for c in ("command", "runs", "min", "median", "max"):
         t.add_column(c, justify="left" if c == "command" else "right", no_wrap=c != "command")
     for name, xs in results.items():

@@ -35,9 +35,31 @@ def _ev(d: dict) -> bytes:
     return json.dumps(d).encode()
 
 
-CREATED = _ev({"type": "response.created", "sequence_number": 0, "response": {"id": "resp_end", "object": "response", "status": "in_progress", "model": "gpt-5.5", "output": []}})
-ADDED = _ev({"type": "response.output_item.added", "sequence_number": 1, "output_index": 0, "item": {"id": "msg_1", "type": "message", "status": "in_progress", "role": "assistant", "content": []}})
-DELTA = _ev({"type": "response.output_text.delta", "sequence_number": 2, "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": "Partial text so far."})
+CREATED = _ev(
+    {
+        "type": "response.created",
+        "sequence_number": 0,
+        "response": {"id": "resp_end", "object": "response", "status": "in_progress", "model": "gpt-5.5", "output": []},
+    }
+)
+ADDED = _ev(
+    {
+        "type": "response.output_item.added",
+        "sequence_number": 1,
+        "output_index": 0,
+        "item": {"id": "msg_1", "type": "message", "status": "in_progress", "role": "assistant", "content": []},
+    }
+)
+DELTA = _ev(
+    {
+        "type": "response.output_text.delta",
+        "sequence_number": 2,
+        "item_id": "msg_1",
+        "output_index": 0,
+        "content_index": 0,
+        "delta": "Partial text so far.",
+    }
+)
 RL = "Rate limit reached for gpt-5.5 on tokens per min (TPM): Limit 30000, Used 30000, Requested 500. Please try again in 1.5s."
 
 
@@ -49,7 +71,14 @@ def _error(status: int | None, code: str, message: str) -> bytes:
 
 
 def _failed(code: str, message: str) -> bytes:
-    resp = {"id": "resp_end", "object": "response", "status": "failed", "model": "gpt-5.5", "output": [], "error": {"code": code, "message": message}}
+    resp = {
+        "id": "resp_end",
+        "object": "response",
+        "status": "failed",
+        "model": "gpt-5.5",
+        "output": [],
+        "error": {"code": code, "message": message},
+    }
     return _ev({"type": "response.failed", "sequence_number": 3, "response": resp})
 
 
@@ -60,10 +89,22 @@ INCOMPLETE = _ev({"type": "response.incomplete", "sequence_number": 3, "response
 
 #: (name, the ending's frames as a RawReply)
 ENDINGS: list[tuple[str, RawReply]] = [
-    ("error event, status 429 rate_limit_exceeded, mid-response", RawReply(chunks=(CREATED, ADDED, DELTA, _error(429, "rate_limit_exceeded", RL)))),
-    ("error event, status 500, mid-response", RawReply(chunks=(CREATED, _error(500, "server_error", "The server had an error.")))),
-    ("error event without status, mid-response", RawReply(chunks=(CREATED, ADDED, DELTA, _error(None, "rate_limit_exceeded", RL)))),
-    ("response.failed rate_limit_exceeded ('try again in 1.5s')", RawReply(chunks=(CREATED, ADDED, DELTA, _failed("rate_limit_exceeded", RL)))),
+    (
+        "error event, status 429 rate_limit_exceeded, mid-response",
+        RawReply(chunks=(CREATED, ADDED, DELTA, _error(429, "rate_limit_exceeded", RL))),
+    ),
+    (
+        "error event, status 500, mid-response",
+        RawReply(chunks=(CREATED, _error(500, "server_error", "The server had an error."))),
+    ),
+    (
+        "error event without status, mid-response",
+        RawReply(chunks=(CREATED, ADDED, DELTA, _error(None, "rate_limit_exceeded", RL))),
+    ),
+    (
+        "response.failed rate_limit_exceeded ('try again in 1.5s')",
+        RawReply(chunks=(CREATED, ADDED, DELTA, _failed("rate_limit_exceeded", RL))),
+    ),
     ("response.failed server_error", RawReply(chunks=(CREATED, _failed("server_error", "The server had an error.")))),
     ("response.incomplete max_output_tokens", RawReply(chunks=(CREATED, ADDED, DELTA, INCOMPLETE))),
     ("socket cut mid-response", RawReply(chunks=(CREATED, ADDED, DELTA), close=True)),
@@ -90,9 +131,27 @@ def run(exe: Path, ending: RawReply) -> tuple[str, str, str]:
             f'model = "gpt-5.5"\nmodel_provider = "scripted"\n\n[model_providers.scripted]\nname = "scripted"\n'
             f'base_url = "{up.url}/v1"\nwire_api = "responses"\nenv_key = "SCRIPTED_API_KEY"\nsupports_websockets = true\n'
         )
-        env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy") and not k.startswith(("HEADROOM_", "CODEX_", "OPENAI_"))}
-        env.update(HOME=str(d), CODEX_HOME=str(d / "codex"), SCRIPTED_API_KEY="sk-bench", CODEX_CA_CERTIFICATE=str(up.ca_path), SSL_CERT_FILE=str(up.ca_path))
-        cmd = [str(exe), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "-C", str(d / "ws"), "Say hi."]
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.lower().endswith("_proxy") and not k.startswith(("HEADROOM_", "CODEX_", "OPENAI_"))
+        }
+        env.update(
+            HOME=str(d),
+            CODEX_HOME=str(d / "codex"),
+            SCRIPTED_API_KEY="sk-bench",
+            CODEX_CA_CERTIFICATE=str(up.ca_path),
+            SSL_CERT_FILE=str(up.ca_path),
+        )
+        cmd = [
+            str(exe),
+            "exec",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "-C",
+            str(d / "ws"),
+            "Say hi.",
+        ]
         try:
             out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=150, stdin=subprocess.DEVNULL)
             status, text = str(out.returncode), out.stderr + out.stdout

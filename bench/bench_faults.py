@@ -58,7 +58,10 @@ class Env:
         self.upstream.responder = lambda rec: Reply.text("ok")
         t = time.monotonic()
         anthropic_client(self.upstream, px, timeout=120).messages.create(
-            model=model, max_tokens=20, messages=messages or [{"role": "user", "content": f"hello {model} " + "x" * 500}], **kw
+            model=model,
+            max_tokens=20,
+            messages=messages or [{"role": "user", "content": f"hello {model} " + "x" * 500}],
+            **kw,
         )
         return time.monotonic() - t
 
@@ -101,7 +104,9 @@ def _write_lock(env: Env) -> tuple[str, bool]:
     px = env.proxy()
     db = px.home / "headroom.db"
     env.ask(px, "warm-up")
-    p = subprocess.Popen([sys.executable, "-c", _LOCKER, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-c", _LOCKER, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     assert p.stdout is not None and p.stdout.readline().strip() == "locked"
     try:
         small = env.ask(px, "small")
@@ -112,7 +117,10 @@ def _write_lock(env: Env) -> tuple[str, bool]:
         p.stdin.close()
         p.wait(30)
     outcome = dict(_wait_rows(db, 3)).get("big")
-    return f"600-byte request {small:.2f} s, new 118 KB output {big:.2f} s, outcome {outcome}", small < 2.0 and outcome == "db_busy"
+    return (
+        f"600-byte request {small:.2f} s, new 118 KB output {big:.2f} s, outcome {outcome}",
+        small < 2.0 and outcome == "db_busy",
+    )
 
 
 def _damaged(env: Env) -> tuple[str, bool]:
@@ -129,7 +137,9 @@ def _damaged(env: Env) -> tuple[str, bool]:
     for i in range(3):
         env.ask(px, f"after-{i}")
     n = len(_wait_rows(db, 3))
-    return f"{len(moved)} file(s) moved aside, {len(lines)} log line(s), {n} of 3 later answers recorded", len(moved) == 1 and len(lines) == 1 and n == 3
+    return f"{len(moved)} file(s) moved aside, {len(lines)} log line(s), {n} of 3 later answers recorded", len(
+        moved
+    ) == 1 and len(lines) == 1 and n == 3
 
 
 def _concurrent_starts(env: Env, proxies: int = 3, rounds: int = 3) -> tuple[str, bool]:
@@ -154,7 +164,10 @@ def _concurrent_starts(env: Env, proxies: int = 3, rounds: int = 3) -> tuple[str
             failed += log != "ready"
         migrations.append(sum(px.log_text().count("database migrated to") for px in made))
         env.close()
-    return f"{rounds} rounds x {proxies} proxies: migrations per round {migrations}, {failed} warm-ups failed", failed == 0 and migrations == [1] * rounds
+    return (
+        f"{rounds} rounds x {proxies} proxies: migrations per round {migrations}, {failed} warm-ups failed",
+        failed == 0 and migrations == [1] * rounds,
+    )
 
 
 def _stop_leaves_data(env: Env) -> tuple[str, bool]:
@@ -203,13 +216,17 @@ def _originals_refused(env: Env, turns: int = 4) -> tuple[str, bool]:
     model = Model()
     env.upstream.responder = model
     client = anthropic_client(env.upstream, px, timeout=120)
-    outputs = [github_scenario(n) for n in ("paginate-issues.json", "git-refs.json", "labels.json", "search-issues.json")]
+    outputs = [
+        github_scenario(n) for n in ("paginate-issues.json", "git-refs.json", "labels.json", "search-issues.json")
+    ]
     body = anthropic_request(github_scenario("search-issues.json"))
     body["messages"][0]["content"] = "Which issues and refs matter?"
 
     def turn(name: str) -> dict:
         n = len(env.upstream.requests)
-        client.messages.create(model=name, max_tokens=50, system=body["system"], tools=body["tools"], messages=body["messages"])
+        client.messages.create(
+            model=name, max_tokens=50, system=body["system"], tools=body["tools"], messages=body["messages"]
+        )
         return env.upstream.requests[n].json
 
     turn("before")
@@ -220,7 +237,12 @@ def _originals_refused(env: Env, turns: int = 4) -> tuple[str, bool]:
     for t in range(turns):
         new = outputs[t % len(outputs)] + "\n" * (t // len(outputs) + 1)  # a new output each turn
         body["messages"] += [
-            {"role": "assistant", "content": [{"type": "tool_use", "id": f"toolu_f{t}", "name": "github_api", "input": {"path": f"/x/{t}"}}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": f"toolu_f{t}", "name": "github_api", "input": {"path": f"/x/{t}"}}
+                ],
+            },
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_f{t}", "content": new}]},
         ]
         i = len(body["messages"]) - 1
@@ -268,14 +290,20 @@ def _ws_provider_429(env: Env) -> tuple[str, bool]:
 
     px, big, key = _ws_setup(env)
     env.upstream.script(Reply.tool_call(TOOL_NAME, {"key": key}, text="Let me look."))
-    env.upstream.raw(200, b"", chunks=[*partial_follow_up("Issues 1 and"), json.dumps({"type": "error", "status": 429, "error": RATE_LIMIT})])
+    env.upstream.raw(
+        200,
+        b"",
+        chunks=[*partial_follow_up("Issues 1 and"), json.dumps({"type": "error", "status": 429, "error": RATE_LIMIT})],
+    )
     with ws_connect(env.upstream, px) as ws:
         ws.send(create_frame(items(big)))
         last = json.loads(read_turn(ws)[-1])
     err = (last.get("response") or {}).get("error") or {}
     texts = [c.get("text") for it in (last.get("response") or {}).get("output") or [] for c in it.get("content") or []]
     n = len(_ws_frames(env))
-    ok = last["type"] == "response.failed" and err == RATE_LIMIT and texts == ["Let me look.", "Issues 1 and"] and n == 2
+    ok = (
+        last["type"] == "response.failed" and err == RATE_LIMIT and texts == ["Let me look.", "Issues 1 and"] and n == 2
+    )
     return f"client's last event {last['type']} ({err.get('code')}, text so far {texts}); {n} frames upstream", ok
 
 
@@ -293,7 +321,10 @@ def _ws_cut_by_max_output_tokens(env: Env) -> tuple[str, bool]:
     kinds = [it.get("type") for it in last["response"].get("output") or []]
     n = len(_ws_frames(env))
     ok = last["type"] == "response.incomplete" and kinds == ["message"] and n == 1
-    return f"client's last event {last['type']} ({last['response'].get('incomplete_details')}), output {kinds}; {n} frame upstream", ok
+    return (
+        f"client's last event {last['type']} ({last['response'].get('incomplete_details')}), output {kinds}; {n} frame upstream",
+        ok,
+    )
 
 
 def _ws_client_leaves(env: Env) -> tuple[str, bool]:
@@ -320,7 +351,10 @@ def _ws_client_leaves(env: Env) -> tuple[str, bool]:
     time.sleep(1.0)
     after = sum(r.received_at >= left for r in _ws_frames(env))
     took = f"{closed - left:.2f} s" if closed is not None else "never"
-    return f"upstream socket closed {took} after the client left; {after} frames upstream after it", closed is not None and after == 0
+    return (
+        f"upstream socket closed {took} after the client left; {after} frames upstream after it",
+        closed is not None and after == 0,
+    )
 
 
 def _ws_upstream_cut(env: Env) -> tuple[str, bool]:
@@ -361,7 +395,10 @@ def _http_left(env: Env, px: MitmProxy, leave: Callable[[], None]) -> tuple[str,
     time.sleep(1.0)  # a next round would start now, had the loop gone on
     after = sum(r.received_at >= left for r in env.upstream.requests)
     took = f"{closed - left:.2f} s" if closed is not None else "never (within 60 s)"
-    return f"follow-up's upstream connection closed {took} after the client left; {after} requests upstream after it", closed is not None and after == 0
+    return (
+        f"follow-up's upstream connection closed {took} after the client left; {after} requests upstream after it",
+        closed is not None and after == 0,
+    )
 
 
 def _http_client_leaves_json(env: Env) -> tuple[str, bool]:
@@ -374,28 +411,42 @@ def _http_client_leaves_json(env: Env) -> tuple[str, bool]:
     env.upstream.script(Reply.tool_call(TOOL_NAME, {"key": key}, text="Checking."))
     env.upstream.raw(200, _retrieve_again(key), {"content-type": "application/json"}, wait=SLOW)
     env.upstream.script(Reply.tool_call(TOOL_NAME, {"key": key}), Reply.text("round 3"))
-    sock = h1_send(px, env.upstream, "/v1/messages", json.dumps({**anthropic_request(big), "model": "m", "max_tokens": 100}).encode())
+    sock = h1_send(
+        px,
+        env.upstream,
+        "/v1/messages",
+        json.dumps({**anthropic_request(big), "model": "m", "max_tokens": 100}).encode(),
+    )
     env.upstream.wait_for_requests(2, timeout=180)
     return _http_left(env, px, sock.close)
 
 
 def _http_stream_reset(env: Env) -> tuple[str, bool]:
     from headroom_core.ccr.retrieve import TOOL_NAME
+    from headroom_core.compress import markers
     from tests.e2e.test_followup_faults_e2e import SLOW
     from tests.support.leaving_clients import H2Client
     from tests.support.sse_forms import anthropic_events, anthropic_message, sse
     from tests.unit.test_request_plan import anthropic_request, github_scenario
-    from headroom_core.compress import markers
 
     env.upstream.reset()
     big = github_scenario("paginate-issues.json")
     key = markers.offload_key(big)
     px = env.proxy(options={"headroom_compress_timeout_seconds": 300, "connection_strategy": "lazy"})
     env.upstream.script(Reply.tool_call(TOOL_NAME, {"key": key}, text="Checking."))
-    env.upstream.raw(200, b"", {"content-type": "text/event-stream"}, chunks=[sse(anthropic_events(anthropic_message([], "end_turn"))[:1])], hang=SLOW)
+    env.upstream.raw(
+        200,
+        b"",
+        {"content-type": "text/event-stream"},
+        chunks=[sse(anthropic_events(anthropic_message([], "end_turn"))[:1])],
+        hang=SLOW,
+    )
     env.upstream.script(Reply.text("round 3"))
     with H2Client(px, env.upstream) as c:
-        sid = c.post("/v1/messages", json.dumps({**anthropic_request(big), "model": "m", "max_tokens": 100, "stream": True}).encode())
+        sid = c.post(
+            "/v1/messages",
+            json.dumps({**anthropic_request(big), "model": "m", "max_tokens": 100, "stream": True}).encode(),
+        )
         c.read_until(sid, lambda st: b"Checking." in st.data, timeout=180)
         env.upstream.wait_for_requests(2, timeout=180)
         observed, ok = _http_left(env, px, lambda: c.reset(sid))
@@ -415,11 +466,16 @@ def _http_provider_429(env: Env) -> tuple[str, bool]:
     env.upstream.raw(429, RATE_LIMITED, {"retry-after": "7"})
     body = anthropic_request(big)
     try:
-        anthropic_client(env.upstream, px, timeout=180).messages.create(model="m", max_tokens=100, tools=body["tools"], messages=body["messages"])
+        anthropic_client(env.upstream, px, timeout=180).messages.create(
+            model="m", max_tokens=100, tools=body["tools"], messages=body["messages"]
+        )
         return "the client got an answer (200)", False
     except anthropic.APIStatusError as e:
         ra = e.response.headers.get("retry-after")
-        return f"client got {e.status_code}, retry-after {ra}, the provider's body {'as sent' if e.body == RATE_LIMITED else 'changed'}", (e.status_code, ra, e.body) == (429, "7", RATE_LIMITED)
+        return (
+            f"client got {e.status_code}, retry-after {ra}, the provider's body {'as sent' if e.body == RATE_LIMITED else 'changed'}",
+            (e.status_code, ra, e.body) == (429, "7", RATE_LIMITED),
+        )
 
 
 def _http_streamed_529(env: Env) -> tuple[str, bool]:
@@ -429,14 +485,25 @@ def _http_streamed_529(env: Env) -> tuple[str, bool]:
 
     px, big, key = _ws_setup(env)
     env.upstream.script(Reply.tool_call(TOOL_NAME, {"key": key}, text="Checking."))
-    env.upstream.raw(529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, {"retry-after": "3"})
+    env.upstream.raw(
+        529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, {"retry-after": "3"}
+    )
     with http_client(px, timeout=180) as c:
-        with c.stream("POST", env.upstream.url + "/v1/messages", json={**anthropic_request(big), "model": "m", "max_tokens": 100, "stream": True}) as r:
+        with c.stream(
+            "POST",
+            env.upstream.url + "/v1/messages",
+            json={**anthropic_request(big), "model": "m", "max_tokens": 100, "stream": True},
+        ) as r:
             events = list(iter_sse(r))
     text = "".join(e.json["delta"].get("text", "") for e in events if e.type == "content_block_delta")
     last = events[-1].json if events else {}
     err = last.get("error") or {}
-    ok = text == "Checking." and last.get("type") == "error" and err.get("type") == "overloaded_error" and "message_stop" not in [e.type for e in events]
+    ok = (
+        text == "Checking."
+        and last.get("type") == "error"
+        and err.get("type") == "overloaded_error"
+        and "message_stop" not in [e.type for e in events]
+    )
     return f"text so far {text!r}, then event: {last.get('type')} {err.get('type')} ({err.get('message')!r})", ok
 
 
@@ -447,29 +514,86 @@ def _http_cut_by_max_tokens(env: Env) -> tuple[str, bool]:
     px, big, key = _ws_setup(env)
     env.upstream.script(Reply.tool_call(TOOL_NAME, {"key": key}, text="Checking.", stop_reason="max_tokens"))
     body = anthropic_request(big)
-    msg = anthropic_client(env.upstream, px, timeout=180).messages.create(model="m", max_tokens=100, tools=body["tools"], messages=body["messages"])
+    msg = anthropic_client(env.upstream, px, timeout=180).messages.create(
+        model="m", max_tokens=100, tools=body["tools"], messages=body["messages"]
+    )
     time.sleep(1.0)  # a follow-up would have gone by now
     n = len(env.upstream.requests)
     kinds = [b.type for b in msg.content]
-    return f"client got stop_reason {msg.stop_reason}, content {kinds}; {n} request upstream", msg.stop_reason == "max_tokens" and kinds == ["text"] and n == 1
+    return (
+        f"client got stop_reason {msg.stop_reason}, content {kinds}; {n} request upstream",
+        msg.stop_reason == "max_tokens" and kinds == ["text"] and n == 1,
+    )
 
 
 CASES: list[Case] = [
-    Case("write lock held by another process (item 3)", "answers within the 0.5 s lock budget (before ~20 s); new output without a marker (item 1), outcome db_busy", _write_lock),
-    Case("originals table refuses new rows (item 1)", "new outputs go without a marker (whole or lossless), 0 retrieve answers 'no original is stored', the same bytes after the fault, outcome originals_unstored", _originals_refused),
+    Case(
+        "write lock held by another process (item 3)",
+        "answers within the 0.5 s lock budget (before ~20 s); new output without a marker (item 1), outcome db_busy",
+        _write_lock,
+    ),
+    Case(
+        "originals table refuses new rows (item 1)",
+        "new outputs go without a marker (whole or lossless), 0 retrieve answers 'no original is stored', the same bytes after the fault, outcome originals_unstored",
+        _originals_refused,
+    ),
     Case("database emptied to 0 bytes (item 6)", "moved aside with one log line; later answers recorded", _damaged),
-    Case("proxies starting together on one file (item 7)", "one migration per round, every warm-up ready", _concurrent_starts),
-    Case("copy of headroom.db after a stop (item 8)", "the file alone holds every row (checkpoint at stop)", _stop_leaves_data),
+    Case(
+        "proxies starting together on one file (item 7)",
+        "one migration per round, every warm-up ready",
+        _concurrent_starts,
+    ),
+    Case(
+        "copy of headroom.db after a stop (item 8)",
+        "the file alone holds every row (checkpoint at stop)",
+        _stop_leaves_data,
+    ),
     Case("damage check of a large database (item 6)", "a figure: quick_check's time at start", _quick_check_time),
-    Case("Responses WS: provider 429 on a follow-up (item 4)", "response.failed with the provider's rate_limit_exceeded and the text so far (Codex retries it); no other frame", _ws_provider_429),
-    Case("Responses WS: retrieve cut by max_output_tokens (item 5)", "never carried out (1 frame upstream); the client gets response.incomplete", _ws_cut_by_max_output_tokens),
-    Case("Responses WS: client leaves during a follow-up (item 2)", "upstream socket closed at once; 0 frames upstream after the client left", _ws_client_leaves),
-    Case("HTTP: client leaves a non-streamed follow-up (item 2)", "follow-up's upstream connection closed at once (before: ran to its end, then rounds 2, 3); 0 requests after the client left", _http_client_leaves_json),
-    Case("HTTP/2: stream reset (CANCEL) during a hung streamed follow-up (item 2)", "follow-up's upstream connection closed at once (before: 600 s read timeout); 0 requests after; the client's connection stays", _http_stream_reset),
-    Case("HTTP: provider 429 on a non-streamed follow-up (item 4)", "client gets 429 with the same retry-after and error body (before: 200 end_turn with a notice)", _http_provider_429),
-    Case("HTTP: provider 529 on a streamed follow-up (item 4)", "text so far, then event: error overloaded_error with the wait (before: end_turn with a notice)", _http_streamed_529),
-    Case("HTTP: retrieve cut by max_tokens (item 5)", "never carried out (1 request upstream); the client sees stop_reason max_tokens", _http_cut_by_max_tokens),
-    Case("Responses WS: upstream socket cut during a follow-up", "the client's socket closed at once (never a silent hang), no made-up completion", _ws_upstream_cut),
+    Case(
+        "Responses WS: provider 429 on a follow-up (item 4)",
+        "response.failed with the provider's rate_limit_exceeded and the text so far (Codex retries it); no other frame",
+        _ws_provider_429,
+    ),
+    Case(
+        "Responses WS: retrieve cut by max_output_tokens (item 5)",
+        "never carried out (1 frame upstream); the client gets response.incomplete",
+        _ws_cut_by_max_output_tokens,
+    ),
+    Case(
+        "Responses WS: client leaves during a follow-up (item 2)",
+        "upstream socket closed at once; 0 frames upstream after the client left",
+        _ws_client_leaves,
+    ),
+    Case(
+        "HTTP: client leaves a non-streamed follow-up (item 2)",
+        "follow-up's upstream connection closed at once (before: ran to its end, then rounds 2, 3); 0 requests after the client left",
+        _http_client_leaves_json,
+    ),
+    Case(
+        "HTTP/2: stream reset (CANCEL) during a hung streamed follow-up (item 2)",
+        "follow-up's upstream connection closed at once (before: 600 s read timeout); 0 requests after; the client's connection stays",
+        _http_stream_reset,
+    ),
+    Case(
+        "HTTP: provider 429 on a non-streamed follow-up (item 4)",
+        "client gets 429 with the same retry-after and error body (before: 200 end_turn with a notice)",
+        _http_provider_429,
+    ),
+    Case(
+        "HTTP: provider 529 on a streamed follow-up (item 4)",
+        "text so far, then event: error overloaded_error with the wait (before: end_turn with a notice)",
+        _http_streamed_529,
+    ),
+    Case(
+        "HTTP: retrieve cut by max_tokens (item 5)",
+        "never carried out (1 request upstream); the client sees stop_reason max_tokens",
+        _http_cut_by_max_tokens,
+    ),
+    Case(
+        "Responses WS: upstream socket cut during a follow-up",
+        "the client's socket closed at once (never a silent hang), no made-up completion",
+        _ws_upstream_cut,
+    ),
 ]
 
 

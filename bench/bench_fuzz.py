@@ -33,19 +33,29 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from tests.e2e.test_fuzz_e2e import log_failures, run_case
     from tests.support import fuzz
     from tests.support.clients import http_client
     from tests.support.proxy import ADDON_SCRIPT, MitmProxy
     from tests.support.upstream import Upstream
-    from tests.e2e.test_fuzz_e2e import log_failures, run_case
 
     outcomes: Counter[str] = Counter()
     failures: list[tuple[fuzz.Case, list[str]]] = []
     t0 = time.monotonic()
-    with Upstream() as up, MitmProxy(ADDON_SCRIPT, options={"headroom_compress_timeout_seconds": "120"}) as px, http_client(px, timeout=300) as client:
+    with (
+        Upstream() as up,
+        MitmProxy(ADDON_SCRIPT, options={"headroom_compress_timeout_seconds": "120"}) as px,
+        http_client(px, timeout=300) as client,
+    ):
 
         @seed(args.seed)
-        @settings(max_examples=args.examples, deadline=None, database=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=args.examples,
+            deadline=None,
+            database=None,
+            phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )
         @given(case=fuzz.cases())
         def one(case: fuzz.Case) -> None:
             problems = run_case(case, client, up)

@@ -53,7 +53,19 @@ def main() -> None:
         (f"claude target {args.target}", claude, lambda w, h: I.anthropic_tokens(w, h, claude), args.target),
     ]
     t = Table(title="images: bytes and estimated tokens (provider formula) before -> after", title_justify="left")
-    for col in ("input", "format", "step", "size before", "size after", "bytes before", "bytes after", "bytes saved", "tokens before", "tokens after", "ms"):
+    for col in (
+        "input",
+        "format",
+        "step",
+        "size before",
+        "size after",
+        "bytes before",
+        "bytes after",
+        "bytes saved",
+        "tokens before",
+        "tokens after",
+        "ms",
+    ):
         t.add_column(col, justify="left" if col in ("input", "format", "step") else "right")
     for name, data in inputs():
         for label, lim, tok, target in steps:

@@ -87,7 +87,9 @@ def main() -> None:
     args = ap.parse_args()
     base = TokenCounter(ROOT)
     vocab = base._tokenizer()  # loaded once; each run counts afresh with it
-    table = Table(title=f"JSON compressor on {args.records:,} small records (compress_text, warm vocabulary, new counts)")
+    table = Table(
+        title=f"JSON compressor on {args.records:,} small records (compress_text, warm vocabulary, new counts)"
+    )
     for col in ("output", "chars", "tokens before", "tokens after", "strategy", "sha256[:12]", "min s", "median s"):
         table.add_column(col, justify="left" if col in ("output", "strategy", "sha256[:12]") else "right")
     for name, text in outputs(args.records).items():

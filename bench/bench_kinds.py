@@ -82,7 +82,16 @@ class Group:
 
 def table(console: Console, title: str, groups: list[Group]) -> None:
     t = Table(title=title)
-    for col in ("inputs from", "inputs", "changed", "tokens before", "tokens after", "after/before", "retention", "ms/100k tok"):
+    for col in (
+        "inputs from",
+        "inputs",
+        "changed",
+        "tokens before",
+        "tokens after",
+        "after/before",
+        "retention",
+        "ms/100k tok",
+    ):
         t.add_column(col, justify="left" if col in ("inputs from", "retention") else "right")
     for g in groups:
         t.add_row(*g.row())
@@ -100,7 +109,14 @@ def session_outputs() -> list[tuple[dict, str]]:
                     uses[b["id"]] = b
                 elif isinstance(b, dict) and b.get("type") == "tool_result" and b.get("tool_use_id") in uses:
                     c = b.get("content")
-                    out.append((uses[b["tool_use_id"]], c if isinstance(c, str) else "".join(x.get("text", "") for x in c or [] if isinstance(x, dict))))
+                    out.append(
+                        (
+                            uses[b["tool_use_id"]],
+                            c
+                            if isinstance(c, str)
+                            else "".join(x.get("text", "") for x in c or [] if isinstance(x, dict)),
+                        )
+                    )
     return out
 
 
@@ -112,10 +128,16 @@ def bench_code(console: Console, counter: TokenCounter, per_package: int) -> Non
     groups = []
 
     def one(g: Group, text: str, lang: str, numbered: bool = False) -> None:
-        res = g.add(counter, text, lambda t: compress_code(t, "", counter, min_tokens=MIN_TOKENS, min_saving_ratio=RATIO, language=lang))
+        res = g.add(
+            counter,
+            text,
+            lambda t: compress_code(t, "", counter, min_tokens=MIN_TOKENS, min_saving_ratio=RATIO, language=lang),
+        )
         if res.changed:
             code_in = split_numbered(text).code if numbered else text
-            code_out = "\n".join(re.sub(r"^ *\d*→", "", ln, count=1) for ln in res.text.split("\n")) if numbered else res.text
+            code_out = (
+                "\n".join(re.sub(r"^ *\d*→", "", ln, count=1) for ln in res.text.split("\n")) if numbered else res.text
+            )
             g.keep("names kept", int(defined_names(code_out, lang) == defined_names(code_in, lang)), 1)
             g.keep("parse OK", int(parses(code_out, lang)), 1)
 
@@ -142,7 +164,11 @@ def bench_code(console: Console, counter: TokenCounter, per_package: int) -> Non
     table(console, "code (tree-sitter outline)", groups)
 
 
-QUERIES = {"alembic": "render foreign key constraint", "mitmproxy": "websocket message handling", "sqlalchemy": "session flush identity map"}
+QUERIES = {
+    "alembic": "render foreign key constraint",
+    "mitmproxy": "websocket message handling",
+    "sqlalchemy": "session flush identity map",
+}
 
 
 def bench_search(console: Console, counter: TokenCounter) -> None:
@@ -152,8 +178,12 @@ def bench_search(console: Console, counter: TokenCounter) -> None:
     groups = []
     for pkg, q in QUERIES.items():
         g = Group(f"grep -rn 'def ' {pkg}")
-        text = subprocess.run(["grep", "-rn", "--include=*.py", "def ", "."], cwd=pkg_root(pkg), capture_output=True, text=True).stdout
-        res = g.add(counter, text, lambda t: compress_text(t, q, counter, min_tokens=MIN_TOKENS, min_saving_ratio=RATIO))
+        text = subprocess.run(
+            ["grep", "-rn", "--include=*.py", "def ", "."], cwd=pkg_root(pkg), capture_output=True, text=True
+        ).stdout
+        res = g.add(
+            counter, text, lambda t: compress_text(t, q, counter, min_tokens=MIN_TOKENS, min_saving_ratio=RATIO)
+        )
         words = query_words(q)
         rel = [ln for ln in text.splitlines() if any(w in ln.lower() for w in words)]
         kept = 0
@@ -165,7 +195,13 @@ def bench_search(console: Console, counter: TokenCounter) -> None:
     g = Group("session find listings")
     for use, text in session_outputs():
         if use["name"] == "Bash" and use["input"]["command"].startswith("find "):
-            g.add(counter, text, lambda t: compress_text(t, "eslint config", counter, min_tokens=MIN_TOKENS, min_saving_ratio=RATIO, tool_name="Bash"))
+            g.add(
+                counter,
+                text,
+                lambda t: compress_text(
+                    t, "eslint config", counter, min_tokens=MIN_TOKENS, min_saving_ratio=RATIO, tool_name="Bash"
+                ),
+            )
     groups.append(g)
     table(console, "search (grouped by file, ranked by the query)", groups)
 
@@ -175,15 +211,25 @@ def bench_diff(console: Console, counter: TokenCounter) -> None:
     with tempfile.TemporaryDirectory() as d:
         for n in (3, 10):
             g = Group(f"git diff -U{n} (alembic, sqlalchemy modules)")
-            for p in (pkg_root("alembic") / "command.py", pkg_root("alembic") / "operations" / "ops.py", pkg_root("sqlalchemy") / "orm" / "session.py"):
+            for p in (
+                pkg_root("alembic") / "command.py",
+                pkg_root("alembic") / "operations" / "ops.py",
+                pkg_root("sqlalchemy") / "orm" / "session.py",
+            ):
                 src = p.read_text()
                 lines = src.split("\n")
                 for i in range(40, len(lines), 60):
                     lines[i] = lines[i] + "  # changed"
                 (Path(d) / "a.py").write_text(src)
                 (Path(d) / "b.py").write_text("\n".join(lines))
-                text = subprocess.run(["git", "diff", "--no-index", f"-U{n}", "a.py", "b.py"], cwd=d, capture_output=True, text=True).stdout
-                res = g.add(counter, text, lambda t: compress_text(t, "", counter, min_tokens=MIN_TOKENS, min_saving_ratio=RATIO))
+                text = subprocess.run(
+                    ["git", "diff", "--no-index", f"-U{n}", "a.py", "b.py"], cwd=d, capture_output=True, text=True
+                ).stdout
+                res = g.add(
+                    counter,
+                    text,
+                    lambda t: compress_text(t, "", counter, min_tokens=MIN_TOKENS, min_saving_ratio=RATIO),
+                )
                 must = [ln for ln in text.split("\n") if ln.startswith(("diff ", "--- ", "+++ ", "@@ ", "+", "-"))]
                 kept = set(res.text.split("\n"))
                 g.keep("changed+headers kept", sum(ln in kept for ln in must), len(must))
@@ -192,7 +238,11 @@ def bench_diff(console: Console, counter: TokenCounter) -> None:
     traj = json.loads((CORPUS / "swe-agent" / "pydicom-1458.traj").read_text())
     for s in traj["trajectory"]:
         if s["action"].startswith("submit"):
-            g.add(counter, s["observation"], lambda t: compress_text(t, "", counter, min_tokens=MIN_TOKENS, min_saving_ratio=RATIO))
+            g.add(
+                counter,
+                s["observation"],
+                lambda t: compress_text(t, "", counter, min_tokens=MIN_TOKENS, min_saving_ratio=RATIO),
+            )
     groups.append(g)
     table(console, "diff (context collapsed)", groups)
 
@@ -207,19 +257,46 @@ def bench_test(console: Console, counter: TokenCounter) -> None:
     with tempfile.TemporaryDirectory() as d:
         (Path(d) / "test_s.py").write_text(SUITE)
         runs = {
-            "pytest -v (203 tests, 2 failing)": subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "test_s.py"], cwd=d, capture_output=True, text=True).stdout,
-            "pytest -q": subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_s.py"], cwd=d, capture_output=True, text=True).stdout,
+            "pytest -v (203 tests, 2 failing)": subprocess.run(
+                [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "test_s.py"],
+                cwd=d,
+                capture_output=True,
+                text=True,
+            ).stdout,
+            "pytest -q": subprocess.run(
+                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_s.py"],
+                cwd=d,
+                capture_output=True,
+                text=True,
+            ).stdout,
         }
     for name, text in runs.items():
         g = Group(name)
-        res = g.add(counter, text, lambda t: compress_text(t, "", counter, min_tokens=MIN_TOKENS, min_saving_ratio=RATIO, hint=Hint(command="pytest")))
+        res = g.add(
+            counter,
+            text,
+            lambda t: compress_text(
+                t, "", counter, min_tokens=MIN_TOKENS, min_saving_ratio=RATIO, hint=Hint(command="pytest")
+            ),
+        )
         must = [ln for ln in text.split("\n") if re.search(r"FAILED|Error|^E |failed|warning", ln)]
         g.keep("failure/summary lines kept", sum(ln in res.text.split("\n") for ln in must), len(must))
         groups.append(g)
     g = Group("session npm/pnpm outputs")
     for use, text in session_outputs():
         if use["name"] == "Bash" and re.search(r"\b(npm|pnpm|npx)\b", use["input"]["command"]):
-            g.add(counter, text, lambda t: compress_text(t, "", counter, min_tokens=MIN_TOKENS, min_saving_ratio=RATIO, hint=Hint("Bash", command=use["input"]["command"])))
+            g.add(
+                counter,
+                text,
+                lambda t: compress_text(
+                    t,
+                    "",
+                    counter,
+                    min_tokens=MIN_TOKENS,
+                    min_saving_ratio=RATIO,
+                    hint=Hint("Bash", command=use["input"]["command"]),
+                ),
+            )
     groups.append(g)
     table(console, "test and build output (passing lines collapsed)", groups)
 
@@ -228,13 +305,21 @@ def bench_other(console: Console, counter: TokenCounter) -> None:
     groups = []
     g = Group("github-api payloads (json)")
     for f in sorted((CORPUS / "github-api").glob("*.json")):
-        g.add(counter, json.dumps(json.loads(f.read_text()), indent=2), lambda t: compress_text(t, "open issues", counter, min_tokens=MIN_TOKENS, min_saving_ratio=RATIO))
+        g.add(
+            counter,
+            json.dumps(json.loads(f.read_text()), indent=2),
+            lambda t: compress_text(t, "open issues", counter, min_tokens=MIN_TOKENS, min_saving_ratio=RATIO),
+        )
     groups.append(g)
     if compressor_for("log") is not None:
         g = Group("loghub logs (log)")
         for f in sorted((CORPUS / "logs").glob("*_2k.log")):
             text = f.read_text(errors="replace")
-            res = g.add(counter, text, lambda t: compress_text(t, "error", counter, min_tokens=MIN_TOKENS, min_saving_ratio=RATIO))
+            res = g.add(
+                counter,
+                text,
+                lambda t: compress_text(t, "error", counter, min_tokens=MIN_TOKENS, min_saving_ratio=RATIO),
+            )
             errs = {ln for ln in text.split("\n") if re.search(r"(?i)\b(error|fatal|exception|fail(ed|ure)?)\b", ln)}
             g.keep("error lines kept", sum(ln in res.text for ln in errs), len(errs))
         groups.append(g)
@@ -242,12 +327,20 @@ def bench_other(console: Console, counter: TokenCounter) -> None:
         g = Group("session Task reports (text)")
         for use, text in session_outputs():
             if use["name"] == "Task":
-                g.add(counter, text, lambda t: compress_text(t, "", counter, min_tokens=MIN_TOKENS, min_saving_ratio=RATIO))
+                g.add(
+                    counter,
+                    text,
+                    lambda t: compress_text(t, "", counter, min_tokens=MIN_TOKENS, min_saving_ratio=RATIO),
+                )
         groups.append(g)
     if compressor_for("html") is not None:
         g = Group("installed .html pages (html)")
         for p in sorted(pkg_root("mitmproxy").rglob("*.html"))[:10]:
-            g.add(counter, p.read_text(errors="replace"), lambda t: compress_text(t, "", counter, min_tokens=MIN_TOKENS, min_saving_ratio=RATIO))
+            g.add(
+                counter,
+                p.read_text(errors="replace"),
+                lambda t: compress_text(t, "", counter, min_tokens=MIN_TOKENS, min_saving_ratio=RATIO),
+            )
         groups.append(g)
     table(console, "other kinds (json; log/text/html when their modules are installed)", groups)
 

@@ -53,7 +53,17 @@ def _found(got, want) -> str:
 def truth_table(console: Console) -> None:
     truth = load_truth()
     t = Table(title="headroom learn per log: found vs hand-checked (threshold 1, generic rules included)")
-    for col in ("log", "agent", "records", "malformed", "failures", "pairs", "lessons", "rules: right / generic / wrong / unjudged", "known problems"):
+    for col in (
+        "log",
+        "agent",
+        "records",
+        "malformed",
+        "failures",
+        "pairs",
+        "lessons",
+        "rules: right / generic / wrong / unjudged",
+        "known problems",
+    ):
         t.add_column(col, justify="left" if col in ("log", "agent") else "right", overflow="fold")
     verdict_rows: list[tuple[str, str, str, int]] = []
     totals: Counter = Counter()
@@ -74,13 +84,29 @@ def truth_table(console: Console) -> None:
         totals["lessons hand"] += len(want["lessons"])
         totals["malformed"] += m.malformed
         lessons_ok = sum(1 for x in m.lessons if list(x) in want["lessons"])
-        t.add_row(escape(label), m.agent, str(m.records), _found(m.malformed, want["malformed"]), _found(m.failures, want["failures"]),
-                  _found(m.pairs, want["pairs"]), _found(f"{lessons_ok}/{len(m.lessons)}", f"{len(want['lessons'])}/{len(want['lessons'])}"),
-                  f"{verdicts['right']} / {verdicts['generic']} / {verdicts['wrong']} / {verdicts['UNJUDGED']}",
-                  _found(len(m.problems), len(want["problems"])))
-    t.add_row("total", "", "", str(totals["malformed"]), f"{totals['failures found']} / {totals['failures hand']}", "",
-              f"{totals['lessons found']} / {totals['lessons hand']}",
-              f"{totals['right']} / {totals['generic']} / {totals['wrong']} / {totals['UNJUDGED']}", "", style="bold")
+        t.add_row(
+            escape(label),
+            m.agent,
+            str(m.records),
+            _found(m.malformed, want["malformed"]),
+            _found(m.failures, want["failures"]),
+            _found(m.pairs, want["pairs"]),
+            _found(f"{lessons_ok}/{len(m.lessons)}", f"{len(want['lessons'])}/{len(want['lessons'])}"),
+            f"{verdicts['right']} / {verdicts['generic']} / {verdicts['wrong']} / {verdicts['UNJUDGED']}",
+            _found(len(m.problems), len(want["problems"])),
+        )
+    t.add_row(
+        "total",
+        "",
+        "",
+        str(totals["malformed"]),
+        f"{totals['failures found']} / {totals['failures hand']}",
+        "",
+        f"{totals['lessons found']} / {totals['lessons hand']}",
+        f"{totals['right']} / {totals['generic']} / {totals['wrong']} / {totals['UNJUDGED']}",
+        "",
+        style="bold",
+    )
     console.print(t)
     v = Table(title="Every rule and its verdict")
     for col in ("log", "verdict", "evidence", "rule"):
@@ -100,7 +126,13 @@ def live(console: Console) -> None:
     obs_ms, inj_ms = [], []
     for f in sorted((CORPUS / "anthropic-flows").glob("session-a-*.json")):
         req = json.loads(f.read_text())["request"]
-        plan = plan_request(rt, "POST", "/v1/messages", {k.lower(): v for k, v in req["headers"].items()}, json.dumps(req["body"]).encode())
+        plan = plan_request(
+            rt,
+            "POST",
+            "/v1/messages",
+            {k.lower(): v for k, v in req["headers"].items()},
+            json.dumps(req["body"]).encode(),
+        )
         ctx = plan.context
         if ctx is None:
             continue
@@ -111,7 +143,13 @@ def live(console: Console) -> None:
         c = time.perf_counter()
         obs_ms.append(1000 * (b - a))
         inj_ms.append(1000 * (c - b))
-        t.add_row(f.name, str(len(steps_of(ctx))), str(len(steps_of(ctx, ctx.live_from))), f"{obs_ms[-1]:.1f}", f"{inj_ms[-1]:.1f}")
+        t.add_row(
+            f.name,
+            str(len(steps_of(ctx))),
+            str(len(steps_of(ctx, ctx.live_from))),
+            f"{obs_ms[-1]:.1f}",
+            f"{inj_ms[-1]:.1f}",
+        )
     t.add_row("median", "", "", f"{statistics.median(obs_ms):.1f}", f"{statistics.median(inj_ms):.1f}", style="bold")
     t.add_row("max", "", "", f"{max(obs_ms):.1f}", f"{max(inj_ms):.1f}", style="bold")
     console.print(t)
@@ -121,8 +159,11 @@ def offline(console: Console) -> None:
     t = Table(title="headroom learn (offline) per corpus")
     for col in ("corpus", "files", "records", "read ms", "learn ms", "pairs", "rules", "generic", "known problems"):
         t.add_column(col, justify="left" if col == "corpus" else "right")
-    folders = [("claude-code-sessions", CORPUS / "claude-code-sessions", "*.jsonl"), ("swe-agent", CORPUS / "swe-agent", "*.traj"),
-               ("tests/learn_logs", REPO / "tests" / "learn_logs", "*.*")]
+    folders = [
+        ("claude-code-sessions", CORPUS / "claude-code-sessions", "*.jsonl"),
+        ("swe-agent", CORPUS / "swe-agent", "*.traj"),
+        ("tests/learn_logs", REPO / "tests" / "learn_logs", "*.*"),
+    ]
     for name, folder, pattern in folders:
         paths = sorted(p for p in folder.rglob(pattern) if p.suffix in (".jsonl", ".traj") and not is_subagent_file(p))
         a = time.perf_counter()
@@ -130,8 +171,17 @@ def offline(console: Console) -> None:
         b = time.perf_counter()
         res = learn_from_logs(sessions, min_evidence=1)
         c = time.perf_counter()
-        t.add_row(name, str(len(paths)), str(sum(s.records for s in sessions)), f"{1000 * (b - a):.0f}", f"{1000 * (c - b):.0f}",
-                  str(len(res.pairs)), str(len(res.rules)), str(len(res.generic)), str(len(res.problems)))
+        t.add_row(
+            name,
+            str(len(paths)),
+            str(sum(s.records for s in sessions)),
+            f"{1000 * (b - a):.0f}",
+            f"{1000 * (c - b):.0f}",
+            str(len(res.pairs)),
+            str(len(res.rules)),
+            str(len(res.generic)),
+            str(len(res.problems)),
+        )
     console.print(t)
 
 

@@ -33,7 +33,16 @@ def fill(url: str, n: int):
     t0 = datetime(2026, 1, 1)
     rows = []
     for i in range(n):
-        detail = [{"kind": KINDS[(i + j) % len(KINDS)], "changed": j != 2, "cached": i % 3 == 0, "tokens_before": 2000 + j, "tokens_after": 600 + j} for j in range(3)]
+        detail = [
+            {
+                "kind": KINDS[(i + j) % len(KINDS)],
+                "changed": j != 2,
+                "cached": i % 3 == 0,
+                "tokens_before": 2000 + j,
+                "tokens_after": 600 + j,
+            }
+            for j in range(3)
+        ]
         rows.append(dict(created_at=t0 + timedelta(minutes=43 * i % (30 * 24 * 60)), dialect="anthropic-messages" if i % 2 else "openai-chat", client=f"agent-{i % 4}",
                          model="m", session_key=f"s{i % 500}", project=f"/p/{i % 10}", action="compressed", reason="r", body_bytes_before=40000, body_bytes_after=15000,
                          tokens_before=6003, tokens_after=2403, blocks_compressed=2, tools_tokens_before=9000, tools_tokens_after=7000, retrieve_rounds=i % 2,

@@ -78,7 +78,14 @@ def _tool_outputs() -> list[tuple[str, str, dict, str]]:
         outs.append(("mcp__github__api", "gh", {"path": f"/repos/o/r/{f.stem}"}, json.dumps(payload, indent=2)))
     for name in ("HDFS", "Spark", "OpenSSH", "Zookeeper"):
         lines = (CORPUS / "logs" / f"{name}_2k.log").read_text(errors="replace").splitlines()
-        outs.append(("Bash", "log", {"command": f"tail -n 150 /var/log/{name.lower()}.log"}, "\n".join(["bench session @@TAG@@ turn @@TURN@@", *lines[:150]])))
+        outs.append(
+            (
+                "Bash",
+                "log",
+                {"command": f"tail -n 150 /var/log/{name.lower()}.log"},
+                "\n".join(["bench session @@TAG@@ turn @@TURN@@", *lines[:150]]),
+            )
+        )
     for mod in ("sqlalchemy.orm.session", "alembic.command", "httpx._client"):
         spec = importlib.util.find_spec(mod)
         assert spec and spec.origin
@@ -90,7 +97,9 @@ def _tool_outputs() -> list[tuple[str, str, dict, str]]:
         for i, ln in enumerate(p.read_text().splitlines()):
             if "def " in ln:
                 hits.append(f"{p.relative_to(REPO)}:{i + 1}:{ln}")
-    outs.append(("Grep", "grep", {"pattern": "def "}, "\n".join(["bench/session.py:1:@@TAG@@ turn @@TURN@@", *hits])[:15_000]))
+    outs.append(
+        ("Grep", "grep", {"pattern": "def "}, "\n".join(["bench/session.py:1:@@TAG@@ turn @@TURN@@", *hits])[:15_000])
+    )
     # interleave kinds so every session sees several
     order = sorted(range(len(outs)), key=lambda i: (i % 4, i))
     return [outs[i] for i in order]
@@ -112,30 +121,91 @@ def _anthropic(system: list, tools: list, turns: list) -> dict:
     msgs: list = [{"role": "user", "content": "[@@TAG@@] Look at the failing build and tell me what to fix."}]
     for k, (name, stem, args, out) in enumerate(turns):
         cid = f"toolu_{stem}{k}_@@TAG@@"
-        msgs.append({"role": "assistant", "content": [{"type": "text", "text": f"Checking {name} output."}, {"type": "tool_use", "id": cid, "name": name, "input": args}]})
-        msgs.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": cid, "content": out.replace("@@TURN@@", str(k))}]})
-    return {"model": "claude-sonnet-4-5", "max_tokens": 1024, "system": system, "tools": tools, "messages": msgs, "stream": "@@STREAM@@"}
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": f"Checking {name} output."},
+                    {"type": "tool_use", "id": cid, "name": name, "input": args},
+                ],
+            }
+        )
+        msgs.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": cid, "content": out.replace("@@TURN@@", str(k))}],
+            }
+        )
+    return {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 1024,
+        "system": system,
+        "tools": tools,
+        "messages": msgs,
+        "stream": "@@STREAM@@",
+    }
 
 
 def _chat(system: list, tools: list, turns: list) -> dict:
     sys_text = "\n".join(b["text"] for b in system)
-    fns = [{"type": "function", "function": {"name": t["name"], "description": t.get("description", ""), "parameters": t.get("input_schema", {})}} for t in tools]
-    msgs: list = [{"role": "system", "content": sys_text}, {"role": "user", "content": "[@@TAG@@] Look at the failing build and tell me what to fix."}]
+    fns = [
+        {
+            "type": "function",
+            "function": {
+                "name": t["name"],
+                "description": t.get("description", ""),
+                "parameters": t.get("input_schema", {}),
+            },
+        }
+        for t in tools
+    ]
+    msgs: list = [
+        {"role": "system", "content": sys_text},
+        {"role": "user", "content": "[@@TAG@@] Look at the failing build and tell me what to fix."},
+    ]
     for k, (name, stem, args, out) in enumerate(turns):
         cid = f"call_{stem}{k}_@@TAG@@"
-        msgs.append({"role": "assistant", "content": None, "tool_calls": [{"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]})
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+                ],
+            }
+        )
         msgs.append({"role": "tool", "tool_call_id": cid, "content": out.replace("@@TURN@@", str(k))})
     return {"model": "gpt-4.1", "tools": fns, "messages": msgs, "stream": "@@STREAM@@"}
 
 
 def _responses(system: list, tools: list, turns: list) -> dict:
-    fns = [{"type": "function", "name": t["name"], "description": t.get("description", ""), "parameters": t.get("input_schema", {})} for t in tools]
-    items: list = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "[@@TAG@@] Look at the failing build and tell me what to fix."}]}]
+    fns = [
+        {
+            "type": "function",
+            "name": t["name"],
+            "description": t.get("description", ""),
+            "parameters": t.get("input_schema", {}),
+        }
+        for t in tools
+    ]
+    items: list = [
+        {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "[@@TAG@@] Look at the failing build and tell me what to fix."}],
+        }
+    ]
     for k, (name, stem, args, out) in enumerate(turns):
         cid = f"call_{stem}{k}_@@TAG@@"
         items.append({"type": "function_call", "call_id": cid, "name": name, "arguments": json.dumps(args)})
         items.append({"type": "function_call_output", "call_id": cid, "output": out.replace("@@TURN@@", str(k))})
-    return {"model": "gpt-5", "instructions": "\n".join(b["text"] for b in system), "tools": fns, "input": items, "stream": "@@STREAM@@"}
+    return {
+        "model": "gpt-5",
+        "instructions": "\n".join(b["text"] for b in system),
+        "tools": fns,
+        "input": items,
+        "stream": "@@STREAM@@",
+    }
 
 
 def build_templates(body_kb: int) -> dict[str, list[bytes]]:
@@ -158,9 +228,22 @@ def build_templates(body_kb: int) -> dict[str, list[bytes]]:
 def _canned() -> dict[tuple[str, bool], tuple[bytes, bytes]]:
     """(dialect, stream) -> (content type, body)."""
     text = "The build fails because the migration step runs before the database is ready."
-    usage_a = {"input_tokens": 50_000, "output_tokens": 20, "cache_read_input_tokens": 40_000, "cache_creation_input_tokens": 100}
-    a_json = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": [{"type": "text", "text": text}],
-              "stop_reason": "end_turn", "stop_sequence": None, "usage": usage_a}
+    usage_a = {
+        "input_tokens": 50_000,
+        "output_tokens": 20,
+        "cache_read_input_tokens": 40_000,
+        "cache_creation_input_tokens": 100,
+    }
+    a_json = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": usage_a,
+    }
 
     def sse(events: list[tuple[str | None, dict | str]]) -> bytes:
         out = []
@@ -171,39 +254,149 @@ def _canned() -> dict[tuple[str, bool], tuple[bytes, bytes]]:
 
     words = text.split(" ")
     a_sse = sse(
-        [("message_start", {"type": "message_start", "message": {**a_json, "content": [], "stop_reason": None, "usage": {**usage_a, "output_tokens": 1}}}),
-         ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})]
-        + [("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": w + " "}}) for w in words]
-        + [("content_block_stop", {"type": "content_block_stop", "index": 0}),
-           ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 20}}),
-           ("message_stop", {"type": "message_stop"})]
+        [
+            (
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {**a_json, "content": [], "stop_reason": None, "usage": {**usage_a, "output_tokens": 1}},
+                },
+            ),
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            ),
+        ]
+        + [
+            (
+                "content_block_delta",
+                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": w + " "}},
+            )
+            for w in words
+        ]
+        + [
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                    "usage": {"output_tokens": 20},
+                },
+            ),
+            ("message_stop", {"type": "message_stop"}),
+        ]
     )
-    usage_c = {"prompt_tokens": 50_000, "completion_tokens": 20, "total_tokens": 50_020, "prompt_tokens_details": {"cached_tokens": 40_000}}
-    c_json = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4.1",
-              "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}], "usage": usage_c}
+    usage_c = {
+        "prompt_tokens": 50_000,
+        "completion_tokens": 20,
+        "total_tokens": 50_020,
+        "prompt_tokens_details": {"cached_tokens": 40_000},
+    }
+    c_json = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "gpt-4.1",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": usage_c,
+    }
     chunk = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4.1"}
     c_sse = sse(
-        [(None, {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})]
-        + [(None, {**chunk, "choices": [{"index": 0, "delta": {"content": w + " "}, "finish_reason": None}]}) for w in words]
-        + [(None, {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}), (None, {**chunk, "choices": [], "usage": usage_c}), (None, "[DONE]")]
+        [
+            (
+                None,
+                {
+                    **chunk,
+                    "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}],
+                },
+            )
+        ]
+        + [
+            (None, {**chunk, "choices": [{"index": 0, "delta": {"content": w + " "}, "finish_reason": None}]})
+            for w in words
+        ]
+        + [
+            (None, {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+            (None, {**chunk, "choices": [], "usage": usage_c}),
+            (None, "[DONE]"),
+        ]
     )
-    usage_r = {"input_tokens": 50_000, "output_tokens": 20, "total_tokens": 50_020, "input_tokens_details": {"cached_tokens": 40_000}, "output_tokens_details": {"reasoning_tokens": 0}}
-    msg = {"type": "message", "id": "msg_1", "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": text, "annotations": []}]}
-    r_json = {"id": "resp_1", "object": "response", "created_at": 1, "status": "completed", "model": "gpt-5", "output": [msg], "usage": usage_r}
+    usage_r = {
+        "input_tokens": 50_000,
+        "output_tokens": 20,
+        "total_tokens": 50_020,
+        "input_tokens_details": {"cached_tokens": 40_000},
+        "output_tokens_details": {"reasoning_tokens": 0},
+    }
+    msg = {
+        "type": "message",
+        "id": "msg_1",
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+    r_json = {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 1,
+        "status": "completed",
+        "model": "gpt-5",
+        "output": [msg],
+        "usage": usage_r,
+    }
     seq = iter(range(1000))
     r_sse = sse(
-        [("response.created", {"type": "response.created", "sequence_number": next(seq), "response": {**r_json, "status": "in_progress", "output": [], "usage": None}}),
-         ("response.output_item.added", {"type": "response.output_item.added", "sequence_number": next(seq), "output_index": 0, "item": {**msg, "status": "in_progress", "content": []}})]
-        + [("response.output_text.delta", {"type": "response.output_text.delta", "sequence_number": next(seq), "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": w + " "}) for w in words]
-        + [("response.output_item.done", {"type": "response.output_item.done", "sequence_number": next(seq), "output_index": 0, "item": msg}),
-           ("response.completed", {"type": "response.completed", "sequence_number": next(seq), "response": r_json})]
+        [
+            (
+                "response.created",
+                {
+                    "type": "response.created",
+                    "sequence_number": next(seq),
+                    "response": {**r_json, "status": "in_progress", "output": [], "usage": None},
+                },
+            ),
+            (
+                "response.output_item.added",
+                {
+                    "type": "response.output_item.added",
+                    "sequence_number": next(seq),
+                    "output_index": 0,
+                    "item": {**msg, "status": "in_progress", "content": []},
+                },
+            ),
+        ]
+        + [
+            (
+                "response.output_text.delta",
+                {
+                    "type": "response.output_text.delta",
+                    "sequence_number": next(seq),
+                    "item_id": "msg_1",
+                    "output_index": 0,
+                    "content_index": 0,
+                    "delta": w + " ",
+                },
+            )
+            for w in words
+        ]
+        + [
+            (
+                "response.output_item.done",
+                {"type": "response.output_item.done", "sequence_number": next(seq), "output_index": 0, "item": msg},
+            ),
+            ("response.completed", {"type": "response.completed", "sequence_number": next(seq), "response": r_json}),
+        ]
     )
     js = b"application/json"
     ev = b"text/event-stream"
     return {
-        ("anthropic", False): (js, json.dumps(a_json).encode()), ("anthropic", True): (ev, a_sse),
-        ("chat", False): (js, json.dumps(c_json).encode()), ("chat", True): (ev, c_sse),
-        ("responses", False): (js, json.dumps(r_json).encode()), ("responses", True): (ev, r_sse),
+        ("anthropic", False): (js, json.dumps(a_json).encode()),
+        ("anthropic", True): (ev, a_sse),
+        ("chat", False): (js, json.dumps(c_json).encode()),
+        ("chat", True): (ev, c_sse),
+        ("responses", False): (js, json.dumps(r_json).encode()),
+        ("responses", True): (ev, r_sse),
     }
 
 
@@ -248,7 +441,11 @@ def upstream_main(certdir: str, port_w, stats_r) -> None:
                     body = b""
                 if path == "/__stats":
                     payload = json.dumps(stats).encode()
-                    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(payload) + payload)
+                    writer.write(
+                        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
+                        % len(payload)
+                        + payload
+                    )
                     await writer.drain()
                     continue
                 stats["requests"] += 1
@@ -263,7 +460,10 @@ def upstream_main(certdir: str, port_w, stats_r) -> None:
                         stats["invalid_samples"].append(f"{path}: {e}: {body[:200]!r}")
                 dialect = by_path.get(path.split("?", 1)[0], "anthropic")
                 ctype, payload = canned[(dialect, stream)]
-                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: %s\r\ncontent-length: %d\r\n\r\n" % (ctype, len(payload)) + payload)
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: %s\r\ncontent-length: %d\r\n\r\n" % (ctype, len(payload))
+                    + payload
+                )
                 await writer.drain()
         except Exception:  # noqa: BLE001 - a broken client connection
             return
@@ -285,7 +485,18 @@ def upstream_main(certdir: str, port_w, stats_r) -> None:
 # the load generator: asyncio, one keep-alive TLS connection through the proxy per agent
 
 
-def client_main(proxy_port: int, up_port: int, ca: str, templates: dict[str, list[bytes]], n: int, conc: int, run_id: str, out_w, progress=None, replay: bool = False) -> None:
+def client_main(
+    proxy_port: int,
+    up_port: int,
+    ca: str,
+    templates: dict[str, list[bytes]],
+    n: int,
+    conc: int,
+    run_id: str,
+    out_w,
+    progress=None,
+    replay: bool = False,
+) -> None:
     """Send ``n`` requests with ``conc`` agents; send ``{latencies, errors, samples, seconds}``
     to ``out_w``. ``progress`` (a shared counter) counts answered requests. ``replay``: every
     agent resends the last turn of one session (content the proxy has decided already)."""
@@ -327,13 +538,17 @@ def client_main(proxy_port: int, up_port: int, ca: str, templates: dict[str, lis
                 if conn is None:
                     conn = await connect()
                 reader, writer = conn
-                req = (f"POST {PATHS[dialect]} HTTP/1.1\r\nHost: {host}\r\ncontent-type: application/json\r\n"
-                       f"user-agent: bench-load/1.0\r\nx-api-key: bench\r\ncontent-length: {len(body)}\r\n\r\n").encode()
+                req = (
+                    f"POST {PATHS[dialect]} HTTP/1.1\r\nHost: {host}\r\ncontent-type: application/json\r\n"
+                    f"user-agent: bench-load/1.0\r\nx-api-key: bench\r\ncontent-length: {len(body)}\r\n\r\n"
+                ).encode()
                 writer.write(req + body)
                 await writer.drain()
                 h = h11.Connection(h11.CLIENT)
                 # h11 only parses the response: tell it a request went (the bytes were written above)
-                h.send(h11.Request(method="POST", target=PATHS[dialect], headers=[("host", host), ("content-length", "0")]))
+                h.send(
+                    h11.Request(method="POST", target=PATHS[dialect], headers=[("host", host), ("content-length", "0")])
+                )
                 h.send(h11.EndOfMessage())
                 status, got, done = 0, 0, False
                 while not done:
@@ -417,7 +632,10 @@ def pct(xs: list[float], q: float) -> float:
 
 def run_client(proxy, up_port: int, templates, n: int, conc: int, run_id: str, progress=None, replay: bool = False):
     r, w = mp.Pipe(duplex=False)
-    p = mp.Process(target=client_main, args=(proxy.port, up_port, str(proxy.ca_path), templates, n, conc, run_id, w, progress, replay))
+    p = mp.Process(
+        target=client_main,
+        args=(proxy.port, up_port, str(proxy.ca_path), templates, n, conc, run_id, w, progress, replay),
+    )
     p.start()
     return p, r
 
@@ -439,15 +657,38 @@ def run_all(targets: list[tuple[str, Path | None]], up_port: int, templates, arg
         res: list[dict] = []
         for (label, script), px in zip(targets, proxies):
             # warm up: one request per agent (vocabulary, caches; with --workload replay, the content)
-            p, r = run_client(px, up_port, templates, args.concurrency, args.concurrency, f"run{label}" if replay else f"warm{label}", replay=replay)
+            p, r = run_client(
+                px,
+                up_port,
+                templates,
+                args.concurrency,
+                args.concurrency,
+                f"run{label}" if replay else f"warm{label}",
+                replay=replay,
+            )
             warm = r.recv()
             p.join()
-            res.append({"label": label, "latencies": [], "errors": warm["errors"], "samples": warm["samples"], "seconds": 0.0, "upstream": 0, "invalid": 0,
-                        "bytes": 0, "invalid_samples": [], "answered": len(warm["latencies"]), "script": script})
+            res.append(
+                {
+                    "label": label,
+                    "latencies": [],
+                    "errors": warm["errors"],
+                    "samples": warm["samples"],
+                    "seconds": 0.0,
+                    "upstream": 0,
+                    "invalid": 0,
+                    "bytes": 0,
+                    "invalid_samples": [],
+                    "answered": len(warm["latencies"]),
+                    "script": script,
+                }
+            )
         time.sleep(3)
         for rr, px in zip(res, proxies):
             rr["rss_start"] = rss_mib(px.process.pid)[0]
-        per_round = [args.requests // args.rounds + (1 if i < args.requests % args.rounds else 0) for i in range(args.rounds)]
+        per_round = [
+            args.requests // args.rounds + (1 if i < args.requests % args.rounds else 0) for i in range(args.rounds)
+        ]
         for rnd, n in enumerate(per_round):
             order = list(range(len(proxies)))
             if rnd % 2:
@@ -455,7 +696,15 @@ def run_all(targets: list[tuple[str, Path | None]], up_port: int, templates, arg
             for i in order:
                 px, rr = proxies[i], res[i]
                 before = upstream_stats(up_port)
-                p, r = run_client(px, up_port, templates, n, args.concurrency, f"run{rr['label']}" if replay else f"run{rr['label']}-{rnd}", replay=replay)
+                p, r = run_client(
+                    px,
+                    up_port,
+                    templates,
+                    n,
+                    args.concurrency,
+                    f"run{rr['label']}" if replay else f"run{rr['label']}-{rnd}",
+                    replay=replay,
+                )
                 got = r.recv()
                 p.join()
                 after = upstream_stats(up_port)
@@ -468,8 +717,11 @@ def run_all(targets: list[tuple[str, Path | None]], up_port: int, templates, arg
                 rr["invalid"] += after["invalid"] - before["invalid"]
                 rr["bytes"] += after["bytes"] - before["bytes"]
                 rr["invalid_samples"] = after["invalid_samples"]
-                print(f"round {rnd + 1}/{args.rounds} {rr['label']}: {len(got['latencies'])} answered, {got['errors']} errors, "
-                      f"{len(got['latencies']) / got['seconds']:.1f} requests/s", flush=True)
+                print(
+                    f"round {rnd + 1}/{args.rounds} {rr['label']}: {len(got['latencies'])} answered, {got['errors']} errors, "
+                    f"{len(got['latencies']) / got['seconds']:.1f} requests/s",
+                    flush=True,
+                )
         for rr, px in zip(res, proxies):
             rr["rss_end"], rr["rss_peak"] = rss_mib(px.process.pid)
             rr["mean_kb"] = rr["bytes"] / max(1, rr["upstream"]) / 1024
@@ -498,7 +750,11 @@ def ledger_rows(home: Path, expect: int, wait_s: float = 30.0) -> int:
 def kill9(up_port: int, templates, args) -> None:
     from tests.support.proxy import ADDON_SCRIPT, MitmProxy
 
-    px = MitmProxy(ADDON_SCRIPT, options={"flow_detail": 0, "headroom_compress_timeout_seconds": args.compress_timeout}, startup_timeout=120)
+    px = MitmProxy(
+        ADDON_SCRIPT,
+        options={"flow_detail": 0, "headroom_compress_timeout_seconds": args.compress_timeout},
+        startup_timeout=120,
+    )
     px.start()
     try:
         progress = mp.Value("i", 0)
@@ -515,9 +771,11 @@ def kill9(up_port: int, templates, args) -> None:
         px.restart()
         px.wait_for_log(r"headroom: ready", timeout=120, since_start=True)  # the journal is written before it
         rows_after = ledger_rows(px.home, 0, 0.01)
-        print(f"kill -9 after {answered} answered requests (client saw {len(res['latencies'])} answered in all, "
-              f"{res['errors']} failed when the proxy died): {rows_now} ledger rows right after the kill, {rows_after} after a restart "
-              f"[{time.monotonic() - t_kill:.1f} s]")
+        print(
+            f"kill -9 after {answered} answered requests (client saw {len(res['latencies'])} answered in all, "
+            f"{res['errors']} failed when the proxy died): {rows_now} ledger rows right after the kill, {rows_after} after a restart "
+            f"[{time.monotonic() - t_kill:.1f} s]"
+        )
     finally:
         px.cleanup()
 
@@ -528,12 +786,25 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=32, help="simultaneous agents (default 32)")
     ap.add_argument("--body-kb", type=int, default=200, help="mean request body in KB (default 200)")
     ap.add_argument("--only", choices=("both", "plain", "headroom"), default="both")
-    ap.add_argument("--script", default="", help="addon script to load instead of addons/headroom.py (e.g. another checkout's)")
-    ap.add_argument("--compress-timeout", default="10", help="headroom_compress_timeout_seconds (default 10, the shipped default)")
-    ap.add_argument("--kill-after", type=int, default=0, help="kill -9 Headroom after this many answered requests and count ledger rows")
+    ap.add_argument(
+        "--script", default="", help="addon script to load instead of addons/headroom.py (e.g. another checkout's)"
+    )
+    ap.add_argument(
+        "--compress-timeout", default="10", help="headroom_compress_timeout_seconds (default 10, the shipped default)"
+    )
+    ap.add_argument(
+        "--kill-after",
+        type=int,
+        default=0,
+        help="kill -9 Headroom after this many answered requests and count ledger rows",
+    )
     ap.add_argument("--rounds", type=int, default=5, help="the proxies take turns in this many rounds (default 5)")
-    ap.add_argument("--workload", choices=("sessions", "replay"), default="sessions",
-                    help="sessions: growing sessions, a new tool output each turn (default); replay: each agent resends one full session turn")
+    ap.add_argument(
+        "--workload",
+        choices=("sessions", "replay"),
+        default="sessions",
+        help="sessions: growing sessions, a new tool output each turn (default); replay: each agent resends one full session turn",
+    )
     args = ap.parse_args()
 
     from rich.console import Console
@@ -543,7 +814,9 @@ def main() -> None:
 
     templates = build_templates(args.body_kb)
     sizes = [len(t) for ts in templates.values() for t in ts]
-    print(f"{len(templates['anthropic'])} turns per session; bodies {min(sizes) // 1024}-{max(sizes) // 1024} KB, mean {sum(sizes) / len(sizes) / 1024:.0f} KB")
+    print(
+        f"{len(templates['anthropic'])} turns per session; bodies {min(sizes) // 1024}-{max(sizes) // 1024} KB, mean {sum(sizes) / len(sizes) / 1024:.0f} KB"
+    )
     certdir = tempfile.mkdtemp(prefix="bench-load-")
     port_r, port_w = mp.Pipe(duplex=False)
     up = mp.Process(target=upstream_main, args=(certdir, port_w, None), daemon=True)
@@ -568,7 +841,10 @@ def main() -> None:
         if r["errors"] or r["invalid"]:
             print(r["label"], "error samples:", r["samples"], r["invalid_samples"])
             print(r["log"])
-    t = Table(title=f"{args.requests} requests at concurrency {args.concurrency}, three dialects, JSON and SSE, workload {args.workload}", title_justify="left")
+    t = Table(
+        title=f"{args.requests} requests at concurrency {args.concurrency}, three dialects, JSON and SSE, workload {args.workload}",
+        title_justify="left",
+    )
     t.add_column("")
     for res in results:
         t.add_column(res["label"], justify="right")

@@ -40,10 +40,10 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from headroom_core.compress.markers import MARKER_RE  # noqa: E402
 from headroom_core.compress import embeddings  # noqa: E402
 from headroom_core.compress.html import compress_html, readable_text  # noqa: E402
 from headroom_core.compress.json_select import query_words  # noqa: E402
+from headroom_core.compress.markers import MARKER_RE  # noqa: E402
 from headroom_core.compress.router import compress_text  # noqa: E402
 from headroom_core.compress.text import QUERY_MAX_SHARE, compress_prose, segment  # noqa: E402
 from headroom_core.compress.tokens import TokenCounter  # noqa: E402
@@ -83,7 +83,9 @@ def _kept_lines(out: str) -> set[str]:
     return {ln.rstrip("\r") for ln in out.split("\n") if not MARKER_RE.fullmatch(ln)}
 
 
-def _log_row(t: Table, name: str, text: str, lines: list[str], templates: list[str], counter: TokenCounter) -> tuple[int, int, float]:
+def _log_row(
+    t: Table, name: str, text: str, lines: list[str], templates: list[str], counter: TokenCounter
+) -> tuple[int, int, float]:
     before = counter.count(text)
     t0 = time.perf_counter()
     res = compress_text(text, "", counter, min_tokens=250, min_saving_ratio=0.1)
@@ -92,8 +94,19 @@ def _log_row(t: Table, name: str, text: str, lines: list[str], templates: list[s
     r = retention(res.text, lines, templates)
     out = set(res.text.split("\n"))
     shown = sum(1 for ln in lines if ln in out)
-    t.add_row(name, res.kind, f"{len(lines):,}", f"{shown:,}", f"{r.templates}/{r.templates_total}", f"{r.errors}/{r.errors_total}",
-              f"{before:,}", f"{after:,}", f"{before - after:,}", _pct(before, after), _ms_per_100k(secs, before))
+    t.add_row(
+        name,
+        res.kind,
+        f"{len(lines):,}",
+        f"{shown:,}",
+        f"{r.templates}/{r.templates_total}",
+        f"{r.errors}/{r.errors_total}",
+        f"{before:,}",
+        f"{after:,}",
+        f"{before - after:,}",
+        _pct(before, after),
+        _ms_per_100k(secs, before),
+    )
     return before, after, secs, r.templates, r.templates_total, r.errors, r.errors_total
 
 
@@ -105,9 +118,22 @@ def bench_logs(counter: TokenCounter) -> Table:
     """Per log: lines, lines shown verbatim, ground-truth templates still represented, error-word
     lines kept verbatim, tokens before/after/saved; corpus logs, then generated logs of systems
     the corpus does not hold (tests/support/log_variants.py), each with its total."""
-    t = Table(title="Logs: loghub samples (corpus) and generated logs of other systems, Drain3 templates (cl100k_base tokens)")
-    for col in ("log", "routed as", "lines", "shown", "templates kept", "error lines kept", "tokens before", "after",
-                "saved", "saved %", "ms/100k tok"):
+    t = Table(
+        title="Logs: loghub samples (corpus) and generated logs of other systems, Drain3 templates (cl100k_base tokens)"
+    )
+    for col in (
+        "log",
+        "routed as",
+        "lines",
+        "shown",
+        "templates kept",
+        "error lines kept",
+        "tokens before",
+        "after",
+        "saved",
+        "saved %",
+        "ms/100k tok",
+    ):
         t.add_column(col, justify="left" if col in ("log", "routed as") else "right")
     groups = []
     if LOGS.is_dir():
@@ -130,8 +156,20 @@ def bench_logs(counter: TokenCounter) -> Table:
                 lines.pop()
             b, a, s, t1, t2, e1, e2 = _log_row(t, name, text, lines, templates, counter)
             tb, ta, ts, kt, kn, ke, en = tb + b, ta + a, ts + s, kt + t1, kn + t2, ke + e1, en + e2
-        t.add_row(f"total ({label})", "", "", "", f"{kt}/{kn}", f"{ke}/{en}", f"{tb:,}", f"{ta:,}", f"{tb - ta:,}",
-                  _pct(tb, ta), _ms_per_100k(ts, tb), end_section=True)
+        t.add_row(
+            f"total ({label})",
+            "",
+            "",
+            "",
+            f"{kt}/{kn}",
+            f"{ke}/{en}",
+            f"{tb:,}",
+            f"{ta:,}",
+            f"{tb - ta:,}",
+            _pct(tb, ta),
+            _ms_per_100k(ts, tb),
+            end_section=True,
+        )
     return t
 
 
@@ -156,8 +194,17 @@ def bench_repeats(counter: TokenCounter) -> Table:
         res = compress_text(text, "", counter, min_tokens=250, min_saving_ratio=0.1)
         secs = time.perf_counter() - t0
         after = counter.count(res.text)
-        t.add_row(name, res.kind, res.strategy, f"{len(text.encode()) / 1024:.0f}", f"{text.count(chr(10)):,}",
-                  f"{before:,}", f"{after:,}", _pct(before, after), f"{secs * 1000:,.0f}")
+        t.add_row(
+            name,
+            res.kind,
+            res.strategy,
+            f"{len(text.encode()) / 1024:.0f}",
+            f"{text.count(chr(10)):,}",
+            f"{before:,}",
+            f"{after:,}",
+            _pct(before, after),
+            f"{secs * 1000:,.0f}",
+        )
     return t
 
 
@@ -171,8 +218,17 @@ def _readme(dist: str) -> str | None:
 
 def bench_text(counter: TokenCounter) -> Table:
     t = Table(title="Text: package READMEs (METADATA), extractive, embedding-ranked (cl100k_base tokens)")
-    for col in ("document", "query", "passages", "tokens before", "after", "ratio",
-                "query passages kept", "headings kept", "ms/100k tok"):
+    for col in (
+        "document",
+        "query",
+        "passages",
+        "tokens before",
+        "after",
+        "ratio",
+        "query passages kept",
+        "headings kept",
+        "ms/100k tok",
+    ):
         t.add_column(col, justify="left" if col in ("document", "query") else "right")
     tot_b = tot_a = 0
     tot_s = 0.0
@@ -196,9 +252,17 @@ def bench_text(counter: TokenCounter) -> Table:
         q_kept = sum(1 for i in qhits if ptexts[i] in res.text)
         heads = [i for i, p in enumerate(passages) if p.kind == "heading"]
         h_kept = sum(1 for i in heads if ptexts[i] in res.text)
-        t.add_row(dist, query[:40] or "(none)", f"{len(passages):,}", f"{before:,}", f"{after:,}",
-                  _ratio(before, after), f"{q_kept}/{len(qhits)}", f"{h_kept}/{len(heads)}",
-                  _ms_per_100k(secs, before))
+        t.add_row(
+            dist,
+            query[:40] or "(none)",
+            f"{len(passages):,}",
+            f"{before:,}",
+            f"{after:,}",
+            _ratio(before, after),
+            f"{q_kept}/{len(qhits)}",
+            f"{h_kept}/{len(heads)}",
+            _ms_per_100k(secs, before),
+        )
         tot_b, tot_a, tot_s = tot_b + before, tot_a + after, tot_s + secs
     t.add_row("total", "", "", f"{tot_b:,}", f"{tot_a:,}", _ratio(tot_b, tot_a), "", "", _ms_per_100k(tot_s, tot_b))
     return t
@@ -206,8 +270,18 @@ def bench_text(counter: TokenCounter) -> Table:
 
 def bench_html(counter: TokenCounter) -> Table:
     t = Table(title="HTML: pydoc pages of standard-library modules (cl100k_base tokens)")
-    for col in ("page", "query", "KB", "tokens before", "readable", "after", "ratio", "strategy",
-                "identifier kept", "ms/100k tok"):
+    for col in (
+        "page",
+        "query",
+        "KB",
+        "tokens before",
+        "readable",
+        "after",
+        "ratio",
+        "strategy",
+        "identifier kept",
+        "ms/100k tok",
+    ):
         t.add_column(col, justify="left" if col in ("page", "query", "strategy") else "right")
     tot_b = tot_a = 0
     tot_s = 0.0
@@ -220,9 +294,18 @@ def bench_html(counter: TokenCounter) -> Table:
         secs = time.perf_counter() - t0
         after = counter.count(res.text)
         readable = counter.count(readable_text(html))
-        t.add_row(name, query[:36] or "(none)", f"{len(html.encode()) / 1024:.0f}", f"{before:,}",
-                  f"{readable:,}", f"{after:,}", _ratio(before, after), res.strategy,
-                  ("yes" if ident in res.text else "NO") if ident else "-", _ms_per_100k(secs, before))
+        t.add_row(
+            name,
+            query[:36] or "(none)",
+            f"{len(html.encode()) / 1024:.0f}",
+            f"{before:,}",
+            f"{readable:,}",
+            f"{after:,}",
+            _ratio(before, after),
+            res.strategy,
+            ("yes" if ident in res.text else "NO") if ident else "-",
+            _ms_per_100k(secs, before),
+        )
         tot_b, tot_a, tot_s = tot_b + before, tot_a + after, tot_s + secs
     t.add_row("total", "", "", f"{tot_b:,}", "", f"{tot_a:,}", _ratio(tot_b, tot_a), "", "", _ms_per_100k(tot_s, tot_b))
     return t

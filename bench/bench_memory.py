@@ -100,7 +100,11 @@ def corpus_texts() -> list[str]:
         for line in p.read_text().splitlines():
             r = json.loads(line)
             c = (r.get("message") or {}).get("content")
-            texts = [c] if isinstance(c, str) else [b.get("text", "") for b in c or [] if isinstance(b, dict) and b.get("type") == "text"]
+            texts = (
+                [c]
+                if isinstance(c, str)
+                else [b.get("text", "") for b in c or [] if isinstance(b, dict) and b.get("type") == "text"]
+            )
             for t in texts:
                 out.update(s.strip() for s in re.split(r"(?<=[.!?。])\s+|\n+", t) if 30 <= len(s.strip()) <= 400)
     for p in sorted((CORPUS / "github-api").glob("*.json")):
@@ -167,12 +171,16 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=10_000, help="memories stored in the latency project")
     ap.add_argument("--requests", type=int, default=200, help="requests measured")
     ap.add_argument("--db-url", default="", help="SQLAlchemy URL (default: a fresh SQLite file)")
-    ap.add_argument("--torch-threads", type=int, default=1, help="torch intra-op threads (0: torch's default, one per core)")
+    ap.add_argument(
+        "--torch-threads", type=int, default=1, help="torch intra-op threads (0: torch's default, one per core)"
+    )
     args = ap.parse_args()
     console = Console()
     if not CORPUS.is_dir():
         console.print(f"[red]the corpus folder {CORPUS} is absent[/]")
         raise SystemExit(2)
+
+    import torch
 
     from headroom_core.compress.embeddings import embedder
     from headroom_core.extensions import RequestContext
@@ -183,8 +191,6 @@ def main() -> None:
     from headroom_core.settings import load_settings
     from headroom_core.wire.detect import Dialect
 
-    import torch
-
     if args.torch_threads > 0:
         torch.set_num_threads(args.torch_threads)
     home = tempfile.mkdtemp(prefix="headroom-bench-memory-")
@@ -193,7 +199,9 @@ def main() -> None:
     t0 = time.perf_counter()
     model = embedder("")
     assert model.wait(300), model.error
-    console.print(f"model loaded in {time.perf_counter() - t0:.1f} s; torch threads {torch.get_num_threads()}; database {url.split('@')[-1]}")
+    console.print(
+        f"model loaded in {time.perf_counter() - t0:.1f} s; torch threads {torch.get_num_threads()}; database {url.split('@')[-1]}"
+    )
     svc = service(rt)
     store = svc.store(wait=60)
     assert store is not None
@@ -235,7 +243,9 @@ def main() -> None:
         text_store.search(big, q, limit=5, min_similarity=0.15)
         t_text.append(time.perf_counter() - a)
     svc.drain()
-    t = Table(title=f"Memory injection latency: {n_stored:,} memories in one project, {len(queries)} requests ({url.split(':')[0]})")
+    t = Table(
+        title=f"Memory injection latency: {n_stored:,} memories in one project, {len(queries)} requests ({url.split(':')[0]})"
+    )
     for col in ("step", "median ms", "p95 ms"):
         t.add_column(col, justify="left" if col == "step" else "right")
     t.add_row("inject_memories (whole injector, per request)", *ms(t_inject))
@@ -259,15 +269,25 @@ def main() -> None:
         tot["n"] += len(qs)
         tot["v"] += v
         tot["t"] += tx
-        q_table.add_row(f"loghub {sysname}", str(len(templates)), str(len(qs)), f"{v / len(qs):.2f}", f"{tx / len(qs):.2f}")
-    q_table.add_row("[bold]loghub, all systems[/]", "", str(tot["n"]), f"{tot['v'] / tot['n']:.2f}", f"{tot['t'] / tot['n']:.2f}")
+        q_table.add_row(
+            f"loghub {sysname}", str(len(templates)), str(len(qs)), f"{v / len(qs):.2f}", f"{tx / len(qs):.2f}"
+        )
+    q_table.add_row(
+        "[bold]loghub, all systems[/]", "", str(tot["n"]), f"{tot['v'] / tot['n']:.2f}", f"{tot['t'] / tot['n']:.2f}"
+    )
     proj = f"/bench/{run}/sessions"
     mem_ids = bulk_insert(store.sessions, model, proj, [m for _, m, _ in SESSION_SET], [k for k, _, _ in SESSION_SET])
     bulk_insert(store.sessions, model, proj, texts[args.n : args.n + 2000])
     pairs = [(q, mem_ids[i]) for i, (_, _, qs) in enumerate(SESSION_SET) for q in qs]
     v = sum(rel in [h.memory.id for h in store.search(proj, q, limit=5).hits] for q, rel in pairs)
     tx = sum(rel in [h.memory.id for h in text_store.search(proj, q, limit=5).hits] for q, rel in pairs)
-    q_table.add_row("sessions (+2,000 corpus distractors)", f"{len(SESSION_SET)} + 2000", str(len(pairs)), f"{v / len(pairs):.2f}", f"{tx / len(pairs):.2f}")
+    q_table.add_row(
+        "sessions (+2,000 corpus distractors)",
+        f"{len(SESSION_SET)} + 2000",
+        str(len(pairs)),
+        f"{v / len(pairs):.2f}",
+        f"{tx / len(pairs):.2f}",
+    )
     console.print(q_table)
 
 

@@ -81,7 +81,11 @@ def outputs() -> list[tuple[str, str, str]]:
     if spec is None or spec.origin is None:
         raise SystemExit("sqlalchemy is not installed: run scripts/setup")
     return [
-        ("JSON", "gh api --paginate repos/octokit-fixture-org/issues", (CORPUS / "github-api" / "paginate-issues.json").read_text()),
+        (
+            "JSON",
+            "gh api --paginate repos/octokit-fixture-org/issues",
+            (CORPUS / "github-api" / "paginate-issues.json").read_text(),
+        ),
         ("log", "journalctl -u hadoop-hdfs-datanode --no-pager", (CORPUS / "logs" / "HDFS_2k.log").read_text()),
         ("source", "git show HEAD:lib/sqlalchemy/orm/session.py", Path(spec.origin).read_text()),
     ]
@@ -95,13 +99,21 @@ def request(outs: list[tuple[str, str, str]]) -> bytes:
         "description": "Executes a given bash command and returns its output.",
         "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
     }
-    calls = [{"type": "tool_use", "id": f"toolu_bench_{k}", "name": "Bash", "input": {"command": cmd}} for k, (_, cmd, _) in enumerate(outs)]
-    results = [{"type": "tool_result", "tool_use_id": f"toolu_bench_{k}", "content": text} for k, (_, _, text) in enumerate(outs)]
+    calls = [
+        {"type": "tool_use", "id": f"toolu_bench_{k}", "name": "Bash", "input": {"command": cmd}}
+        for k, (_, cmd, _) in enumerate(outs)
+    ]
+    results = [
+        {"type": "tool_result", "tool_use_id": f"toolu_bench_{k}", "content": text}
+        for k, (_, _, text) in enumerate(outs)
+    ]
     body = {
         "model": "claude-sonnet-4-20250514",
         "max_tokens": 8192,
         "stream": True,
-        "system": [{"type": "text", "text": "You are Claude Code, a coding agent.", "cache_control": {"type": "ephemeral"}}],
+        "system": [
+            {"type": "text", "text": "You are Claude Code, a coding agent.", "cache_control": {"type": "ephemeral"}}
+        ],
         "tools": [bash],
         "messages": [
             {"role": "user", "content": QUERY},
@@ -153,7 +165,11 @@ def many_in_process(n: int) -> dict[str, tuple[float, float]]:
     rt = runtime(home, warm=True)
     out: dict[str, tuple[float, float]] = {}
     try:
-        for case, headers in (("first", AGENT_HEADERS), ("again", AGENT_HEADERS), ("new session", {**AGENT_HEADERS, "x-headroom-session": "bench-other"})):
+        for case, headers in (
+            ("first", AGENT_HEADERS),
+            ("again", AGENT_HEADERS),
+            ("new session", {**AGENT_HEADERS, "x-headroom-session": "bench-other"}),
+        ):
             t0 = time.perf_counter()
             plan = plan_request(rt, "POST", "/v1/messages", headers, body, defer=True)
             t1 = time.perf_counter()
@@ -180,10 +196,19 @@ def many_through_proxy(n: int) -> dict[str, tuple[float, float]]:
     out: dict[str, tuple[float, float]] = {}
     with Upstream() as up:
         base = free_port()
-        args = ["--mode", "regular", "--mode", f"reverse:{up.url}@{base}", "--set", f"ssl_verify_upstream_trusted_ca={up.cert_path}"]
+        args = [
+            "--mode",
+            "regular",
+            "--mode",
+            f"reverse:{up.url}@{base}",
+            "--set",
+            f"ssl_verify_upstream_trusted_ca={up.cert_path}",
+        ]
         with MitmProxy(ADDON_SCRIPT, args=args), httpx.Client(timeout=600) as c:
             url = f"http://127.0.0.1:{base}/v1/messages"
-            c.post(url, content=tool_turns_body(3, salt="warm"), headers=AGENT_HEADERS)  # the proxy's first request: connections
+            c.post(
+                url, content=tool_turns_body(3, salt="warm"), headers=AGENT_HEADERS
+            )  # the proxy's first request: connections
             cases = (
                 ("first", AGENT_HEADERS), ("again", AGENT_HEADERS), ("new session", {**AGENT_HEADERS, "x-headroom-session": "bench-other"}),
                 ("bypass", {**AGENT_HEADERS, "x-headroom-bypass": "true"}),
@@ -224,8 +249,14 @@ def many(console: Console, sizes: list[int]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5, help="runs of each case (default 5)")
-    ap.add_argument("--cases", default="outputs,many", help="which cases: outputs (three new tool outputs), many (many tiny tool turns)")
-    ap.add_argument("--messages", default="1000,10000,60000", help="the many case's sizes in messages (default 1000,10000,60000)")
+    ap.add_argument(
+        "--cases",
+        default="outputs,many",
+        help="which cases: outputs (three new tool outputs), many (many tiny tool turns)",
+    )
+    ap.add_argument(
+        "--messages", default="1000,10000,60000", help="the many case's sizes in messages (default 1000,10000,60000)"
+    )
     args = ap.parse_args()
     console = Console(width=150)
     cases = set(args.cases.split(","))
@@ -239,7 +270,9 @@ def outputs_case(console: Console, runs: int) -> None:
     """The three-new-outputs case (module docstring)."""
     outs = outputs()
     body = request(outs)
-    console.print(f"request: {len(body):,} bytes; outputs: " + ", ".join(f"{k} {len(t.encode()):,} bytes" for k, _, t in outs))
+    console.print(
+        f"request: {len(body):,} bytes; outputs: " + ", ".join(f"{k} {len(t.encode()):,} bytes" for k, _, t in outs)
+    )
 
     times: dict[str, list[tuple[float, float]]] = {"warm": [], "cold": [], "again": []}
     sent: dict[str, set[str]] = {k: set() for k in times}
@@ -267,10 +300,17 @@ def outputs_case(console: Console, runs: int) -> None:
                     rt.compress_worker.close()
                 shutil.rmtree(home, ignore_errors=True)
 
-    t = Table(title=f"Plan of a {len(body) // 1000} KB request with three new tool outputs (JSON, log, source), {runs} runs", title_justify="left")
+    t = Table(
+        title=f"Plan of a {len(body) // 1000} KB request with three new tool outputs (JSON, log, source), {runs} runs",
+        title_justify="left",
+    )
     for c in ("case", "wall min / median / max", "CPU median", "forwarded bytes", "forwarded sha256"):
         t.add_column(c, justify="left" if c == "case" else "right")
-    for case, what in (("warm", "warm: outputs never seen"), ("cold", "cold: runtime not warmed"), ("again", "again: decisions cached")):
+    for case, what in (
+        ("warm", "warm: outputs never seen"),
+        ("cold", "cold: runtime not warmed"),
+        ("again", "again: decisions cached"),
+    ):
         ws = [w for w, _ in times[case]]
         t.add_row(what, f"{min(ws):.3f} / {statistics.median(ws):.3f} / {max(ws):.3f} s", f"{statistics.median(c for _, c in times[case]):.3f} s",
                   f"{sizes[case]:,}", ", ".join(sorted(sent[case])))  # fmt: skip

@@ -85,12 +85,23 @@ def recorded(flow: dict) -> tuple[bytes, dict[str, str]]:
     return json.dumps(body).encode(), {"content-type": "application/json"}
 
 
-def exchange(client: httpx.Client, up: Upstream, url: str, path: str, body: bytes, reply: tuple[bytes, dict[str, str]], ua: str, wait: float = 0.0) -> float:
+def exchange(
+    client: httpx.Client,
+    up: Upstream,
+    url: str,
+    path: str,
+    body: bytes,
+    reply: tuple[bytes, dict[str, str]],
+    ua: str,
+    wait: float = 0.0,
+) -> float:
     """Milliseconds for one whole exchange (the response read to its end); the upstream waits
     ``wait`` seconds before answering."""
     up.raw(200, reply[0], reply[1], wait=wait)
     t0 = time.perf_counter()
-    with client.stream("POST", url + path, content=body, headers={"content-type": "application/json", "user-agent": ua}) as r:
+    with client.stream(
+        "POST", url + path, content=body, headers={"content-type": "application/json", "user-agent": ua}
+    ) as r:
         for _ in r.iter_raw():
             pass
     return (time.perf_counter() - t0) * 1000
@@ -113,7 +124,11 @@ def latency(passes: int, console: Console, wait: float = 0.0) -> None:
     ms: dict[str, list[float]] = defaultdict(list)
     with Upstream() as up:
         for p in range(passes):
-            with MitmProxy(None) as plain, MitmProxy(None, options={"stream_large_bodies": "1"}) as streamed, MitmProxy(ADDON_SCRIPT) as hr:
+            with (
+                MitmProxy(None) as plain,
+                MitmProxy(None, options={"stream_large_bodies": "1"}) as streamed,
+                MitmProxy(ADDON_SCRIPT) as hr,
+            ):
                 hr.wait_for_log(r"headroom: database", timeout=120)
                 _wait_warm(hr)
                 time.sleep(5)  # the addon's warm-up (database, vocabulary, model) settles
@@ -138,14 +153,31 @@ def latency(passes: int, console: Console, wait: float = 0.0) -> None:
                             for base in ("plain", "streamed"):
                                 (first if n == 0 else later)[base].append(t["addon"] - t[base])
                                 through[base].append(tp["addon"] - tp[base])
-    when = f"an upstream answering after {wait * 1000:.0f} ms, as a model's time to first byte" if wait else "an upstream answering at once"
-    t = Table(title=f"Latency the addon adds over plain mitmdump (ms; whole exchange; {passes} passes, interleaved; {when})")
+    when = (
+        f"an upstream answering after {wait * 1000:.0f} ms, as a model's time to first byte"
+        if wait
+        else "an upstream answering at once"
+    )
+    t = Table(
+        title=f"Latency the addon adds over plain mitmdump (ms; whole exchange; {passes} passes, interleaved; {when})"
+    )
     for c in ("requests", "over", "n", "median", "p95", "max"):
         t.add_column(c, justify="left" if c in ("requests", "over") else "right")
-    for label, per in (("LLM calls after the first of a session", later), ("first request of a session", first), ("passthrough (GET /v1/models)", through)):
+    for label, per in (
+        ("LLM calls after the first of a session", later),
+        ("first request of a session", first),
+        ("passthrough (GET /v1/models)", through),
+    ):
         for base, over in (("plain", "mitmdump"), ("streamed", "mitmdump, bodies streamed")):
             xs = per[base]
-            t.add_row(label if base == "plain" else "", over, str(len(xs)), f"{statistics.median(xs):.1f}", f"{pct(xs, 0.95):.1f}", f"{max(xs):.1f}")
+            t.add_row(
+                label if base == "plain" else "",
+                over,
+                str(len(xs)),
+                f"{statistics.median(xs):.1f}",
+                f"{pct(xs, 0.95):.1f}",
+                f"{max(xs):.1f}",
+            )
     console.print(t)
     console.print(
         "for scale: median exchange "
@@ -186,14 +218,18 @@ def profile(console: Console) -> None:
                         seen[name] += ct * 1000
                 for s in STEPS:
                     per_step[s].append(seen.get(s, 0.0))
-    t = Table(title="Where the time goes: the request walk in-process (CPU ms per request, requests after the first of a session, profiled)")
+    t = Table(
+        title="Where the time goes: the request walk in-process (CPU ms per request, requests after the first of a session, profiled)"
+    )
     for c in ("step", "median", "p95", "max"):
         t.add_column(c, justify="left" if c == "step" else "right")
     for s in STEPS:
         xs = per_step[s]
         if any(xs):
             t.add_row(s, f"{statistics.median(xs):.2f}", f"{pct(xs, 0.95):.2f}", f"{max(xs):.2f}")
-    t.add_row("[bold]whole plan[/]", f"{statistics.median(totals):.2f}", f"{pct(totals, 0.95):.2f}", f"{max(totals):.2f}")
+    t.add_row(
+        "[bold]whole plan[/]", f"{statistics.median(totals):.2f}", f"{pct(totals, 0.95):.2f}", f"{max(totals):.2f}"
+    )
     console.print(t)
 
 
@@ -255,7 +291,13 @@ def throughput(n: int, console: Console) -> None:
                         with lock:
                             a = next(agents)
                         c = local.c = http_client(px, timeout=120)
-                        local.body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": [{"role": "user", "content": f"Summarise this ({a}). " + "word " * 150}]}).encode()
+                        local.body = json.dumps(
+                            {
+                                "model": "claude-sonnet-4-5",
+                                "max_tokens": 100,
+                                "messages": [{"role": "user", "content": f"Summarise this ({a}). " + "word " * 150}],
+                            }
+                        ).encode()
                         local.headers = {"content-type": "application/json", "x-api-key": f"key-{a}"}
                     r = c.post(up.url + "/v1/messages", content=local.body, headers=local.headers)
                     if r.status_code != 200:
@@ -284,8 +326,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--throughput-requests", type=int, default=2000)
-    ap.add_argument("--first-byte-ms", type=float, default=500.0,
-                    help="also measure the latency with an upstream that answers after this many ms (a model's time to first byte); 0: not")
+    ap.add_argument(
+        "--first-byte-ms",
+        type=float,
+        default=500.0,
+        help="also measure the latency with an upstream that answers after this many ms (a model's time to first byte); 0: not",
+    )
     ap.add_argument("--skip", choices=("latency", "profile", "throughput"), action="append", default=[])
     args = ap.parse_args()
     console = Console(width=160)

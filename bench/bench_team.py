@@ -95,7 +95,11 @@ def prefix_breaks(result: LoadResult, up: Upstream) -> tuple[int, int]:
         if b is None:
             continue
         if b[0] == 2:
-            was, now, client = (first[prev]["messages"][b[1]], first[load_id]["messages"][b[1]], clients[prev]["messages"][b[1]])
+            was, now, client = (
+                first[prev]["messages"][b[1]],
+                first[load_id]["messages"][b[1]],
+                clients[prev]["messages"][b[1]],
+            )
             if _bare(was) == _bare(client) and len(json.dumps(now)) < len(json.dumps(was)):
                 late += 1
                 continue
@@ -106,14 +110,25 @@ def prefix_breaks(result: LoadResult, up: Upstream) -> tuple[int, int]:
 def warm(proxies: list[MitmProxy], up: Upstream, addon: bool) -> None:
     """One request through each proxy; with the addon, wait until its embedding model loaded."""
     for p in proxies:
-        anthropic_client(up, p).messages.create(model="claude-sonnet-4-5", max_tokens=5, messages=[{"role": "user", "content": "warm up"}])
+        anthropic_client(up, p).messages.create(
+            model="claude-sonnet-4-5", max_tokens=5, messages=[{"role": "user", "content": "warm up"}]
+        )
         if addon:
             p.wait_for_log(r"headroom: embedding model all-MiniLM-L6-v2 loaded", timeout=300)
     up.reset()
 
 
 def run(
-    label: str, n: int, db: str, up: Upstream, requests: int, concurrency: int, pages: list[str], cluster: PgCluster | None, addon: bool = True, busy: bool = False
+    label: str,
+    n: int,
+    db: str,
+    up: Upstream,
+    requests: int,
+    concurrency: int,
+    pages: list[str],
+    cluster: PgCluster | None,
+    addon: bool = True,
+    busy: bool = False,
 ) -> Row:
     """One setup under the load; ``busy``: the last proxy's every plan times out (its compression
     budget a microsecond: it sends what was decided before, and what is new goes whole)."""
@@ -141,7 +156,9 @@ def run(
     finally:
         for p in proxies:
             p.cleanup()
-    retrieve = f"{responder.exact}/{sum(1 for s in result.sent if s.load_id.endswith(f'/{TURNS - 1}'))}" if addon else "-"
+    retrieve = (
+        f"{responder.exact}/{sum(1 for s in result.sent if s.load_id.endswith(f'/{TURNS - 1}'))}" if addon else "-"
+    )
     if db == "PostgreSQL" and cluster is not None:
         deadlocks = cluster.query(f"SELECT deadlocks FROM pg_stat_database WHERE datname = '{dbname}'")[0][0]
         return Row(label, n, db, result, retrieve, str(deadlocks), str(len(cluster.errors(offset))), breaks)
@@ -167,22 +184,66 @@ def main() -> None:
             if cluster is not None:
                 rows.append(run("Headroom", 1, "PostgreSQL", up, args.requests, args.concurrency, pages, cluster))
                 rows.append(run("Headroom", 3, "PostgreSQL", up, args.requests, args.concurrency, pages, cluster))
-                rows.append(run("Headroom, 1 busy", 3, "PostgreSQL", up, args.requests, args.concurrency, pages, cluster, busy=True))
+                rows.append(
+                    run(
+                        "Headroom, 1 busy",
+                        3,
+                        "PostgreSQL",
+                        up,
+                        args.requests,
+                        args.concurrency,
+                        pages,
+                        cluster,
+                        busy=True,
+                    )
+                )
     finally:
         if cluster is not None:
             cluster.destroy()
 
     base = {r.proxies: r.result for r in rows if r.setup == "plain mitmdump"}
     t = Table(title=f"{args.requests} requests from {args.concurrency} concurrent agents per setup (latency in ms)")
-    for col in ("setup", "proxies", "database", "requests", "errors", "req/s", "p50", "p95", "added p50", "added p95", "retrieved exact", "earlier breaks", "deadlocks", "db errors"):
+    for col in (
+        "setup",
+        "proxies",
+        "database",
+        "requests",
+        "errors",
+        "req/s",
+        "p50",
+        "p95",
+        "added p50",
+        "added p95",
+        "retrieved exact",
+        "earlier breaks",
+        "deadlocks",
+        "db errors",
+    ):
         t.add_column(col, justify="left" if col in ("setup", "database") else "right")
     for r in rows:
         lat = [s.seconds * 1000 for s in r.result.sent]
-        b = [s.seconds * 1000 for s in base[r.proxies].sent] if r.proxies in base and r.setup != "plain mitmdump" else None
+        b = (
+            [s.seconds * 1000 for s in base[r.proxies].sent]
+            if r.proxies in base and r.setup != "plain mitmdump"
+            else None
+        )
         p50, p95 = statistics.median(lat), pct(lat, 0.95)
         added = (f"{p50 - statistics.median(b):.0f}", f"{p95 - pct(b, 0.95):.0f}") if b else ("-", "-")
-        t.add_row(r.setup, str(r.proxies), r.database, str(len(r.result.sent)), str(len(r.result.errors)), f"{r.result.per_second:.1f}",
-                  f"{p50:.0f}", f"{p95:.0f}", *added, r.retrieve, r.breaks, r.deadlocks, r.db_errors)
+        t.add_row(
+            r.setup,
+            str(r.proxies),
+            r.database,
+            str(len(r.result.sent)),
+            str(len(r.result.errors)),
+            f"{r.result.per_second:.1f}",
+            f"{p50:.0f}",
+            f"{p95:.0f}",
+            *added,
+            r.retrieve,
+            r.breaks,
+            r.deadlocks,
+            r.db_errors,
+        )
     console.print(t)
     for r in rows:
         for s in r.result.errors[:3]:

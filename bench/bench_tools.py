@@ -60,8 +60,8 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from headroom_core.compress.tokens import TokenCounter  # noqa: E402
-from headroom_core.tools.minify import minify_tools  # noqa: E402
 from headroom_core.settings import Settings  # noqa: E402
+from headroom_core.tools.minify import minify_tools  # noqa: E402
 
 FLOWS = ROOT.parent / "shared" / "corpus" / "anthropic-flows"
 MCP = re.compile(r"^mcp__(.+?)__")
@@ -86,7 +86,11 @@ def pct(saved: int, whole: int) -> str:
 def called_tools(response_body) -> list[str]:
     """Names of the tools the model called in a recorded Anthropic response (SSE text or JSON)."""
     if isinstance(response_body, dict):
-        return [b.get("name", "") for b in response_body.get("content") or [] if isinstance(b, dict) and b.get("type") == "tool_use"]
+        return [
+            b.get("name", "")
+            for b in response_body.get("content") or []
+            if isinstance(b, dict) and b.get("type") == "tool_use"
+        ]
     names = []
     for line in str(response_body or "").splitlines():
         if line.startswith("data:"):
@@ -94,7 +98,11 @@ def called_tools(response_body) -> list[str]:
                 data = json.loads(line[5:])
             except ValueError:
                 continue
-            block = data.get("content_block") if isinstance(data, dict) and data.get("type") == "content_block_start" else None
+            block = (
+                data.get("content_block")
+                if isinstance(data, dict) and data.get("type") == "content_block_start"
+                else None
+            )
             if isinstance(block, dict) and block.get("type") == "tool_use":
                 names.append(str(block.get("name", "")))
     return names
@@ -118,7 +126,9 @@ class SessionRow:
     model: str = ""
 
 
-def replay(counter: TokenCounter, overrides: dict, usage: list[dict] | None = None) -> tuple[dict[str, list], list[dict]]:
+def replay(
+    counter: TokenCounter, overrides: dict, usage: list[dict] | None = None
+) -> tuple[dict[str, list], list[dict]]:
     """Plan every corpus request in order (a fresh runtime with ``overrides`` whose ledger
     starts with the ``usage`` rows of ``tool_usage``, dated a day back: a later day, the prompt
     cache cold), recording the ledger after each request as the proxy's addon does. Returns
@@ -150,7 +160,11 @@ def replay(counter: TokenCounter, overrides: dict, usage: list[dict] | None = No
                 out.setdefault(plan.session_key or r.name, []).append((group, r, sent, plan))
                 if plan.dry_run:
                     continue
-                offered = [t.get("name", "") for t in sent.get("tools") or [] if isinstance(t, dict) and t.get("name") not in plan.hidden_tools]
+                offered = [
+                    t.get("name", "")
+                    for t in sent.get("tools") or []
+                    if isinstance(t, dict) and t.get("name") not in plan.hidden_tools
+                ]
                 ledger.record(rt.sessions, plan, user_agent=r.headers.get("user-agent", ""), model=str(r.body.get("model", "")), status_code=200,
                               usage=Usage(), rounds=0, offered=offered, called=called_tools(flow["response"]["body"]))  # fmt: skip
         with rt.sessions() as s:
@@ -183,7 +197,9 @@ def priced(counter: TokenCounter, off: dict[str, list], on: dict[str, list]) -> 
     caches: dict[str, tuple[AnthropicCache, AnthropicCache]] = {}
     rows: dict[str, SessionRow] = {}
     history: dict[str, list] = {}
-    seq_off = sorted(((r.name, g, r, sent) for items in off.values() for g, r, sent, p in items if not p.dry_run), key=lambda x: x[0])
+    seq_off = sorted(
+        ((r.name, g, r, sent) for items in off.values() for g, r, sent, p in items if not p.dry_run), key=lambda x: x[0]
+    )
     by_name_on = {r.name: (key, sent) for key, items in on.items() for g, r, sent, p in items}
     for name, group, r, sent_off in seq_off:
         key_on, sent_on = by_name_on[name]
@@ -198,7 +214,11 @@ def priced(counter: TokenCounter, off: dict[str, list], on: dict[str, list]) -> 
         row.usd_off += a.usd
         row.usd_on += b.usd
         row.prompt_tokens_on += b.tokens
-        shells = tuple(t.get("name", "") for t in sent_on.get("tools") or [] if isinstance(t, dict) and str(t.get("description", "")).endswith(NOTE))
+        shells = tuple(
+            t.get("name", "")
+            for t in sent_on.get("tools") or []
+            if isinstance(t, dict) and str(t.get("description", "")).endswith(NOTE)
+        )
         if len(shells) > len(row.skeletons):
             row.skeletons = shells
             full = {t.get("name"): t for t in r.body.get("tools") or [] if isinstance(t, dict)}
@@ -227,7 +247,9 @@ def break_even_calls(row: SessionRow) -> float | None:
     return (row.usd_off - row.usd_on) / per_call if per_call else None
 
 
-def on_demand_report(console: Console, counter: TokenCounter, thresholds: list[int], min_bytes: int, list_all: bool, passes: int) -> None:
+def on_demand_report(
+    console: Console, counter: TokenCounter, thresholds: list[int], min_bytes: int, list_all: bool, passes: int
+) -> None:
     """Print the tools-on-demand tables (see the module docstring)."""
     t0 = time.perf_counter()
     usage = seed_usage(counter, passes)
@@ -236,7 +258,11 @@ def on_demand_report(console: Console, counter: TokenCounter, thresholds: list[i
                   f"seeding and the replay without tools on demand took {time.perf_counter() - t0:.0f} s)")  # fmt: skip
     for idle in thresholds:
         t0 = time.perf_counter()
-        on, _ = replay(counter, {"tools_on_demand": True, "tools_on_demand_idle_requests": idle, "tools_on_demand_min_bytes": min_bytes}, usage)
+        on, _ = replay(
+            counter,
+            {"tools_on_demand": True, "tools_on_demand_idle_requests": idle, "tools_on_demand_min_bytes": min_bytes},
+            usage,
+        )
         rows = priced(counter, off, on)
         took = time.perf_counter() - t0
         table = Table(title=f"Tools on demand, tools_on_demand_idle_requests={idle}, tools_on_demand_min_bytes={min_bytes}, evidence of {passes} earlier "
@@ -266,7 +292,7 @@ def on_demand_report(console: Console, counter: TokenCounter, thresholds: list[i
             groups: dict[str, list[str]] = {}
             for n in row.skeletons:
                 m = MCP.match(n)
-                groups.setdefault(f"mcp__{m.group(1)}" if m else "built-in", []).append(n[m.end():] if m else n)
+                groups.setdefault(f"mcp__{m.group(1)}" if m else "built-in", []).append(n[m.end() :] if m else n)
             console.print(f"[bold]{row.files[0]}…[/bold]: {len(row.skeletons)} tools sent as skeletons")
             for g, names in sorted(groups.items(), key=lambda kv: (kv[0] != "built-in", kv[0])):
                 listed = names if list_all or len(names) <= 8 else names[:8] + [f"… {len(names) - 8} more (--list)"]
@@ -276,11 +302,21 @@ def on_demand_report(console: Console, counter: TokenCounter, thresholds: list[i
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--home", default=str(Path.home() / ".headroom"), help="where the tokenizer is cached")
-    ap.add_argument("--idle", default=f"10,20,{Settings().tools_on_demand_idle_requests}",
-                    help="tools on demand: comma-separated tools_on_demand_idle_requests thresholds to measure")
-    ap.add_argument("--min-bytes", type=int, default=Settings().tools_on_demand_min_bytes, help="tools on demand: tools_on_demand_min_bytes")
+    ap.add_argument(
+        "--idle",
+        default=f"10,20,{Settings().tools_on_demand_idle_requests}",
+        help="tools on demand: comma-separated tools_on_demand_idle_requests thresholds to measure",
+    )
+    ap.add_argument(
+        "--min-bytes",
+        type=int,
+        default=Settings().tools_on_demand_min_bytes,
+        help="tools on demand: tools_on_demand_min_bytes",
+    )
     ap.add_argument("--list", action="store_true", help="tools on demand: list every tool sent as a skeleton")
-    ap.add_argument("--seed-passes", type=int, default=2, help="tools on demand: earlier replays of the corpus recorded as evidence")
+    ap.add_argument(
+        "--seed-passes", type=int, default=2, help="tools on demand: earlier replays of the corpus recorded as evidence"
+    )
     ap.add_argument("--no-on-demand", action="store_true", help="only the minification table")
     args = ap.parse_args()
     if not FLOWS.is_dir():
@@ -290,8 +326,18 @@ def main() -> int:
     console = Console()
 
     table = Table(title="Tool-definition minification, Claude Code session (cl100k_base tokens, compact JSON)")
-    for col in ("file", "tools", "tools before", "minified", "+dedupe", "tools saved",
-                "request before", "request after", "request saved", "py-json tools before→after"):
+    for col in (
+        "file",
+        "tools",
+        "tools before",
+        "minified",
+        "+dedupe",
+        "tools saved",
+        "request before",
+        "request after",
+        "request saved",
+        "py-json tools before→after",
+    ):
         table.add_column(col, justify="left" if col == "file" else "right")
 
     tot = dict(tb=0, tm=0, td=0, rb=0, ra=0, pb=0, pa=0, n=0)
@@ -310,20 +356,47 @@ def main() -> int:
         new_body = dict(body, tools=deduped)
         rb, ra = counter.count(compact(body)), counter.count(compact(new_body))
         pb, pa = counter.count(pydefault(tools)), counter.count(pydefault(deduped))
-        table.add_row(path.name, str(len(tools)), f"{tb:,}", f"{tm:,}", f"{td:,}", pct(tb - td, tb),
-                      f"{rb:,}", f"{ra:,}", pct(rb - ra, rb), f"{pb:,} → {pa:,} ({pct(pb - pa, pb)})")
+        table.add_row(
+            path.name,
+            str(len(tools)),
+            f"{tb:,}",
+            f"{tm:,}",
+            f"{td:,}",
+            pct(tb - td, tb),
+            f"{rb:,}",
+            f"{ra:,}",
+            pct(rb - ra, rb),
+            f"{pb:,} → {pa:,} ({pct(pb - pa, pb)})",
+        )
         for k, v in dict(tb=tb, tm=tm, td=td, rb=rb, ra=ra, pb=pb, pa=pa, n=1).items():
             tot[k] += v
     table.add_section()
-    table.add_row("total", f"{tot['n']} req", f"{tot['tb']:,}", f"{tot['tm']:,}", f"{tot['td']:,}",
-                  pct(tot["tb"] - tot["td"], tot["tb"]), f"{tot['rb']:,}", f"{tot['ra']:,}",
-                  pct(tot["rb"] - tot["ra"], tot["rb"]),
-                  f"{tot['pb']:,} → {tot['pa']:,} ({pct(tot['pb'] - tot['pa'], tot['pb'])})")
+    table.add_row(
+        "total",
+        f"{tot['n']} req",
+        f"{tot['tb']:,}",
+        f"{tot['tm']:,}",
+        f"{tot['td']:,}",
+        pct(tot["tb"] - tot["td"], tot["tb"]),
+        f"{tot['rb']:,}",
+        f"{tot['ra']:,}",
+        pct(tot["rb"] - tot["ra"], tot["rb"]),
+        f"{tot['pb']:,} → {tot['pa']:,} ({pct(tot['pb'] - tot['pa'], tot['pb'])})",
+    )
     console.print(table)
-    console.print(f"minify_tools time: {1000 * elapsed / max(tot['n'], 1) / 2:.1f} ms per call "
-                  f"(average over {2 * tot['n']} calls)")
+    console.print(
+        f"minify_tools time: {1000 * elapsed / max(tot['n'], 1) / 2:.1f} ms per call "
+        f"(average over {2 * tot['n']} calls)"
+    )
     if not args.no_on_demand:
-        on_demand_report(console, counter, [int(x) for x in args.idle.split(",") if x.strip()], args.min_bytes, args.list, args.seed_passes)
+        on_demand_report(
+            console,
+            counter,
+            [int(x) for x in args.idle.split(",") if x.strip()],
+            args.min_bytes,
+            args.list,
+            args.seed_passes,
+        )
     return 0
 
 

@@ -65,9 +65,9 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from tests.support import upstream as upstream_mod  # noqa: E402
 from tests.support.clients import direct_http_client, http_client, iter_sse, ssl_context, ws_connect  # noqa: E402
 from tests.support.proxy import ADDON_SCRIPT, MitmProxy  # noqa: E402
-from tests.support import upstream as upstream_mod  # noqa: E402
 from tests.support.upstream import Reply, Upstream  # noqa: E402
 
 SENT: list[float] = []  # monotonic times of the upstream's event writes, in order
@@ -98,6 +98,7 @@ def _instrument(up: Upstream) -> None:
 
     server.get_request = get_request
 
+
 CORPUS = ROOT.parent / "shared" / "corpus" / "github-api" / "paginate-issues.json"
 
 
@@ -127,7 +128,11 @@ def ws_frame(tool_text: str) -> str:
             "model": "bench-model",
             "instructions": "bench",
             "input": [
-                {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "summarise the issues"}]},
+                {
+                    "type": "message",
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": "summarise the issues"}],
+                },
                 {"type": "function_call", "call_id": "c1", "name": "gh", "arguments": "{}"},
                 {"type": "function_call_output", "call_id": "c1", "output": tool_text},
             ],
@@ -136,7 +141,9 @@ def ws_frame(tool_text: str) -> str:
     )
 
 
-def sse_run(up: Upstream, proxy: MitmProxy | None, body: dict, n: int, words: str, delay: float) -> tuple[list[float], list[float]]:
+def sse_run(
+    up: Upstream, proxy: MitmProxy | None, body: dict, n: int, words: str, delay: float
+) -> tuple[list[float], list[float]]:
     ttfb, lat = [], []
     client = direct_http_client(up) if proxy is None else http_client(proxy)
     with client:
@@ -152,11 +159,17 @@ def sse_run(up: Upstream, proxy: MitmProxy | None, body: dict, n: int, words: st
     return ttfb, lat
 
 
-def ws_run(up: Upstream, proxy: MitmProxy | None, frame: str, n: int, words: str, delay: float) -> tuple[list[float], list[float]]:
+def ws_run(
+    up: Upstream, proxy: MitmProxy | None, frame: str, n: int, words: str, delay: float
+) -> tuple[list[float], list[float]]:
     from websockets.sync.client import connect
 
     ttfb, lat = [], []
-    conn = connect(up.ws_url, ssl=ssl_context(up.cert_path), max_size=None) if proxy is None else ws_connect(up, proxy, max_size=None)
+    conn = (
+        connect(up.ws_url, ssl=ssl_context(up.cert_path), max_size=None)
+        if proxy is None
+        else ws_connect(up, proxy, max_size=None)
+    )
     with conn as ws:
         for _ in range(n):
             up.script(Reply.text(words, delay=delay))
@@ -198,7 +211,9 @@ def without_release_script(tmp: Path) -> Path:
 def ws_memory(up: Upstream, sessions: int, turns: int) -> Table:
     import tempfile
 
-    table = Table(title=f"Resident memory (MiB) at the end of / after each WebSocket session ({turns} turns: ~30 KiB frames, 40 events per turn)")
+    table = Table(
+        title=f"Resident memory (MiB) at the end of / after each WebSocket session ({turns} turns: ~30 KiB frames, 40 events per turn)"
+    )
     table.add_column("route")
     table.add_column("start", justify="right")
     for i in range(sessions):
@@ -222,7 +237,9 @@ def ws_memory(up: Upstream, sessions: int, turns: int) -> Table:
                     with ws_connect(up, proxy, max_size=None) as ws:
                         for t in range(turns):
                             up.script(Reply.text(words))
-                            text = f"session {sess} turn {t}\n" + "\n".join(f"line {t}-{k}: {'x' * 60}" for k in range(400))
+                            text = f"session {sess} turn {t}\n" + "\n".join(
+                                f"line {t}-{k}: {'x' * 60}" for k in range(400)
+                            )
                             ws.send(ws_frame(text))
                             while json.loads(ws.recv(timeout=60)).get("type") != "response.completed":
                                 pass
@@ -258,7 +275,11 @@ def bomb(up: Upstream) -> Table:
     import httpx
 
     member = gzip.compress(b"A" * (1 << 20), compresslevel=9)
-    body = gzip.compress(b'{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"') + member * 1024 + gzip.compress(b'"}]}')
+    body = (
+        gzip.compress(b'{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"')
+        + member * 1024
+        + gzip.compress(b'"}]}')
+    )
     table = Table(title="A gzip bomb through mitmdump -s addons/headroom.py")
     for col in ("encoded", "decodes to", "status", "peak RSS before (MiB)", "peak RSS after (MiB)", "RSS after (MiB)"):
         table.add_column(col, justify="right")
@@ -267,8 +288,19 @@ def bomb(up: Upstream) -> Table:
         settle(proxy)
         before = rss_mib(proxy, "VmHWM")
         with http_client(proxy, timeout=httpx.Timeout(300.0)) as c:
-            r = c.post(up.url + "/v1/messages", content=body, headers={"content-encoding": "gzip", "content-type": "application/json"})
-        table.add_row(f"{len(body) / 1e6:.2f} MB", "1 GiB", str(r.status_code), f"{before:.0f}", f"{rss_mib(proxy, 'VmHWM'):.0f}", f"{rss_mib(proxy):.0f}")
+            r = c.post(
+                up.url + "/v1/messages",
+                content=body,
+                headers={"content-encoding": "gzip", "content-type": "application/json"},
+            )
+        table.add_row(
+            f"{len(body) / 1e6:.2f} MB",
+            "1 GiB",
+            str(r.status_code),
+            f"{before:.0f}",
+            f"{rss_mib(proxy, 'VmHWM'):.0f}",
+            f"{rss_mib(proxy):.0f}",
+        )
     finally:
         proxy.cleanup()
     return table
@@ -337,11 +369,16 @@ def oversized_ws(up: Upstream) -> Table:
 
     from websockets.exceptions import ConnectionClosed
 
-    table = Table(title="A WebSocket response.create over ws_max_frame_bytes (32 MiB), through the proxy port: the close and the proxy's memory (MiB)")
+    table = Table(
+        title="A WebSocket response.create over ws_max_frame_bytes (32 MiB), through the proxy port: the close and the proxy's memory (MiB)"
+    )
     for col in ("proxy", "frame", "close", "closed after s", "RSS before", "peak", "10 s after"):
         table.add_column(col, justify="left" if col in ("proxy", "frame") else "right")
     with tempfile.TemporaryDirectory() as tmp:
-        for name, script, sizes in (("before", without_ws_limit_script(Path(tmp)), (64,)), ("now", ADDON_SCRIPT, (64, 1024))):
+        for name, script, sizes in (
+            ("before", without_ws_limit_script(Path(tmp)), (64,)),
+            ("now", ADDON_SCRIPT, (64, 1024)),
+        ):
             proxy = MitmProxy(script).start()
             try:
                 settle(proxy)
@@ -360,7 +397,15 @@ def oversized_ws(up: Upstream) -> Table:
                         when = time.monotonic() - t0
                     del frame
                     time.sleep(10)
-                    table.add_row(name, f"{mib} MiB", code, f"{when:.1f}", f"{peak.before:.0f}", f"{peak.peak:.0f}", f"{rss_mib(proxy):.0f}")
+                    table.add_row(
+                        name,
+                        f"{mib} MiB",
+                        code,
+                        f"{when:.1f}",
+                        f"{peak.before:.0f}",
+                        f"{peak.peak:.0f}",
+                        f"{rss_mib(proxy):.0f}",
+                    )
             finally:
                 proxy.cleanup()
     return table
@@ -373,7 +418,9 @@ def _send_oversized(sock: socket.socket, host: str, total: int, chunked: bool) -
     after each write)."""
     head = {"host": host, "content-type": "application/json", "anthropic-version": "2023-06-01", "x-api-key": "k"}
     head.update({"transfer-encoding": "chunked"} if chunked else {"content-length": str(total)})
-    sock.sendall(b"POST /v1/messages HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in head.items()).encode() + b"\r\n")
+    sock.sendall(
+        b"POST /v1/messages HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in head.items()).encode() + b"\r\n"
+    )
     t0 = time.monotonic()
     piece = b"x" * (1 << 20)
     got, when, sent_then, sent = b"", 0.0, 0, 0
@@ -413,8 +460,20 @@ def oversized(up: Upstream) -> Table:
     from tests.support.proxy import free_port
 
     total = 1 << 30
-    table = Table(title="A 1 GiB body over max_body_bytes (32 MiB), sent whole in 1 MiB writes: the 413 and the proxy's memory (MiB)")
-    for col in ("proxy", "way in", "body", "status", "413 after MiB sent", "after s", "RSS before", "peak", "10 s after"):
+    table = Table(
+        title="A 1 GiB body over max_body_bytes (32 MiB), sent whole in 1 MiB writes: the 413 and the proxy's memory (MiB)"
+    )
+    for col in (
+        "proxy",
+        "way in",
+        "body",
+        "status",
+        "413 after MiB sent",
+        "after s",
+        "RSS before",
+        "peak",
+        "10 s after",
+    ):
         table.add_column(col, justify="left" if col in ("proxy", "way in", "body") else "right")
     with tempfile.TemporaryDirectory() as tmp:
         for name, script in (("before", without_body_limit_script(Path(tmp))), ("now", ADDON_SCRIPT)):
@@ -455,7 +514,11 @@ def followup_probe(up: Upstream) -> Table:
     proxy = MitmProxy(ADDON_SCRIPT, options={"headroom_compress_timeout_seconds": 300}).start()
     try:
         settle(proxy)
-        up.script(Reply.tool_call(retrieve.TOOL_NAME, {"key": key}, text="Checking."), Reply.text(" ".join(f"w{i}" for i in range(30)), delay=0.2), path="/v1/messages")
+        up.script(
+            Reply.tool_call(retrieve.TOOL_NAME, {"key": key}, text="Checking."),
+            Reply.text(" ".join(f"w{i}" for i in range(30)), delay=0.2),
+            path="/v1/messages",
+        )
         ended: list[float] = []
 
         def first() -> None:
@@ -479,7 +542,13 @@ def followup_probe(up: Upstream) -> Table:
         t.join()
         lat = [b - a for a, b in probes]
         before = sum(1 for _, b in probes if b < ended[0])
-        table.add_row("mitmdump+headroom, during a follow-up", str(len(probes)), str(before), f"{statistics.median(lat) * 1000:.1f}", f"{max(lat) * 1000:.1f}")
+        table.add_row(
+            "mitmdump+headroom, during a follow-up",
+            str(len(probes)),
+            str(before),
+            f"{statistics.median(lat) * 1000:.1f}",
+            f"{max(lat) * 1000:.1f}",
+        )
         # the same probes with nothing else running, through this proxy and a plain mitmdump
         plain = MitmProxy(None, options={"stream_large_bodies": "1"}).start()
         try:
@@ -492,7 +561,9 @@ def followup_probe(up: Upstream) -> Table:
                         c.get(up.url + "/probe")
                         idle.append(time.monotonic() - t0)
                         time.sleep(0.1)
-                table.add_row(name, str(len(idle)), "-", f"{statistics.median(idle) * 1000:.1f}", f"{max(idle) * 1000:.1f}")
+                table.add_row(
+                    name, str(len(idle)), "-", f"{statistics.median(idle) * 1000:.1f}", f"{max(idle) * 1000:.1f}"
+                )
         finally:
             plain.cleanup()
     finally:
@@ -532,7 +603,9 @@ def main() -> int:
     sizes = {"small": "ok: 3 issues open"}
     if CORPUS.is_file():
         sizes["large"] = json.dumps(json.loads(CORPUS.read_text()), indent=2)
-    table = Table(title=f"Transport latency, ms ({args.requests} requests x {args.events} deltas, {args.delay * 1000:.0f} ms apart)")
+    table = Table(
+        title=f"Transport latency, ms ({args.requests} requests x {args.events} deltas, {args.delay * 1000:.0f} ms apart)"
+    )
     for col in ("transport", "request", "route", "TTFB med", "TTFB p95", "TTFB added", "event med", "event p95"):
         table.add_column(col, justify="left" if col in ("transport", "request", "route") else "right")
     with Upstream() as up:

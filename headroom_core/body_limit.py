@@ -31,6 +31,7 @@ from headroom_core.too_large import too_large_message
 from headroom_core.wire.dialects import Route, route
 from headroom_core.wire.signed import body_signature
 
+
 def declared_length(headers: Mapping[str, str]) -> int | None:
     """The body length (bytes) a request head declares: its ``content-length`` (lowercase
     names), or None when there is none, it is not a single non-negative integer (RFC 9110
@@ -71,7 +72,15 @@ class BodyLimit:
         else:
             msg = too_large_message(size, self.limit, passed="read")
         body = json.dumps(self.route.wire.error_body(msg, too_large=True)).encode()
-        return RequestPlan(Action.REJECT, "body over max_body_bytes", self.route.dialect, status=413, error_body=body, bytes_before=size, code=Code.TOO_LARGE)
+        return RequestPlan(
+            Action.REJECT,
+            "body over max_body_bytes",
+            self.route.dialect,
+            status=413,
+            error_body=body,
+            bytes_before=size,
+            code=Code.TOO_LARGE,
+        )
 
 
 def body_limit(method: str, path: str, headers: Mapping[str, str], limit: int) -> BodyLimit | None:

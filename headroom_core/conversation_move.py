@@ -54,7 +54,11 @@ def _failures(new: Row, old: Row) -> dict[str, Any]:
 def _usage(new: Row, old: Row) -> dict[str, Any]:
     # the old rows are the earlier ones: a call in the named project's period ends the count there
     since = new["offered_since_called"] if new["called"] else new["offered_since_called"] + old["offered_since_called"]
-    return {"offered": new["offered"] + old["offered"], "called": new["called"] + old["called"], "offered_since_called": since}
+    return {
+        "offered": new["offered"] + old["offered"],
+        "called": new["called"] + old["called"],
+        "offered_since_called": since,
+    }
 
 
 def _rules(new: Row, old: Row) -> dict[str, Any]:
@@ -103,17 +107,26 @@ def move_conversation(sessions: sessionmaker[Session], move: Adoption) -> dict[s
     ``ValueError`` when the old project is not a conversation's own or the new one is (a named
     project's rows never move), and SQLAlchemy's errors."""
     if not is_conversation(move.old_project) or is_conversation(move.new_project):
-        raise ValueError(f"only a conversation's own project moves to a named one: {move.old_project!r} -> {move.new_project!r}")
+        raise ValueError(
+            f"only a conversation's own project moves to a named one: {move.old_project!r} -> {move.new_project!r}"
+        )
     old, new = move.old_project, move.new_project
     out: dict[str, int] = {}
     with sessions.begin() as s:
         for plain in (RequestOutcome, Memory, CachePrefix, CacheSessionPrefix):
             t = _table(plain)
             out[t.name] = s.execute(update(t).where(t.c.project == old).values(project=new)).rowcount or 0  # type: ignore[attr-defined]
-        for keyed, merge in ((LearnFailure, _failures), (LearnEvidence, _keep), (LearnedRule, _rules), (ToolUsage, _usage)):
+        for keyed, merge in (
+            (LearnFailure, _failures),
+            (LearnEvidence, _keep),
+            (LearnedRule, _rules),
+            (ToolUsage, _usage),
+        ):
             out[_table(keyed).name] = _move_keyed(s, _table(keyed), "project", old, new, merge)
         if move.old_scope != move.new_scope:
-            out[_table(Original).name] = _move_keyed(s, _table(Original), "scope", move.old_scope, move.new_scope, _keep)
+            out[_table(Original).name] = _move_keyed(
+                s, _table(Original), "scope", move.old_scope, move.new_scope, _keep
+            )
             for whole in (ToolOrder, ToolSkeletonSet):
                 out[_table(whole).name] = _move_whole(s, _table(whole), "scope", move.old_scope, move.new_scope)
         gen = _table(LearnGeneration)

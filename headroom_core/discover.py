@@ -87,7 +87,9 @@ def codex_outputs(path: Path) -> Iterator[LoggedOutput]:
             if t == "local_shell_call":
                 calls[cid] = ToolCall(cid, "local_shell", p.get("action") or {})
             else:
-                calls[cid] = ToolCall(cid, str(p.get("name") or ""), _args(p.get("arguments") if t == "function_call" else p.get("input")))
+                calls[cid] = ToolCall(
+                    cid, str(p.get("name") or ""), _args(p.get("arguments") if t == "function_call" else p.get("input"))
+                )
         elif t in ("function_call_output", "custom_tool_call_output", "local_shell_call_output"):
             call = calls.pop(str(p.get("call_id") or ""), None)
             if call is not None:
@@ -112,11 +114,20 @@ def swe_agent_outputs(path: Path) -> Iterator[LoggedOutput]:
     if not isinstance(steps, list):
         raise LogError(f"{path}: not a SWE-agent trajectory (no 'trajectory' list)")
     for i, st in enumerate(steps):
-        if not isinstance(st, dict) or not isinstance(st.get("action"), str) or not isinstance(st.get("observation"), str):
+        if (
+            not isinstance(st, dict)
+            or not isinstance(st.get("action"), str)
+            or not isinstance(st.get("observation"), str)
+        ):
             continue
         action = st["action"].strip()
         word = action.split(maxsplit=1)[0] if action else ""
-        yield LoggedOutput("swe-agent", str(path), ToolCall(f"{path.stem}-{i}", f"swe-agent:{word}", {"command": action}), st["observation"])
+        yield LoggedOutput(
+            "swe-agent",
+            str(path),
+            ToolCall(f"{path.stem}-{i}", f"swe-agent:{word}", {"command": action}),
+            st["observation"],
+        )
 
 
 def outputs_of(path: Path) -> Iterator[LoggedOutput]:
@@ -180,7 +191,14 @@ class Discovery:
         """JSON-ready: every tally as ``{outputs, compressed, before, after, saved, saved_share}``."""
 
         def t(x: Tally) -> dict[str, Any]:
-            return {"outputs": x.outputs, "compressed": x.compressed, "before": x.before, "after": x.after, "saved": x.saved, "saved_share": x.saved_share}
+            return {
+                "outputs": x.outputs,
+                "compressed": x.compressed,
+                "before": x.before,
+                "after": x.after,
+                "saved": x.saved,
+                "saved_share": x.saved_share,
+            }
 
         return {
             "files": self.files,
@@ -193,7 +211,9 @@ class Discovery:
         }
 
 
-def read_outputs(paths: Iterable[Path], found: Discovery, on_file: Callable[[Path], None] = lambda p: None) -> list[LoggedOutput]:
+def read_outputs(
+    paths: Iterable[Path], found: Discovery, on_file: Callable[[Path], None] = lambda p: None
+) -> list[LoggedOutput]:
     """Every tool output of ``paths`` (unreadable files are noted in ``found``)."""
     out: list[LoggedOutput] = []
     for p in paths:
@@ -210,7 +230,11 @@ def read_outputs(paths: Iterable[Path], found: Discovery, on_file: Callable[[Pat
 
 
 #: Kind labels of outputs the pipeline keeps without classifying them (as the ledger names them).
-KEPT = {"latest view of a file": "latest file read (kept)", "tool excluded": "excluded", "too large to compress in time": "too large (kept)"}
+KEPT = {
+    "latest view of a file": "latest file read (kept)",
+    "tool excluded": "excluded",
+    "too large to compress in time": "too large (kept)",
+}
 
 
 def discover(
@@ -235,6 +259,11 @@ def discover(
                 kind = KEPT.get(b.reason, "kept as is")
                 if before == 0 and b.reason != "too large to compress in time":
                     before = after = count(o.text)
-            for tally in (found.total, found.by_tool.setdefault(o.call.name or "(unnamed)", Tally()), found.by_kind.setdefault(kind, Tally()), found.by_source.setdefault(o.source, Tally())):
+            for tally in (
+                found.total,
+                found.by_tool.setdefault(o.call.name or "(unnamed)", Tally()),
+                found.by_kind.setdefault(kind, Tally()),
+                found.by_source.setdefault(o.source, Tally()),
+            ):
                 tally.add(b.changed, before, after)
     return found

@@ -21,17 +21,18 @@ from headroom_core.compress.result import DEFERRED_REASON
 from headroom_core.db.models import RequestOutcome, ToolUsage
 from headroom_core.ledger_entry import Entry
 from headroom_core.ledger_writer import LedgerWriter, write_entries
-from headroom_core.project import CONVERSATION_PREFIX
+from headroom_core.outcomes import LABELS as OUTCOME_LABELS
+from headroom_core.outcomes import outcome_of
+from headroom_core.plan_codes import Code
 from headroom_core.pricing import PriceTable, RequestCost, request_cost
+from headroom_core.project import CONVERSATION_PREFIX
 from headroom_core.wire.blocks import Usage
 from headroom_core.wire.dialects import SEPARATE_CACHE_DIALECTS
 from headroom_core.wire.dialects import dialect as wire_dialect
-from headroom_core.plan_codes import Code
-from headroom_core.outcomes import LABELS as OUTCOME_LABELS, outcome_of
 
 if TYPE_CHECKING:  # the request walk is heavy to import; the ledger's readers do not need it
-    from headroom_core.tools.figures import ToolsFigures
     from headroom_core.request_plan import RequestPlan
+    from headroom_core.tools.figures import ToolsFigures
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,9 @@ class PreparedTurn:
     plan: RequestPlan
 
 
-def prepare_turn(plan: RequestPlan, *, user_agent: str, model: str | None = None, offered: Iterable[str] | None = None) -> PreparedTurn:
+def prepare_turn(
+    plan: RequestPlan, *, user_agent: str, model: str | None = None, offered: Iterable[str] | None = None
+) -> PreparedTurn:
     """The ledger row of ``plan`` but what its response says (see :class:`PreparedTurn`): the
     ``model`` and the ``offered`` tools are read from the client's body through the plan's
     dialect unless given. Raises nothing for a plan of any dialect (no dialect: no model, no
@@ -81,7 +84,15 @@ def prepare_turn(plan: RequestPlan, *, user_agent: str, model: str | None = None
     # replayed messages carry the savings decided in an earlier turn: they count again, each
     # block under its own kind (so the kinds add up to the totals)
     replayed: list[dict[str, Any]] = [
-        {"kind": kind, "changed": True, "cached": True, "replayed": True, "tool_name": tool, "tokens_before": before, "tokens_after": after}
+        {
+            "kind": kind,
+            "changed": True,
+            "cached": True,
+            "replayed": True,
+            "tool_name": tool,
+            "tokens_before": before,
+            "tokens_after": after,
+        }
         for kind, tool, before, after in (plan.live.blocks if plan.live else ())
     ]
     detail += replayed
@@ -104,7 +115,9 @@ def prepare_turn(plan: RequestPlan, *, user_agent: str, model: str | None = None
             tools_tokens_before=0,  # filled in once counted
             tools_tokens_after=0,
             detail=json.dumps(detail, default=str),
-            outcome=outcome_of(plan.code, plan.reason, internal_error=plan.internal_error, rewritten=plan.action == "rewrite"),
+            outcome=outcome_of(
+                plan.code, plan.reason, internal_error=plan.internal_error, rewritten=plan.action == "rewrite"
+            ),
             proxy_tools_tokens=0,  # filled in once counted
             facts=json.dumps(facts) if facts else None,
             # the date, status, usage and rounds are the response's: added by finish_turn
@@ -114,7 +127,14 @@ def prepare_turn(plan: RequestPlan, *, user_agent: str, model: str | None = None
 
 
 def finish_turn(
-    prepared: PreparedTurn, *, status_code: int | None, usage: Usage, rounds: int, called: list[str], writer: LedgerWriter | None, sessions: sessionmaker[Session] | None = None
+    prepared: PreparedTurn,
+    *,
+    status_code: int | None,
+    usage: Usage,
+    rounds: int,
+    called: list[str],
+    writer: LedgerWriter | None,
+    sessions: sessionmaker[Session] | None = None,
 ) -> Future | None:
     """Add the response's figures to ``prepared`` (its status, ``usage``, the follow-up
     ``rounds``, the ``called`` tool names) and queue its row for ``writer``'s thread: returns the
@@ -172,24 +192,47 @@ def record(
     the future of its commit; without one it is written before returning (None). Raises
     SQLAlchemy's errors only in the second case."""
     prepared = prepare_turn(plan, user_agent=user_agent, model=model, offered=offered)
-    return finish_turn(prepared, status_code=status_code, usage=usage, rounds=rounds, called=list(called), writer=writer, sessions=sessions)
+    return finish_turn(
+        prepared,
+        status_code=status_code,
+        usage=usage,
+        rounds=rounds,
+        called=list(called),
+        writer=writer,
+        sessions=sessions,
+    )
 
 
 def _tools_figures(entry: Entry, t: ToolsFigures) -> None:
     # the client's tools before and as forwarded; the proxy's own tools apart (not a growth of
     # the client's tools: issue 34, item 10)
-    entry.rows[-1].update(tools_tokens_before=t.tokens_before, tools_tokens_after=t.tokens_client_after, proxy_tools_tokens=t.tokens_proxy)
+    entry.rows[-1].update(
+        tools_tokens_before=t.tokens_before, tools_tokens_after=t.tokens_client_after, proxy_tools_tokens=t.tokens_proxy
+    )
     _settle(entry.rows[-1])
 
 
-def settled_action(action: str, bytes_before: int, bytes_after: int, tokens_before: int, tokens_after: int, tools_before: int, tools_after: int) -> str:
+def settled_action(
+    action: str,
+    bytes_before: int,
+    bytes_after: int,
+    tokens_before: int,
+    tokens_after: int,
+    tools_before: int,
+    tools_after: int,
+) -> str:
     """The action of a row from its figures: a rewritten request (``action`` ``compressed``) is
     ``compressed`` only when something went smaller: the body (bytes), its tool outputs (this
     turn's and the replayed ones, in estimated tokens) or the client's tool definitions (the
     proxy's own tools are counted apart). One rewritten with nothing smaller and its body grown
     (only the proxy's tools added, an output kept whole, a memory injected) is ``unchanged``.
     Any other action stays as it is."""
-    if action == "compressed" and bytes_after >= bytes_before and tokens_after >= tokens_before and tools_after >= tools_before:
+    if (
+        action == "compressed"
+        and bytes_after >= bytes_before
+        and tokens_after >= tokens_before
+        and tools_after >= tools_before
+    ):
         return "unchanged"
     return action
 
@@ -223,7 +266,9 @@ def _submit_when_counted(writer: LedgerWriter, entry: Entry, t: ToolsFigures) ->
     return outer
 
 
-def _count_tools(e: Entry, client: str, project: str, offered: Iterable[str], called: Iterable[str], now: datetime) -> None:
+def _count_tools(
+    e: Entry, client: str, project: str, offered: Iterable[str], called: Iterable[str], now: datetime
+) -> None:
     counts: dict[str, list[int]] = {}
     for name in offered:
         counts.setdefault(str(name)[:256], [0, 0])[0] += 1
@@ -395,7 +440,9 @@ def _row_cost(table: PriceTable, model: str, dialect: str, saved: int, inp, read
     )
 
 
-def _costs(sessions: sessionmaker[Session], key, since: datetime | None, table: PriceTable) -> dict[str, tuple[int, float, float, float]]:
+def _costs(
+    sessions: sessionmaker[Session], key, since: datetime | None, table: PriceTable
+) -> dict[str, tuple[int, float, float, float]]:
     """Per group: ``(priced requests, prompt USD, output USD, saved USD)``. Each request is
     priced on its own (its saving at its own average prompt rate), so this reads row by row."""
     R = RequestOutcome
@@ -408,7 +455,16 @@ def _costs(sessions: sessionmaker[Session], key, since: datetime | None, table: 
             vals = list(row)
             g = str(vals.pop(0)) if key is not None else "all"
             model, dialect, tb, ta, ttb, tta, inp, read, write, out = vals
-            c = _row_cost(table, model or "", dialect or "", int(tb or 0) - int(ta or 0) + int(ttb or 0) - int(tta or 0), inp, read, write, out)
+            c = _row_cost(
+                table,
+                model or "",
+                dialect or "",
+                int(tb or 0) - int(ta or 0) + int(ttb or 0) - int(tta or 0),
+                inp,
+                read,
+                write,
+                out,
+            )
             if c is None:
                 continue
             a = acc.setdefault(g, [0, 0.0, 0.0, 0.0])
@@ -419,7 +475,13 @@ def _costs(sessions: sessionmaker[Session], key, since: datetime | None, table: 
     return {g: (int(a[0]), a[1], a[2], a[3]) for g, a in acc.items()}
 
 
-def totals(sessions: sessionmaker[Session], group_by: str | None = None, *, since: datetime | None = None, prices: PriceTable | None = None) -> list[tuple[str, Totals]]:
+def totals(
+    sessions: sessionmaker[Session],
+    group_by: str | None = None,
+    *,
+    since: datetime | None = None,
+    prices: PriceTable | None = None,
+) -> list[tuple[str, Totals]]:
     """Totals over all requests (one group, ``"all"``), or per ``group_by`` (one of
     :data:`GROUPS`; ``day`` is the UTC date ``YYYY-MM-DD``). ``since`` (naive UTC) keeps only
     requests created at or after it; ``prices`` prices the money figures (default: the
@@ -429,7 +491,12 @@ def totals(sessions: sessionmaker[Session], group_by: str | None = None, *, sinc
     key = _group_key(group_by)
     separate = R.dialect.in_(_SEPARATE_CACHE_DIALECTS)
     prompt = case(
-        (separate, func.coalesce(R.usage_input_tokens, 0) + func.coalesce(R.usage_cache_read_tokens, 0) + func.coalesce(R.usage_cache_write_tokens, 0)),
+        (
+            separate,
+            func.coalesce(R.usage_input_tokens, 0)
+            + func.coalesce(R.usage_cache_read_tokens, 0)
+            + func.coalesce(R.usage_cache_write_tokens, 0),
+        ),
         else_=func.coalesce(R.usage_input_tokens, 0),
     )
     reported = (R.usage_input_tokens.is_not(None)) | (R.usage_cache_read_tokens.is_not(None))
@@ -463,8 +530,19 @@ def totals(sessions: sessionmaker[Session], group_by: str | None = None, *, sinc
             priced, prompt_usd, output_usd, saved_usd = money.get(g, (0, 0.0, 0.0, 0.0))
             proxy_tools = int(vals.pop() or 0)
             summed = Totals(*[int(v or 0) for v in vals])  # the columns of `cols`, in order
-            out.append((g, replace(summed, priced_requests=priced, cost_prompt_usd=prompt_usd, cost_output_usd=output_usd, cost_saved_usd=saved_usd,
-                                   proxy_tools_tokens=proxy_tools)))
+            out.append(
+                (
+                    g,
+                    replace(
+                        summed,
+                        priced_requests=priced,
+                        cost_prompt_usd=prompt_usd,
+                        cost_output_usd=output_usd,
+                        cost_saved_usd=saved_usd,
+                        proxy_tools_tokens=proxy_tools,
+                    ),
+                )
+            )
     if group_by == "day":
         out.sort(key=lambda t: t[0])
     else:
@@ -565,11 +643,15 @@ class KindTotals:
 
     def as_dict(self) -> dict[str, int | float | None]:
         d: dict[str, int | float | None] = dict(asdict(self))
-        d.update(tokens_saved=self.tokens_saved, saved_share=self.saved_share, cost_saved_usd=round(self.cost_saved_usd, 6))
+        d.update(
+            tokens_saved=self.tokens_saved, saved_share=self.saved_share, cost_saved_usd=round(self.cost_saved_usd, 6)
+        )
         return d
 
 
-def kind_totals(sessions: sessionmaker[Session], *, since: datetime | None = None, prices: PriceTable | None = None) -> list[tuple[str, KindTotals]]:
+def kind_totals(
+    sessions: sessionmaker[Session], *, since: datetime | None = None, prices: PriceTable | None = None
+) -> list[tuple[str, KindTotals]]:
     """Totals per content kind, read from each request's ``detail`` JSON (one object per tool
     output considered: ``kind``, ``changed``, ``cached``, ``tokens_before``, ``tokens_after``;
     blocks of replayed messages carry ``replayed``), plus the tool definitions from the
@@ -583,7 +665,9 @@ def kind_totals(sessions: sessionmaker[Session], *, since: datetime | None = Non
     stmt = _where(select(R.detail, R.tools_tokens_before, R.tools_tokens_after, R.model, R.dialect, R.tokens_before, R.tokens_after,
                          R.usage_input_tokens, R.usage_cache_read_tokens, R.usage_cache_write_tokens, R.usage_output_tokens), since)  # fmt: skip
     with sessions() as s:
-        for detail, tb, ta, model, dialect, ob, oa, inp, read, write, out in s.execute(stmt.execution_options(yield_per=500)):
+        for detail, tb, ta, model, dialect, ob, oa, inp, read, write, out in s.execute(
+            stmt.execution_options(yield_per=500)
+        ):
             unit = _row_cost(table, model or "", dialect or "", 1, inp, read, write, out)  # one token saved
             rate = unit.saved if unit is not None else 0.0  # USD per token: the request's average prompt rate
             if tb or ta:  # tools the proxy added to a request without any count (negative saving)
@@ -616,7 +700,9 @@ def kind_totals(sessions: sessionmaker[Session], *, since: datetime | None = Non
     return out_rows
 
 
-def snapshot(sessions: sessionmaker[Session], *, since: datetime | None = None, prices: PriceTable | None = None) -> dict:
+def snapshot(
+    sessions: sessionmaker[Session], *, since: datetime | None = None, prices: PriceTable | None = None
+) -> dict:
     """The whole ledger as one JSON-ready dict (what ``/stats`` serves and ``headroom stats
     --json`` prints)::
 
@@ -636,7 +722,9 @@ def snapshot(sessions: sessionmaker[Session], *, since: datetime | None = None, 
     return {
         "totals": whole[0][1].as_dict() if whole else None,
         "by": by,
-        "uncompressed": [{"key": k, "label": OUTCOME_LABELS[k], "requests": n} for k, n in uncompressed(sessions, since=since)],
+        "uncompressed": [
+            {"key": k, "label": OUTCOME_LABELS[k], "requests": n} for k, n in uncompressed(sessions, since=since)
+        ],
         "late": late_totals(sessions, since=since),
         "notes": {
             "estimated": "tokens_before/after, tools_tokens_*, tokens_saved: our counts (cl100k_base unless configured) of what was considered",

@@ -55,8 +55,14 @@ _SUFFIX = ".jsonl"
 def encode(entry: Entry) -> bytes:
     """``entry`` as one journal line (ASCII JSON, ``\\n``-terminated; lone surrogates escaped)."""
     rows = [{k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in r.items()} for r in entry.rows]
-    d = {"id": entry.id, "client": entry.client, "project": entry.project, "tools": entry.tools,
-         "seen_at": entry.seen_at.isoformat() if entry.seen_at else None, "rows": rows}
+    d = {
+        "id": entry.id,
+        "client": entry.client,
+        "project": entry.project,
+        "tools": entry.tools,
+        "seen_at": entry.seen_at.isoformat() if entry.seen_at else None,
+        "rows": rows,
+    }
     return (json.dumps(d, separators=(",", ":")) + "\n").encode("ascii")
 
 
@@ -65,12 +71,22 @@ def decode(line: bytes) -> Entry:
     (and its ``json`` subclass), ``KeyError``, ``TypeError``, ``AttributeError``, and
     ``RecursionError`` or ``OverflowError`` from ``json`` (nesting too deep, ``Infinity``)."""
     d = json.loads(line)
-    rows = [{k: (datetime.fromisoformat(v) if k in _DATETIME_COLUMNS and isinstance(v, str) else v) for k, v in r.items()} for r in d["rows"]]
+    rows = [
+        {k: (datetime.fromisoformat(v) if k in _DATETIME_COLUMNS and isinstance(v, str) else v) for k, v in r.items()}
+        for r in d["rows"]
+    ]
     if not rows:
         raise ValueError("an entry without a row")
     seen = d.get("seen_at")
     tools = {str(k): [int(o), int(c)] for k, (o, c) in d.get("tools", {}).items()}
-    return Entry(rows, str(d.get("client", "")), str(d.get("project", "")), tools, datetime.fromisoformat(seen) if seen else None, id=str(d["id"]))
+    return Entry(
+        rows,
+        str(d.get("client", "")),
+        str(d.get("project", "")),
+        tools,
+        datetime.fromisoformat(seen) if seen else None,
+        id=str(d["id"]),
+    )
 
 
 @dataclass(eq=False)
@@ -123,7 +139,7 @@ class LedgerJournal:
             view = memoryview(line)
             try:
                 while view:
-                    view = view[os.write(seg.fd, view):]
+                    view = view[os.write(seg.fd, view) :]
             except OSError:
                 try:
                     os.ftruncate(seg.fd, seg.size)  # no torn line before the next one
@@ -237,7 +253,13 @@ def orphans(directory: Path) -> Iterator[Orphan]:
         if st is None or not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SEGMENT_BYTES:
             os.close(fd)
             if st is not None:
-                log.warning("headroom: ledger journal %s skipped: %s", path, "not a regular file" if not stat.S_ISREG(st.st_mode) else f"{st.st_size} bytes, larger than any segment")
+                log.warning(
+                    "headroom: ledger journal %s skipped: %s",
+                    path,
+                    "not a regular file"
+                    if not stat.S_ISREG(st.st_mode)
+                    else f"{st.st_size} bytes, larger than any segment",
+                )
             continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -26,9 +26,9 @@ import logging
 import os
 import queue
 import stat
-from concurrent.futures import Future
 import threading
 import time
+from concurrent.futures import Future
 from typing import Any, Callable, Iterable, cast
 
 from sqlalchemy import Connection, Table, case, func, insert, select
@@ -38,10 +38,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from headroom_core.db.engine import core_connection
 from headroom_core.db.models import RequestOutcome, ToolUsage
 from headroom_core.errors import EnvironmentProblem
-
 from headroom_core.ledger_entry import Entry
 from headroom_core.ledger_journal import LedgerJournal, Segment, encode, orphans
-
 
 log = logging.getLogger("headroom")
 
@@ -58,7 +56,9 @@ def write_entries(sessions: sessionmaker[Session], entries: Iterable[Entry]) -> 
 def _set_aside(path: Any, lines: list[bytes]) -> None:
     """Append ``lines`` to ``<path>.bad`` (owner-only, a regular file: a FIFO or link there is
     refused, never waited on). Raises ``OSError``."""
-    fd = os.open(f"{path}.bad", os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    fd = os.open(
+        f"{path}.bad", os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0), 0o600
+    )
     with os.fdopen(fd, "ab") as f:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(f"{path}.bad is not a regular file")
@@ -165,7 +165,15 @@ def _add_counts(s: Session, counts: dict[tuple[str, str, str], list]) -> None:
     if not counts:
         return
     values = [
-        {"client": k[0], "project": k[1], "tool_name": k[2], "offered": o, "called": c, "offered_since_called": since, "last_seen_at": seen}
+        {
+            "client": k[0],
+            "project": k[1],
+            "tool_name": k[2],
+            "offered": o,
+            "called": c,
+            "offered_since_called": since,
+            "last_seen_at": seen,
+        }
         for k, (o, c, seen, since) in sorted(counts.items())  # one order: no deadlock between writers
     ]
     name = s.get_bind().dialect.name
@@ -179,19 +187,33 @@ def _add_counts(s: Session, counts: dict[tuple[str, str, str], list]) -> None:
             try:
                 with s.begin_nested():
                     row = s.scalars(
-                        select(ToolUsage).where(
-                            ToolUsage.client == v["client"], ToolUsage.project == v["project"], ToolUsage.tool_name == v["tool_name"]
-                        ).with_for_update()
+                        select(ToolUsage)
+                        .where(
+                            ToolUsage.client == v["client"],
+                            ToolUsage.project == v["project"],
+                            ToolUsage.tool_name == v["tool_name"],
+                        )
+                        .with_for_update()
                     ).one_or_none()
                     if row is None:
                         s.add(ToolUsage(**v))
                     else:
                         row.offered += v["offered"]
                         row.called += v["called"]
-                        older = v["last_seen_at"] is not None and row.last_seen_at is not None and v["last_seen_at"] < row.last_seen_at
+                        older = (
+                            v["last_seen_at"] is not None
+                            and row.last_seen_at is not None
+                            and v["last_seen_at"] < row.last_seen_at
+                        )
                         if not older:
-                            row.offered_since_called = v["offered_since_called"] if v["called"] else (row.offered_since_called or 0) + v["offered_since_called"]
-                        if v["last_seen_at"] is not None and (row.last_seen_at is None or v["last_seen_at"] > row.last_seen_at):
+                            row.offered_since_called = (
+                                v["offered_since_called"]
+                                if v["called"]
+                                else (row.offered_since_called or 0) + v["offered_since_called"]
+                            )
+                        if v["last_seen_at"] is not None and (
+                            row.last_seen_at is None or v["last_seen_at"] > row.last_seen_at
+                        ):
                             row.last_seen_at = v["last_seen_at"]
                     s.flush()
                 break
@@ -222,7 +244,10 @@ def _upsert(dialect: str) -> Any:
             ),
             # the later of the two: an entry recovered after a crash may be older than the row
             "last_seen_at": (
-                func.max(func.coalesce(T.c.last_seen_at, stmt.excluded.last_seen_at), func.coalesce(stmt.excluded.last_seen_at, T.c.last_seen_at))
+                func.max(
+                    func.coalesce(T.c.last_seen_at, stmt.excluded.last_seen_at),
+                    func.coalesce(stmt.excluded.last_seen_at, T.c.last_seen_at),
+                )
                 if dialect == "sqlite"
                 else func.greatest(T.c.last_seen_at, stmt.excluded.last_seen_at)
             ),
@@ -371,7 +396,11 @@ class LedgerWriter:
         except DatabaseUnavailable as e:
             self._recover_at = time.monotonic() + self._retry_s
             self._q.put(_FLUSH)  # the thread learns when to try again
-            log.warning("headroom: %s; answered requests stay in the ledger journal and are written once it opens (tried every %g s)", e, self._retry_s)
+            log.warning(
+                "headroom: %s; answered requests stay in the ledger journal and are written once it opens (tried every %g s)",
+                e,
+                self._retry_s,
+            )
             return 0
         self._recover_at = None
         written = 0
@@ -382,14 +411,23 @@ class LedgerWriter:
                 written += n  # in the database, whatever happens to the segment
                 if bad or o.unreadable:
                     _set_aside(o.path, [encode(e) for e in bad] + o.unreadable)
-                    log.warning("headroom: ledger journal %s: %d lines not written (%d unreadable, %d refused), kept in %s.bad", o.path, len(bad) + o.skipped, o.skipped, len(bad), o.path)
+                    log.warning(
+                        "headroom: ledger journal %s: %d lines not written (%d unreadable, %d refused), kept in %s.bad",
+                        o.path,
+                        len(bad) + o.skipped,
+                        o.skipped,
+                        len(bad),
+                        o.path,
+                    )
             except Exception:  # noqa: BLE001 - the database unavailable, or .bad unwritable: all kept
                 log.exception("headroom: ledger journal %s could not be written; kept for a later start", o.path)
                 o.release()
                 continue
             o.remove()
         if written:
-            log.info("headroom: %d answered requests written to the ledger from the journal of a stopped proxy", written)
+            log.info(
+                "headroom: %d answered requests written to the ledger from the journal of a stopped proxy", written
+            )
         return written
 
     def flush(self, timeout: float = 10.0) -> bool:
@@ -426,7 +464,9 @@ class LedgerWriter:
         database refused)``; ``seen`` gets the written ids. Raises ``OperationalError`` (the
         database unavailable: not a refusal) and any error of the lookup."""
         missing = [e for e in _missing(self._sessions, entries) if e.id not in seen]
-        bad = _together_else_each(lambda es: write_entries(self._sessions, es), missing, f"ledger journal {path}", lambda e: seen.add(e.id))
+        bad = _together_else_each(
+            lambda es: write_entries(self._sessions, es), missing, f"ledger journal {path}", lambda e: seen.add(e.id)
+        )
         return len(missing) - len(bad), bad
 
     def _run(self) -> None:
@@ -471,11 +511,17 @@ class LedgerWriter:
                     self._journal.settle(seg for _, _, seg in batch if seg is not None)
                 self._retry_if_due()
             else:  # their lines stay in the journal: tried again later, else by a later start
-                self._failed += [(e, seg) for e, _, seg in batch if seg is not None][: max(0, RETRY_KEEP - len(self._failed))]
+                self._failed += [(e, seg) for e, _, seg in batch if seg is not None][
+                    : max(0, RETRY_KEEP - len(self._failed))
+                ]
                 if self._failed and self._retry_at is None:
                     self._retry_at = time.monotonic() + self._retry_s
             # counts of rows not written stay with their journal lines: a start writes both
-            self._held += [Entry(client=e.client, project=e.project, tools=e.tools, seen_at=e.seen_at) for e, _, seg in batch if e.tools and (ok or seg is None)]
+            self._held += [
+                Entry(client=e.client, project=e.project, tools=e.tools, seen_at=e.seen_at)
+                for e, _, seg in batch
+                if e.tools and (ok or seg is None)
+            ]
             self._held_n += len(entries)
             if now or self._counts_s <= 0 or (counts_due is not None and time.monotonic() >= counts_due):
                 self._write_held()
@@ -500,13 +546,24 @@ class LedgerWriter:
         settled: list[Segment] = []
         try:
             bad = _together_else_each(
-                lambda es: write_missing(self._sessions, es), [e for e, _ in items], "ledger", lambda e: settled.append(segment.pop(e.id))
+                lambda es: write_missing(self._sessions, es),
+                [e for e, _ in items],
+                "ledger",
+                lambda e: settled.append(segment.pop(e.id)),
             )
             for e in bad:  # its line stays: the next start sets it aside
                 del segment[e.id]
         except Exception as e:  # noqa: BLE001 - still unavailable: their lines stay, tried again later
-            log.warning("headroom: %d ledger entries still not written (%s); trying again in %g s", len(segment), e, self._retry_s)
-            self._failed, self._retry_at = [(en, seg) for en, seg in items if en.id in segment] + self._failed, time.monotonic() + self._retry_s
+            log.warning(
+                "headroom: %d ledger entries still not written (%s); trying again in %g s",
+                len(segment),
+                e,
+                self._retry_s,
+            )
+            self._failed, self._retry_at = (
+                [(en, seg) for en, seg in items if en.id in segment] + self._failed,
+                time.monotonic() + self._retry_s,
+            )
         self._journal.settle(settled)
         if settled:
             log.info("headroom: %d ledger entries written on a later try", len(settled))
@@ -519,7 +576,9 @@ class LedgerWriter:
             self._cv.notify_all()
         self._held, self._held_n = [], 0
 
-    def _write(self, write: Callable[[sessionmaker[Session], Iterable[Entry]], None], batch: list[Entry], rows: bool = False) -> bool:
+    def _write(
+        self, write: Callable[[sessionmaker[Session], Iterable[Entry]], None], batch: list[Entry], rows: bool = False
+    ) -> bool:
         """``write(sessions, batch)``, retried on a database error; ``rows``: a retry writes only
         the entries the database lacks (a commit reported as failed may have landed)."""
         delay = 0.1

@@ -97,7 +97,11 @@ class DeferredDecisions:
 
 
 def store_before_forwarding(
-    store: OriginalsStore, decisions: DecisionCache, scope: str, originals: Sequence[tuple[str, str, str]], pending: Sequence[Pending]
+    store: OriginalsStore,
+    decisions: DecisionCache,
+    scope: str,
+    originals: Sequence[tuple[str, str, str]],
+    pending: Sequence[Pending],
 ) -> None:
     """Write ``originals`` (``(key, text, kind)``) in ``scope`` and the ``pending`` decisions in
     one transaction, then keep the decisions in memory. No transaction when there is nothing to
@@ -129,13 +133,23 @@ def demoted(result: PipelineResult, instead: PipelineResult) -> PipelineResult:
             continue
         a = alt.get(b.path)
         if a is None:  # not decided again (a fallback decides nothing new): whole
-            a = BlockOutcome(b.path, b.tool_name, b.kind, "unchanged", "", False, b.tokens_before, b.tokens_before, False)
+            a = BlockOutcome(
+                b.path, b.tool_name, b.kind, "unchanged", "", False, b.tokens_before, b.tokens_before, False
+            )
         blocks.append(replace(a, reason=f"{a.reason}; {UNSTORED}" if a.reason else UNSTORED, offload_keys=()))
-    replacements = tuple((p, alt_text[p] if p in lossy else t) for p, t in result.replacements if p not in lossy or p in alt_text)
+    replacements = tuple(
+        (p, alt_text[p] if p in lossy else t) for p, t in result.replacements if p not in lossy or p in alt_text
+    )
     return PipelineResult(replacements, (), tuple(blocks))  # every offload was a shortened output's
 
 
-def hold(decisions: DecisionCache, scope: str, outputs: Sequence[ToolOutput], result: PipelineResult, pending: Sequence[Pending]) -> None:
+def hold(
+    decisions: DecisionCache,
+    scope: str,
+    outputs: Sequence[ToolOutput],
+    result: PipelineResult,
+    pending: Sequence[Pending],
+) -> None:
     """After a failed :func:`store_before_forwarding`: keep in memory what this request sends, so
     later turns send the same bytes. For each of ``outputs`` that ``result`` (:func:`demoted`)
     sends whole or lossless, that result under the key its shortened form had; and each of
@@ -150,7 +164,12 @@ def hold(decisions: DecisionCache, scope: str, outputs: Sequence[ToolOutput], re
         if b is None:
             continue
         sent = CompressResult(texts.get(out.path, out.text), out.path in texts, b.kind, b.strategy, b.reason)
-        decisions.remember(decision_key(decisions, scope, out.text, False), sent, b.tokens_before, b.tokens_after if sent.changed else b.tokens_before)
+        decisions.remember(
+            decision_key(decisions, scope, out.text, False),
+            sent,
+            b.tokens_before,
+            b.tokens_after if sent.changed else b.tokens_before,
+        )
 
 
 @dataclass(frozen=True)

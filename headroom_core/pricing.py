@@ -137,11 +137,17 @@ def parse_entry(entry: str, dialect_hint: str = "") -> tuple[str, Price]:
     except ValueError:
         nums = []
     if not glob or not 2 <= len(nums) <= 4 or any(n < 0 for n in nums):
-        raise PriceError(f"price entry {entry!r}: expected '<model glob>=<input>/<output>[/<cache read>[/<cache write>]]' in USD per million tokens, e.g. 'claude-sonnet-4*=3/15/0.3/3.75'")
+        raise PriceError(
+            f"price entry {entry!r}: expected '<model glob>=<input>/<output>[/<cache read>[/<cache write>]]' in USD per million tokens, e.g. 'claude-sonnet-4*=3/15/0.3/3.75'"
+        )
     inp, out = nums[0], nums[1]
     is_anthropic = any(w in (glob + dialect_hint) for w in ("claude", "opus", "sonnet", "haiku", "anthropic"))
     is_gemini = "gemini" in (glob + dialect_hint)
-    read = nums[2] if len(nums) > 2 else inp * (ANTHROPIC_CACHE_READ if is_anthropic else GEMINI_CACHE_READ if is_gemini else OPENAI_CACHE_READ)
+    read = (
+        nums[2]
+        if len(nums) > 2
+        else inp * (ANTHROPIC_CACHE_READ if is_anthropic else GEMINI_CACHE_READ if is_gemini else OPENAI_CACHE_READ)
+    )
     write = nums[3] if len(nums) > 3 else inp * (ANTHROPIC_CACHE_WRITE if is_anthropic else 1.0)
     return glob, Price(inp, out, read, write)
 
@@ -175,7 +181,16 @@ class RequestCost:
     saved: float
 
 
-def request_cost(price: Price, *, separate_cache: bool, input_tokens: int, cache_read: int, cache_write: int, output_tokens: int, tokens_saved: int) -> RequestCost:
+def request_cost(
+    price: Price,
+    *,
+    separate_cache: bool,
+    input_tokens: int,
+    cache_read: int,
+    cache_write: int,
+    output_tokens: int,
+    tokens_saved: int,
+) -> RequestCost:
     """Price one request's ``usage`` (tokens) with ``price`` (USD per MTok).
 
     ``separate_cache`` is True for Anthropic (``input_tokens`` excludes cache reads and writes)

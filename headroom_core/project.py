@@ -50,9 +50,15 @@ _PATH = _ABS + "?"
 _MARK = r"(?:\*\*|__|`)?"
 # "Key: value" on one line, after optional indentation, quote marks and a list bullet; the key
 # is up to ~10 words (a sentence like "I'm currently working in the directory" included).
-_LINE = re.compile(rf"^[ \t>]*(?:[-*+\u2022][ \t]+)?{_MARK}(?P<key>[A-Za-z][\w' ()./-]{{0,80}}?){_MARK}[ \t]*[:=]{_MARK}[ \t]*{_MARK}(?P<path>{_PATH})[ \t]*{_MARK}[ \t]*$", re.M)
+_LINE = re.compile(
+    rf"^[ \t>]*(?:[-*+\u2022][ \t]+)?{_MARK}(?P<key>[A-Za-z][\w' ()./-]{{0,80}}?){_MARK}[ \t]*[:=]{_MARK}[ \t]*{_MARK}(?P<path>{_PATH})[ \t]*{_MARK}[ \t]*$",
+    re.M,
+)
 # "Key:" ending its line, its value the first item of the list that follows.
-_LIST = re.compile(rf"^[ \t>]*(?:[-*+\u2022][ \t]+)?{_MARK}(?P<key>[A-Za-z][\w' ()./-]{{0,80}}?){_MARK}[ \t]*:[ \t]*{_MARK}[ \t]*\n[ \t]*[-*+\u2022][ \t]+{_MARK}(?P<path>{_PATH}){_MARK}[ \t]*$", re.M)
+_LIST = re.compile(
+    rf"^[ \t>]*(?:[-*+\u2022][ \t]+)?{_MARK}(?P<key>[A-Za-z][\w' ()./-]{{0,80}}?){_MARK}[ \t]*:[ \t]*{_MARK}[ \t]*\n[ \t]*[-*+\u2022][ \t]+{_MARK}(?P<path>{_PATH}){_MARK}[ \t]*$",
+    re.M,
+)
 # "<key>path</key>"
 _ELEMENT = re.compile(rf"<(?P<key>[A-Za-z][\w.-]{{0,40}})>[ \t\r\n]*(?P<path>{_PATH})[ \t\r\n]*</(?P=key)>")
 # "… sentence. Key: /path" ending its line: a working-directory statement after other text
@@ -64,7 +70,25 @@ _OPEN = re.compile(r"<([A-Za-z][\w.-]{0,40})(?:[ \t][^<>\n]*)?>")
 _WORD = re.compile(r"[a-z]+")
 _DIR_WORDS = frozenset({"directory", "directories", "dir", "dirs", "folder", "folders", "path", "root"})
 #: Keys about some other directory (Gemini's "project's temporary directory", a cache, logs, ...).
-_OTHER_DIRS = frozenset({"temporary", "temp", "tmp", "cache", "log", "logs", "output", "config", "home", "data", "backup", "install", "build", "plugin", "plugins"})
+_OTHER_DIRS = frozenset(
+    {
+        "temporary",
+        "temp",
+        "tmp",
+        "cache",
+        "log",
+        "logs",
+        "output",
+        "config",
+        "home",
+        "data",
+        "backup",
+        "install",
+        "build",
+        "plugin",
+        "plugins",
+    }
+)
 
 
 def _words(key: str) -> list[str]:
@@ -82,7 +106,11 @@ def key_rank(key: str) -> int | None:
     if not w or len(w) > 10 or _OTHER_DIRS.intersection(w):
         return None
     ws = set(w)
-    if ws & {"cwd", "pwd", "workdir", "wd"} or ("working" in ws and ws & _DIR_WORDS) or (ws & {"current", "currently"} and ws & _DIR_WORDS - {"root"}):
+    if (
+        ws & {"cwd", "pwd", "workdir", "wd"}
+        or ("working" in ws and ws & _DIR_WORDS)
+        or (ws & {"current", "currently"} and ws & _DIR_WORDS - {"root"})
+    ):
         return 0
     if ws & {"workspace", "project", "worktree", "repository", "repo"} and ws & _DIR_WORDS:
         return 1
@@ -152,7 +180,12 @@ def stated_directory(text: str) -> Found | None:
     if ":" in text or "=" in text:
         for m in _LINE.finditer(text):
             if key_rank(m.group("key")) is not None:
-                offer(m.group("key"), m.group("path"), m.start(), _has_pair_neighbour(text, m.start(), m.end()) or _in_element(text, m.start()))
+                offer(
+                    m.group("key"),
+                    m.group("path"),
+                    m.start(),
+                    _has_pair_neighbour(text, m.start(), m.end()) or _in_element(text, m.start()),
+                )
         for m in _LIST.finditer(text):
             if key_rank(m.group("key")) is not None:
                 offer(m.group("key"), m.group("path"), m.start(), True)
@@ -230,4 +263,4 @@ def resolve_project(headers: Mapping[str, str], body: Mapping[str, Any] | None, 
 
 def project_label(project: str) -> str:
     """``project`` for people: a conversation's own project reads ``(conversation 1a2b3c4d)``."""
-    return f"(conversation {project[len(CONVERSATION_PREFIX):][:8]})" if is_conversation(project) else project
+    return f"(conversation {project[len(CONVERSATION_PREFIX) :][:8]})" if is_conversation(project) else project

@@ -42,6 +42,9 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Callable, Mapping
 
+from sqlalchemy.exc import SQLAlchemyError
+
+from headroom_core import gc_tuning, originals_first
 from headroom_core.cache.breakpoints import BreakpointError, marker_count
 from headroom_core.cache.carry import carry, norm_hash
 from headroom_core.cache.frozen import FrozenEntry, LiveZone, live_zone
@@ -50,29 +53,34 @@ from headroom_core.cache.recent import RecentRequest
 from headroom_core.cache.session import SESSION_HEADER, session_key
 from headroom_core.cache.session_store import SessionRecord, SessionTools
 from headroom_core.cache.turn_prefix import TurnPrefix, compare_turn, system_digest
-from headroom_core.compress.markers import offload_key
 from headroom_core.ccr.retrieve import TOOL_NAME as RETRIEVE
 from headroom_core.clients import client_name
 from headroom_core.compress.images_step import IMAGE_KIND, ImagesOutcome, plan_images
-from headroom_core.compress.pipeline import MAX_OUTPUT_CHARS, PipelineResult, compress_outputs, decision_key, excluded, hint_for_call
+from headroom_core.compress.markers import offload_key
+from headroom_core.compress.pipeline import (
+    MAX_OUTPUT_CHARS,
+    PipelineResult,
+    compress_outputs,
+    decision_key,
+    excluded,
+    hint_for_call,
+)
 from headroom_core.compress.reads import verbatim_call_ids
-from sqlalchemy.exc import SQLAlchemyError
 from headroom_core.compress.result import DEFERRED, CompressResult
 from headroom_core.compress.router import classify, compress_text, hint_for, with_text_path
 from headroom_core.compress.worker import WORKER_MIN_CHARS, CompressTimeout, Job
 from headroom_core.db import lock_wait
 from headroom_core.db.engine import DatabaseError
 from headroom_core.extensions import RequestContext
-from headroom_core.plan_codes import Action, Code
 from headroom_core.inject import tail_text_edits
-from headroom_core import gc_tuning, originals_first
+from headroom_core.plan_codes import Action, Code
+from headroom_core.project import PROJECT_HEADER
 from headroom_core.readiness import READY_WAIT_SECONDS
 from headroom_core.runtime import Runtime
 from headroom_core.scope import Conversation, Scope, credential, request_conversation
-from headroom_core.project import PROJECT_HEADER
+from headroom_core.too_large import too_large_message
 from headroom_core.tools import ToolsFigures, ToolsRequest, plan_step
 from headroom_core.tools import ToolsStep as _ToolsStep
-from headroom_core.too_large import too_large_message
 from headroom_core.wire import jsonedit
 from headroom_core.wire.detect import Dialect
 from headroom_core.wire.dialects import Route, WireDialect, route
@@ -87,7 +95,9 @@ BYPASS_HEADER = "x-headroom-bypass"
 #: The reason of a plan that gave up on a database lock (its code is ``DB_BUSY``).
 DB_BUSY_WORDS = f"the database was locked by another process for over {lock_wait.REQUEST_WAIT_SECONDS:g} s"
 #: The note of a plan that replayed this proxy's copy of the session's state unverified.
-STATE_UNVERIFIED = "the session's state as this proxy last knew it (the database did not say whether another proxy changed it)"
+STATE_UNVERIFIED = (
+    "the session's state as this proxy last knew it (the database did not say whether another proxy changed it)"
+)
 #: Share of ``compress_timeout_seconds`` that compressing new tool outputs may take; past it the
 #: walk goes on with the decisions made by then and earlier ones (:func:`plan_request_async`).
 WORK_SHARE = 0.8
@@ -197,8 +207,26 @@ def _not_compressed(
     limit = rt.settings.fail_open_max_bytes
     if d is None or not limit or n <= limit or counting:
         if code is Code.NOT_COMPRESSED:  # as before: no dialect (the addons then leave the response alone)
-            return RequestPlan(Action.PASSTHROUGH, why[:300], bytes_before=n, bytes_after=n, code=code, dry_run=counting, internal_error=error)
-        return RequestPlan(Action.PASSTHROUGH, why[:300], d, bytes_before=n, bytes_after=n, code=code, dry_run=counting, internal_error=error, model=model)
+            return RequestPlan(
+                Action.PASSTHROUGH,
+                why[:300],
+                bytes_before=n,
+                bytes_after=n,
+                code=code,
+                dry_run=counting,
+                internal_error=error,
+            )
+        return RequestPlan(
+            Action.PASSTHROUGH,
+            why[:300],
+            d,
+            bytes_before=n,
+            bytes_after=n,
+            code=code,
+            dry_run=counting,
+            internal_error=error,
+            model=model,
+        )
     msg = (
         f"headroom proxy: this {n}-byte request could not be compressed ({why[:120]}), and requests over "
         f"{limit} bytes (headroom fail_open_max_bytes) are not sent uncompressed. Compact the conversation "
@@ -238,7 +266,13 @@ def plan_request(
         with lock_wait.bounded(), gc_tuning.paused(len(body) >= gc_tuning.PAUSE_MIN_BYTES):
             return _plan(rt, r, path, headers, body, commit, defer=defer, continues=continues)
     except PlanAbandoned:
-        return RequestPlan(Action.PASSTHROUGH, "abandoned: compression timed out", bytes_before=len(body), bytes_after=len(body), code=Code.ABANDONED)
+        return RequestPlan(
+            Action.PASSTHROUGH,
+            "abandoned: compression timed out",
+            bytes_before=len(body),
+            bytes_after=len(body),
+            code=Code.ABANDONED,
+        )
     except CompressTimeout as e:  # the content step goes on without one (compress_outputs); any other step's
         log.warning("headroom: %s; sending what was sent before, nothing new compressed", e)
         return replay_only(rt, method, path, headers, body, str(e)[:200], defer, r, continues=continues, commit=commit)
@@ -248,14 +282,38 @@ def plan_request(
     except Exception as e:  # noqa: BLE001 - fail open, loudly
         if lock_wait.is_lock_wait(e):
             log.warning("headroom: %s; sending what was sent before, nothing new compressed", DB_BUSY_WORDS)
-            return replay_only(rt, method, path, headers, body, DB_BUSY_WORDS, defer, r, continues=continues, busy=True, commit=commit)
+            return replay_only(
+                rt, method, path, headers, body, DB_BUSY_WORDS, defer, r, continues=continues, busy=True, commit=commit
+            )
         log.exception("headroom: compression failed; sending what was sent before, nothing new compressed")
-        return replay_only(rt, method, path, headers, body, f"internal error: {type(e).__name__}: {e}", defer, r, error=True, continues=continues, commit=commit)
+        return replay_only(
+            rt,
+            method,
+            path,
+            headers,
+            body,
+            f"internal error: {type(e).__name__}: {e}",
+            defer,
+            r,
+            error=True,
+            continues=continues,
+            commit=commit,
+        )
 
 
 def replay_only(
-    rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes, why: str, defer: bool = False, route_: Route | None = None,
-    error: bool = False, continues: Conversation | None = None, busy: bool = False, commit: Callable[[], bool] | None = None,
+    rt: Runtime,
+    method: str,
+    path: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    why: str,
+    defer: bool = False,
+    route_: Route | None = None,
+    error: bool = False,
+    continues: Conversation | None = None,
+    busy: bool = False,
+    commit: Callable[[], bool] | None = None,
 ) -> RequestPlan:
     """The fallback when compressing failed or timed out (``why``): the session's earlier
     messages are still replayed byte for byte and ``tools`` still sent as before (so the
@@ -271,19 +329,45 @@ def replay_only(
     try:
         with lock_wait.bounded(), gc_tuning.paused(len(body) >= gc_tuning.PAUSE_MIN_BYTES):
             plan = _plan(rt, r, path, headers, body, commit, fast=True, defer=defer, continues=continues)
-        if plan.action != Action.REJECT and plan.dialect is not None and not plan.dry_run and 0 < rt.settings.fail_open_max_bytes < plan.bytes_after:
+        if (
+            plan.action != Action.REJECT
+            and plan.dialect is not None
+            and not plan.dry_run
+            and 0 < rt.settings.fail_open_max_bytes < plan.bytes_after
+        ):
             return _not_compressed(rt, r, body, why, error)  # too large to send uncompressed
-        return replace(plan, reason=f"{why[:150]}; fallback: {plan.reason}"[:300], code=Code.DB_BUSY if busy else Code.FALLBACK, internal_error=error)
+        return replace(
+            plan,
+            reason=f"{why[:150]}; fallback: {plan.reason}"[:300],
+            code=Code.DB_BUSY if busy else Code.FALLBACK,
+            internal_error=error,
+        )
     except PlanAbandoned:  # the caller stopped waiting: what it sends instead stands
-        return RequestPlan(Action.PASSTHROUGH, "abandoned: compression timed out", bytes_before=len(body), bytes_after=len(body), code=Code.ABANDONED)
+        return RequestPlan(
+            Action.PASSTHROUGH,
+            "abandoned: compression timed out",
+            bytes_before=len(body),
+            bytes_after=len(body),
+            code=Code.ABANDONED,
+        )
     except Exception as e:  # noqa: BLE001
         busy = busy or lock_wait.is_lock_wait(e)
         if busy:
-            log.warning("headroom: the fallback found the database locked too; the request goes on as the client sent it")
+            log.warning(
+                "headroom: the fallback found the database locked too; the request goes on as the client sent it"
+            )
         else:
             log.exception("headroom: the fallback failed too")
         if busy:
-            return _not_compressed(rt, r, body, f"{why[:150]}; fallback failed: {type(e).__name__}: {e}", error, Code.DB_BUSY, _model_hint(r, path, body))
+            return _not_compressed(
+                rt,
+                r,
+                body,
+                f"{why[:150]}; fallback failed: {type(e).__name__}: {e}",
+                error,
+                Code.DB_BUSY,
+                _model_hint(r, path, body),
+            )
         return _not_compressed(rt, r, body, f"{why[:150]}; fallback failed: {type(e).__name__}: {e}", error)
 
 
@@ -315,7 +399,14 @@ class _CommitGate:
 
 
 async def plan_request_async(
-    rt: Runtime, method: str, path: str, headers: Mapping[str, str], body: bytes, timeout_s: float, defer: bool = False, route_: Route | None = None,
+    rt: Runtime,
+    method: str,
+    path: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    timeout_s: float,
+    defer: bool = False,
+    route_: Route | None = None,
     continues: Conversation | None = None,
 ) -> RequestPlan:
     """:func:`plan_request` in a worker thread, the time it adds bounded by ``timeout_s`` seconds
@@ -348,7 +439,9 @@ async def plan_request_async(
     # submitted now and awaited as one future (no task around a to_thread coroutine, no shield or
     # wait_for): the plan's result reaches the hook in two steps of the event loop, not six
     loop = asyncio.get_running_loop()
-    task = loop.run_in_executor(None, ctx.run, plan_request, rt, method, path, headers, body, gate.commit, defer, r, continues)
+    task = loop.run_in_executor(
+        None, ctx.run, plan_request, rt, method, path, headers, body, gate.commit, defer, r, continues
+    )
     if timeout_s <= 0:
         return await task
     limit = max(timeout_s, REPLAY_MIN_SECONDS)
@@ -430,7 +523,9 @@ def _same_start(view: BodyView, prev: RecentRequest, ckey: str, system_keys: tup
     return True
 
 
-def _classify(rt: Runtime, r: Route, path: str, headers: Mapping[str, str], body: bytes, continues: Conversation | None = None) -> RequestPlan | _Request:
+def _classify(
+    rt: Runtime, r: Route, path: str, headers: Mapping[str, str], body: bytes, continues: Conversation | None = None
+) -> RequestPlan | _Request:
     """Steps 1-2: the early exits (a finished :class:`RequestPlan`), or the request to plan."""
     s = rt.settings
     n = len(body)
@@ -438,19 +533,47 @@ def _classify(rt: Runtime, r: Route, path: str, headers: Mapping[str, str], body
     if d is None:
         return RequestPlan(Action.PASSTHROUGH, "not an LLM API call", bytes_before=n, bytes_after=n, code=Code.NOT_LLM)
     if headers.get(BYPASS_HEADER, "").strip().lower() in ("1", "true", "yes"):
-        return RequestPlan(Action.PASSTHROUGH, "bypass header", d, bytes_before=n, bytes_after=n, code=Code.BYPASS, dry_run=counting)
+        return RequestPlan(
+            Action.PASSTHROUGH, "bypass header", d, bytes_before=n, bytes_after=n, code=Code.BYPASS, dry_run=counting
+        )
     if n > s.max_body_bytes:
         if counting:  # nothing is sent to a model: the provider answers what it answers
-            return RequestPlan(Action.PASSTHROUGH, "token count over max_body_bytes", d, bytes_before=n, bytes_after=n, code=Code.TOO_LARGE, dry_run=True)
-        return RequestPlan(Action.REJECT, "body over max_body_bytes", d, status=413, error_body=_too_large(r.wire, n, s.max_body_bytes), bytes_before=n, code=Code.TOO_LARGE)
+            return RequestPlan(
+                Action.PASSTHROUGH,
+                "token count over max_body_bytes",
+                d,
+                bytes_before=n,
+                bytes_after=n,
+                code=Code.TOO_LARGE,
+                dry_run=True,
+            )
+        return RequestPlan(
+            Action.REJECT,
+            "body over max_body_bytes",
+            d,
+            status=413,
+            error_body=_too_large(r.wire, n, s.max_body_bytes),
+            bytes_before=n,
+            code=Code.TOO_LARGE,
+        )
     parsed = _parse_step(rt, r, path, headers, body)
     if isinstance(parsed, RequestPlan):
         return parsed
     view, prev, env = parsed
     if not s.compress:
         conv = continues or request_conversation(headers, view.parsed, path, rt.sealer, d.value)  # for the ledger
-        return RequestPlan(Action.PASSTHROUGH, "compression off", d, bytes_before=n, bytes_after=n, code=Code.COMPRESS_OFF, dry_run=counting,
-                           session_key=conv.session_key, project=conv.scope.project, conversation=conv)
+        return RequestPlan(
+            Action.PASSTHROUGH,
+            "compression off",
+            d,
+            bytes_before=n,
+            bytes_after=n,
+            code=Code.COMPRESS_OFF,
+            dry_run=counting,
+            session_key=conv.session_key,
+            project=conv.scope.project,
+            conversation=conv,
+        )
     return replace(_identify_step(rt, r, path, headers, view, prev, continues), envelope=env)
 
 
@@ -466,7 +589,14 @@ def _parse_step(
     try:
         text = body.decode("utf-8")  # JSON on the wire is UTF-8 (RFC 8259 §8.1)
     except UnicodeDecodeError:
-        return RequestPlan(Action.PASSTHROUGH, "body is not UTF-8", bytes_before=n, bytes_after=n, code=Code.NOT_PARSED, dry_run=counting)
+        return RequestPlan(
+            Action.PASSTHROUGH,
+            "body is not UTF-8",
+            bytes_before=n,
+            bytes_after=n,
+            code=Code.NOT_PARSED,
+            dry_run=counting,
+        )
     w = r.wire
     env: Envelope | None = None
     try:
@@ -474,17 +604,36 @@ def _parse_step(
             env = open_envelope(text, w.root)
             text = env.body
         prev = rt.recent.find(credential(headers, path), headers.get(PROJECT_HEADER, ""), text)
-        view = parse_view(text, prev.view if prev is not None else None, tuple(dict.fromkeys((*ARRAYS, w.conversation_key, w.tools_key))))
+        view = parse_view(
+            text,
+            prev.view if prev is not None else None,
+            tuple(dict.fromkeys((*ARRAYS, w.conversation_key, w.tools_key))),
+        )
     except (ViewError, EnvelopeError, RecursionError):
-        return RequestPlan(Action.PASSTHROUGH, "body is not a JSON object (or nested too deeply)", bytes_before=n, bytes_after=n, code=Code.NOT_PARSED, dry_run=counting)
+        return RequestPlan(
+            Action.PASSTHROUGH,
+            "body is not a JSON object (or nested too deeply)",
+            bytes_before=n,
+            bytes_after=n,
+            code=Code.NOT_PARSED,
+            dry_run=counting,
+        )
     why = r.wire.shape_error(env.whole(view.parsed) if env is not None else view.parsed)
     if why:
-        return RequestPlan(Action.PASSTHROUGH, why, bytes_before=n, bytes_after=n, code=Code.NOT_PARSED, dry_run=counting)
+        return RequestPlan(
+            Action.PASSTHROUGH, why, bytes_before=n, bytes_after=n, code=Code.NOT_PARSED, dry_run=counting
+        )
     return view, prev, env
 
 
 def _identify_step(
-    rt: Runtime, r: Route, path: str, headers: Mapping[str, str], view: BodyView, prev: RecentRequest | None, continues: Conversation | None = None
+    rt: Runtime,
+    r: Route,
+    path: str,
+    headers: Mapping[str, str],
+    view: BodyView,
+    prev: RecentRequest | None,
+    continues: Conversation | None = None,
 ) -> _Request:
     """Step 2: the request's scope (project and client identity) and session
     (:func:`~headroom_core.scope.request_conversation`); the previous request is kept only when
@@ -501,7 +650,11 @@ def _identify_step(
         scope, skey = continues.scope, continues.session_key
         own = session_key(dialect, view.parsed, headers.get(SESSION_HEADER), scope.id)
         return _Request(req_view, headers, r.counting, scope, skey, credential(headers, path), None, own)
-    if prev is not None and not headers.get(SESSION_HEADER) and _same_start(view, prev, req_view.conversation_key, r.wire.system_keys):
+    if (
+        prev is not None
+        and not headers.get(SESSION_HEADER)
+        and _same_start(view, prev, req_view.conversation_key, r.wire.system_keys)
+    ):
         scope, skey = prev.scope, prev.session_key
     else:
         prev = prev if prev is not None and view.reused_elements else None
@@ -516,7 +669,9 @@ def _identify_step(
 # step 3: messages sent before are replayed
 
 
-def _replay_messages(rt: Runtime, req: _Request, rec: SessionRecord) -> tuple[LiveZone, list[tuple[int, int]], list[str]]:
+def _replay_messages(
+    rt: Runtime, req: _Request, rec: SessionRecord
+) -> tuple[LiveZone, list[tuple[int, int]], list[str]]:
     """The live zone (earlier messages frozen, their replay texts with the client's current
     breakpoints carried), the client's message spans and their keyed hashes (a message the
     previous request of this conversation had in the same bytes keeps its hash)."""
@@ -550,7 +705,15 @@ def _replay_messages(rt: Runtime, req: _Request, rec: SessionRecord) -> tuple[Li
 def _tools_step(rt: Runtime, req: _Request, rec: SessionRecord, proxy_tools: tuple[str, ...], fast: bool) -> _ToolsStep:
     """Step 4: ``tools`` as the session sends them (:func:`headroom_core.tools.plan_step`)."""
     prev = req.prev.tools if req.prev is not None else None
-    at = ToolsRequest(req.wire, req.view, client_name(req.headers.get("user-agent", "")), req.scope.project, req.scope.id, req.dry_run, prev)
+    at = ToolsRequest(
+        req.wire,
+        req.view,
+        client_name(req.headers.get("user-agent", "")),
+        req.scope.project,
+        req.scope.id,
+        req.dry_run,
+        prev,
+    )
     return plan_step(rt, at, rec.tools, rec.known, proxy_tools, fast)
 
 
@@ -581,7 +744,9 @@ class _ReadOnlyDecisions:
         return None
 
 
-def _compress_step(rt: Runtime, req: _Request, live_from: int, lossless: bool, fast: bool, decisions: Any) -> tuple[PipelineResult, list, str]:
+def _compress_step(
+    rt: Runtime, req: _Request, live_from: int, lossless: bool, fast: bool, decisions: Any
+) -> tuple[PipelineResult, list, str]:
     """Compress every tool output of the live zone, deciding through ``decisions``; returns the
     result, the outputs and the query."""
     s = rt.settings
@@ -628,7 +793,13 @@ def _go_on() -> None:
 
 
 def _compress_one(
-    rt: Runtime, text: str, query: str, hint: Any, lossless: bool, share: float = 1.0, started: Mapping[int, tuple[str, Future]] | None = None
+    rt: Runtime,
+    text: str,
+    query: str,
+    hint: Any,
+    lossless: bool,
+    share: float = 1.0,
+    started: Mapping[int, tuple[str, Future]] | None = None,
 ) -> CompressResult:
     """One tool output through the content router: a large one that is not prose in the
     compression worker (:mod:`headroom_core.compress.worker`: a timeout stops it, after
@@ -643,19 +814,36 @@ def _compress_one(
     if job is not None and job[0] is text:
         return job[1].result()
     if _to_worker(text, hint):
-        return rt.compress_worker.run(Job(text, query, s.min_tokens, s.min_saving_ratio, hint, lossless), _worker_budget(rt, share))
-    return compress_text(text, query, rt.counter, min_tokens=s.min_tokens, min_saving_ratio=s.min_saving_ratio, hint=hint, lossless=lossless)
+        return rt.compress_worker.run(
+            Job(text, query, s.min_tokens, s.min_saving_ratio, hint, lossless), _worker_budget(rt, share)
+        )
+    return compress_text(
+        text,
+        query,
+        rt.counter,
+        min_tokens=s.min_tokens,
+        min_saving_ratio=s.min_saving_ratio,
+        hint=hint,
+        lossless=lossless,
+    )
 
 
 def _to_worker(text: str, hint: Any) -> bool:
     """Whether a tool output is compressed in the worker process: 256 KiB or more, not prose."""
-    return len(text) >= WORKER_MIN_CHARS and classify(text, with_text_path(text, hint_for("", hint))).name not in ("text", "html")
+    return len(text) >= WORKER_MIN_CHARS and classify(text, with_text_path(text, hint_for("", hint))).name not in (
+        "text",
+        "html",
+    )
 
 
 def _worker_budget(rt: Runtime, share: float = 1.0) -> float:
     """Seconds a worker job may take from now: ``share`` of the plan's time left (seconds)."""
     deadline = _DEADLINE.get()
-    return max(0.0, share * (deadline - time.monotonic() if deadline is not None else (rt.settings.compress_timeout_seconds or 600.0)))
+    return max(
+        0.0,
+        share
+        * (deadline - time.monotonic() if deadline is not None else (rt.settings.compress_timeout_seconds or 600.0)),
+    )
 
 
 #: Threads that wait for the compression worker's jobs started ahead of the pipeline (the
@@ -663,7 +851,9 @@ def _worker_budget(rt: Runtime, share: float = 1.0) -> float:
 _WORKER_WAITS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="headroom-worker-job")
 
 
-def _start_worker_jobs(rt: Runtime, req: _Request, live: list, query: str, lossless: bool, decisions: Any) -> dict[int, tuple[str, Future]]:
+def _start_worker_jobs(
+    rt: Runtime, req: _Request, live: list, query: str, lossless: bool, decisions: Any
+) -> dict[int, tuple[str, Future]]:
     """Start now, in the compression worker, the jobs of the live zone's outputs the pipeline
     will send there (:func:`_to_worker`; the pipeline's own checks first: not excluded, not an
     error, not a latest view of a file, not over ``MAX_OUTPUT_CHARS``, not decided before), so
@@ -674,7 +864,13 @@ def _start_worker_jobs(rt: Runtime, req: _Request, live: list, query: str, lossl
     verbatim = verbatim_call_ids(calls) if calls is not None else frozenset()
     out: dict[int, tuple[str, Future]] = {}
     for o in live:
-        if len(o.text) < WORKER_MIN_CHARS or len(o.text) > MAX_OUTPUT_CHARS or o.is_error or o.call_id in verbatim or excluded(o.tool_name, s.exclude_tools):
+        if (
+            len(o.text) < WORKER_MIN_CHARS
+            or len(o.text) > MAX_OUTPUT_CHARS
+            or o.is_error
+            or o.call_id in verbatim
+            or excluded(o.tool_name, s.exclude_tools)
+        ):
             continue
         hint = hint_for_call(o.tool_name, calls.get(o.call_id)) if calls is not None else None
         if not _to_worker(o.text, hint):
@@ -719,7 +915,15 @@ def _replay_step(rt: Runtime, req: _Request, rec: SessionRecord) -> _Replayed:
     return _Replayed(zone, spans, hashes, tuple(jsonedit.ReplaceRaw((req.ckey, i), t) for i, t in zone.replay))
 
 
-def _late_step(rt: Runtime, req: _Request, rec: SessionRecord, replayed: _Replayed, proxy_tools: tuple[str, ...], model: str, fast: bool) -> _Replayed:
+def _late_step(
+    rt: Runtime,
+    req: _Request,
+    rec: SessionRecord,
+    replayed: _Replayed,
+    proxy_tools: tuple[str, ...],
+    model: str,
+    fast: bool,
+) -> _Replayed:
     """Step 4b: earlier tool outputs the session sent whole for want of time, decided again once
     (:mod:`headroom_core.cache.late`: compressed where that pays for its cache write, a recorded
     change of the cached prefix); not in a fallback nor for a token count. A database that does
@@ -742,7 +946,13 @@ def _late_step(rt: Runtime, req: _Request, rec: SessionRecord, replayed: _Replay
         return replayed
     if late is None:
         return replayed
-    return _Replayed(zone, replayed.spans, replayed.hashes, tuple(jsonedit.ReplaceRaw((req.ckey, i), t) for i, t in zone.replay), late)
+    return _Replayed(
+        zone,
+        replayed.spans,
+        replayed.hashes,
+        tuple(jsonedit.ReplaceRaw((req.ckey, i), t) for i, t in zone.replay),
+        late,
+    )
 
 
 def _context(req: _Request, live_from: int, size: int) -> RequestContext:
@@ -790,19 +1000,29 @@ def _content_step(rt: Runtime, req: _Request, live_from: int, proxy_tools: tuple
     decisions = _ReadOnlyDecisions(rt.decisions) if req.dry_run else originals_first.DeferredDecisions(rt.decisions)
     result, outputs, query = _compress_step(rt, req, live_from, lossless, fast, decisions)
     s = rt.settings
-    images = plan_images(req.dialect, req.parsed, live_from, 0 if lossless else s.image_max_tokens, s.exclude_tools, req.request) if s.images and not fast else ImagesOutcome()
+    images = (
+        plan_images(
+            req.dialect, req.parsed, live_from, 0 if lossless else s.image_max_tokens, s.exclude_tools, req.request
+        )
+        if s.images and not fast
+        else ImagesOutcome()
+    )
     pending = decisions.pending if isinstance(decisions, originals_first.DeferredDecisions) else ()
     return _Compressed(result, outputs, query, images, lossless, pending)
 
 
-def _originals_step(rt: Runtime, req: _Request, live_from: int, content: _Compressed, fast: bool) -> tuple[_Compressed, originals_first.Unstored | None]:
+def _originals_step(
+    rt: Runtime, req: _Request, live_from: int, content: _Compressed, fast: bool
+) -> tuple[_Compressed, originals_first.Unstored | None]:
     """Step 5c, before anything goes upstream: the originals of what step 5 shortens stored, with
     its new decisions, in one transaction (:mod:`headroom_core.originals_first`). When that
     fails, those outputs go whole or losslessly compressed, images only resized, and what was
     sent is kept for later turns; the second value says why (None: stored)."""
     if req.dry_run:
         return content, None
-    originals = [(o.key, o.original, "tool_output") for o in content.result.offloads] + [(o.key, o.original, IMAGE_KIND) for o in content.images.offloads]
+    originals = [(o.key, o.original, "tool_output") for o in content.result.offloads] + [
+        (o.key, o.original, IMAGE_KIND) for o in content.images.offloads
+    ]
     try:
         originals_first.store_before_forwarding(rt.store, rt.decisions, req.scope.id, originals, content.pending)
         return content, None
@@ -815,7 +1035,9 @@ def _originals_step(rt: Runtime, req: _Request, live_from: int, content: _Compre
         return replace(content, pending=()), None
     lossy = originals_first.unstorable(content.result)
     outputs = [o for o in content.outputs if o.path in lossy]
-    instead = originals_first.DeferredDecisions(rt.decisions, reads_may_fail=True)  # nothing written; a failing read is a miss
+    instead = originals_first.DeferredDecisions(
+        rt.decisions, reads_may_fail=True
+    )  # nothing written; a failing read is a miss
     alt = compress_outputs(
         outputs, content.query, lambda t, q, h=None: _compress_one(rt, t, q, h, True), rt.counter, instead,
         min_tokens=rt.settings.min_tokens, calls=req.request.tool_calls, cache_only=fast, scope=req.scope.id, lossless=True,
@@ -823,15 +1045,23 @@ def _originals_step(rt: Runtime, req: _Request, live_from: int, content: _Compre
     result = originals_first.demoted(content.result, alt)
     originals_first.hold(rt.decisions, req.scope.id, outputs, result, content.pending + instead.pending)
     s = rt.settings
-    images = plan_images(req.dialect, req.parsed, live_from, 0, s.exclude_tools, req.request) if content.images.offloads else content.images
+    images = (
+        plan_images(req.dialect, req.parsed, live_from, 0, s.exclude_tools, req.request)
+        if content.images.offloads
+        else content.images
+    )
     what = [f"{len(lossy)} tool outputs sent whole or losslessly compressed"] if lossy else []
     what += [f"{len(content.images.offloads)} images only resized"] if content.images.offloads else []
     words = f"{' and '.join(what)}: their originals could not be stored ({cause})"
     log.warning("headroom: %s", words)
-    return replace(content, result=result, images=images, pending=()), originals_first.Unstored(Code.DB_BUSY if busy else Code.ORIGINALS_UNSTORED, words)
+    return replace(content, result=result, images=images, pending=()), originals_first.Unstored(
+        Code.DB_BUSY if busy else Code.ORIGINALS_UNSTORED, words
+    )
 
 
-def _inject_step(rt: Runtime, req: _Request, ctx: RequestContext, replayed: _Replayed, fast: bool) -> tuple[list[str], list[jsonedit.Edit]]:
+def _inject_step(
+    rt: Runtime, req: _Request, ctx: RequestContext, replayed: _Replayed, fast: bool
+) -> tuple[list[str], list[jsonedit.Edit]]:
     """Step 6: what the injectors contribute, and the edits appending it to the latest user
     message (none for a fallback, a token count, or when the latest message is frozen)."""
     injected = [] if fast or req.dry_run else [t for t in (_safe(inj, rt, ctx) for inj in rt.extensions.injectors) if t]
@@ -870,7 +1100,9 @@ def _remember_step(
         return None
     if commit is not None and not commit():
         raise PlanAbandoned()
-    recent = RecentRequest(req.view, req.scope, req.session_key, tuple(replayed.hashes), ((rec.tools, proxy_tools, fast), tools))
+    recent = RecentRequest(
+        req.view, req.scope, req.session_key, tuple(replayed.hashes), ((rec.tools, proxy_tools, fast), tools)
+    )
 
     def store() -> None:
         if tools.figures is not None:  # counted from now on, the request on its way (tools_figures)
@@ -878,11 +1110,26 @@ def _remember_step(
         try:
             # the answer waits for it: never for another writer's lock; a huge body: no collections
             with lock_wait.bounded(), gc_tuning.paused(len(req.text) >= gc_tuning.PAUSE_MIN_BYTES):
-                _remember(rt, req, rec, replayed.zone, replayed.spans, replayed.hashes, out.text, out.spans, content.result, content.images, tools.state)
+                _remember(
+                    rt,
+                    req,
+                    rec,
+                    replayed.zone,
+                    replayed.spans,
+                    replayed.hashes,
+                    out.text,
+                    out.spans,
+                    content.result,
+                    content.images,
+                    tools.state,
+                )
         except Exception as e:
             if not defer or not lock_wait.is_lock_wait(e):
                 raise  # undeferred: the plan falls back (db_busy) and sends nothing it could not store
-            log.warning("headroom: %s; the session's state of this turn is not stored (its next turn starts anew)", DB_BUSY_WORDS)
+            log.warning(
+                "headroom: %s; the session's state of this turn is not stored (its next turn starts anew)",
+                DB_BUSY_WORDS,
+            )
         if not req.store_key:  # a continuation is no base for another request's identity
             rt.recent.remember(req.credential, req.headers.get(PROJECT_HEADER, ""), recent)
 
@@ -943,8 +1190,15 @@ def _plan(
         raise PlanAbandoned()
     if timed_out is not None:  # said once, by the plan that goes upstream (an abandoned one says nothing)
         log.warning("headroom: %s; a %d-byte request goes on with the decisions made before", timed_out, len(req.text))
-    content, unstored = _originals_step(rt, req, replayed.zone.start, content, fast)  # 5c: before anything goes upstream
-    ctx = replace(ctx, query=content.query, tool_outputs=tuple(content.outputs), offloaded=bool(content.result.offloads or content.images.offloads))
+    content, unstored = _originals_step(
+        rt, req, replayed.zone.start, content, fast
+    )  # 5c: before anything goes upstream
+    ctx = replace(
+        ctx,
+        query=content.query,
+        tool_outputs=tuple(content.outputs),
+        offloaded=bool(content.result.offloads or content.images.offloads),
+    )
     injected, inject_edits = _inject_step(rt, req, ctx, replayed, fast or timed_out is not None or _out_of_time())  # 6
     edits = [*replayed.edits, *tools.edits, *content.edits, *inject_edits]
     out = _splice_step(req, replayed, edits)  # 7
@@ -982,7 +1236,9 @@ def _plan(
         return _in_time(plan, timed_out)
     new_body = (req.envelope.wrap(out.text) if req.envelope is not None else out.text).encode("utf-8", "surrogatepass")
     what = _what(replayed, tools, content, injected) + (f"; {unstored.words}" if unstored is not None else "")
-    return _in_time(replace(plan, action=Action.REWRITE, reason=what[:300], body=new_body, bytes_after=len(new_body)), timed_out)
+    return _in_time(
+        replace(plan, action=Action.REWRITE, reason=what[:300], body=new_body, bytes_after=len(new_body)), timed_out
+    )
 
 
 def _timed_out(rt: Runtime, content: _Compressed) -> str | None:
@@ -1001,7 +1257,10 @@ def _over_fail_open(rt: Runtime, req: _Request, out: _Splice) -> bool:
     limit = rt.settings.fail_open_max_bytes
     if not limit or len(out.text) > 4 * limit:  # four UTF-8 bytes a character at most
         return bool(limit)
-    return len((req.envelope.wrap(out.text) if req.envelope is not None else out.text).encode("utf-8", "surrogatepass")) > limit
+    return (
+        len((req.envelope.wrap(out.text) if req.envelope is not None else out.text).encode("utf-8", "surrogatepass"))
+        > limit
+    )
 
 
 def _in_time(plan: RequestPlan, timed_out: str | None) -> RequestPlan:
@@ -1011,7 +1270,9 @@ def _in_time(plan: RequestPlan, timed_out: str | None) -> RequestPlan:
     return replace(plan, code=Code.FALLBACK, reason=f"{timed_out}; {plan.reason}"[:300])
 
 
-def _turn_prefix(rt: Runtime, req: _Request, rec: SessionRecord, out: _Splice, tools: SessionTools) -> TurnPrefix | None:
+def _turn_prefix(
+    rt: Runtime, req: _Request, rec: SessionRecord, out: _Splice, tools: SessionTools
+) -> TurnPrefix | None:
     """This request's prefix against its session's previous turn (:mod:`headroom_core.cache.turn_prefix`);
     None if it cannot be told (a report only: never fails the plan)."""
     try:
@@ -1019,8 +1280,16 @@ def _turn_prefix(rt: Runtime, req: _Request, rec: SessionRecord, out: _Splice, t
         system = [req.text[a:b] for a, b in (members[k] for k in req.wire.system_keys if k in members)]
     except Exception:  # noqa: BLE001 - a report only
         return None
-    return compare_turn(rec.known, [e.sent_text for e in rec.messages], rec.tools.text, out.spans, out.text, tools.text, system_digest(rt.sealer.digest, system),
-                        _same_but_markers)
+    return compare_turn(
+        rec.known,
+        [e.sent_text for e in rec.messages],
+        rec.tools.text,
+        out.spans,
+        out.text,
+        tools.text,
+        system_digest(rt.sealer.digest, system),
+        _same_but_markers,
+    )
 
 
 def _same_but_markers(before: str, now: str) -> bool:
@@ -1070,7 +1339,15 @@ def _remember(
             before, after = weight.get(i, (0, 0))
             entries.append(
                 FrozenEntry(
-                    i, hashes[i], rt.sealer.digest("n", norm_hash(own)), fwd, fwd != own, before, after, tuple(keys.get(i, ())), tuple(kinds.get(i, ())),
+                    i,
+                    hashes[i],
+                    rt.sealer.digest("n", norm_hash(own)),
+                    fwd,
+                    fwd != own,
+                    before,
+                    after,
+                    tuple(keys.get(i, ())),
+                    tuple(kinds.get(i, ())),
                     tuple(deferred.get(i, ())),
                 )  # fmt: skip
             )
@@ -1079,7 +1356,11 @@ def _remember(
         try:
             rt.store.evict()
         except Exception as e:  # noqa: BLE001 - the next request's eviction catches up
-            log.warning("headroom: the originals store was not evicted after a request (%s: %s)", type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+            log.warning(
+                "headroom: the originals store was not evicted after a request (%s: %s)",
+                type(e).__name__,
+                str(e).splitlines()[0] if str(e) else "",
+            )
 
 
 def _locator(req: _Request) -> jsonedit.Locator:
@@ -1092,7 +1373,9 @@ def _locator(req: _Request) -> jsonedit.Locator:
     return jsonedit.Locator(v.text, known)
 
 
-def _check_messages(req: _Request, zone: LiveZone, spans: list[tuple[int, int]], new_spans: list[tuple[int, int]], new_text: str) -> None:
+def _check_messages(
+    req: _Request, zone: LiveZone, spans: list[tuple[int, int]], new_spans: list[tuple[int, int]], new_text: str
+) -> None:
     """Raise ``AssertionError`` when an edit changed the conversation's shape: its length, or
     the role, type or tool call ids of a message the proxy changed in this request (replayed
     messages were checked when they were first sent)."""

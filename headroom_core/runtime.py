@@ -13,18 +13,18 @@ from sqlalchemy.orm import Session, sessionmaker
 from headroom_core.cache.decisions import DecisionCache
 from headroom_core.cache.recent import RecentRequests
 from headroom_core.cache.session_store import SessionStore
-from headroom_core.tools.order import ToolOrder
 from headroom_core.ccr.store import OriginalsStore
 from headroom_core.compress.tokens import TokenCounter
-from headroom_core.tools.minifier import ToolsMinifier
 from headroom_core.compress.worker import CompressWorker
-from headroom_core.ledger_journal import LedgerJournal
-from headroom_core.ledger_writer import LedgerWriter
 from headroom_core.db.engine import open_database
 from headroom_core.db.sealed import Sealer, load_secret, secret_path
 from headroom_core.extensions import Extensions
+from headroom_core.ledger_journal import LedgerJournal
+from headroom_core.ledger_writer import LedgerWriter
 from headroom_core.readiness import Readiness
 from headroom_core.settings import Settings
+from headroom_core.tools.minifier import ToolsMinifier
+from headroom_core.tools.order import ToolOrder
 
 log = logging.getLogger("headroom")
 
@@ -64,7 +64,12 @@ class Runtime:
         # journaled, nothing waits for a commit: rows arriving within 20 ms share one (under
         # load one commit writes many requests' rows; an idle proxy's row is in the database
         # 20 ms after its answer)
-        return LedgerWriter(None, open_sessions=lambda: self.sessions, journal=journal, flush_seconds=0.02 if journal is not None else 0.0)
+        return LedgerWriter(
+            None,
+            open_sessions=lambda: self.sessions,
+            journal=journal,
+            flush_seconds=0.02 if journal is not None else 0.0,
+        )
 
     @cached_property
     def sealer(self) -> Sealer:
@@ -116,9 +121,9 @@ def load_extensions() -> Extensions[Runtime]:
     types, so importing them from this module's top would make an import cycle."""
     from headroom_core.cache import hooks as cache_hooks
     from headroom_core.ccr.retrieve import RetrieveTool
-    from headroom_core.tools.on_demand import ToolDocsTool
     from headroom_core.learn import hooks as learn_hooks
     from headroom_core.memory import hooks as memory_hooks
+    from headroom_core.tools.on_demand import ToolDocsTool
 
     ext: Extensions[Runtime] = Extensions(tools=[RetrieveTool(), ToolDocsTool()])
     for feature in (cache_hooks, memory_hooks, learn_hooks):

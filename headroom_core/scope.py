@@ -70,7 +70,9 @@ class Conversation:
     session_key: str
 
 
-def request_conversation(headers: Mapping[str, str], body: Mapping[str, Any] | None, path: str, sealer: Sealer, dialect: str) -> Conversation:
+def request_conversation(
+    headers: Mapping[str, str], body: Mapping[str, Any] | None, path: str, sealer: Sealer, dialect: str
+) -> Conversation:
     """The scope and session of one request (``dialect`` a
     :class:`~headroom_core.wire.detect.Dialect` value): its project (the header, else the
     working directory the agent states, else the conversation's own: the session key the

@@ -71,14 +71,20 @@ def _decision(b: dict[str, Any]) -> str:
     return "kept"
 
 
-def _after_texts(row: RequestOutcome, blocks: list[dict[str, Any]], sealer: Sealer | None, sessions: sessionmaker[Session]) -> dict[int, str]:
+def _after_texts(
+    row: RequestOutcome, blocks: list[dict[str, Any]], sealer: Sealer | None, sessions: sessionmaker[Session]
+) -> dict[int, str]:
     """Per block index: the text it went upstream as, read from the session's stored messages
     (only where the stored message still holds that block: same kind, tool and token figures)."""
     if sealer is None:
         return {}
     from headroom_core.cache.session_store import SessionStore
 
-    wanted = [(i, b) for i, b in enumerate(blocks) if b.get("changed") and not b.get("replayed") and isinstance(b.get("path"), list) and len(b["path"]) > 2]
+    wanted = [
+        (i, b)
+        for i, b in enumerate(blocks)
+        if b.get("changed") and not b.get("replayed") and isinstance(b.get("path"), list) and len(b["path"]) > 2
+    ]
     if not wanted:
         return {}
     rec = SessionStore(sessions, sealer).load(row.session_key)
@@ -87,7 +93,12 @@ def _after_texts(row: RequestOutcome, blocks: list[dict[str, Any]], sealer: Seal
     for i, b in wanted:
         pos = b["path"][1]
         e = by_pos.get(pos) if isinstance(pos, int) else None
-        if e is None or (b.get("kind", ""), b.get("tool_name", ""), b.get("tokens_before"), b.get("tokens_after")) not in [(k, t, x, y) for k, t, x, y in e.blocks]:
+        if e is None or (
+            b.get("kind", ""),
+            b.get("tool_name", ""),
+            b.get("tokens_before"),
+            b.get("tokens_after"),
+        ) not in [(k, t, x, y) for k, t, x, y in e.blocks]:
             continue  # the session moved on (its history was edited): this message is another now
         try:
             v = jsonedit.value_at(json.loads(e.sent_text), b["path"][2:])
@@ -98,7 +109,9 @@ def _after_texts(row: RequestOutcome, blocks: list[dict[str, Any]], sealer: Seal
     return out
 
 
-def report(sessions: sessionmaker[Session], row: RequestOutcome, sealer: Sealer | None = None, originals: Any = None) -> dict[str, Any]:
+def report(
+    sessions: sessionmaker[Session], row: RequestOutcome, sealer: Sealer | None = None, originals: Any = None
+) -> dict[str, Any]:
     """The report of ``row`` as a JSON-ready dict::
 
         {"id", "entry_id", "at", "agent", "model", "dialect", "project", "session", "status",
@@ -162,7 +175,9 @@ def report(sessions: sessionmaker[Session], row: RequestOutcome, sealer: Sealer 
     prefix = facts.get("prefix") if isinstance(facts.get("prefix"), dict) else None
     if prefix is not None:
         with sessions() as s:
-            prev = s.scalars(select(R).where(R.session_key == row.session_key, R.id < row.id).order_by(R.id.desc()).limit(1)).first()
+            prev = s.scalars(
+                select(R).where(R.session_key == row.session_key, R.id < row.id).order_by(R.id.desc()).limit(1)
+            ).first()
         prev_facts: dict[str, Any] = {}
         if prev is not None and prev.facts:
             try:
@@ -188,15 +203,26 @@ def report(sessions: sessionmaker[Session], row: RequestOutcome, sealer: Sealer 
         "reason": row.reason,
         "bytes": {"before": row.body_bytes_before, "after": row.body_bytes_after},
         "tokens": {"before": row.tokens_before, "after": row.tokens_after},
-        "tools": {"before": row.tools_tokens_before, "after": row.tools_tokens_after, "proxy": row.proxy_tools_tokens or 0},
-        "usage": {"input": row.usage_input_tokens, "output": row.usage_output_tokens, "cache_read": row.usage_cache_read_tokens, "cache_write": row.usage_cache_write_tokens},
+        "tools": {
+            "before": row.tools_tokens_before,
+            "after": row.tools_tokens_after,
+            "proxy": row.proxy_tools_tokens or 0,
+        },
+        "usage": {
+            "input": row.usage_input_tokens,
+            "output": row.usage_output_tokens,
+            "cache_read": row.usage_cache_read_tokens,
+            "cache_write": row.usage_cache_write_tokens,
+        },
         "blocks": shown,
         "replayed": replayed,
         "prefix": prefix,
     }
 
 
-def request_report(sessions: sessionmaker[Session], ref: str | None = None, sealer: Sealer | None = None, originals: Any = None) -> dict[str, Any] | None:
+def request_report(
+    sessions: sessionmaker[Session], ref: str | None = None, sealer: Sealer | None = None, originals: Any = None
+) -> dict[str, Any] | None:
     """:func:`report` of the request ``ref`` names (:func:`find`), or None when none does."""
     row = find(sessions, ref)
     return None if row is None else report(sessions, row, sealer, originals)

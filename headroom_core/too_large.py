@@ -17,7 +17,9 @@ ADVICE = (
 )
 
 
-def too_large_message(size: int, limit: int, setting: str = "max_body_bytes", *, declared: bool = False, passed: str = "") -> str:
+def too_large_message(
+    size: int, limit: int, setting: str = "max_body_bytes", *, declared: bool = False, passed: str = ""
+) -> str:
     """The refusal of a request of ``size`` bytes over ``limit`` bytes (the Headroom ``setting``
     that sets it: ``max_body_bytes``, ``ws_max_frame_bytes``). ``declared``: ``size`` is the
     body's Content-Length (the body not read); ``passed``: the body was not held whole, and

@@ -68,7 +68,9 @@ AFTER_KEEP = 256
 def client_key(headers: Mapping[str, str], path: str) -> str:
     """Who sent a request, for ordering one client's turns: a SHA-256 hex digest of its
     credential and project header (kept in memory only). ``headers``: lowercase names."""
-    return hashlib.sha256(f"{credential(headers, path)}\0{headers.get('x-headroom-project', '')}".encode("utf-8", "surrogatepass")).hexdigest()
+    return hashlib.sha256(
+        f"{credential(headers, path)}\0{headers.get('x-headroom-project', '')}".encode("utf-8", "surrogatepass")
+    ).hexdigest()
 
 
 class Turn:
@@ -172,7 +174,11 @@ class Turn:
         try:
             self.rt.ledger.flush(30.0)
             moved = conversation_move.move_conversation(self.rt.sessions, move)
-            log.info("headroom: WebSocket conversation %s moved to its project: %s", move.old_project, {k: v for k, v in moved.items() if v})
+            log.info(
+                "headroom: WebSocket conversation %s moved to its project: %s",
+                move.old_project,
+                {k: v for k, v in moved.items() if v},
+            )
         except Exception:  # noqa: BLE001 - the rows stay where they are; traffic goes on
             log.exception("headroom: could not move the WebSocket conversation's rows to its project")
 
@@ -256,12 +262,16 @@ class Turn:
                 prepared = _under(prepared, conversation)
             if unreachable is not None:
                 prepared = _unreachable(prepared, unreachable)
-            return ledger.finish_turn(prepared, status_code=status_code, usage=usage, rounds=rounds, called=called, writer=self.rt.ledger)
+            return ledger.finish_turn(
+                prepared, status_code=status_code, usage=usage, rounds=rounds, called=called, writer=self.rt.ledger
+            )
         except Exception:  # noqa: BLE001 - the ledger never breaks traffic
             log.exception("headroom: could not record the request outcome")
             return None
 
-    def durable(self, committed: Future | None, where: str | Callable[[], str], *, taught: bool = True) -> Coroutine[Any, Any, None] | None:
+    def durable(
+        self, committed: Future | None, where: str | Callable[[], str], *, taught: bool = True
+    ) -> Coroutine[Any, Any, None] | None:
         """What the answer's end waits for: :func:`until_committed` of ``committed`` (the row's
         commit, :meth:`record`) and, with ``taught``, of the turn's observers; None when both
         are done (nothing to await: a sync hook stays sync). ``where``: the flow for a log line."""
@@ -275,7 +285,9 @@ def _under(prepared: ledger.PreparedTurn, conversation: Conversation) -> ledger.
     """``prepared`` as the row of ``conversation``'s project (as if planned under it)."""
     project = conversation.scope.project
     prepared.entry.rows[-1]["project"] = project[:512]
-    return dataclasses.replace(prepared, plan=dataclasses.replace(prepared.plan, project=project, conversation=conversation))
+    return dataclasses.replace(
+        prepared, plan=dataclasses.replace(prepared.plan, project=project, conversation=conversation)
+    )
 
 
 def _unreachable(prepared: ledger.PreparedTurn, why: str) -> ledger.PreparedTurn:
@@ -299,7 +311,9 @@ class Turns:
         #: the diagnostics (the prefix log) of every turn, one at a time in the order their
         #: observers finished (a key's observers run in its turns' order, so its turns are recorded
         #: in order); a backlog waits in this queue, nothing waits for it
-        self._diagnostics = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="headroom-diagnostics")
+        self._diagnostics = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="headroom-diagnostics"
+        )
 
     async def wait_previous(self, key: str) -> None:
         """Return once the previous turn of ``key`` stored its session's state and was learned
@@ -342,7 +356,9 @@ class Turns:
         self._diagnostics.shutdown(wait=False, cancel_futures=True)
 
 
-async def until_committed(committed: Future | None, where: str | Callable[[], str], taught: Future | asyncio.Future | None = None) -> None:
+async def until_committed(
+    committed: Future | None, where: str | Callable[[], str], taught: Future | asyncio.Future | None = None
+) -> None:
     """Return once ``committed`` (the future :meth:`~headroom_core.ledger_writer.LedgerWriter.submit`
     returned) and ``taught`` (the request's observers' run, a thread's or the event loop's
     future) are done, each or both None, or after :data:`LEDGER_WAIT` / :data:`TAUGHT_WAIT`
@@ -355,7 +371,10 @@ async def until_committed(committed: Future | None, where: str | Callable[[], st
     the database by the next start)."""
     waits = [
         (f, s, what)
-        for f, s, what in ((committed, LEDGER_WAIT, "the ledger row is not committed"), (taught, TAUGHT_WAIT, "learning from the request is not written"))
+        for f, s, what in (
+            (committed, LEDGER_WAIT, "the ledger row is not committed"),
+            (taught, TAUGHT_WAIT, "learning from the request is not written"),
+        )
         if f is not None and not f.done()
     ]
     if len(waits) == 1:  # the usual case: no task for a second wait
@@ -367,4 +386,6 @@ async def until_committed(committed: Future | None, where: str | Callable[[], st
 async def _bounded(f: Future | asyncio.Future, seconds: float, what: str, where: str | Callable[[], str]) -> None:
     done, _ = await asyncio.wait({asyncio.wrap_future(f)}, timeout=seconds)
     if not done:
-        log.warning("headroom: %s: %s after %.0f s; answering anyway", where() if callable(where) else where, what, seconds)
+        log.warning(
+            "headroom: %s: %s after %.0f s; answering anyway", where() if callable(where) else where, what, seconds
+        )

@@ -28,9 +28,26 @@ GATEWAY_TIMEOUT = 504
 #: order: a TLS error naming a timeout is a TLS failure.
 _KINDS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("tls", ("tls", "ssl", "certificate", "handshake"), "the TLS handshake failed"),
-    ("dns", ("name or service not known", "nodename nor servname", "getaddrinfo", "name resolution", "no address associated",
-             "errno -2", "errno -3", "errno -5", "errno 11001"), "its name did not resolve"),  # fmt: skip
-    ("refused", ("refused", "connect call failed", "errno 111", "errno 61", "errno 10061"), "the connection was refused"),
+    (
+        "dns",
+        (
+            "name or service not known",
+            "nodename nor servname",
+            "getaddrinfo",
+            "name resolution",
+            "no address associated",
+            "errno -2",
+            "errno -3",
+            "errno -5",
+            "errno 11001",
+        ),
+        "its name did not resolve",
+    ),  # fmt: skip
+    (
+        "refused",
+        ("refused", "connect call failed", "errno 111", "errno 61", "errno 10061"),
+        "the connection was refused",
+    ),
     ("timeout", ("timed out", "timeout"), "the connection timed out"),
     ("unreachable", ("unreachable", "no route"), "the network is unreachable"),
     ("closed", ("disconnected", "closed", "reset", "eof"), "it closed the connection without an answer"),

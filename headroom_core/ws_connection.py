@@ -188,15 +188,26 @@ class WsConnection:
         if frame is None:
             return UNCHANGED
         cred = credential(self.headers, rws.RESPONSES_PATH)
-        continues = ws_conversation.continues(self.conversation, frame.body, self.headers, lambda p: scope_of(p, cred, rt.sealer))
+        continues = ws_conversation.continues(
+            self.conversation, frame.body, self.headers, lambda p: scope_of(p, cred, rt.sealer)
+        )
         plan = await plan_request_async(
-            rt, "POST", rws.RESPONSES_PATH, self.headers, frame.body_bytes, s.compress_timeout_seconds, route_=_FRAME_ROUTE, continues=continues
+            rt,
+            "POST",
+            rws.RESPONSES_PATH,
+            self.headers,
+            frame.body_bytes,
+            s.compress_timeout_seconds,
+            route_=_FRAME_ROUTE,
+            continues=continues,
         )
         move = ws_conversation.adoption(self.conversation, plan.conversation)
         self.conversation = ws_conversation.pin(self.conversation, plan.conversation)
         if move is not None:
             self.adopted = move
-            log.info("headroom: %s: the conversation names its project now; its earlier rows move to it", self._where_ws)
+            log.info(
+                "headroom: %s: the conversation names its project now; its earlier rows move to it", self._where_ws
+            )
         before = ws_conversation.history_before(self.history, frame.body)
         refusal = ws_policy.plan_refusal(s, plan)
         if refusal is not None:
@@ -204,15 +215,25 @@ class WsConnection:
         out = UNCHANGED
         if plan.action is Action.REWRITE and plan.body is not None:
             out = Relay(frames=(frame.with_body(plan.body),))
-            log.info("headroom: %s: %s, %d -> %d bytes", self._where_ws, plan.reason, plan.bytes_before, plan.bytes_after)
+            log.info(
+                "headroom: %s: %s, %d -> %d bytes", self._where_ws, plan.reason, plan.bytes_before, plan.bytes_after
+            )
         if plan.dialect is not None:
-            observed = replace(plan, context=ws_conversation.observed_context(plan.context, before)) if plan.context is not None else plan
+            observed = (
+                replace(plan, context=ws_conversation.observed_context(plan.context, before))
+                if plan.context is not None
+                else plan
+            )
             turn = turns.begin(rt, plan, key=self.key, user_agent=self.user_agent, observe_as=observed, move=move)
             loop = None
             if plan.hidden_tools:
                 sent = plan.body if plan.action is Action.REWRITE and plan.body is not None else frame.body_bytes
                 loop = ws_loop.WsRetrieveLoop(
-                    sent.decode("utf-8"), plan.hidden_tools, s.retrieve_max_rounds, frame.text[: frame.start], frame.text[frame.end :]
+                    sent.decode("utf-8"),
+                    plan.hidden_tools,
+                    s.retrieve_max_rounds,
+                    frame.text[: frame.start],
+                    frame.text[frame.end :],
                 )
             self.pending.append(PendingTurn(turn, loop, ws_conversation.frame_items(before, frame.body)))
         return out
@@ -290,16 +311,26 @@ class WsConnection:
             results = await p.turn.follow_up(_answers(p.turn, step.calls))
             if gone():
                 p.turn.abandon()
-                log.info("headroom: %s: the client left while the proxy answered its tools: no follow-up", self._where_ws)
+                log.info(
+                    "headroom: %s: the client left while the proxy answered its tools: no follow-up", self._where_ws
+                )
                 return Relay(frames=())
             res = p.loop.resolve(results)
         except Exception as e:  # noqa: BLE001 - the client still gets a coherent end of its response
             log.exception("headroom: %s: answering the proxy's tools failed", self._where_ws)
             res = ws_loop.Resolution(p.loop.fail(type(e).__name__), None)
         if res.to_upstream is not None:
-            log.info("headroom: %s: answered %d proxy tool call(s), follow-up %d", self._where_ws, len(results), p.loop.rounds)
+            log.info(
+                "headroom: %s: answered %d proxy tool call(s), follow-up %d",
+                self._where_ws,
+                len(results),
+                p.loop.rounds,
+            )
         elif step.calls:
-            log.warning("headroom: %s: proxy tool calls carried out and removed (client calls in the same turn, or rounds exhausted)", self._where_ws)
+            log.warning(
+                "headroom: %s: proxy tool calls carried out and removed (client calls in the same turn, or rounds exhausted)",
+                self._where_ws,
+            )
         wait = p.turn.durable(self._turn_over(p), self._where_ws, taught=p.loop.done)
         return Relay(frames=res.to_client, upstream=res.to_upstream, wait=wait)
 
@@ -326,7 +357,13 @@ class WsConnection:
             p.turn.abandon()
             self._record(p.turn, CLIENT_CLOSED_REQUEST if client_left else None, loop=p.loop)
 
-    def _record(self, turn: Turn, status: int | None, resp: dict[str, Any] | None = None, loop: ws_loop.WsRetrieveLoop | None = None) -> Future | None:
+    def _record(
+        self,
+        turn: Turn,
+        status: int | None,
+        resp: dict[str, Any] | None = None,
+        loop: ws_loop.WsRetrieveLoop | None = None,
+    ) -> Future | None:
         """Record ``turn`` (:meth:`~headroom_core.turn.Turn.record`; its usage and calls from
         ``resp``, the terminal event's response, or from the proxy's ``loop``: the rounds it
         saw end, all of them once it is done); the future of

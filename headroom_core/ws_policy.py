@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 from headroom_core.request_plan import Action, Code, RequestPlan
 from headroom_core.settings import Settings
-from headroom_core.wire import responses_ws as rws
 from headroom_core.too_large import too_large_message
+from headroom_core.wire import responses_ws as rws
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,9 @@ def error_event(message: str) -> bytes:
     The shape is the one the Responses WebSocket sends for a failed request (``status`` beside
     ``error``, as Codex's client reads it); why this code, see the module docstring."""
     err = {"type": "invalid_request_error", "code": CONTEXT_CODE, "message": message, "param": "input"}
-    return json.dumps({"type": "error", "status": 400, "error": err}, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return json.dumps({"type": "error", "status": 400, "error": err}, ensure_ascii=False, separators=(",", ":")).encode(
+        "utf-8"
+    )
 
 
 def frame_refusal(settings: Settings, size: int) -> Refusal | None:
@@ -69,8 +71,14 @@ def frame_refusal(settings: Settings, size: int) -> Refusal | None:
     ``ws_max_frame_bytes``. None when it may be parsed."""
     if size <= settings.ws_max_frame_bytes:
         return None
-    plan = RequestPlan(Action.REJECT, "frame over ws_max_frame_bytes", rws.DIALECT, status=413, bytes_before=size, code=Code.TOO_LARGE)
-    return Refusal(plan, rws.too_large_reason(size, settings.ws_max_frame_bytes), message=too_large_message(size, settings.ws_max_frame_bytes, "ws_max_frame_bytes"))
+    plan = RequestPlan(
+        Action.REJECT, "frame over ws_max_frame_bytes", rws.DIALECT, status=413, bytes_before=size, code=Code.TOO_LARGE
+    )
+    return Refusal(
+        plan,
+        rws.too_large_reason(size, settings.ws_max_frame_bytes),
+        message=too_large_message(size, settings.ws_max_frame_bytes, "ws_max_frame_bytes"),
+    )
 
 
 def plan_refusal(settings: Settings, plan: RequestPlan) -> Refusal | None:
@@ -81,5 +89,9 @@ def plan_refusal(settings: Settings, plan: RequestPlan) -> Refusal | None:
     if plan.action is not Action.REJECT:
         return None
     if plan.code is Code.TOO_LARGE:
-        return Refusal(plan, rws.too_large_reason(plan.bytes_before, settings.max_body_bytes), message=too_large_message(plan.bytes_before, settings.max_body_bytes))
+        return Refusal(
+            plan,
+            rws.too_large_reason(plan.bytes_before, settings.max_body_bytes),
+            message=too_large_message(plan.bytes_before, settings.max_body_bytes),
+        )
     return Refusal(plan, rws.not_compressed_reason(plan.bytes_before, settings.fail_open_max_bytes))

@@ -4,10 +4,10 @@
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
-from headroom_core.db.models import Base
-import headroom_core.memory.models  # noqa: F401  (the memories table)
 import headroom_core.cache.models  # noqa: F401  (cache prefixes)
 import headroom_core.learn.models  # noqa: F401  (learned rules, evidence, failures)
+import headroom_core.memory.models  # noqa: F401  (the memories table)
+from headroom_core.db.models import Base
 
 config = context.config
 target_metadata = Base.metadata
@@ -27,6 +27,8 @@ connection = config.attributes.get("connection")
 if connection is not None:
     _run(connection)
 else:
-    engine = engine_from_config(config.get_section(config.config_ini_section) or {}, prefix="sqlalchemy.", poolclass=pool.NullPool)
+    engine = engine_from_config(
+        config.get_section(config.config_ini_section) or {}, prefix="sqlalchemy.", poolclass=pool.NullPool
+    )
     with engine.connect() as conn:
         _run(conn)

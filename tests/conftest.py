@@ -15,7 +15,6 @@ import pytest  # noqa: E402
 from headroom_core.compress.tokens import TokenCounter  # noqa: E402
 from headroom_core.runtime import Runtime  # noqa: E402
 from headroom_core.settings import load_settings  # noqa: E402
-
 from tests.support.fixtures import *  # noqa: F401,F403,E402  (upstream, proxies)
 
 REPO = Path(__file__).resolve().parents[1]

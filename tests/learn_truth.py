@@ -52,15 +52,34 @@ class Measured:
     problems: tuple[str, ...]
 
     def as_truth(self) -> dict:
-        return {"agent": self.agent, "failures": self.failures, "malformed": self.malformed, "pairs": self.pairs,
-                "lessons": [list(x) for x in self.lessons], "problems": list(self.problems)}
+        return {
+            "agent": self.agent,
+            "failures": self.failures,
+            "malformed": self.malformed,
+            "pairs": self.pairs,
+            "lessons": [list(x) for x in self.lessons],
+            "problems": list(self.problems),
+        }
 
 
 def measure(label: str) -> Measured:
     """Run the learner on one log (module docstring)."""
     sess = read_log(log_path(label))
     res = learn_from_logs([sess], min_evidence=1, include_generic=True)
-    lessons = tuple((p.kind, p.failed.first_line, p.detail if p.kind in ("setup", "cwd", "stdin") else p.fixed.first_line)
-                    for _, p in res.pairs if p.kind != "retry")
-    return Measured(label, sess.source, sess.records, sum(f.failures for f in res.files), sess.skipped, sess.unknown, len(res.pairs),
-                    lessons, tuple((r.kind, r.text, r.evidence) for r in res.rules), tuple(p.shown for p in res.problems))
+    lessons = tuple(
+        (p.kind, p.failed.first_line, p.detail if p.kind in ("setup", "cwd", "stdin") else p.fixed.first_line)
+        for _, p in res.pairs
+        if p.kind != "retry"
+    )
+    return Measured(
+        label,
+        sess.source,
+        sess.records,
+        sum(f.failures for f in res.files),
+        sess.skipped,
+        sess.unknown,
+        len(res.pairs),
+        lessons,
+        tuple((r.kind, r.text, r.evidence) for r in res.rules),
+        tuple(p.shown for p in res.problems),
+    )

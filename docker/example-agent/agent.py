@@ -11,8 +11,15 @@ import urllib.request
 
 URL = os.environ.get("LLM_URL", "https://api.anthropic.com/v1/messages")
 records = [
-    {"id": i, "number": 1000 + i, "title": f"Flaky test in module {i % 17}", "state": "open" if i % 9 == 0 else "closed",
-     "labels": ["bug", "ci"] if i % 3 == 0 else ["chore"], "comments": i % 7, "author": f"dev{i % 11}"}
+    {
+        "id": i,
+        "number": 1000 + i,
+        "title": f"Flaky test in module {i % 17}",
+        "state": "open" if i % 9 == 0 else "closed",
+        "labels": ["bug", "ci"] if i % 3 == 0 else ["chore"],
+        "comments": i % 7,
+        "author": f"dev{i % 11}",
+    }
     for i in range(400)
 ]
 body = {
@@ -21,15 +28,29 @@ body = {
     "messages": [
         {"role": "user", "content": "Which issues are still open?"},
         {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_01", "name": "list_issues", "input": {}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": json.dumps(records, indent=2)}]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": json.dumps(records, indent=2)}],
+        },
     ],
-    "tools": [{"name": "list_issues", "description": "List the repository's issues.", "input_schema": {"type": "object", "properties": {}}}],
+    "tools": [
+        {
+            "name": "list_issues",
+            "description": "List the repository's issues.",
+            "input_schema": {"type": "object", "properties": {}},
+        }
+    ],
 }
 req = urllib.request.Request(
     URL,
     data=json.dumps(body).encode(),
     method="POST",
-    headers={"content-type": "application/json", "anthropic-version": "2023-06-01", "x-api-key": os.environ.get("ANTHROPIC_API_KEY", ""), "user-agent": "example-agent/1.0"},
+    headers={
+        "content-type": "application/json",
+        "anthropic-version": "2023-06-01",
+        "x-api-key": os.environ.get("ANTHROPIC_API_KEY", ""),
+        "user-agent": "example-agent/1.0",
+    },
 )
 try:
     with urllib.request.urlopen(req, timeout=120) as r:

@@ -86,7 +86,9 @@ class Cost:
     usd: float
 
     def __add__(self, other: "Cost") -> "Cost":
-        return Cost(self.uncached + other.uncached, self.write + other.write, self.read + other.read, self.usd + other.usd)
+        return Cost(
+            self.uncached + other.uncached, self.write + other.write, self.read + other.read, self.usd + other.usd
+        )
 
     @property
     def tokens(self) -> int:
@@ -152,7 +154,11 @@ class AnthropicCache:
     def request(self, model: str, blocks: list[Block], at: float | None = None) -> Cost:
         """The cost of one request's input; writes its breakpoints' prefixes to the cache."""
         now = at if at is not None else 0.0
-        alive = (lambda h: h in self._written) if at is None else (lambda h: h in self._written and now - self._written[h] <= ANTHROPIC_TTL_SECONDS)
+        alive = (
+            (lambda h: h in self._written)
+            if at is None
+            else (lambda h: h in self._written and now - self._written[h] <= ANTHROPIC_TTL_SECONDS)
+        )
         h = hashlib.sha256(model.encode())
         chain, cum, total = [], [], 0
         for b in blocks:
@@ -236,7 +242,9 @@ class LateCost:
     def extra_now(self) -> float:
         """What this turn pays more: the compressed output and the tail written to the cache
         instead of the whole output and the tail read from it."""
-        return self.write_ratio * (self.tokens_after + self.tail_tokens) - self.read_ratio * (self.tokens_before + self.tail_tokens)
+        return self.write_ratio * (self.tokens_after + self.tail_tokens) - self.read_ratio * (
+            self.tokens_before + self.tail_tokens
+        )
 
     @property
     def saved_per_turn(self) -> float:

@@ -30,9 +30,18 @@ _T = cast(Table, CompressionDecision.__table__)
 _REPLACE_DEFERRED = (
     update(_T)
     .where(_T.c.decision_hash == bindparam("p_decision_hash"), _T.c.strategy == DEFERRED)
-    .values({c: bindparam(f"p_{c}") for c in ("changed", "result", "kind", "strategy", "reason", "offload_key", "tokens_before", "tokens_after")})
+    .values(
+        {
+            c: bindparam(f"p_{c}")
+            for c in ("changed", "result", "kind", "strategy", "reason", "offload_key", "tokens_before", "tokens_after")
+        }
+    )
 )
-_NOTE = update(_T).where(_T.c.decision_hash == bindparam("h"), _T.c.strategy == DEFERRED).values(tokens_before=bindparam("b"), tokens_after=bindparam("a"))
+_NOTE = (
+    update(_T)
+    .where(_T.c.decision_hash == bindparam("h"), _T.c.strategy == DEFERRED)
+    .values(tokens_before=bindparam("b"), tokens_after=bindparam("a"))
+)
 
 # Bump when a compressor's output for the same input changes, so old decisions are not reused.
 COMPRESSOR_VERSION = "3"
@@ -49,7 +58,9 @@ class DecisionCache:
     benchmarks); ``sealer`` None: a key of this process only.
     """
 
-    def __init__(self, sessions: sessionmaker[Session] | None, sealer: Sealer | None = None, memory_entries: int = 4096) -> None:
+    def __init__(
+        self, sessions: sessionmaker[Session] | None, sealer: Sealer | None = None, memory_entries: int = 4096
+    ) -> None:
         self._sessions = sessions
         self._sealer = sealer or Sealer(secrets.token_bytes(SECRET_BYTES))
         self._mem: OrderedDict[str, tuple[CompressResult, int, int]] = OrderedDict()
@@ -81,7 +92,14 @@ class DecisionCache:
                     return None  # sealed under another key: decide again
                 text = opened
             offloads = (Offload(row.offload_key, original, "original"),) if row.offload_key else ()
-            res = CompressResult(text=text, changed=row.changed, kind=row.kind, strategy=row.strategy, reason=row.reason, offloads=offloads)
+            res = CompressResult(
+                text=text,
+                changed=row.changed,
+                kind=row.kind,
+                strategy=row.strategy,
+                reason=row.reason,
+                offloads=offloads,
+            )
             entry = (res, row.tokens_before, row.tokens_after)
         self._remember(h, entry)
         return entry
@@ -142,7 +160,9 @@ class DecisionCache:
         decisions: its bytes are the ones later turns must replay."""
         self._remember(h, (result, tokens_before, tokens_after))
 
-    def settle(self, h: str, result: CompressResult, tokens_before: int, tokens_after: int, original: str) -> tuple[CompressResult, int, int] | None:
+    def settle(
+        self, h: str, result: CompressResult, tokens_before: int, tokens_after: int, original: str
+    ) -> tuple[CompressResult, int, int] | None:
         """Decide again, with ``result``, the output ``original`` (key ``h``) whose decision is
         :data:`~headroom_core.compress.result.DEFERRED` (it went whole for want of time): stored
         as :meth:`put` does, so it replaces the placeholder once; when another proxy or thread

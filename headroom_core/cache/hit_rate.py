@@ -69,7 +69,9 @@ def cache_hit_rate(
         "dialect": R.dialect,
         "day": func.substr(cast(R.created_at, String), 1, 10),
     }[by]
-    inp, read, write = (func.coalesce(c, 0) for c in (R.usage_input_tokens, R.usage_cache_read_tokens, R.usage_cache_write_tokens))
+    inp, read, write = (
+        func.coalesce(c, 0) for c in (R.usage_input_tokens, R.usage_cache_read_tokens, R.usage_cache_write_tokens)
+    )
     prompt = case((R.dialect.in_(SEPARATE_CACHE_DIALECTS), inp + read + write), else_=inp)
     reported = R.usage_input_tokens.is_not(None)
     cols = [

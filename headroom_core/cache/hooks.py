@@ -32,7 +32,9 @@ def prefix_log(rt: "Runtime") -> PrefixLog:
 def observe_prefix(rt: "Runtime", ctx: RequestContext) -> None:
     """Observer: record the request's prefix for its session (a database write only when the
     prefix is new for the session)."""
-    prefix_log(rt).observe(ctx.session_key, ctx.project, ctx.dialect.value, ctx.client, prefix_of(ctx.body, wire_dialect(ctx.dialect)))
+    prefix_log(rt).observe(
+        ctx.session_key, ctx.project, ctx.dialect.value, ctx.client, prefix_of(ctx.body, wire_dialect(ctx.dialect))
+    )
 
 
 def register(ext: "Extensions[Runtime]") -> None:

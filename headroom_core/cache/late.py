@@ -104,8 +104,16 @@ class LateCompression:
         parts = []
         if self.outputs:
             pays = self.turns_to_pay
-            back = "" if pays is None else "; cheaper from this turn on" if pays <= 0 else f"; its cache write pays back in {pays:.1f} turns"
-            parts.append(f"{self.outputs} earlier tool outputs compressed late ({self.before:,} -> {self.after:,} tokens{back})")
+            back = (
+                ""
+                if pays is None
+                else "; cheaper from this turn on"
+                if pays <= 0
+                else f"; its cache write pays back in {pays:.1f} turns"
+            )
+            parts.append(
+                f"{self.outputs} earlier tool outputs compressed late ({self.before:,} -> {self.after:,} tokens{back})"
+            )
         if self.kept:
             parts.append(f"{self.kept} earlier tool outputs kept whole (compressing them gains nothing)")
         if self.waiting:
@@ -133,7 +141,9 @@ def candidates(zone: LiveZone, outputs: Sequence[ToolOutput]) -> list[tuple[int,
     return found
 
 
-def with_output(entry: FrozenEntry, rel: tuple, result: CompressResult | None, before: int, after: int, tool: str) -> FrozenEntry:
+def with_output(
+    entry: FrozenEntry, rel: tuple, result: CompressResult | None, before: int, after: int, tool: str
+) -> FrozenEntry:
     """``entry`` once its output at ``rel`` is decided: no longer deferred, and with ``result``
     (a changed one) in place of the whole output in the text it goes upstream as, counted and
     naming its originals as a compression in its own turn would. Raises
@@ -262,7 +272,13 @@ def compress_late(
                 got = compressed(out.text, out.tool_name, out.call_id) if before >= s.min_tokens else None
                 after = rt.counter.count(got.text) if got is not None else before
                 if got is None or after >= before:  # nothing to gain: that is its decision
-                    rt.decisions.settle(key, CompressResult.unchanged(out.text, got.kind if got else "", "no gain"), before, before, out.text)
+                    rt.decisions.settle(
+                        key,
+                        CompressResult.unchanged(out.text, got.kind if got else "", "no gain"),
+                        before,
+                        before,
+                        out.text,
+                    )
                     entries[i] = with_output(entries[i], rel, None, 0, 0, out.tool_name)
                     kept += 1
                     continue

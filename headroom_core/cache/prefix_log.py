@@ -18,8 +18,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from headroom_core.cache.models import CachePrefix, CacheSessionPrefix
-from headroom_core.db.upsert import insert_ignore
 from headroom_core.cache.volatile import Change, Prefix, PrefixDiff, diff_prefix, nearest
+from headroom_core.db.upsert import insert_ignore
 
 #: Recent prefixes of the same project a new one is compared with.
 CANDIDATES = 16
@@ -70,30 +70,60 @@ class PrefixLog:
                 self._seen.popitem(last=False)
         return diff
 
-    def _record(self, session_key: str, project: str, dialect: str, client: str, fp: str, prefix: Prefix, now: datetime) -> PrefixDiff | None:
+    def _record(
+        self, session_key: str, project: str, dialect: str, client: str, fp: str, prefix: Prefix, now: datetime
+    ) -> PrefixDiff | None:
         diff: PrefixDiff | None = None
         with self._sessions.begin() as s:
             if s.get(CacheSessionPrefix, (session_key, fp)) is None:
                 prev_fp, diff = self._compare(s, session_key, project, dialect, fp, prefix)
                 row = s.get(CachePrefix, fp)
                 if row is None:  # ON CONFLICT DO NOTHING: another proxy may record it at the same moment
-                    insert_ignore(s, CachePrefix, dict(fingerprint=fp, project=project, dialect=dialect, system_text=prefix.system,
-                                                       tools_json=json.dumps(prefix.tools), created_at=now, last_seen_at=now), ["fingerprint"])
+                    insert_ignore(
+                        s,
+                        CachePrefix,
+                        dict(
+                            fingerprint=fp,
+                            project=project,
+                            dialect=dialect,
+                            system_text=prefix.system,
+                            tools_json=json.dumps(prefix.tools),
+                            created_at=now,
+                            last_seen_at=now,
+                        ),
+                        ["fingerprint"],
+                    )
                 else:
                     row.last_seen_at = now
-                insert_ignore(s, CacheSessionPrefix, dict(
-                    session_key=session_key, fingerprint=fp, project=project, dialect=dialect, client=client[:64],
-                    previous_fingerprint=prev_fp, similarity=diff.similarity if diff else None,
-                    changes=json.dumps([asdict(c) for c in diff.changes] if diff else []), first_seen_at=now,
-                ), ["session_key", "fingerprint"])  # the same session through two proxies at once: recorded once
+                insert_ignore(
+                    s,
+                    CacheSessionPrefix,
+                    dict(
+                        session_key=session_key,
+                        fingerprint=fp,
+                        project=project,
+                        dialect=dialect,
+                        client=client[:64],
+                        previous_fingerprint=prev_fp,
+                        similarity=diff.similarity if diff else None,
+                        changes=json.dumps([asdict(c) for c in diff.changes] if diff else []),
+                        first_seen_at=now,
+                    ),
+                    ["session_key", "fingerprint"],
+                )  # the same session through two proxies at once: recorded once
                 s.flush()
                 self._prune(s, project)
         return diff
 
-    def _compare(self, s: Session, session_key: str, project: str, dialect: str, fp: str, prefix: Prefix) -> tuple[str | None, PrefixDiff | None]:
+    def _compare(
+        self, s: Session, session_key: str, project: str, dialect: str, fp: str, prefix: Prefix
+    ) -> tuple[str | None, PrefixDiff | None]:
         own = s.execute(
-            select(CachePrefix).join(CacheSessionPrefix, CacheSessionPrefix.fingerprint == CachePrefix.fingerprint)
-            .where(CacheSessionPrefix.session_key == session_key).order_by(CacheSessionPrefix.first_seen_at.desc()).limit(1)
+            select(CachePrefix)
+            .join(CacheSessionPrefix, CacheSessionPrefix.fingerprint == CachePrefix.fingerprint)
+            .where(CacheSessionPrefix.session_key == session_key)
+            .order_by(CacheSessionPrefix.first_seen_at.desc())
+            .limit(1)
         ).scalar_one_or_none()
         if own is not None:
             return own.fingerprint, diff_prefix(_prefix(own), prefix)
@@ -101,8 +131,10 @@ class PrefixLog:
         if known is not None and known.project == project:  # an earlier session sent the same prefix
             return fp, PrefixDiff((), 1.0, False)
         rows = s.scalars(
-            select(CachePrefix).where(CachePrefix.project == project, CachePrefix.dialect == dialect, CachePrefix.fingerprint != fp)
-            .order_by(CachePrefix.last_seen_at.desc()).limit(CANDIDATES)
+            select(CachePrefix)
+            .where(CachePrefix.project == project, CachePrefix.dialect == dialect, CachePrefix.fingerprint != fp)
+            .order_by(CachePrefix.last_seen_at.desc())
+            .limit(CANDIDATES)
         ).all()
         best = nearest(((r.fingerprint, _prefix(r)) for r in rows), prefix)
         if best is None:
@@ -112,8 +144,10 @@ class PrefixLog:
     @staticmethod
     def _prune(s: Session, project: str) -> None:
         old = s.scalars(
-            select(CachePrefix.fingerprint).where(CachePrefix.project == project)
-            .order_by(CachePrefix.last_seen_at.desc()).offset(KEEP_PER_PROJECT)
+            select(CachePrefix.fingerprint)
+            .where(CachePrefix.project == project)
+            .order_by(CachePrefix.last_seen_at.desc())
+            .offset(KEEP_PER_PROJECT)
         ).all()
         if old:
             s.execute(delete(CachePrefix).where(CachePrefix.fingerprint.in_(old)))
@@ -134,7 +168,9 @@ class PrefixEvent:
     first_seen_at: datetime
 
 
-def prefix_events(sessions: sessionmaker[Session], session_key: str | None = None, project: str | None = None, limit: int = 500) -> list[PrefixEvent]:
+def prefix_events(
+    sessions: sessionmaker[Session], session_key: str | None = None, project: str | None = None, limit: int = 500
+) -> list[PrefixEvent]:
     """Recorded prefix events, oldest first (of one session or project when given; the most
     recent ``limit`` events)."""
     stmt = select(CacheSessionPrefix).order_by(CacheSessionPrefix.first_seen_at.desc()).limit(limit)
@@ -145,9 +181,17 @@ def prefix_events(sessions: sessionmaker[Session], session_key: str | None = Non
     with sessions() as s:
         rows = s.scalars(stmt).all()
     out = [
-        PrefixEvent(r.session_key, r.project, r.dialect, r.client, r.fingerprint, r.previous_fingerprint, r.similarity,
-                    tuple(Change(**c) for c in json.loads(r.changes or "[]")), r.first_seen_at)
+        PrefixEvent(
+            r.session_key,
+            r.project,
+            r.dialect,
+            r.client,
+            r.fingerprint,
+            r.previous_fingerprint,
+            r.similarity,
+            tuple(Change(**c) for c in json.loads(r.changes or "[]")),
+            r.first_seen_at,
+        )
         for r in rows
     ]
     return out[::-1]
-

@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 from headroom_core.cache.carry import normal
-from headroom_core.wire.dialects import REGISTRY, for_body
 from headroom_core.wire.detect import Dialect
+from headroom_core.wire.dialects import REGISTRY, for_body
 
 _KNOWN = frozenset(m.value for m in Dialect)
 
@@ -30,6 +30,9 @@ def session_key(dialect: str, body: dict[str, Any], explicit: str | None = None,
         return hashlib.sha256(f"explicit\0{scope}\0{explicit}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
     d = REGISTRY.get(Dialect(dialect)) if dialect in _KNOWN else None
     d = d or for_body(body)
-    parts = normal({"content": d.system_value(body)}).get("content"), normal({"content": d.first_user_content(body)}).get("content")
+    parts = (
+        normal({"content": d.system_value(body)}).get("content"),
+        normal({"content": d.first_user_content(body)}).get("content"),
+    )
     blob = json.dumps([scope, dialect, *parts], ensure_ascii=False, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:32]

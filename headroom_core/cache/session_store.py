@@ -95,11 +95,25 @@ _BUMP = (
     .returning(_S.c.revision)
 )
 _BUMP_TOOLS = _BUMP.values(
-    proxy_tools=bindparam("p_proxy_tools"), tools_hash=bindparam("p_tools_hash"), tools_text=bindparam("p_tools_text"), tool_skeletons=bindparam("p_tool_skeletons")
+    proxy_tools=bindparam("p_proxy_tools"),
+    tools_hash=bindparam("p_tools_hash"),
+    tools_text=bindparam("p_tools_text"),
+    tool_skeletons=bindparam("p_tool_skeletons"),
 )
 _TRUNCATE = delete(_F).where(_F.c.session_key == bindparam("key"), _F.c.position >= bindparam("n"))
 _ROWS = (
-    select(_F.c.position, _F.c.raw_hash, _F.c.norm_hash, _F.c.forwarded, _F.c.modified, _F.c.tokens_before, _F.c.tokens_after, _F.c.offloads, _F.c.blocks, _F.c.deferred)
+    select(
+        _F.c.position,
+        _F.c.raw_hash,
+        _F.c.norm_hash,
+        _F.c.forwarded,
+        _F.c.modified,
+        _F.c.tokens_before,
+        _F.c.tokens_after,
+        _F.c.offloads,
+        _F.c.blocks,
+        _F.c.deferred,
+    )
     .where(_F.c.session_key == bindparam("key"))
     .order_by(_F.c.position)
 )
@@ -137,7 +151,10 @@ class SessionStore:
                     hit = self._mem.get(key)
                 if hit is None:
                     raise
-                log.warning("headroom: the database did not answer whether session %s.. changed; replaying what this proxy sent last", key[:8])
+                log.warning(
+                    "headroom: the database did not answer whether session %s.. changed; replaying what this proxy sent last",
+                    key[:8],
+                )
                 return replace(hit, verified=False)
             if revision is None:
                 return SessionRecord(key)
@@ -178,10 +195,29 @@ class SessionStore:
             fwd = self._sealer.open(r.forwarded, _row_name(key, str(r.position)))
             if fwd is None:
                 break  # sealed under another key: what follows cannot be replayed
-            offloads = tuple((k, tuple(p)) for k, p in json.loads(r.offloads)) if r.offloads and r.offloads != "[]" else ()
-            blocks = tuple((str(k), str(t), int(b), int(a)) for k, t, b, a in json.loads(r.blocks)) if r.blocks and r.blocks != "[]" else ()
+            offloads = (
+                tuple((k, tuple(p)) for k, p in json.loads(r.offloads)) if r.offloads and r.offloads != "[]" else ()
+            )
+            blocks = (
+                tuple((str(k), str(t), int(b), int(a)) for k, t, b, a in json.loads(r.blocks))
+                if r.blocks and r.blocks != "[]"
+                else ()
+            )
             deferred = tuple(tuple(p) for p in json.loads(r.deferred)) if r.deferred else ()
-            entries.append(FrozenEntry(r.position, r.raw_hash, r.norm_hash, fwd, r.modified, r.tokens_before, r.tokens_after, offloads, blocks, deferred))
+            entries.append(
+                FrozenEntry(
+                    r.position,
+                    r.raw_hash,
+                    r.norm_hash,
+                    fwd,
+                    r.modified,
+                    r.tokens_before,
+                    r.tokens_after,
+                    offloads,
+                    blocks,
+                    deferred,
+                )
+            )
         return SessionRecord(key, True, revision, tools, tuple(entries))
 
     def tools_text(self, tools_hash: str) -> str | None:
@@ -195,7 +231,11 @@ class SessionStore:
             if hit is not None:
                 return hit
         with self._sessions() as s:
-            row = s.execute(select(SessionState.session_key, SessionState.tools_text).where(SessionState.tools_hash == tools_hash).limit(1)).first()
+            row = s.execute(
+                select(SessionState.session_key, SessionState.tools_text)
+                .where(SessionState.tools_hash == tools_hash)
+                .limit(1)
+            ).first()
         if row is None or row[1] is None:
             return None
         text = self._sealer.open(row[1], _row_name(row[0], "tools"))
@@ -210,7 +250,9 @@ class SessionStore:
             while len(self._tools) > 16:
                 self._tools.popitem(last=False)
 
-    def save(self, old: SessionRecord, dialect: str, tools: SessionTools, messages: tuple[FrozenEntry, ...]) -> SessionRecord:
+    def save(
+        self, old: SessionRecord, dialect: str, tools: SessionTools, messages: tuple[FrozenEntry, ...]
+    ) -> SessionRecord:
         """Store the session's state after a request (``old`` is what :meth:`load` gave for it):
         the tools when they changed, the message entries that changed, and a new revision.
 
@@ -239,7 +281,9 @@ class SessionStore:
         log.warning("headroom: session %s.. kept changing while this turn's state was stored; not stored", old.key[:8])
         return old
 
-    def _save_from(self, old: SessionRecord, dialect: str, tools: SessionTools, messages: tuple[FrozenEntry, ...]) -> SessionRecord | None:
+    def _save_from(
+        self, old: SessionRecord, dialect: str, tools: SessionTools, messages: tuple[FrozenEntry, ...]
+    ) -> SessionRecord | None:
         """One try of :meth:`save`: the record stored, or None (nothing written) when the
         session's revision moved past ``old``'s."""
         key = old.key
@@ -275,13 +319,23 @@ class SessionStore:
                 p_proxy_tools=json.dumps(list(tools.proxy_tools)),
                 p_tools_hash=tools.tools_hash,
                 p_tools_text=None if tools.text is None else self._sealer.seal(tools.text, _row_name(key, "tools")),
-                p_tool_skeletons=json.dumps({"skeletons": list(tools.skeletons), "seen": list(tools.seen)}) if tools.seen else None,
+                p_tool_skeletons=json.dumps({"skeletons": list(tools.skeletons), "seen": list(tools.seen)})
+                if tools.seen
+                else None,
             )
         with self._sessions() as s:  # one transaction: committed below, else rolled back on close
             insert_ignore(
                 s,
                 SessionState,
-                dict(session_key=key, dialect=dialect, proxy_tools="[]", tools_hash="", revision=0, created_at=now, updated_at=now),
+                dict(
+                    session_key=key,
+                    dialect=dialect,
+                    proxy_tools="[]",
+                    tools_hash="",
+                    revision=0,
+                    created_at=now,
+                    updated_at=now,
+                ),
                 ["session_key"],
             )
             revision = s.execute(bump, values).scalar_one_or_none()

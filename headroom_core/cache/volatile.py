@@ -184,7 +184,9 @@ def _tool_entries(tools: list) -> tuple[tuple[str, str], ...]:
         blob = json.dumps(t, sort_keys=True, ensure_ascii=False, default=str)
         if '"cache_control"' in blob:  # else there is none to leave out: no walk for a copy
             blob = json.dumps(_without_cache_control(t), sort_keys=True, ensure_ascii=False, default=str)
-        out.append((str(name or t.get("type") or "?"), hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()))
+        out.append(
+            (str(name or t.get("type") or "?"), hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest())
+        )
     return tuple(out)
 
 
@@ -240,7 +242,9 @@ def diff_system(old: str, new: str) -> PrefixDiff:
         starts.append(starts[-1] + len(line))
     if ratio < REPLACED_BELOW:
         first = next((j1 for tag, _i1, _i2, j1, _j2 in sm.get_opcodes() if tag != "equal"), 0)
-        change = Change("system", "replaced", first + 1, starts[min(first, len(starts) - 1)], _excerpt(old), _excerpt(new))
+        change = Change(
+            "system", "replaced", first + 1, starts[min(first, len(starts) - 1)], _excerpt(old), _excerpt(new)
+        )
         return PrefixDiff((change,), ratio, True)
     changes: list[Change] = []
     more = 0  # changed lines past MAX_CHANGES: counted, not classified (a character diff each)
@@ -278,8 +282,19 @@ def diff_tools(old: Iterable[tuple[str, str]], new: Iterable[tuple[str, str]]) -
     common_new = [n for n in nn if n in set(on)]
     if common_old != common_new:
         # a tool name may repeat (two tools of one name): the lists may then differ only in length
-        k = next((i for i, (x, y) in enumerate(zip(common_old, common_new)) if x != y), min(len(common_old), len(common_new)))
-        out.append(Change("tools", "tool-order", 0, 0, _excerpt(f"#{k}: {', '.join(common_old[k:k + 3])}"), _excerpt(f"#{k}: {', '.join(common_new[k:k + 3])}")))
+        k = next(
+            (i for i, (x, y) in enumerate(zip(common_old, common_new)) if x != y), min(len(common_old), len(common_new))
+        )
+        out.append(
+            Change(
+                "tools",
+                "tool-order",
+                0,
+                0,
+                _excerpt(f"#{k}: {', '.join(common_old[k : k + 3])}"),
+                _excerpt(f"#{k}: {', '.join(common_new[k : k + 3])}"),
+            )
+        )
     od, nd = dict(old), dict(new)
     redefined = [n for n in common_new if od[n] != nd[n]]
     if redefined:

@@ -33,7 +33,19 @@ from headroom_core.wire.provider_error import BAD_GATEWAY, GATEWAY_TIMEOUT, Prov
 RETRY_BELOW_500 = frozenset({408, 409, 429})
 #: Headers of the provider's error answer that never pass to the client: hop-by-hop (RFC 9110,
 #: section 7.6.1) and the framing of a body the proxy read and decoded.
-_NOT_PASSED = frozenset({"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "content-length", "content-encoding"})
+_NOT_PASSED = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "content-length",
+        "content-encoding",
+    }
+)
 
 
 class FollowUpLost(ConnectionError, EnvironmentProblem):
@@ -80,4 +92,8 @@ def json_answer(wire: WireDialect, err: ProviderError) -> tuple[int, list[tuple[
         return err.status, passed_headers(err.headers), err.body
     from headroom_core.upstream_failure import gateway_body
 
-    return err.status, [("content-type", "application/json")], json.dumps(gateway_body(wire, err.message, err.status)).encode()
+    return (
+        err.status,
+        [("content-type", "application/json")],
+        json.dumps(gateway_body(wire, err.message, err.status)).encode(),
+    )

@@ -88,7 +88,15 @@ class Pending:
     exhausted: bool = False
 
 
-def after_round(calls: list[ToolCall], hidden: frozenset[str], *, truncated: bool, rounds: int, max_rounds: int, can_follow: bool = True) -> Pending | None:
+def after_round(
+    calls: list[ToolCall],
+    hidden: frozenset[str],
+    *,
+    truncated: bool,
+    rounds: int,
+    max_rounds: int,
+    can_follow: bool = True,
+) -> Pending | None:
     """What follows a complete round whose response made ``calls`` (pure).
 
     None: the response ends as the model gave it (no call to the proxy's tools, the ``hidden``
@@ -107,7 +115,9 @@ def after_round(calls: list[ToolCall], hidden: frozenset[str], *, truncated: boo
 
 def sum_usage(usages: list[Usage]) -> Usage:
     """Field-wise sum (None where no usage reported the figure)."""
-    fields = list(zip(*[(u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens) for u in usages])) or [(), (), (), ()]
+    fields = list(
+        zip(*[(u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens) for u in usages])
+    ) or [(), (), (), ()]
     return Usage(*[sum(v or 0 for v in vs) if any(v is not None for v in vs) else None for vs in fields])
 
 
@@ -178,17 +188,28 @@ class StreamLoop:
         if not view.failed and self.rounds == 0 and not view.complete:
             self.done = True  # the client's own response was cut short: it gets what came, as it came
             return tail
-        tail = framing_of(self.reply).terminated(tail)  # more events follow: a last event cut short must not run into them
+        tail = framing_of(self.reply).terminated(
+            tail
+        )  # more events follow: a last event cut short must not run into them
         if view.failed:  # the follow-up's own error event ends the response
             return tail + self._failure(None)
         if not view.complete:
             return tail + self._failure(followup_error.lost("the follow-up response ended early"))
         msg = Raw(text).value
         truncated = isinstance(msg, dict) and self.reply.truncated(msg)
-        pending = after_round(self.reply.tool_calls(msg), self.hidden, truncated=truncated, rounds=self.rounds, max_rounds=self.max_rounds, can_follow=self.request is not None)
+        pending = after_round(
+            self.reply.tool_calls(msg),
+            self.hidden,
+            truncated=truncated,
+            rounds=self.rounds,
+            max_rounds=self.max_rounds,
+            can_follow=self.request is not None,
+        )
         if pending is None:
             if truncated and any(c.name in self.hidden for c in self.reply.tool_calls(msg)):
-                log.info("headroom: a call to the proxy's tools was cut at the token limit: not carried out; the client sees the truncation")
+                log.info(
+                    "headroom: a call to the proxy's tools was cut at the token limit: not carried out; the client sees the truncation"
+                )
             return tail + self._close(None)
         self.pending = pending
         return tail
@@ -260,7 +281,9 @@ class StreamLoop:
             return self._view.failure(err, self.texts)
         except Exception:  # noqa: BLE001 - never leave the client without an ending
             log.exception("headroom: could not end the response with the provider's error; ending it with a notice")
-            return self._view.close(notice_failed(err.message if err is not None else "the provider failed"), self.texts[-1:])
+            return self._view.close(
+                notice_failed(err.message if err is not None else "the provider failed"), self.texts[-1:]
+            )
 
     def _close(self, notice: str | None) -> list[SSEEvent]:
         if self.done:
@@ -382,7 +405,13 @@ class JsonOutcome:
 
 
 async def complete_json(
-    reply: ReplySide, request: str, first: str, hidden: frozenset[str], answer: AsyncAnswer, send: AsyncSend, max_rounds: int
+    reply: ReplySide,
+    request: str,
+    first: str,
+    hidden: frozenset[str],
+    answer: AsyncAnswer,
+    send: AsyncSend,
+    max_rounds: int,
 ) -> JsonOutcome:
     """Answer the proxy's own tool calls in a non-streamed response until the model stops
     calling them (at most ``max_rounds`` follow-ups); see the module docstring for the cases.
@@ -405,7 +434,9 @@ async def complete_json(
             p = after_round(reply.tool_calls(msg), hidden, truncated=truncated, rounds=rounds, max_rounds=max_rounds)
             if p is None:
                 if truncated and any(c.name in hidden for c in reply.tool_calls(msg)):
-                    log.info("headroom: a call to the proxy's tools was cut at the token limit: not carried out; the client sees the truncation")
+                    log.info(
+                        "headroom: a call to the proxy's tools was cut at the token limit: not carried out; the client sees the truncation"
+                    )
                 break
             if not p.follow_up:
                 for c in p.calls:
@@ -413,7 +444,9 @@ async def complete_json(
                 if p.exhausted:
                     notice = notice_rounds(rounds)
                 else:
-                    log.warning("headroom: model called proxy tools together with client tools; proxy calls carried out and removed")
+                    log.warning(
+                        "headroom: model called proxy tools together with client tools; proxy calls carried out and removed"
+                    )
                 break
             results = [(c, await answer(c)) for c in p.calls]
             request = reply.followup(request, texts[-1], results)
@@ -438,7 +471,9 @@ async def complete_json(
         log.exception("headroom: the retrieval loop failed")
         notice = notice_failed(type(e).__name__)
     if error is not None:
-        log.info("headroom: the provider failed a follow-up (HTTP %d): the client gets its error to retry", error.status)
+        log.info(
+            "headroom: the provider failed a follow-up (HTTP %d): the client gets its error to retry", error.status
+        )
         return JsonOutcome(None, rounds, tuple(texts), error)
     try:
         first_msg = Raw(texts[0]).value

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from headroom_core.compress.markers import normalize_key
 from headroom_core.ccr.store import OriginalsStore
+from headroom_core.compress.markers import normalize_key
 from headroom_core.wire.blocks import ErrorAnswer, ImageAnswer, ToolCall
 
 if TYPE_CHECKING:
@@ -38,10 +38,14 @@ def answer(call: ToolCall, store: OriginalsStore, scope: str = "") -> str:
         return ErrorAnswer('headroom_retrieve error: the call needs a "key" argument (24 hex digits from a marker).')
     key = normalize_key(raw)
     if key is None:
-        return ErrorAnswer(f"headroom_retrieve error: {str(raw)[:80]!r} is not a retrieval key (24 hex digits from a marker).")
+        return ErrorAnswer(
+            f"headroom_retrieve error: {str(raw)[:80]!r} is not a retrieval key (24 hex digits from a marker)."
+        )
     found = store.get(key, scope)
     if found.text is None:
-        return ErrorAnswer(f"headroom_retrieve error: no original is stored under key {key} (unknown, or expired); work with the shortened output.")
+        return ErrorAnswer(
+            f"headroom_retrieve error: no original is stored under key {key} (unknown, or expired); work with the shortened output."
+        )
     if found.kind == "image":
         return image_answer(key, found.text)
     return found.text
@@ -55,7 +59,11 @@ def image_answer(key: str, data_url: str) -> str:
     parsed = parse_data_url(data_url)
     if parsed is None:
         return ErrorAnswer(f"headroom_retrieve error: the original stored under key {key} is not a readable image.")
-    return ImageAnswer(f"The full-size original image (key {key}, {parsed.media_type}, {len(parsed.data)} bytes):", parsed.media_type, data_url.split(",", 1)[1])
+    return ImageAnswer(
+        f"The full-size original image (key {key}, {parsed.media_type}, {len(parsed.data)} bytes):",
+        parsed.media_type,
+        data_url.split(",", 1)[1],
+    )
 
 
 class RetrieveTool:

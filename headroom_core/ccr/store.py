@@ -18,8 +18,8 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
 from datetime import datetime, timedelta, timezone
+from typing import Any, Callable, Sequence
 
 from sqlalchemy import CursorResult, Result, delete, func, select, update
 from sqlalchemy.exc import SQLAlchemyError
@@ -29,7 +29,6 @@ from headroom_core.db import lock_wait
 from headroom_core.db.models import Original
 from headroom_core.db.sealed import SECRET_BYTES, Sealer
 from headroom_core.db.upsert import upsert_many
-
 
 log = logging.getLogger("headroom")
 
@@ -67,7 +66,9 @@ class OriginalsStore:
     #: A kept-alive original is written again at most once per this share of the TTL.
     REFRESH_SHARE = 0.1
 
-    def __init__(self, sessions: sessionmaker[Session], ttl_seconds: int, max_bytes: int, sealer: Sealer | None = None) -> None:
+    def __init__(
+        self, sessions: sessionmaker[Session], ttl_seconds: int, max_bytes: int, sealer: Sealer | None = None
+    ) -> None:
         self._sessions = sessions
         self._ttl = timedelta(seconds=ttl_seconds)
         self._max_bytes = max_bytes
@@ -81,7 +82,9 @@ class OriginalsStore:
         self.put_many([(key, text, kind)], scope)
         self.evict()
 
-    def put_many(self, originals: Sequence[tuple[str, str, str]], scope: str = "", also: Callable[[Session], None] | None = None) -> None:
+    def put_many(
+        self, originals: Sequence[tuple[str, str, str]], scope: str = "", also: Callable[[Session], None] | None = None
+    ) -> None:
         """Store every ``(key, text, kind)`` of ``originals`` in ``scope`` (refreshing the time of
         those already there) in one transaction, with ``also(session)``: the caller's writes that
         must commit with them or not at all (the decisions that name them). Sealed before the
@@ -113,11 +116,13 @@ class OriginalsStore:
                 return
         now = _now()
         with self._sessions.begin() as s:
-            n = _rowcount(s.execute(
-                update(Original)
-                .where(Original.scope == scope, Original.key == key, Original.last_used_at >= now - self._ttl)
-                .values(last_used_at=now)
-            ))
+            n = _rowcount(
+                s.execute(
+                    update(Original)
+                    .where(Original.scope == scope, Original.key == key, Original.last_used_at >= now - self._ttl)
+                    .values(last_used_at=now)
+                )
+            )
         if n:
             with self._lock:
                 self._refreshed[(scope, key)] = t
@@ -143,7 +148,11 @@ class OriginalsStore:
             with self._sessions.begin() as s:
                 s.execute(update(Original).where(Original.scope == scope, Original.key == key).values(last_used_at=now))
         except SQLAlchemyError as e:
-            why = "the database is locked by another process" if lock_wait.is_lock_wait(e) else f"the database refused it: {type(e).__name__}"
+            why = (
+                "the database is locked by another process"
+                if lock_wait.is_lock_wait(e)
+                else f"the database refused it: {type(e).__name__}"
+            )
             log.warning("headroom: %s; original %s answered without refreshing its time", why, key[:16])
         return Retrieved(key=key, text=text, kind=kind)
 
@@ -159,7 +168,9 @@ class OriginalsStore:
             total = s.scalar(select(func.coalesce(func.sum(Original.size_bytes), 0))) or 0
             if total <= self._max_bytes:
                 return deleted
-            for scope, key, size in s.execute(select(Original.scope, Original.key, Original.size_bytes).order_by(Original.last_used_at, Original.key)):
+            for scope, key, size in s.execute(
+                select(Original.scope, Original.key, Original.size_bytes).order_by(Original.last_used_at, Original.key)
+            ):
                 if total <= self._max_bytes:
                     break
                 s.execute(delete(Original).where(Original.scope == scope, Original.key == key))

@@ -38,7 +38,9 @@ def run() -> int:
 
         command = _command(sys.argv[1:])
         message = " ".join((str(e) or type(e).__name__).split())  # one line, whatever the message holds
-        err.print(f"[red]headroom{' ' + command if command else ''}:[/] {escape(message)}", soft_wrap=True, highlight=False)
+        err.print(
+            f"[red]headroom{' ' + command if command else ''}:[/] {escape(message)}", soft_wrap=True, highlight=False
+        )
         return status
     return 0
 

@@ -78,7 +78,10 @@ PROFILES: dict[str, AgentProfile] = {
 #: the Antigravity CLI, ``agy``, when no ``antigravity`` program is on the PATH: that one is the
 #: editor).
 ALIASES: dict[str, str] = {"antigravity": "agy"}
-_RUNTIMES = {"node": AgentProfile("Node program", "node", _NODE), "python": AgentProfile("Python program", "python", _PYTHON)}
+_RUNTIMES = {
+    "node": AgentProfile("Node program", "node", _NODE),
+    "python": AgentProfile("Python program", "python", _PYTHON),
+}
 _RUNTIME_WORDS = {"node": "Node", "python": "Python", "native": "native"}
 
 
@@ -144,7 +147,9 @@ def bundle_sources(base: Mapping[str, str]) -> tuple[Path | None, tuple[Path, ..
     return (Path(roots) if roots and Path(roots).is_file() else None), extra
 
 
-def agent_env(base: Mapping[str, str], *, proxy_url: str, ca_cert: Path, ca_bundle: Path, no_proxy: str | None = None) -> dict[str, str]:
+def agent_env(
+    base: Mapping[str, str], *, proxy_url: str, ca_cert: Path, ca_bundle: Path, no_proxy: str | None = None
+) -> dict[str, str]:
     """``base`` plus the proxy (upper and lower case, as runtimes differ), ``NO_PROXY``, and
     the CA: :data:`CERT_VARS` name ``ca_cert``, :data:`BUNDLE_VARS` name ``ca_bundle`` (system
     roots + the CA). ``NODE_USE_ENV_PROXY=1`` makes Node ≥ 24 honour the proxy variables in its

@@ -23,7 +23,9 @@ from headroom_core.settings import SettingsError, load_settings
 
 
 def backup(
-    path: Optional[Path] = typer.Argument(None, help="Where to write the copy (default: <home>/backups/headroom-<UTC time>.db). It must not exist."),
+    path: Optional[Path] = typer.Argument(
+        None, help="Where to write the copy (default: <home>/backups/headroom-<UTC time>.db). It must not exist."
+    ),
     db_url: Optional[str] = typer.Option(None, help="Back up this database instead of the configured one."),
 ) -> None:
     """Copy the SQLite database into one file, safely while the proxy runs (PostgreSQL: use pg_dump).

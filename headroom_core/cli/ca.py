@@ -111,7 +111,13 @@ def _key_problem(key: Path, cert) -> str:
 
 
 #: What ``headroom certs --renew`` moves aside (mitmproxy's CA files; its ``dhparam`` stays).
-CA_FILES = ("mitmproxy-ca.pem", "mitmproxy-ca.p12", "mitmproxy-ca-cert.pem", "mitmproxy-ca-cert.p12", "mitmproxy-ca-cert.cer")
+CA_FILES = (
+    "mitmproxy-ca.pem",
+    "mitmproxy-ca.p12",
+    "mitmproxy-ca-cert.pem",
+    "mitmproxy-ca-cert.p12",
+    "mitmproxy-ca-cert.cer",
+)
 
 
 def ca_problem(info: CAInfo) -> str | None:
@@ -126,8 +132,10 @@ def ca_problem(info: CAInfo) -> str | None:
         return f"the proxy's CA {info.cert_path} expired on {info.not_after:%Y-%m-%d}"
     if info.not_yet_valid:
         now = datetime.now(timezone.utc)
-        return (f"the proxy's CA {info.cert_path} is valid only from {info.not_before:%Y-%m-%d %H:%M} UTC, and this machine's clock says "
-                f"{now:%Y-%m-%d %H:%M} UTC (set the clock right, or renew it)")
+        return (
+            f"the proxy's CA {info.cert_path} is valid only from {info.not_before:%Y-%m-%d %H:%M} UTC, and this machine's clock says "
+            f"{now:%Y-%m-%d %H:%M} UTC (set the clock right, or renew it)"
+        )
     return None
 
 
@@ -135,9 +143,11 @@ def renew_steps(confdir: Path, default: bool = True) -> str:
     """The remedy for a CA :func:`ca_problem` refuses, naming its folder ``confdir`` (``default``:
     the Headroom home's, else ``--confdir`` is part of the command), in one line."""
     opt = "" if default else f" --confdir {confdir}"
-    return (f"run `headroom certs --renew{opt}` (moves the CA files in {confdir} aside; the proxy makes a new CA on its next start), "
-            f"then trust the new CA: `headroom wrap` does it for the agents it starts; elsewhere repeat `headroom certs --install` "
-            f"or your NODE_EXTRA_CA_CERTS/SSL_CERT_FILE setting")
+    return (
+        f"run `headroom certs --renew{opt}` (moves the CA files in {confdir} aside; the proxy makes a new CA on its next start), "
+        f"then trust the new CA: `headroom wrap` does it for the agents it starts; elsewhere repeat `headroom certs --install` "
+        f"or your NODE_EXTRA_CA_CERTS/SSL_CERT_FILE setting"
+    )
 
 
 def renew(confdir: Path, now: datetime | None = None) -> tuple[Path, list[Path]]:
@@ -231,7 +241,11 @@ def install_plan(cert: Path, system: str | None = None, os_release: str | None =
                 os_release = Path("/etc/os-release").read_text()
             except OSError:
                 os_release = ""
-        ids = " ".join(line.split("=", 1)[1].strip('"').lower() for line in os_release.splitlines() if line.startswith(("ID=", "ID_LIKE=")))
+        ids = " ".join(
+            line.split("=", 1)[1].strip('"').lower()
+            for line in os_release.splitlines()
+            if line.startswith(("ID=", "ID_LIKE="))
+        )
         if any(x in ids for x in ("fedora", "rhel", "centos", "suse")):
             dest = "/etc/pki/ca-trust/source/anchors/headroom-mitmproxy.pem"
             return InstallPlan("Linux (Fedora/RHEL)", (("cp", str(cert), dest), ("update-ca-trust", "extract")), True)
@@ -242,16 +256,31 @@ def install_plan(cert: Path, system: str | None = None, os_release: str | None =
     if system == "Darwin":
         return InstallPlan(
             "macOS",
-            (("security", "add-trusted-cert", "-d", "-r", "trustRoot", "-k", "/Library/Keychains/System.keychain", str(cert)),),
+            (
+                (
+                    "security",
+                    "add-trusted-cert",
+                    "-d",
+                    "-r",
+                    "trustRoot",
+                    "-k",
+                    "/Library/Keychains/System.keychain",
+                    str(cert),
+                ),
+            ),
             True,
             "Node and Python do not read the macOS keychain: `headroom wrap` still sets their variables.",
         )
     if system == "Windows":
-        return InstallPlan("Windows", (("certutil", "-addstore", "-user", "Root", str(cert)),), False, "Adds the CA to the current user's Trusted Root store.")
+        return InstallPlan(
+            "Windows",
+            (("certutil", "-addstore", "-user", "Root", str(cert)),),
+            False,
+            "Adds the CA to the current user's Trusted Root store.",
+        )
     raise ValueError(f"no known system trust store for platform {system!r}; see certs/README.md")
 
 
 def is_admin() -> bool:
     """Whether this process may write the system trust store (root on POSIX)."""
     return os.name != "posix" or os.geteuid() == 0
-

@@ -17,7 +17,9 @@ from headroom_core.db.engine import DatabaseError
 from headroom_core.settings import SettingsError, load_settings
 
 console = Console()
-cache_app = typer.Typer(help="Prompt-cache economics: hit rate and volatile prefix parts per session.", no_args_is_help=True)
+cache_app = typer.Typer(
+    help="Prompt-cache economics: hit rate and volatile prefix parts per session.", no_args_is_help=True
+)
 
 
 def _pct(u: CacheUsage | None) -> str:
@@ -67,18 +69,31 @@ def _session_facts(sessions, keys: list[str]) -> tuple[dict[str, tuple[str, str]
     with sessions() as s:
         every = set(s.scalars(select(R.session_key).distinct()))
         if keys:
-            latest = select(R.session_key, func.max(R.id).label("last")).where(R.session_key.in_(keys)).group_by(R.session_key).subquery()
-            for k, client, project in s.execute(select(R.session_key, R.client, R.project).join(latest, R.id == latest.c.last)):
+            latest = (
+                select(R.session_key, func.max(R.id).label("last"))
+                .where(R.session_key.in_(keys))
+                .group_by(R.session_key)
+                .subquery()
+            )
+            for k, client, project in s.execute(
+                select(R.session_key, R.client, R.project).join(latest, R.id == latest.c.last)
+            ):
                 facts[k] = (client or "", project or "")
     return facts, every
 
 
 @cache_app.command("report")
 def report(
-    session: Optional[str] = typer.Option(None, "--session", help="A session key (or its first hex digits, as the report shows them)."),
+    session: Optional[str] = typer.Option(
+        None, "--session", help="A session key (or its first hex digits, as the report shows them)."
+    ),
     project: Optional[str] = typer.Option(None, "--project", help="Only sessions of this project."),
     limit: int = typer.Option(20, help="Most recent sessions shown."),
-    wide: bool = typer.Option(False, "--wide", help="Every column (first request, input, cache read and write, the changes beside each session); the default fits 80 columns."),
+    wide: bool = typer.Option(
+        False,
+        "--wide",
+        help="Every column (first request, input, cache read and write, the changes beside each session); the default fits 80 columns.",
+    ),
 ) -> None:
     """Per session: requests, cache read/write and uncached input tokens (as the provider
     reported them), the hit rate = cache read / (input + cache read + cache write), and which
@@ -91,7 +106,9 @@ def report(
         settings = load_settings()
         sessions = open_existing(settings.database_url)
         if sessions is None:
-            console.print(f"No sessions recorded yet: there is no database at {safe_url(settings.database_url)}.", soft_wrap=True)
+            console.print(
+                f"No sessions recorded yet: there is no database at {safe_url(settings.database_url)}.", soft_wrap=True
+            )
             return
         usage = cache_hit_rate(sessions, session, by="session", project=project, limit=limit)
         events = prefix_events(sessions, session, project)
@@ -101,7 +118,9 @@ def report(
     by_session: dict[str, list[PrefixEvent]] = {}
     for event in events:
         by_session.setdefault(event.session_key, []).append(event)
-    keys = [u.key for u in usage] + [k for k in reversed(list(by_session)) if k not in {u.key for u in usage}][: max(0, limit - len(usage))]
+    keys = [u.key for u in usage] + [k for k in reversed(list(by_session)) if k not in {u.key for u in usage}][
+        : max(0, limit - len(usage))
+    ]
     if not keys:
         console.print("No sessions recorded yet." if not session else f"No session starts with {escape(session)!r}.")
         return
@@ -120,7 +139,10 @@ def report(
         t.add_column("prefix changes (broke the cache)", overflow="fold", ratio=2, min_width=20)
     umap = {u.key: u for u in usage}
     changes = {k: _change_lines(by_session.get(k, [])) for k in keys}
-    agents_projects = {k: facts.get(k, (by_session[k][-1].client, by_session[k][-1].project) if by_session.get(k) else ("", "")) for k in keys}
+    agents_projects = {
+        k: facts.get(k, (by_session[k][-1].client, by_session[k][-1].project) if by_session.get(k) else ("", ""))
+        for k in keys
+    }
     shown_project = {}
     if not wide:  # the part of each project's path that tells it from the others
         projects = sorted({p for _, p in agents_projects.values() if p})
@@ -132,11 +154,19 @@ def report(
         ev = by_session.get(k, [])
         agent, proj = agents_projects[k]
         proj = shown_project.get(proj, proj)
-        when = (lambda d: d.strftime("%Y-%m-%d %H:%M") if d else "-") if wide else (lambda d: d.strftime("%m-%d %H:%M") if d else "-")
+        when = (
+            (lambda d: d.strftime("%Y-%m-%d %H:%M") if d else "-")
+            if wide
+            else (lambda d: d.strftime("%m-%d %H:%M") if d else "-")
+        )
         row = [k[:n], *([when(u.first_at if u else None)] if wide else []), when(u.last_at if u else (ev[-1].first_seen_at if ev else None)), escape(agent or "-"),
                escape(proj or "-"), f"{u.requests if u else 0:,}"]  # fmt: skip
         if wide:
-            row += [f"{u.input_tokens:,}" if u else "-", f"{u.cache_read_tokens:,}" if u else "-", f"{u.cache_write_tokens:,}" if u else "-"]
+            row += [
+                f"{u.input_tokens:,}" if u else "-",
+                f"{u.cache_read_tokens:,}" if u else "-",
+                f"{u.cache_write_tokens:,}" if u else "-",
+            ]
         row.append(_pct(u))
         if wide:
             row.append(escape("\n".join(changes[k]) or "-"))
@@ -150,9 +180,12 @@ def report(
                 console.print(f"[cyan]{k[:n]}[/] {escape(line)}", overflow="fold", highlight=False)
     total = cache_hit_rate(sessions, session, by=None, project=project)
     console.print()
-    console.print(f"overall hit rate {_pct(total[0] if total else None)}: cache read / all prompt tokens, from the provider's usage figures; "
-                  "a prefix change is compared with the session's previous prefix, or the most similar recent one of the project."
-                  + ("" if wide else " More columns: --wide; one session: --session ID."), highlight=False)
+    console.print(
+        f"overall hit rate {_pct(total[0] if total else None)}: cache read / all prompt tokens, from the provider's usage figures; "
+        "a prefix change is compared with the session's previous prefix, or the most similar recent one of the project."
+        + ("" if wide else " More columns: --wide; one session: --session ID."),
+        highlight=False,
+    )
 
 
 def register(app: typer.Typer) -> None:

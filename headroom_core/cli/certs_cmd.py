@@ -13,7 +13,18 @@ from rich.console import Console
 from rich.markup import escape
 
 from headroom_core.cli import agent_env as ae
-from headroom_core.cli.ca import BUNDLE, ca_info, default_confdir, in_bundle, install_plan, is_admin, renew, renew_steps, system_bundle, write_bundle
+from headroom_core.cli.ca import (
+    BUNDLE,
+    ca_info,
+    default_confdir,
+    in_bundle,
+    install_plan,
+    is_admin,
+    renew,
+    renew_steps,
+    system_bundle,
+    write_bundle,
+)
 from headroom_core.cli.ui import copyable, fail
 from headroom_core.settings import headroom_home
 
@@ -22,11 +33,17 @@ console = Console(emoji=False)  # a fingerprint holds ":CD:"-like pairs that are
 
 def certs(
     confdir: Optional[Path] = typer.Option(None, help="mitmproxy confdir (default: $HEADROOM_HOME/mitmproxy)."),
-    install: bool = typer.Option(False, "--install", help="Add the CA to the system trust store (needs root/admin on Linux and macOS)."),
+    install: bool = typer.Option(
+        False, "--install", help="Add the CA to the system trust store (needs root/admin on Linux and macOS)."
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="With --install: print the commands, run nothing."),
     listen_host: str = typer.Option("127.0.0.1", help="The proxy's address, for the recipes that name it (Java)."),
     port: int = typer.Option(8080, min=1, max=65535, help="The proxy's port, for the recipes that name it (Java)."),
-    renew_ca: bool = typer.Option(False, "--renew", help="Move the CA aside (expired, not yet valid, unreadable, or its key leaked): the proxy makes a new one on its next start, which agents must then trust."),
+    renew_ca: bool = typer.Option(
+        False,
+        "--renew",
+        help="Move the CA aside (expired, not yet valid, unreadable, or its key leaked): the proxy makes a new one on its next start, which agents must then trust.",
+    ),
 ) -> None:
     """Show where the proxy's CA is and how to trust it; --install adds it to the system store."""
     home = headroom_home()
@@ -36,7 +53,10 @@ def certs(
         return
     info = ca_info(conf)
     if not info.exists:
-        copyable(f"[red]no CA yet[/] in {conf}: mitmproxy creates it on first start; run `headroom proxy` (or `headroom wrap <agent>`) once.", console)
+        copyable(
+            f"[red]no CA yet[/] in {conf}: mitmproxy creates it on first start; run `headroom proxy` (or `headroom wrap <agent>`) once.",
+            console,
+        )
         raise typer.Exit(1)
     if info.error:
         copyable(f"[red]{escape(info.error)}[/]: {escape(renew_steps(conf, confdir is None))}", console)
@@ -48,13 +68,17 @@ def certs(
     say = lambda text: copyable(text, console)  # noqa: E731 - paths and commands: never wrapped
     say(f"[bold]certificate[/] (public, share it): {c}")
     say(f"  subject {info.subject}, SHA-256 {info.sha256}")
-    say(f"  valid until {info.not_after:%Y-%m-%d}{' [red](EXPIRED)[/]' if info.expired else ''}{' [red](NOT VALID YET)[/]' if info.not_yet_valid else ''}")
+    say(
+        f"  valid until {info.not_after:%Y-%m-%d}{' [red](EXPIRED)[/]' if info.expired else ''}{' [red](NOT VALID YET)[/]' if info.not_yet_valid else ''}"
+    )
     if info.expired or info.not_yet_valid:
         say(f"  [red]the proxy refuses to start with it:[/] {escape(renew_steps(conf, confdir is None))}")
     key_note = "" if info.key_private else f"  [red]readable by others: chmod 600 {info.key_path}[/]"
     say(f"[bold]private key[/] (never share, never copy into images): {info.key_path}{key_note}")
     sysb = system_bundle()
-    say(f"system store ({sysb}): {'[green]trusted[/]' if in_bundle(c, sysb) else 'not trusted (`headroom certs --install`, or use `headroom wrap`)'}")
+    say(
+        f"system store ({sysb}): {'[green]trusted[/]' if in_bundle(c, sysb) else 'not trusted (`headroom certs --install`, or use `headroom wrap`)'}"
+    )
     try:  # the bundle named below exists once this command ran (not only after `headroom wrap`)
         roots, extra = ae.bundle_sources(os.environ)  # what `headroom wrap` builds it from
         write_bundle(c, home / BUNDLE, roots, extra)
@@ -64,7 +88,9 @@ def certs(
     say("\n[bold]trust it per runtime[/] (`headroom wrap` sets all of these for the agent):")
     say(f"  Node (Claude Code, Gemini CLI, cursor-agent):  export NODE_EXTRA_CA_CERTS={c}")
     say(f"  Python (Aider, SDKs), Go, curl, git, Codex:    export SSL_CERT_FILE={home / BUNDLE}")
-    say(f"     (the bundle is the system roots plus this CA, {bundle_note}; also {', '.join(v for v in ae.BUNDLE_VARS if v != 'SSL_CERT_FILE')})")
+    say(
+        f"     (the bundle is the system roots plus this CA, {bundle_note}; also {', '.join(v for v in ae.BUNDLE_VARS if v != 'SSL_CERT_FILE')})"
+    )
     say("  Java (a copy of the JDK's trust store, so its own roots stay trusted, plus this CA):")
     for line in java_recipe(c, home / JAVA_STORE, listen_host, port):
         say(f"    {line}")
@@ -102,12 +128,20 @@ def _renew(home: Path, conf: Path) -> None:
         copyable(f"no CA in {conf}: nothing to renew; the proxy makes one on its first start.", console, markup=False)
         return
     copyable(f"moved the CA files of {conf} to {dest} ({', '.join(p.name for p in moved)})", console, markup=False)
-    copyable("the proxy makes a new CA on its next start (`headroom proxy`, or `headroom wrap <agent>`). Trust the new one: "
-             "`headroom wrap` does it for the agents it starts; where you trusted the old one, repeat `headroom certs --install` "
-             "or your NODE_EXTRA_CA_CERTS/SSL_CERT_FILE setting.", console, markup=False)
+    copyable(
+        "the proxy makes a new CA on its next start (`headroom proxy`, or `headroom wrap <agent>`). Trust the new one: "
+        "`headroom wrap` does it for the agents it starts; where you trusted the old one, repeat `headroom certs --install` "
+        "or your NODE_EXTRA_CA_CERTS/SSL_CERT_FILE setting.",
+        console,
+        markup=False,
+    )
     for b in pp.background_proxies(home):
         if b.alive:
-            copyable(f"the proxy on port {b.port} (pid {b.pid}) still uses the old CA: restart it (`headroom proxy --stop --port {b.port}`, then start it again).", console, markup=False)
+            copyable(
+                f"the proxy on port {b.port} (pid {b.pid}) still uses the old CA: restart it (`headroom proxy --stop --port {b.port}`, then start it again).",
+                console,
+                markup=False,
+            )
 
 
 def _install(cert: Path, dry_run: bool) -> None:
@@ -121,7 +155,11 @@ def _install(cert: Path, dry_run: bool) -> None:
         if not dry_run:
             console.print(f"[yellow]{plan.system}: adding to the system store needs administrator rights; run:[/]")
         for line in lines:
-            copyable(f"  {'sudo ' if plan.needs_admin and os.name == 'posix' and not is_admin() else ''}{line}", console, markup=False)
+            copyable(
+                f"  {'sudo ' if plan.needs_admin and os.name == 'posix' and not is_admin() else ''}{line}",
+                console,
+                markup=False,
+            )
         if plan.note:
             console.print(plan.note)
         if not dry_run:

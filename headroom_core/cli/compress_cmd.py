@@ -28,11 +28,19 @@ def summary_line(kind: str, before: int, after: int, strategy: str, reason: str)
 
 def compress(
     source: str = typer.Argument(..., metavar="FILE|-", help="A file to compress, or - for standard input."),
-    query: str = typer.Option("", "--query", "-q", help="The user's question: search hits and JSON items are ranked by it."),
-    kind: Optional[str] = typer.Option(None, "--kind", "-k", help=f"Skip detection and use this kind: {', '.join(KINDS)}."),
+    query: str = typer.Option(
+        "", "--query", "-q", help="The user's question: search hits and JSON items are ranked by it."
+    ),
+    kind: Optional[str] = typer.Option(
+        None, "--kind", "-k", help=f"Skip detection and use this kind: {', '.join(KINDS)}."
+    ),
     tool: str = typer.Option("", "--tool", help="Tool name the output came from (e.g. Grep, Read), as a hint."),
-    min_tokens: Optional[int] = typer.Option(None, help="Leave texts under this many tokens alone (default: the proxy's setting)."),
-    min_saving_ratio: Optional[float] = typer.Option(None, help="Share of tokens a result must save (default: the proxy's setting)."),
+    min_tokens: Optional[int] = typer.Option(
+        None, help="Leave texts under this many tokens alone (default: the proxy's setting)."
+    ),
+    min_saving_ratio: Optional[float] = typer.Option(
+        None, help="Share of tokens a result must save (default: the proxy's setting)."
+    ),
 ) -> None:
     """Compress FILE (or standard input) with the proxy's content router and print the result."""
     if kind is not None and kind not in KINDS:
@@ -81,7 +89,10 @@ def compress(
     sys.stdout.flush()
     typer.echo(summary_line(shown, before, after, res.strategy, res.reason), err=True)
     if res.offloads:
-        typer.echo("(a preview: nothing is stored, so the headroom_retrieve keys above answer only when the proxy compresses this output)", err=True)
+        typer.echo(
+            "(a preview: nothing is stored, so the headroom_retrieve keys above answer only when the proxy compresses this output)",
+            err=True,
+        )
 
 
 def register(app: typer.Typer) -> None:

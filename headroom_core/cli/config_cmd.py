@@ -40,9 +40,16 @@ def show(as_json: bool = typer.Option(False, "--json", help="Print {key: {value,
         raise typer.Exit(2) from e
     rows = [(f.name, getattr(s, f.name), src.get(f.name, "default")) for f in dataclasses.fields(Settings)]
     if as_json:
-        print(json.dumps({k: {"value": list(v) if isinstance(v, tuple) else v, "source": w} for k, v, w in rows}, indent=2))
+        print(
+            json.dumps(
+                {k: {"value": list(v) if isinstance(v, tuple) else v, "source": w} for k, v, w in rows}, indent=2
+            )
+        )
         return
-    t = Table(title=f"Headroom settings (precedence: --set headroom_* > HEADROOM_* > {headroom_home() / 'config.toml'} > default)", title_justify="left")
+    t = Table(
+        title=f"Headroom settings (precedence: --set headroom_* > HEADROOM_* > {headroom_home() / 'config.toml'} > default)",
+        title_justify="left",
+    )
     for c in ("key", "value", "source"):
         t.add_column(c)
     for k, v, w in rows:

@@ -48,7 +48,9 @@ def find_logs(project: Path, every: bool, sources: list[Path]) -> list[Path]:
 
 
 def _tally_table(title: str, first: str, rows: dict, limit: int | None) -> Table:
-    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, title_style="bold")
+    t = Table(
+        title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, title_style="bold"
+    )
     t.add_column(first, overflow="ellipsis", no_wrap=True, min_width=8)
     for c in ("outputs", "compressed", "tokens before", "saved", "saved %"):
         t.add_column(c, justify="right", no_wrap=True)
@@ -61,8 +63,12 @@ def _tally_table(title: str, first: str, rows: dict, limit: int | None) -> Table
 
 
 def discover(
-    project: Optional[Path] = typer.Option(None, "--project", help="The project whose logs are read (default: the current directory)."),
-    every: bool = typer.Option(False, "--all", help="Every project's Claude Code logs and every Codex session, not only this project's."),
+    project: Optional[Path] = typer.Option(
+        None, "--project", help="The project whose logs are read (default: the current directory)."
+    ),
+    every: bool = typer.Option(
+        False, "--all", help="Every project's Claude Code logs and every Codex session, not only this project's."
+    ),
     sources: list[Path] = typer.Option([], "--from", help="Read these log files or folders (*.jsonl, *.traj) instead."),
     top: int = typer.Option(15, "--top", min=0, help="Show the N tools that would save most (0: all)."),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
@@ -75,12 +81,16 @@ def discover(
     from headroom_core.compress.pipeline import compress_outputs
     from headroom_core.compress.router import compress_text
     from headroom_core.compress.tokens import TokenCounter, TokenizerUnavailable
-    from headroom_core.discover import Discovery, discover as run, read_outputs
+    from headroom_core.discover import Discovery, read_outputs
+    from headroom_core.discover import discover as run
 
     proj = (project or Path.cwd()).expanduser().resolve()
     paths = find_logs(proj, every, sources)
     if not paths:
-        ui.copyable(f"No session logs found for {proj}. Looked in Claude Code's projects folder, Codex's sessions and {proj / 'trajectories'}; use --all for every project, or --from to name log files or folders.", markup=False)
+        ui.copyable(
+            f"No session logs found for {proj}. Looked in Claude Code's projects folder, Codex's sessions and {proj / 'trajectories'}; use --all for every project, or --from to name log files or folders.",
+            markup=False,
+        )
         raise typer.Exit(1)
     try:
         s = load_settings()
@@ -103,7 +113,9 @@ def discover(
             return compress_outputs(
                 [out],
                 "",
-                lambda t, q, h=None: compress_text(t, q, counter, min_tokens=s.min_tokens, min_saving_ratio=s.min_saving_ratio, hint=h),
+                lambda t, q, h=None: compress_text(
+                    t, q, counter, min_tokens=s.min_tokens, min_saving_ratio=s.min_saving_ratio, hint=h
+                ),
                 counter,
                 cache,
                 min_tokens=s.min_tokens,
@@ -121,7 +133,11 @@ def discover(
         f"{t.before:,} → {t.after:,} tokens, [bold green]{t.saved:,} saved ({ui.pct(t.saved_share)})[/]"
         + (f"; {len(found.unreadable)} unreadable" if found.unreadable else "")
     )
-    for title, first, rows, limit in (("per tool", "tool", found.by_tool, top or None), ("per content kind", "kind", found.by_kind, None), ("per agent", "agent", found.by_source, None)):
+    for title, first, rows, limit in (
+        ("per tool", "tool", found.by_tool, top or None),
+        ("per content kind", "kind", found.by_kind, None),
+        ("per agent", "agent", found.by_source, None),
+    ):
         if rows and (first != "agent" or len(rows) > 1):
             console.print()
             console.print(_tally_table(title, first, rows, limit))

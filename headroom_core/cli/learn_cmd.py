@@ -28,7 +28,18 @@ from rich.table import Table
 from headroom_core.cli.ui import copyable, err
 from headroom_core.learn import writers
 from headroom_core.learn.offline import KnownProblem, LearnResult, learn_from_logs
-from headroom_core.learn.readers import NOT_A_LOG, LogError, LogSession, aider, claude_code, codex, gemini_cli, opencode, read_logs, swe_agent
+from headroom_core.learn.readers import (
+    NOT_A_LOG,
+    LogError,
+    LogSession,
+    aider,
+    claude_code,
+    codex,
+    gemini_cli,
+    opencode,
+    read_logs,
+    swe_agent,
+)
 from headroom_core.learn.rules import Rule, rank
 
 if TYPE_CHECKING:
@@ -43,15 +54,27 @@ def _collect(project: Path, sources: list[Path]) -> list[Path]:
         for src in sources:
             src = src.expanduser()
             if src.is_dir():
-                out += sorted(p for p in src.rglob("*") if p.is_file() and _maybe_log(p)
-                              and not claude_code.is_subagent_file(p) and not opencode.is_storage_part(p))
+                out += sorted(
+                    p
+                    for p in src.rglob("*")
+                    if p.is_file()
+                    and _maybe_log(p)
+                    and not claude_code.is_subagent_file(p)
+                    and not opencode.is_storage_part(p)
+                )
             elif src.exists():
                 out.append(src)
             else:
                 raise typer.BadParameter(f"{src} does not exist", param_hint="--from")
         return out
-    return (claude_code.find_logs(project) + codex.find_logs(project) + swe_agent.find_logs(project) + opencode.find_logs()
-            + aider.find_logs(project) + gemini_cli.find_logs(project))
+    return (
+        claude_code.find_logs(project)
+        + codex.find_logs(project)
+        + swe_agent.find_logs(project)
+        + opencode.find_logs()
+        + aider.find_logs(project)
+        + gemini_cli.find_logs(project)
+    )
 
 
 def _maybe_log(p: Path) -> bool:
@@ -59,10 +82,12 @@ def _maybe_log(p: Path) -> bool:
     JSON, JSON lines, a trajectory, a database (opencode) or an Aider history."""
     return p.suffix in (".jsonl", ".traj", ".json", ".db") or p.name.endswith(aider.HISTORY_NAME)
 
+
 def _select(sessions: list[LogSession], session: str | None, last: int | None) -> list[LogSession]:
     if session:
         sessions = [s for s in sessions if s.session_id.startswith(session) or Path(s.path).stem.startswith(session)]
     if last:
+
         def when(s: LogSession) -> tuple[str, float]:
             return (s.started, Path(s.path).stat().st_mtime if Path(s.path).exists() else 0.0)
 
@@ -80,7 +105,7 @@ def _store(create: bool) -> LearnStore | None:
     try:
         settings = load_settings()
         url = settings.database_url
-        if not create and url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
+        if not create and url.startswith("sqlite:///") and not Path(url[len("sqlite:///") :]).exists():
             return None
         return LearnStore(open_database(url))
     except (SettingsError, DatabaseError) as e:
@@ -93,7 +118,17 @@ def _diff_markup(diff: str) -> str:
     line whole (the caller prints it with :func:`~headroom_core.cli.ui.copyable`)."""
     out = []
     for line in diff.splitlines():
-        style = "bold" if line.startswith(("+++", "---")) else "green" if line.startswith("+") else "red" if line.startswith("-") else "cyan" if line.startswith("@@") else ""
+        style = (
+            "bold"
+            if line.startswith(("+++", "---"))
+            else "green"
+            if line.startswith("+")
+            else "red"
+            if line.startswith("-")
+            else "cyan"
+            if line.startswith("@@")
+            else ""
+        )
         out.append(f"[{style}]{escape(line)}[/]" if style else escape(line))
     return "\n".join(out)
 
@@ -110,18 +145,24 @@ def _files_table(res: LearnResult, unreadable: dict[str, str], wide: bool = Fals
     t = table("Session logs", caption=f"in {escape(folder)}" if folder else None)
     t.add_column("file", overflow="fold", min_width=12)
     t.add_column("agent", no_wrap=True)
-    cols = ("records", "malformed", "unknown", "failures", "other signals", "pairs", "rules written", "known problems") if wide else (
-        "records", "failures", "pairs", "rules", "problems")
+    cols = (
+        ("records", "malformed", "unknown", "failures", "other signals", "pairs", "rules written", "known problems")
+        if wide
+        else ("records", "failures", "pairs", "rules", "problems")
+    )
     for col in cols:
         t.add_column(col, overflow="fold") if col == "other signals" else number(t, col)
     if unreadable and not wide:
         t.add_column("not read", overflow="fold")
     for name, f in zip(names, res.files):
         sig = ", ".join(f"{k} {v}" for k, v in sorted(f.signals.items())) or "-"
-        figures = (f.records, f.skipped, f.unknown, f.failures, sig, f.pairs, f.rules_written, f.problems) if wide else (
-            f.records, f.failures, f.pairs, f.rules_written, f.problems)
+        figures = (
+            (f.records, f.skipped, f.unknown, f.failures, sig, f.pairs, f.rules_written, f.problems)
+            if wide
+            else (f.records, f.failures, f.pairs, f.rules_written, f.problems)
+        )
         t.add_row(escape(name), f.source, *(str(x) for x in figures), *([""] if unreadable and not wide else []))
-    for name, why in zip(names[len(res.files):], unreadable.values()):
+    for name, why in zip(names[len(res.files) :], unreadable.values()):
         cells = ["-"] * len(cols)
         if wide:
             cells[cols.index("other signals")] = f"[red]{escape(why)}[/]"
@@ -155,19 +196,48 @@ def _rules_table(title: str, rules: list[Rule], dim: bool = False) -> Table:
 
 
 def learn(
-    project: Optional[Path] = typer.Option(None, "--project", help="The project folder (default: the current directory): whose logs are read and where the rules are written."),
-    target: list[str] = typer.Option([], "--target", help="File to write: CLAUDE.local.md (default), CLAUDE.md, AGENTS.md or GEMINI.md; repeat for several."),
+    project: Optional[Path] = typer.Option(
+        None,
+        "--project",
+        help="The project folder (default: the current directory): whose logs are read and where the rules are written.",
+    ),
+    target: list[str] = typer.Option(
+        [],
+        "--target",
+        help="File to write: CLAUDE.local.md (default), CLAUDE.md, AGENTS.md or GEMINI.md; repeat for several.",
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would change (a diff); write nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Write without asking."),
     last: Optional[int] = typer.Option(None, "--last", min=1, help="Only the N most recent sessions."),
     session: Optional[str] = typer.Option(None, "--session", help="Only the session with this id (or id prefix)."),
-    list_rules: bool = typer.Option(False, "--list", help="List the rules learned so far for the project (live and offline) and exit."),
-    sources: list[Path] = typer.Option([], "--from", help="Read these log files or folders (*.jsonl, *.traj) instead of the default locations."),
-    min_evidence: int = typer.Option(2, "--min-evidence", min=1, help="Write a rule only with at least this much evidence (the user's own corrections always count)."),
-    include_generic: bool = typer.Option(False, "--include-generic", help="Also write generic rules about the agent's own tools (read before edit, required parameters, edit line ranges and indentation), which its harness already enforces."),
-    llm: bool = typer.Option(False, "--llm", help="Let an LLM rephrase and merge the rules (Anthropic API: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL). Optional."),
+    list_rules: bool = typer.Option(
+        False, "--list", help="List the rules learned so far for the project (live and offline) and exit."
+    ),
+    sources: list[Path] = typer.Option(
+        [], "--from", help="Read these log files or folders (*.jsonl, *.traj) instead of the default locations."
+    ),
+    min_evidence: int = typer.Option(
+        2,
+        "--min-evidence",
+        min=1,
+        help="Write a rule only with at least this much evidence (the user's own corrections always count).",
+    ),
+    include_generic: bool = typer.Option(
+        False,
+        "--include-generic",
+        help="Also write generic rules about the agent's own tools (read before edit, required parameters, edit line ranges and indentation), which its harness already enforces.",
+    ),
+    llm: bool = typer.Option(
+        False,
+        "--llm",
+        help="Let an LLM rephrase and merge the rules (Anthropic API: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL). Optional.",
+    ),
     llm_model: str = typer.Option("claude-haiku-4-5", "--llm-model", help="Model for --llm."),
-    wide: bool = typer.Option(False, "--wide", help="Every column of the per-file table (malformed and unknown records, other signals); the default fits 80 columns."),
+    wide: bool = typer.Option(
+        False,
+        "--wide",
+        help="Every column of the per-file table (malformed and unknown records, other signals); the default fits 80 columns.",
+    ),
 ) -> None:
     """Learn rules from past failures in session logs and write them where agents read them.
 
@@ -206,7 +276,9 @@ def learn(
         _keep_problems(store, key, res)
     changed = _changes(proj, targets, rules, live, sessions, key, from_given=bool(sources))
     if not changed:
-        console.print("Nothing to change: the target files already hold these rules." if rules or live else "No file changed.")
+        console.print(
+            "Nothing to change: the target files already hold these rules." if rules or live else "No file changed."
+        )
         return
     if _write(changed, dry_run, yes) and store is not None:
         _keep_rules(store, key, rules)
@@ -260,7 +332,13 @@ def _read(paths: list[Path], project: str | None) -> tuple[list[LogSession], dic
     read with why (path -> reason); a progress bar on a terminal for five files or more."""
     sessions: list[LogSession] = []
     unreadable: dict[str, str] = {}
-    for p in track(paths, description="Reading session logs", console=err, transient=True, disable=len(paths) < 5 or not err.is_terminal):
+    for p in track(
+        paths,
+        description="Reading session logs",
+        console=err,
+        transient=True,
+        disable=len(paths) < 5 or not err.is_terminal,
+    ):
         try:
             sessions += read_logs(p, project=project)
         except LogError as e:
@@ -268,7 +346,9 @@ def _read(paths: list[Path], project: str | None) -> tuple[list[LogSession], dic
     return sessions, unreadable
 
 
-def _why_no_sessions(key: str, sessions: list[LogSession], unreadable: dict[str, str], from_given: bool, selected: bool) -> str | None:
+def _why_no_sessions(
+    key: str, sessions: list[LogSession], unreadable: dict[str, str], from_given: bool, selected: bool
+) -> str | None:
     """Why there is nothing to learn from (None when there are sessions): the logs found hold
     none of the project's sessions, ``--session``/``--last`` (``selected``) matched none, or no
     file could be read."""
@@ -285,9 +365,16 @@ def _files_report(res: LearnResult, unreadable: dict[str, str], wide: bool) -> l
     """The per-file table (files that are no session log of a known agent left out of it) and
     a line naming those files."""
     not_logs = {p: why for p, why in unreadable.items() if why.startswith(NOT_A_LOG)}
-    out: list[RenderableType] = [_files_table(res, {p: why for p, why in unreadable.items() if p not in not_logs}, wide)]
+    out: list[RenderableType] = [
+        _files_table(res, {p: why for p, why in unreadable.items() if p not in not_logs}, wide)
+    ]
     if not_logs:
-        out.append(escape(f"{len(not_logs)} file(s) are no session log of a known agent: " + ", ".join(Path(p).name for p in not_logs)))
+        out.append(
+            escape(
+                f"{len(not_logs)} file(s) are no session log of a known agent: "
+                + ", ".join(Path(p).name for p in not_logs)
+            )
+        )
     return out
 
 
@@ -312,11 +399,21 @@ def _kept_rules(stored: list[Rule], rules: list[Rule], include_generic: bool) ->
 def _rules_report(res: LearnResult, rules: list[Rule], live: list[Rule], min_evidence: int) -> list[RenderableType]:
     """The rule tables in the order they are shown: to write (or why nothing), learned earlier
     and kept, generic (not written), below the threshold, dropped, and the known problems."""
-    out: list[RenderableType] = [_rules_table(f"Rules to write (evidence ≥ {min_evidence})", rules) if rules else escape(res.why_nothing(min_evidence))]
+    out: list[RenderableType] = [
+        _rules_table(f"Rules to write (evidence ≥ {min_evidence})", rules)
+        if rules
+        else escape(res.why_nothing(min_evidence))
+    ]
     if live:
         out.append(_rules_table("Rules learned earlier (database), kept", rank(live)))
     if res.generic:
-        out.append(_rules_table("Generic rules about the agent's own tools (not written; --include-generic writes them)", list(res.generic), dim=True))
+        out.append(
+            _rules_table(
+                "Generic rules about the agent's own tools (not written; --include-generic writes them)",
+                list(res.generic),
+                dim=True,
+            )
+        )
     if res.candidates:
         out.append(_rules_table("Below the threshold (not written)", list(res.candidates), dim=True))
     if res.dropped:
@@ -330,9 +427,11 @@ def _summary(sessions: list[LogSession], res: LearnResult, rules: list[Rule], un
     """The one-line count of what was read and found."""
     malformed = sum(s.skipped for s in sessions)
     unknown = sum(s.unknown for s in sessions)
-    return (f"{len(sessions)} sessions, {sum(f.failures for f in res.files)} failures, {len(res.pairs)} pairs, "
-            f"{len(rules)} rules, {len(res.problems)} known problems; {malformed} malformed records skipped, "
-            f"{unknown} records of unknown types ignored, {len(unreadable)} files not read.")
+    return (
+        f"{len(sessions)} sessions, {sum(f.failures for f in res.files)} failures, {len(res.pairs)} pairs, "
+        f"{len(rules)} rules, {len(res.problems)} known problems; {malformed} malformed records skipped, "
+        f"{unknown} records of unknown types ignored, {len(unreadable)} files not read."
+    )
 
 
 def _keep_problems(store: LearnStore, key: str, res: LearnResult) -> None:
@@ -349,11 +448,20 @@ def _keep_rules(store: LearnStore, key: str, rules: list[Rule]) -> None:
         console.print(f"{len(rules)} rule(s) kept in the database (headroom learn --list shows them).")
 
 
-def _changes(proj: Path, targets: list[str], rules: list[Rule], live: list[Rule], sessions: list[LogSession], key: str,
-             from_given: bool) -> list[writers.Planned]:
+def _changes(
+    proj: Path,
+    targets: list[str],
+    rules: list[Rule],
+    live: list[Rule],
+    sessions: list[LogSession],
+    key: str,
+    from_given: bool,
+) -> list[writers.Planned]:
     """The target files that writing the new and kept rules would change. Logs read with
     ``--from`` (``from_given``) may be another project's: their rules go under a heading naming it."""
-    found_in = writers.origins(rules, {s.path: s.cwd for s in sessions}, key) if from_given else {r.id: "" for r in rules}
+    found_in = (
+        writers.origins(rules, {s.path: s.cwd for s in sessions}, key) if from_given else {r.id: "" for r in rules}
+    )
     return [p for p in writers.plan(proj, targets, rank([*rules, *live]), found_in) if p.changed]
 
 

@@ -24,18 +24,36 @@ if TYPE_CHECKING:
 COMMANDS: dict[str, tuple[str, str]] = {
     "proxy": ("proxy_cmd", "Run the proxy: mitmdump -s addons/headroom.py with these options."),
     "stats": ("stats_cmd", "Print the savings ledger: tokens and money saved, prompt tokens, cache hit rate."),
-    "discover": ("discover_cmd", "What the proxy would have saved on your past sessions (Claude Code, Codex, SWE-agent logs)."),
-    "compress": ("compress_cmd", "Compress FILE (or standard input) with the proxy's content router and print the result."),
+    "discover": (
+        "discover_cmd",
+        "What the proxy would have saved on your past sessions (Claude Code, Codex, SWE-agent logs).",
+    ),
+    "compress": (
+        "compress_cmd",
+        "Compress FILE (or standard input) with the proxy's content router and print the result.",
+    ),
     "learn": ("learn_cmd", "Learn rules from past failures in session logs and write them where agents read them."),
     "wrap": ("wrap_cmd", "Run an agent through the Headroom proxy, trusting its CA."),
     "certs": ("certs_cmd", "Show where the proxy's CA is and how to trust it; --install adds it to the system store."),
     "doctor": ("doctor_cmd", "Check the proxy, the CA, the database and the models, and say what to fix."),
-    "show": ("show_cmd", "Show what the proxy did to one recorded request: each tool output before and after, replays, the prefix and the cache."),
+    "show": (
+        "show_cmd",
+        "Show what the proxy did to one recorded request: each tool output before and after, replays, the prefix and the cache.",
+    ),
     "cache": ("cache_cmd", "Prompt-cache economics: hit rate and volatile prefix parts per session."),
-    "memory": ("memory_cmd", "Memories shared by all agents, per project (list, search, add, remove, stats, export, import)."),
-    "backup": ("backup_cmd", "Copy the SQLite database into one file, safely while the proxy runs (PostgreSQL: use pg_dump)."),
+    "memory": (
+        "memory_cmd",
+        "Memories shared by all agents, per project (list, search, add, remove, stats, export, import).",
+    ),
+    "backup": (
+        "backup_cmd",
+        "Copy the SQLite database into one file, safely while the proxy runs (PostgreSQL: use pg_dump).",
+    ),
     "config": ("config_cmd", "Show or create the configuration (~/.headroom/config.toml)."),
-    "mcp": ("mcp_cmd", "Headroom as an MCP server (retrieve, memory search/save, compress) over stdio; `install` registers it with Claude Code and Codex."),
+    "mcp": (
+        "mcp_cmd",
+        "Headroom as an MCP server (retrieve, memory search/save, compress) over stdio; `install` registers it with Claude Code and Codex.",
+    ),
 }
 
 
@@ -89,7 +107,9 @@ def _flag_type_hidden(display):
 # a deliberate patch of one typer method (no hook exists for it)
 _typer_core.TyperOption.display_type_rich = _flag_type_hidden(_typer_core.TyperOption.display_type_rich)  # type: ignore[method-assign]
 
-app = typer.Typer(cls=LazyGroup, help="Headroom on mitmproxy: compress what coding agents send to LLM APIs.", no_args_is_help=True)
+app = typer.Typer(
+    cls=LazyGroup, help="Headroom on mitmproxy: compress what coding agents send to LLM APIs.", no_args_is_help=True
+)
 
 
 def version_text() -> str:
@@ -123,7 +143,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main(
-    version: Optional[bool] = typer.Option(None, "--version", "-V", callback=_version, is_eager=True, help="Print the version and exit."),
+    version: Optional[bool] = typer.Option(
+        None, "--version", "-V", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
 ) -> None:
     """Headroom on mitmproxy: compress what coding agents send to LLM APIs."""
     _warn_environment()

@@ -27,7 +27,9 @@ mcp_app = typer.Typer(
 @mcp_app.callback()
 def serve(
     ctx: typer.Context,
-    project: Optional[str] = typer.Option(None, help="Memory project (default: the directory the agent starts the server in)."),
+    project: Optional[str] = typer.Option(
+        None, help="Memory project (default: the directory the agent starts the server in)."
+    ),
     db_url: Optional[str] = typer.Option(None, help="SQLAlchemy URL (default: the configured database)."),
 ) -> None:
     """Run the MCP server on standard input/output (what the agent starts)."""
@@ -47,7 +49,10 @@ def serve(
 @mcp_app.command("install")
 def install(
     client: str = typer.Option("all", help="claude, codex or all."),
-    scope: str = typer.Option("user", help="user (every project: ~/.claude.json, ~/.codex/config.toml) or project (this folder: .mcp.json, .codex/config.toml)."),
+    scope: str = typer.Option(
+        "user",
+        help="user (every project: ~/.claude.json, ~/.codex/config.toml) or project (this folder: .mcp.json, .codex/config.toml).",
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the diff of each config file; write nothing."),
     remove: bool = typer.Option(False, "--remove", help="Take the headroom server out again."),
     project_dir: Path = typer.Option(Path("."), help="The project folder for --scope project."),
@@ -73,7 +78,9 @@ def install(
             err.print(f"{ch.client}: would change {ch.path} (dry run: nothing written)")
         else:
             ch.write()
-            err.print(f"{ch.client}: {'removed from' if remove else 'registered in'} {ch.path}; restart the agent to pick it up")
+            err.print(
+                f"{ch.client}: {'removed from' if remove else 'registered in'} {ch.path}; restart the agent to pick it up"
+            )
 
 
 def register(app: typer.Typer) -> None:

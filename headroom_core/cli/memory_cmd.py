@@ -30,7 +30,10 @@ from rich.table import Table
 console = Console()
 err = Console(stderr=True)
 
-memory_app = typer.Typer(help="Memories shared by all agents, per project (list, search, add, remove, stats, export, import).", no_args_is_help=True)
+memory_app = typer.Typer(
+    help="Memories shared by all agents, per project (list, search, add, remove, stats, export, import).",
+    no_args_is_help=True,
+)
 
 PROJECT_HELP = "Project (default: the current directory, as agents state it; a conversation that states none is its own, 'conversation:<key>')."
 
@@ -91,16 +94,22 @@ def _when(t, wide: bool = True) -> str:
     return (t.strftime("%Y-%m-%d %H:%M") if wide else t.strftime("%y-%m-%d")) if t else "-"
 
 
-WIDE_HELP = "Every column (value, source, time of day, similarity); the default fits 80 columns and gives the text the room."
+WIDE_HELP = (
+    "Every column (value, source, time of day, similarity); the default fits 80 columns and gives the text the room."
+)
 
 
-def _table(title: str, wide: bool, *, with_project: bool = False, search: bool = False, archived: bool = False) -> Table:
+def _table(
+    title: str, wide: bool, *, with_project: bool = False, search: bool = False, archived: bool = False
+) -> Table:
     """A table of memories that fits the terminal as ``stats`` does: the text folds over as many
     lines as it needs and takes the room the other columns leave (each kept on one line: ids
     are never cut, figures never wrapped); a project shown for ``--all`` folds, as its short name
     (the part of its path that tells it from the others; the common folder in the title). Compact: id, kind, text, (project), evidence, updated (date),
     (score); ``wide`` adds value, source, the time, similarity (and archived)."""
-    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, title_style="bold")
+    t = Table(
+        title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, title_style="bold"
+    )
     t.add_column("id", style="cyan", no_wrap=True, min_width=12)
     t.add_column("kind", no_wrap=True)
     t.add_column("text", overflow="fold", ratio=3, min_width=16)
@@ -109,11 +118,17 @@ def _table(title: str, wide: bool, *, with_project: bool = False, search: bool =
     cols = ["evidence", *(["value"] if wide else []), "updated", *(["source"] if wide else []), *(["similarity", "score"] if wide and search else ["score"] if search else []),
             *(["archived"] if archived else [])]  # fmt: skip
     for col in cols:
-        t.add_column("ev." if col == "evidence" and not wide else col, justify="left" if col in ("updated", "source", "archived") else "right", no_wrap=True)
+        t.add_column(
+            "ev." if col == "evidence" and not wide else col,
+            justify="left" if col in ("updated", "source", "archived") else "right",
+            no_wrap=True,
+        )
     return t
 
 
-def _cells(m, wide: bool, with_project: bool, hit=None, archived: bool = False, project: str | None = None) -> list[str]:
+def _cells(
+    m, wide: bool, with_project: bool, hit=None, archived: bool = False, project: str | None = None
+) -> list[str]:
     """One row of :func:`_table` for memory ``m`` (``hit``: its search hit; ``project``: the
     project as shown, default its whole path)."""
     row = [m.id, m.kind, escape(m.text), *([escape(project or m.project)] if with_project else []), str(m.evidence), *([f"{m.value:.2f}"] if wide else []),
@@ -150,7 +165,10 @@ def list_(
         t.add_row(*_cells(m, wide, proj is None, archived=archived, project=short.get(m.project)))
     console.print(t)
     if not rows:
-        console.print(f"no memories{'' if proj is None else f' for project {escape(proj)}'} (use --project, or --all)", soft_wrap=True)
+        console.print(
+            f"no memories{'' if proj is None else f' for project {escape(proj)}'} (use --project, or --all)",
+            soft_wrap=True,
+        )
 
 
 @memory_app.command()
@@ -198,7 +216,9 @@ def add(
     if out.redacted:
         console.print(f"[yellow]redacted:[/] {', '.join(out.redacted)}")
     if out.action == "merged":
-        console.print(f"updated memory [cyan]{out.memory.id}[/] (similarity {out.similarity:.2f}, evidence {out.memory.evidence}) in {proj}")
+        console.print(
+            f"updated memory [cyan]{out.memory.id}[/] (similarity {out.similarity:.2f}, evidence {out.memory.evidence}) in {proj}"
+        )
     else:
         console.print(f"saved memory [cyan]{out.memory.id}[/] ({out.memory.kind}) in {proj}")
 
@@ -217,7 +237,9 @@ def remove(
         raise typer.Exit(2)
     proj = _project(project)
     if not _store(create=False).delete(proj, mid):
-        err.print(f"[red]headroom memory remove:[/] project {proj} has no memory {mid} (see: headroom memory list --all)")
+        err.print(
+            f"[red]headroom memory remove:[/] project {proj} has no memory {mid} (see: headroom memory list --all)"
+        )
         raise typer.Exit(1)
     console.print(f"removed memory [cyan]{mid}[/] from {proj}")
 
@@ -225,7 +247,9 @@ def remove(
 @memory_app.command()
 def stats(
     project: Optional[str] = typer.Option(None, "--project", "-p", help="Only this project (default: all)."),
-    wide: bool = typer.Option(False, "--wide", help="A column per kind and the whole project paths; the default fits 80 columns."),
+    wide: bool = typer.Option(
+        False, "--wide", help="A column per kind and the whole project paths; the default fits 80 columns."
+    ),
 ) -> None:
     """Per project: active and archived memories, kinds, evidence, mean value, last update."""
     from headroom_core.cli.tables import distinct_names, number, table
@@ -242,8 +266,16 @@ def stats(
     t.add_column("last update", no_wrap=True)
     for name, r in zip(names, rows):
         kinds_cells = [str(r.kinds.get(k, 0)) for k in kinds] if wide else []
-        t.add_row(escape(name), str(r.active), str(r.archived), *kinds_cells, str(r.evidence), f"{r.mean_value:.2f}",
-                  *([] if wide else [", ".join(f"{r.kinds[k]} {k}" for k in kinds if r.kinds.get(k)) or "-"]), _when(r.last_updated, wide))
+        t.add_row(
+            escape(name),
+            str(r.active),
+            str(r.archived),
+            *kinds_cells,
+            str(r.evidence),
+            f"{r.mean_value:.2f}",
+            *([] if wide else [", ".join(f"{r.kinds[k]} {k}" for k in kinds if r.kinds.get(k)) or "-"]),
+            _when(r.last_updated, wide),
+        )
     console.print(t)
 
 
@@ -263,13 +295,17 @@ def export(
     finally:
         if out is not sys.stdout:
             out.close()
-    err.print(f"exported {n} memories{'' if project is None else f' of {project}'}" + ("" if file == "-" else f" to {file}"))
+    err.print(
+        f"exported {n} memories{'' if project is None else f' of {project}'}" + ("" if file == "-" else f" to {file}")
+    )
 
 
 @memory_app.command("import")
 def import_(
     file: Path = typer.Argument(..., help="A file written by 'headroom memory export' (JSON Lines)."),
-    project: Optional[str] = typer.Option(None, "--project", "-p", help="Import into this project (default: each record's own)."),
+    project: Optional[str] = typer.Option(
+        None, "--project", "-p", help="Import into this project (default: each record's own)."
+    ),
 ) -> None:
     """Read memories from an export; near-duplicates of existing ones merge into them."""
     try:
@@ -289,7 +325,10 @@ def import_(
     _load_model(st, "to merge near-duplicates")
     counts = st.import_records(records, project=project)
     counts["invalid"] += len(bad)
-    console.print(f"imported: {counts['added']} added, {counts['merged']} merged into existing, {counts['invalid']} invalid" + (f" (lines {bad[:10]})" if bad else ""))
+    console.print(
+        f"imported: {counts['added']} added, {counts['merged']} merged into existing, {counts['invalid']} invalid"
+        + (f" (lines {bad[:10]})" if bad else "")
+    )
 
 
 def register(app: typer.Typer) -> None:

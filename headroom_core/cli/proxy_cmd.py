@@ -24,27 +24,38 @@ from headroom_core.cli.upstream_trust import UPSTREAM_BUNDLE, from_environment, 
 from headroom_core.settings import Settings, SettingsError, headroom_home, load_settings
 
 
-def upstream_ca(command: str, home: Path, conf: Path, sets: list[str], env: dict[str, str] | os._Environ) -> Path | None:
+def upstream_ca(
+    command: str, home: Path, conf: Path, sets: list[str], env: dict[str, str] | os._Environ
+) -> Path | None:
     """The bundle the proxy verifies upstream servers with when the environment's CA variables
     name extra CAs (a corporate TLS-intercepting proxy's): system roots + those files, written to
     ``<home>/upstream-ca-bundle.pem``. None when there are none or ``sets`` choose already. A
     variable naming a missing file is warned about on standard error."""
     trust = from_environment(env, ignore=(conf / CA_CERT, home / BUNDLE, home / UPSTREAM_BUNDLE))
     for var, path in trust.missing:
-        ui.note(command, f"{var}={path} names no file: neither the agent nor the proxy can trust that CA (behind a TLS-intercepting proxy, requests then fail certificate verification); fix or unset {var}")
+        ui.note(
+            command,
+            f"{var}={path} names no file: neither the agent nor the proxy can trust that CA (behind a TLS-intercepting proxy, requests then fail certificate verification); fix or unset {var}",
+        )
     if not trust.files or user_sets_trust(sets):
         return None
     try:
         return write_upstream_bundle(trust.files, home / UPSTREAM_BUNDLE)
     except OSError as e:
-        ui.note(command, f"cannot write {home / UPSTREAM_BUNDLE} ({e}); the proxy verifies upstream servers with its default roots only")
+        ui.note(
+            command,
+            f"cannot write {home / UPSTREAM_BUNDLE} ({e}); the proxy verifies upstream servers with its default roots only",
+        )
         return None
 
 
 def check_ports(command: str, host: str, port: int, base_urls: list[pp.BaseUrlListener]) -> None:
     """Exit 1 with a one-line message when the proxy's ``port`` or one of the base-URL ports
     cannot be listened on; a base-URL port is named as such, with the option that moves it."""
-    for p, what in [(port, ""), *((b.port, f"the {b.name} base-URL port, {b.option}; 0 turns it off") for b in base_urls)]:
+    for p, what in [
+        (port, ""),
+        *((b.port, f"the {b.name} base-URL port, {b.option}; 0 turns it off") for b in base_urls),
+    ]:
         why = pp.port_problem(host, p)
         if why:
             ui.fail(command, why.replace(f"port {p} ", f"port {p} ({what}) ", 1) if what else why)
@@ -128,8 +139,11 @@ def check_databases(command: str, settings: Settings) -> None:
         with ui.status(f"checking the database {safe_url(url)} …"):
             why = database_problem(url)
         if why:
-            ui.fail(command, f"cannot use the database {safe_url(url)}: {why}. Fix that, or give another database with {option} "
-                             f"(or HEADROOM_{key.upper()}, or {key} in {headroom_home() / 'config.toml'})")
+            ui.fail(
+                command,
+                f"cannot use the database {safe_url(url)}: {why}. Fix that, or give another database with {option} "
+                f"(or HEADROOM_{key.upper()}, or {key} in {headroom_home() / 'config.toml'})",
+            )
             raise typer.Exit(2)
 
 
@@ -147,12 +161,18 @@ def check_ca(command: str, conf: Path, default: bool) -> None:
 def banner(addr: pp.ProxyAddress, ca: Path, base_urls: list[pp.BaseUrlListener]) -> None:
     """What the proxy serves and how to use it; every command on one line (never wrapped). The
     CA ``ca`` is said to be made at this start only when it does not exist yet."""
-    ui.copyable(f"[bold]headroom[/] proxy on {addr.url}  CA: {ca}{'' if ca.is_file() else ' (created on first start)'}", ui.err)
-    ui.copyable(f"  use it: `headroom wrap <agent>`, or HTTPS_PROXY={addr.url} and trust the CA (`headroom certs`)", ui.err)
+    ui.copyable(
+        f"[bold]headroom[/] proxy on {addr.url}  CA: {ca}{'' if ca.is_file() else ' (created on first start)'}", ui.err
+    )
+    ui.copyable(
+        f"  use it: `headroom wrap <agent>`, or HTTPS_PROXY={addr.url} and trust the CA (`headroom certs`)", ui.err
+    )
     if base_urls:
         urls = "  ".join(f"{b.env}={b.base_url(addr.host)}" for b in base_urls)
         ui.copyable(f"  base URLs (no CA needed): {urls}", ui.err)
-    ui.copyable(f"  stats: http://{addr.client_host}:{addr.port}/ (or http://headroom.localhost/ through the proxy)", ui.err)
+    ui.copyable(
+        f"  stats: http://{addr.client_host}:{addr.port}/ (or http://headroom.localhost/ through the proxy)", ui.err
+    )
 
 
 def _stop(home: Path, port: int | None) -> None:
@@ -178,19 +198,49 @@ def _stop(home: Path, port: int | None) -> None:
 
 def proxy(
     listen_host: str = typer.Option("127.0.0.1", help="Address to listen on (0.0.0.0 for a container or a LAN)."),
-    port: Optional[int] = typer.Option(None, min=1, max=65535, show_default=False, help="The proxy port (HTTPS_PROXY); default 8080."),
-    anthropic_port: Optional[int] = typer.Option(None, min=0, max=65535, show_default=False, help="Port serving as ANTHROPIC_BASE_URL (to --anthropic-upstream); default: --port + 1; 0: none."),
-    openai_port: Optional[int] = typer.Option(None, min=0, max=65535, show_default=False, help="Port serving as OPENAI_BASE_URL (…/v1, to --openai-upstream); default: --port + 2; 0: none."),
+    port: Optional[int] = typer.Option(
+        None, min=1, max=65535, show_default=False, help="The proxy port (HTTPS_PROXY); default 8080."
+    ),
+    anthropic_port: Optional[int] = typer.Option(
+        None,
+        min=0,
+        max=65535,
+        show_default=False,
+        help="Port serving as ANTHROPIC_BASE_URL (to --anthropic-upstream); default: --port + 1; 0: none.",
+    ),
+    openai_port: Optional[int] = typer.Option(
+        None,
+        min=0,
+        max=65535,
+        show_default=False,
+        help="Port serving as OPENAI_BASE_URL (…/v1, to --openai-upstream); default: --port + 2; 0: none.",
+    ),
     anthropic_upstream: str = typer.Option(pp.ANTHROPIC_API, help="Where the Anthropic base-URL port forwards to."),
-    openai_upstream: str = typer.Option(pp.OPENAI_API, help="Where the OpenAI base-URL port forwards to: an origin or a base URL ending in /v1."),
-    google_port: Optional[int] = typer.Option(None, min=0, max=65535, show_default=False, help="Port serving as GOOGLE_GEMINI_BASE_URL (the Gemini API, to --google-upstream); default: --port + 3; 0: none."),
+    openai_upstream: str = typer.Option(
+        pp.OPENAI_API, help="Where the OpenAI base-URL port forwards to: an origin or a base URL ending in /v1."
+    ),
+    google_port: Optional[int] = typer.Option(
+        None,
+        min=0,
+        max=65535,
+        show_default=False,
+        help="Port serving as GOOGLE_GEMINI_BASE_URL (the Gemini API, to --google-upstream); default: --port + 3; 0: none.",
+    ),
     google_upstream: str = typer.Option(pp.GOOGLE_API, help="Where the Google base-URL port forwards to: an origin."),
-    confdir: Optional[Path] = typer.Option(None, help="mitmproxy confdir: where the proxy's CA lives (default: $HEADROOM_HOME/mitmproxy)."),
+    confdir: Optional[Path] = typer.Option(
+        None, help="mitmproxy confdir: where the proxy's CA lives (default: $HEADROOM_HOME/mitmproxy)."
+    ),
     db_url: Optional[str] = typer.Option(None, help="SQLAlchemy URL (default: SQLite under $HEADROOM_HOME)."),
     set_: list[str] = typer.Option([], "--set", help="Any mitmproxy or headroom_* option, as key=value (repeatable)."),
-    mode: Optional[str] = typer.Option(None, help="mitmproxy --mode for the proxy port, e.g. upstream:http://corp-proxy:3128."),
-    detach: bool = typer.Option(False, "--detach", help="Run in the background (log and pid file under $HEADROOM_HOME)."),
-    stop: bool = typer.Option(False, "--stop", help="Stop the background proxy on --port, or every background proxy without --port."),
+    mode: Optional[str] = typer.Option(
+        None, help="mitmproxy --mode for the proxy port, e.g. upstream:http://corp-proxy:3128."
+    ),
+    detach: bool = typer.Option(
+        False, "--detach", help="Run in the background (log and pid file under $HEADROOM_HOME)."
+    ),
+    stop: bool = typer.Option(
+        False, "--stop", help="Stop the background proxy on --port, or every background proxy without --port."
+    ),
     timeout: float = typer.Option(60.0, min=1, help="With --detach: seconds to wait until it answers."),
 ) -> None:
     """Run the proxy: mitmdump -s addons/headroom.py with these options.
@@ -206,7 +256,9 @@ def proxy(
     validate_settings("proxy", db_url, set_)
     addr = pp.ProxyAddress(listen_host, port)
     try:
-        base_urls = pp.base_url_listeners(port, anthropic_port, openai_port, anthropic_upstream, openai_upstream, google_port, google_upstream)
+        base_urls = pp.base_url_listeners(
+            port, anthropic_port, openai_port, anthropic_upstream, openai_upstream, google_port, google_upstream
+        )
     except pp.ProxyError as e:
         ui.fail("proxy", str(e))
         raise typer.Exit(2) from e
@@ -233,9 +285,17 @@ def proxy(
         except KeyboardInterrupt:
             ui.fail("proxy", "interrupted; the proxy that was starting is stopped")
             raise typer.Exit(130) from None
-        ui.copyable(f"headroom: proxy on {addr.url} (pid {pid}, log {pp.log_file(home, port)}); stop it with `headroom proxy --stop --port {port}`", ui.err, markup=False)
+        ui.copyable(
+            f"headroom: proxy on {addr.url} (pid {pid}, log {pp.log_file(home, port)}); stop it with `headroom proxy --stop --port {port}`",
+            ui.err,
+            markup=False,
+        )
         if base_urls:
-            ui.copyable("  base URLs: " + "  ".join(f"{b.env}={b.base_url(listen_host)}" for b in base_urls), ui.err, markup=False)
+            ui.copyable(
+                "  base URLs: " + "  ".join(f"{b.env}={b.base_url(listen_host)}" for b in base_urls),
+                ui.err,
+                markup=False,
+            )
         return
     banner(addr, ca, base_urls)
     pp.mark_foreground(home, port, os.getpid())  # this pid becomes the proxy's; it removes the record as it stops

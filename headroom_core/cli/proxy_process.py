@@ -112,8 +112,12 @@ def upstream_origin(name: str, url: str, path: str) -> str:
         raise ProxyError(f"{opt} {url!r}: no query, fragment or credentials in the upstream URL")
     given = u.path.rstrip("/")
     if given not in ("", path):
-        want = f"the origin (https://{u.netloc})" + (f" or the base URL ending in {path} (https://{u.netloc}{path})" if path else "")
-        raise ProxyError(f"{opt} {url!r}: the path {u.path!r} is not supported: requests keep their own path; give {want}")
+        want = f"the origin (https://{u.netloc})" + (
+            f" or the base URL ending in {path} (https://{u.netloc}{path})" if path else ""
+        )
+        raise ProxyError(
+            f"{opt} {url!r}: the path {u.path!r} is not supported: requests keep their own path; give {want}"
+        )
     return f"{u.scheme}://{u.netloc}"
 
 
@@ -131,11 +135,17 @@ def base_url_listeners(
     g = port + 3 if google_port is None else google_port
     out = []
     if a:
-        out.append(BaseUrlListener("Anthropic", upstream_origin("Anthropic", anthropic_upstream, ""), a, "ANTHROPIC_BASE_URL"))
+        out.append(
+            BaseUrlListener("Anthropic", upstream_origin("Anthropic", anthropic_upstream, ""), a, "ANTHROPIC_BASE_URL")
+        )
     if o:
-        out.append(BaseUrlListener("OpenAI", upstream_origin("OpenAI", openai_upstream, "/v1"), o, "OPENAI_BASE_URL", "/v1"))
+        out.append(
+            BaseUrlListener("OpenAI", upstream_origin("OpenAI", openai_upstream, "/v1"), o, "OPENAI_BASE_URL", "/v1")
+        )
     if g:
-        out.append(BaseUrlListener("Google", upstream_origin("Google", google_upstream, ""), g, "GOOGLE_GEMINI_BASE_URL"))
+        out.append(
+            BaseUrlListener("Google", upstream_origin("Google", google_upstream, ""), g, "GOOGLE_GEMINI_BASE_URL")
+        )
     return out
 
 
@@ -156,7 +166,17 @@ def proxy_command(
     upstream servers with (mitmproxy's ``ssl_verify_upstream_trusted_ca``).
 
     Raises :class:`ProxyError` for a ``--set`` without ``=``."""
-    args = [mitmdump(), "-s", str(ADDON), "--listen-host", addr.host, "--listen-port", str(addr.port), "--set", f"confdir={confdir}"]
+    args = [
+        mitmdump(),
+        "-s",
+        str(ADDON),
+        "--listen-host",
+        addr.host,
+        "--listen-port",
+        str(addr.port),
+        "--set",
+        f"confdir={confdir}",
+    ]
     # mitmproxy's per-flow line prints full URLs, query included (Gemini's API key travels in
     # it): off unless asked for with --set flow_detail=1; Headroom logs its own lines without it
     args += ["--set", "flow_detail=0"]
@@ -209,7 +229,9 @@ def identify(addr: ProxyAddress, timeout: float = 2.0) -> Listener:
     if state == "base_url" and j is not None:
         names = [n for n, p in (j.get("base_urls") or {}).items() if p == addr.port]
         name = PROVIDER_NAMES.get(names[0], names[0]) + " " if names else ""
-        return Listener(state, f"the {name}base-URL port of the Headroom proxy on port {j.get('proxy_port')}", j.get("proxy_port"))
+        return Listener(
+            state, f"the {name}base-URL port of the Headroom proxy on port {j.get('proxy_port')}", j.get("proxy_port")
+        )
     if state in ("headroom", "warming"):
         return Listener(state, "a Headroom proxy", addr.port)
     return Listener(state, "nothing" if state == "none" else "another program")
@@ -289,8 +311,10 @@ def port_problem(host: str, port: int) -> str | None:
     if found.state == "base_url":
         return f"port {port} is busy: it is {found.words} (stop that proxy, or choose another port)"
     if found.state in ("headroom", "warming"):
-        return (f"port {port} is busy: a Headroom proxy already runs there (started with --detach, it stops with "
-                f"`headroom proxy --stop --port {port}`; started in a terminal, with Ctrl-C there)")
+        return (
+            f"port {port} is busy: a Headroom proxy already runs there (started with --detach, it stops with "
+            f"`headroom proxy --stop --port {port}`; started in a terminal, with Ctrl-C there)"
+        )
     if isinstance(bind_error, PermissionError):
         return f"port {port} on {host or 'all addresses'} needs privileges this user lacks ({bind_error.strerror}); choose a port above 1023"
     if bind_error.errno in (99, 49):  # EADDRNOTAVAIL (Linux, macOS)
@@ -400,7 +424,9 @@ def proxy_environ(base: Mapping[str, str], *, keep_proxy_vars: bool = False) -> 
     return env
 
 
-def start_detached(cmd: Sequence[str], env: Mapping[str, str], addr: ProxyAddress, home: Path, ca_cert: Path, timeout: float = 60.0) -> int:
+def start_detached(
+    cmd: Sequence[str], env: Mapping[str, str], addr: ProxyAddress, home: Path, ca_cert: Path, timeout: float = 60.0
+) -> int:
     """Start ``cmd`` in its own session, wait until it answers as a Headroom proxy at ``addr``
     and its CA ``ca_cert`` exists, write the pid file, and return the pid.
 
@@ -415,21 +441,32 @@ def start_detached(cmd: Sequence[str], env: Mapping[str, str], addr: ProxyAddres
     with open(log, "ab") as out:
         out.write(f"### {' '.join(cmd)}\n".encode())
         out.flush()
-        proc = subprocess.Popen(list(cmd), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=dict(env), start_new_session=True)
+        proc = subprocess.Popen(
+            list(cmd),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=dict(env),
+            start_new_session=True,
+        )
     pidf.write_text(f"{proc.pid}\n")  # at once: a proxy that is starting can be found and stopped
     deadline = time.monotonic() + timeout
     try:
         while True:
             code = proc.poll()
             if code is not None:
-                raise ProxyError(f"the proxy exited with code {code} while starting; its log ({log}) ends:\n{_tail(log)}")
+                raise ProxyError(
+                    f"the proxy exited with code {code} while starting; its log ({log}) ends:\n{_tail(log)}"
+                )
             state, j = _health(addr, 1.0)
             if ca_cert.is_file() and state == "headroom":
                 return proc.pid
             if (why := _failure(state, j)) is not None:
                 raise ProxyError(f"the proxy cannot open its database ({why}); it is stopped, its log is {log}")
             if time.monotonic() > deadline:
-                raise ProxyError(f"the proxy did not answer at {addr.url} within {timeout:.0f} s; its log ({log}) ends:\n{_tail(log)}")
+                raise ProxyError(
+                    f"the proxy did not answer at {addr.url} within {timeout:.0f} s; its log ({log}) ends:\n{_tail(log)}"
+                )
             time.sleep(0.1)
     except BaseException:  # an error, or Ctrl-C while it starts: leave no proxy behind
         _terminate(proc.pid)

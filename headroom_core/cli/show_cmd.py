@@ -43,7 +43,9 @@ def prefix_line(p: dict[str, Any] | None) -> str:
         return "not recorded for this request (an older row, or not planned)"
     if not p.get("known"):
         return f"first turn of its session ({p.get('messages', 0)} messages): nothing to compare with"
-    parts = [f"{p['same_messages']} of {p['messages']} messages sent as last turn sent them ({p['same_bytes']:,} bytes the same, tools included)"]
+    parts = [
+        f"{p['same_messages']} of {p['messages']} messages sent as last turn sent them ({p['same_bytes']:,} bytes the same, tools included)"
+    ]
     parts.append("tools the same" if p.get("tools_same") else "tools CHANGED")
     if p.get("system_same") is not None:
         parts.append("system prompt the same" if p["system_same"] else "system prompt CHANGED")
@@ -69,7 +71,15 @@ def _excerpt(text: str | None, lines: int, cut: bool) -> str:
 
 def render(r: dict[str, Any], wide: bool) -> None:
     """Print the report ``r`` (:func:`headroom_core.show.report`)."""
-    head = Table(title=f"Request #{r['id']}", title_justify="left", show_header=False, box=box.SIMPLE, pad_edge=False, show_edge=False, title_style="bold")
+    head = Table(
+        title=f"Request #{r['id']}",
+        title_justify="left",
+        show_header=False,
+        box=box.SIMPLE,
+        pad_edge=False,
+        show_edge=False,
+        title_style="bold",
+    )
     head.add_column("what", no_wrap=True)
     head.add_column("value", overflow="fold")
     u = r["usage"]
@@ -79,14 +89,32 @@ def render(r: dict[str, Any], wide: bool) -> None:
         ("project", r["project"] or "-"),
         ("session", r["session"] if wide else (r["session"] or "")[:12]),
         ("status", _n(r["status"])),
-        ("what the proxy did", f"{r['action']}" + (f" ({r['outcome_label']})" if r.get("outcome_label") and r["outcome"] not in ("compressed", "unchanged") else _additions(r))),
+        (
+            "what the proxy did",
+            f"{r['action']}"
+            + (
+                f" ({r['outcome_label']})"
+                if r.get("outcome_label") and r["outcome"] not in ("compressed", "unchanged")
+                else _additions(r)
+            ),
+        ),
         ("reason", r["reason"] or "-"),
         ("body bytes", _change(r["bytes"]["before"] or 0, r["bytes"]["after"] or 0)),
         ("tool outputs, tokens (est.)", _change(r["tokens"]["before"] or 0, r["tokens"]["after"] or 0)),
-        ("tool definitions (est.)", _change(r["tools"]["before"] or 0, r["tools"]["after"] or 0) + (f"; proxy tools added {r['tools']['proxy']:,}" if r["tools"]["proxy"] else "")),
-        ("replayed from earlier turns", f"{r['replayed']['blocks']} outputs, {_change(r['replayed']['tokens_before'], r['replayed']['tokens_after'])} tokens"),
+        (
+            "tool definitions (est.)",
+            _change(r["tools"]["before"] or 0, r["tools"]["after"] or 0)
+            + (f"; proxy tools added {r['tools']['proxy']:,}" if r["tools"]["proxy"] else ""),
+        ),
+        (
+            "replayed from earlier turns",
+            f"{r['replayed']['blocks']} outputs, {_change(r['replayed']['tokens_before'], r['replayed']['tokens_after'])} tokens",
+        ),
         ("prefix vs previous turn", prefix_line(r["prefix"])),
-        ("provider cache", f"read {_n(u['cache_read'])}, write {_n(u['cache_write'])}; input {_n(u['input'])}, output {_n(u['output'])}"),
+        (
+            "provider cache",
+            f"read {_n(u['cache_read'])}, write {_n(u['cache_write'])}; input {_n(u['input'])}, output {_n(u['output'])}",
+        ),
     ]
     if wide:
         rows.insert(0, ("entry id", r["entry_id"] or "-"))
@@ -95,9 +123,18 @@ def render(r: dict[str, Any], wide: bool) -> None:
     console.print(head)
     own = [b for b in r["blocks"] if b["decision"] != "replayed"]
     if not own:
-        console.print("\nNo tool output of this request was considered (none in the part the proxy may change, or all too small).")
+        console.print(
+            "\nNo tool output of this request was considered (none in the part the proxy may change, or all too small)."
+        )
         return
-    t = Table(title="tool outputs", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, title_style="bold")
+    t = Table(
+        title="tool outputs",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        show_edge=False,
+        title_style="bold",
+    )
     t.add_column("msg", justify="right", no_wrap=True)
     t.add_column("tool", overflow="ellipsis", no_wrap=True, max_width=None if wide else 14)
     t.add_column("kind", overflow="ellipsis", no_wrap=True, max_width=None if wide else 12)
@@ -108,7 +145,14 @@ def render(r: dict[str, Any], wide: bool) -> None:
         t.add_column("strategy", no_wrap=True)
         t.add_column("keys", overflow="fold")
     for b in own:
-        cells = [_n(b["message"]), b["tool"] or "-", b["kind"], b["decision"] + (" (cached)" if b["cached"] else ""), _change(b["tokens_before"], b["tokens_after"]), b["reason"]]
+        cells = [
+            _n(b["message"]),
+            b["tool"] or "-",
+            b["kind"],
+            b["decision"] + (" (cached)" if b["cached"] else ""),
+            _change(b["tokens_before"], b["tokens_after"]),
+            b["reason"],
+        ]
         if wide:
             cells += [b["strategy"], " ".join(b["keys"])]
         t.add_row(*[escape(str(c)) for c in cells])
@@ -119,11 +163,19 @@ def render(r: dict[str, Any], wide: bool) -> None:
         if b["decision"] != "compressed":
             continue
         console.print()
-        ui.copyable(f"[bold]message {b['message']}, {escape(b['tool'] or '-')} ({escape(b['kind'])}): {_change(b['tokens_before'], b['tokens_after'])} tokens[/]", console)
-        console.print("[dim]before:[/]" + ("" if b["before"] is not None else " (original not stored: a lossless change keeps none)"))
+        ui.copyable(
+            f"[bold]message {b['message']}, {escape(b['tool'] or '-')} ({escape(b['kind'])}): {_change(b['tokens_before'], b['tokens_after'])} tokens[/]",
+            console,
+        )
+        console.print(
+            "[dim]before:[/]"
+            + ("" if b["before"] is not None else " (original not stored: a lossless change keeps none)")
+        )
         if b["before"] is not None:
             console.print(escape(_excerpt(b["before"], lines, b["before_cut"])), overflow="fold", highlight=False)
-        console.print("[dim]after:[/]" + ("" if b["after"] is not None else " (no longer stored: the session moved on)"))
+        console.print(
+            "[dim]after:[/]" + ("" if b["after"] is not None else " (no longer stored: the session moved on)")
+        )
         if b["after"] is not None:
             console.print(escape(_excerpt(b["after"], lines, b["after_cut"])), overflow="fold", highlight=False)
     if not wide:
@@ -131,8 +183,13 @@ def render(r: dict[str, Any], wide: bool) -> None:
 
 
 def show(
-    request: Optional[str] = typer.Argument(None, help="A ledger row id, or a prefix of an entry id or of a session key (its latest request); default: the latest request."),
-    wide: bool = typer.Option(False, "--wide", help="Every column and longer texts (needs a wide terminal); the default fits 80 columns."),
+    request: Optional[str] = typer.Argument(
+        None,
+        help="A ledger row id, or a prefix of an entry id or of a session key (its latest request); default: the latest request.",
+    ),
+    wide: bool = typer.Option(
+        False, "--wide", help="Every column and longer texts (needs a wide terminal); the default fits 80 columns."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON, texts whole."),
     db_url: Optional[str] = typer.Option(None, help="Read this database instead of the configured one."),
 ) -> None:
@@ -147,7 +204,10 @@ def show(
         ui.fail("show", str(e))
         raise typer.Exit(2) from e
     if sessions is None:
-        ui.fail("show", f"no requests recorded yet: there is no database at {safe_url(settings.database_url)} (start the proxy: `headroom proxy` or `headroom wrap <agent>`)")
+        ui.fail(
+            "show",
+            f"no requests recorded yet: there is no database at {safe_url(settings.database_url)} (start the proxy: `headroom proxy` or `headroom wrap <agent>`)",
+        )
         raise typer.Exit(1)
     sealer, originals = _readers(settings, sessions)
     try:
@@ -156,7 +216,12 @@ def show(
         ui.fail("show", str(e))
         raise typer.Exit(2) from e
     if r is None:
-        ui.fail("show", f"no recorded request matches {request!r} (a row id, or a prefix of an entry id or session key)" if request else "no requests recorded yet")
+        ui.fail(
+            "show",
+            f"no recorded request matches {request!r} (a row id, or a prefix of an entry id or session key)"
+            if request
+            else "no requests recorded yet",
+        )
         raise typer.Exit(1)
     if as_json:
         print(json.dumps(r, indent=2, ensure_ascii=False))

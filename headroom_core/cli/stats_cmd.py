@@ -29,13 +29,23 @@ if TYPE_CHECKING:
 
 console = Console()
 
-TITLES = {"agent": "per agent", "client": "per client", "project": "per project", "dialect": "per dialect", "model": "per model", "action": "per action", "day": "per day (UTC)"}
+TITLES = {
+    "agent": "per agent",
+    "client": "per client",
+    "project": "per project",
+    "dialect": "per dialect",
+    "model": "per model",
+    "action": "per action",
+    "day": "per day (UTC)",
+}
 CHART_DAYS = 30
 _BREAKDOWNS = ("agent", "project", "kind", "day", "dialect", "model")
 
 
 def _table(title: str) -> Table:
-    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, title_style="bold")
+    return Table(
+        title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, title_style="bold"
+    )
 
 
 def _num(t: Table, name: str) -> None:
@@ -56,12 +66,32 @@ def summary_table(x: "ledger.Totals", url: str, wide: bool) -> Table:
         ("requests (compressed)", f"{x.requests:,} ({x.compressed:,})", ""),
         ("tokens saved", f"{x.tokens_saved:,} ({ui.pct(x.saved_share)})", "estimated"),
         ("  tool outputs, before → after", f"{x.tokens_before:,} → {x.tokens_after:,}", "estimated"),
-        ("  tool definitions, before → after", f"{x.tools_tokens_before:,} → {x.tools_tokens_after:,}", "estimated: the client's tools"),
-        ("proxy tools added", f"{x.proxy_tools_tokens:,}", "estimated: headroom_retrieve and memory tools, for retrieval; not in the saving"),
-        ("cost saved", f"{ui.usd(x.cost_saved_usd if priced else None)} ({ui.pct(x.cost_saved_share)})", "estimate: tokens saved at each request's own prompt rate"),
-        ("cost paid (prompt + output)", f"{ui.usd(x.cost_usd if priced else None)}", f"provider usage of {priced:,} priced requests"),
+        (
+            "  tool definitions, before → after",
+            f"{x.tools_tokens_before:,} → {x.tools_tokens_after:,}",
+            "estimated: the client's tools",
+        ),
+        (
+            "proxy tools added",
+            f"{x.proxy_tools_tokens:,}",
+            "estimated: headroom_retrieve and memory tools, for retrieval; not in the saving",
+        ),
+        (
+            "cost saved",
+            f"{ui.usd(x.cost_saved_usd if priced else None)} ({ui.pct(x.cost_saved_share)})",
+            "estimate: tokens saved at each request's own prompt rate",
+        ),
+        (
+            "cost paid (prompt + output)",
+            f"{ui.usd(x.cost_usd if priced else None)}",
+            f"provider usage of {priced:,} priced requests",
+        ),
         ("prompt tokens sent", f"{x.usage_prompt_tokens:,}", f"provider usage of {x.usage_requests:,} responses"),
-        ("  input / cache read / cache write", f"{x.usage_input_tokens:,} / {x.usage_cache_read_tokens:,} / {x.usage_cache_write_tokens:,}", "provider usage"),
+        (
+            "  input / cache read / cache write",
+            f"{x.usage_input_tokens:,} / {x.usage_cache_read_tokens:,} / {x.usage_cache_write_tokens:,}",
+            "provider usage",
+        ),
         ("saved of the whole prompt", ui.pct(x.saved_share_of_prompt), "provider usage + estimated saving"),
         ("prompt-cache hit rate", ui.pct(x.cache_hit_rate), "cache read / prompt tokens"),
         ("output tokens", f"{x.usage_output_tokens:,}", "provider usage"),
@@ -79,7 +109,21 @@ def group_table(title: str, first: str, rows: list[tuple[str, "ledger.Totals"]],
     t.add_column(first, overflow="fold" if wide else "ellipsis", no_wrap=not wide, min_width=8)
     cols: tuple[str, ...]
     if wide:
-        cols = ("requests", "compressed", "est. before", "est. after", "est. saved", "saved %", "$ saved", "$ paid", "prompt (provider)", "saved % of prompt", "cache read", "cache write", "cache hit")
+        cols = (
+            "requests",
+            "compressed",
+            "est. before",
+            "est. after",
+            "est. saved",
+            "saved %",
+            "$ saved",
+            "$ paid",
+            "prompt (provider)",
+            "saved % of prompt",
+            "cache read",
+            "cache write",
+            "cache hit",
+        )
     else:
         cols = ("requests", "tokens saved", "saved %", "$ saved", "cache hit")
     for c in cols:
@@ -93,7 +137,9 @@ def group_table(title: str, first: str, rows: list[tuple[str, "ledger.Totals"]],
                 ui.pct(x.saved_share_of_prompt), f"{x.usage_cache_read_tokens:,}", f"{x.usage_cache_write_tokens:,}", ui.pct(x.cache_hit_rate),
             )  # fmt: skip
         else:
-            t.add_row(g, f"{x.requests:,}", f"{x.tokens_saved:,}", ui.pct(x.saved_share), saved_usd, ui.pct(x.cache_hit_rate))
+            t.add_row(
+                g, f"{x.requests:,}", f"{x.tokens_saved:,}", ui.pct(x.saved_share), saved_usd, ui.pct(x.cache_hit_rate)
+            )
     return t
 
 
@@ -101,14 +147,35 @@ def kind_table(rows: list[tuple[str, "ledger.KindTotals"]], wide: bool) -> Table
     """Per content kind (estimated tokens; money at each request's own prompt rate)."""
     t = _table("per content kind (estimated)")
     t.add_column("kind", overflow="fold" if wide else "ellipsis", no_wrap=not wide, min_width=8)
-    cols = ("blocks", "compressed", "reused", "before", "after", "saved", "saved %", "$ saved") if wide else ("blocks", "before", "saved", "saved %", "$ saved")
+    cols = (
+        ("blocks", "compressed", "reused", "before", "after", "saved", "saved %", "$ saved")
+        if wide
+        else ("blocks", "before", "saved", "saved %", "$ saved")
+    )
     for c in cols:
         _num(t, c)
     for k, x in rows:
         if wide:
-            t.add_row(k, f"{x.blocks:,}", f"{x.compressed:,}", f"{x.reused:,}", f"{x.tokens_before:,}", f"{x.tokens_after:,}", f"{x.tokens_saved:,}", ui.pct(x.saved_share), ui.usd(x.cost_saved_usd))
+            t.add_row(
+                k,
+                f"{x.blocks:,}",
+                f"{x.compressed:,}",
+                f"{x.reused:,}",
+                f"{x.tokens_before:,}",
+                f"{x.tokens_after:,}",
+                f"{x.tokens_saved:,}",
+                ui.pct(x.saved_share),
+                ui.usd(x.cost_saved_usd),
+            )
         else:
-            t.add_row(k, f"{x.blocks:,}", f"{x.tokens_before:,}", f"{x.tokens_saved:,}", ui.pct(x.saved_share), ui.usd(x.cost_saved_usd))
+            t.add_row(
+                k,
+                f"{x.blocks:,}",
+                f"{x.tokens_before:,}",
+                f"{x.tokens_saved:,}",
+                ui.pct(x.saved_share),
+                ui.usd(x.cost_saved_usd),
+            )
     return t
 
 
@@ -145,11 +212,19 @@ def write_csv(out, snap: dict, only: str | None) -> None:
 
 
 def stats(
-    by: Optional[str] = typer.Option(None, help="Only one breakdown: agent, project, kind, day, client, dialect, model or action."),
-    wide: bool = typer.Option(False, "--wide", help="Every column (needs a wide terminal); the default fits 80 columns."),
+    by: Optional[str] = typer.Option(
+        None, help="Only one breakdown: agent, project, kind, day, client, dialect, model or action."
+    ),
+    wide: bool = typer.Option(
+        False, "--wide", help="Every column (needs a wide terminal); the default fits 80 columns."
+    ),
     tools: bool = typer.Option(False, "--tools", help="Per-tool usage: how often each tool was offered and called."),
-    as_json: bool = typer.Option(False, "--json", help="Print the ledger as JSON (what http://headroom.localhost/stats serves)."),
-    as_csv: bool = typer.Option(False, "--csv", help="Print the ledger as CSV: one row per breakdown entry (with --by: that breakdown)."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print the ledger as JSON (what http://headroom.localhost/stats serves)."
+    ),
+    as_csv: bool = typer.Option(
+        False, "--csv", help="Print the ledger as CSV: one row per breakdown entry (with --by: that breakdown)."
+    ),
     days: Optional[int] = typer.Option(None, min=1, help="Only the last N days (N ≥ 1)."),
     db_url: Optional[str] = typer.Option(None, help="Read this database instead of the configured one."),
 ) -> None:
@@ -175,12 +250,20 @@ def stats(
         raise typer.Exit(2) from e
     if sessions is None:
         if as_json:
-            print(json.dumps({"totals": None, "by": {}, "notes": {"database": f"none yet at {safe_url(settings.database_url)}"}}, indent=2))
+            print(
+                json.dumps(
+                    {"totals": None, "by": {}, "notes": {"database": f"none yet at {safe_url(settings.database_url)}"}},
+                    indent=2,
+                )
+            )
             return
         if as_csv:
             write_csv(sys.stdout, {"totals": None, "by": {}}, by)
             return
-        ui.copyable(f"No requests recorded yet: there is no database at {safe_url(settings.database_url)} (the proxy creates it on first start: `headroom proxy`, or `headroom wrap <agent>`).", markup=False)
+        ui.copyable(
+            f"No requests recorded yet: there is no database at {safe_url(settings.database_url)} (the proxy creates it on first start: `headroom proxy`, or `headroom wrap <agent>`).",
+            markup=False,
+        )
         return
     try:
         if as_json or as_csv:
@@ -189,7 +272,9 @@ def stats(
                 print(json.dumps(snap, indent=2))
             else:
                 if by in ("client", "action"):
-                    snap["by"][by] = [{"key": k, **t.as_dict()} for k, t in ledger.totals(sessions, by, since=since, prices=prices)]
+                    snap["by"][by] = [
+                        {"key": k, **t.as_dict()} for k, t in ledger.totals(sessions, by, since=since, prices=prices)
+                    ]
                 write_csv(sys.stdout, snap, by)
             return
         if tools:
@@ -209,7 +294,9 @@ def stats(
             if whole[0][1].proxy_tools_tokens:
                 console.print(
                     f"proxy tools added: {whole[0][1].proxy_tools_tokens:,} tokens, for retrieval (headroom_retrieve, memory tools; "
-                    "counted apart from your tools' definitions)", style="dim", highlight=False,
+                    "counted apart from your tools' definitions)",
+                    style="dim",
+                    highlight=False,
                 )
             late = ledger.late_totals(sessions, since=since)
             if late["requests"]:
@@ -239,8 +326,7 @@ def stats(
     console.print(
         "estimated: our token counts (cl100k_base unless configured); provider: the usage in the responses; "
         "$: usage priced per model (setting `prices`), $ saved = tokens saved at each request's own prompt rate (an estimate); "
-        "cache hit = cache read / prompt tokens."
-        + ("" if wide else " More columns: --wide; per day: --by day.")
+        "cache hit = cache read / prompt tokens." + ("" if wide else " More columns: --wide; per day: --by day.")
     )
 
 

@@ -18,7 +18,10 @@ _EIGHTHS = " ▁▂▃▄▅▆▇█"
 def last_days(values: Mapping[str, float], days: int, today: date) -> list[tuple[str, float]]:
     """``[(YYYY-MM-DD, value)]`` for the ``days`` days ending ``today``, oldest first; days
     missing from ``values`` are 0."""
-    return [((today - timedelta(days=i)).isoformat(), float(values.get((today - timedelta(days=i)).isoformat(), 0))) for i in range(days - 1, -1, -1)]
+    return [
+        ((today - timedelta(days=i)).isoformat(), float(values.get((today - timedelta(days=i)).isoformat(), 0)))
+        for i in range(days - 1, -1, -1)
+    ]
 
 
 def day_bars(series: list[tuple[str, float]], *, title: str, height: int = 8, style: str = "green") -> Text:

@@ -26,7 +26,9 @@ def fail(command: str, message: str) -> None:
 
 def note(command: str, message: str, *, style: str = "yellow") -> None:
     """A one-line warning or note on standard error (``message`` is plain text)."""
-    err.print(f"[{style}]headroom {command}:[/] {escape(' '.join(str(message).split()))}", soft_wrap=True, highlight=False)
+    err.print(
+        f"[{style}]headroom {command}:[/] {escape(' '.join(str(message).split()))}", soft_wrap=True, highlight=False
+    )
 
 
 def copyable(text: str, console: Console | None = None, *, markup: bool = True) -> None:

@@ -75,4 +75,8 @@ def write_upstream_bundle(files: tuple[Path, ...], dest: Path, roots: Path | Non
 
 def user_sets_trust(sets: list[str] | tuple[str, ...]) -> bool:
     """Whether ``--set`` values already choose how upstream servers are verified."""
-    return any(kv.split("=", 1)[0].strip() in ("ssl_verify_upstream_trusted_ca", "ssl_verify_upstream_trusted_confdir", "ssl_insecure") for kv in sets)
+    return any(
+        kv.split("=", 1)[0].strip()
+        in ("ssl_verify_upstream_trusted_ca", "ssl_verify_upstream_trusted_confdir", "ssl_insecure")
+        for kv in sets
+    )

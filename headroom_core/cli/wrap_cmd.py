@@ -74,13 +74,22 @@ def _free(host: str, listeners: list[pp.BaseUrlListener]) -> list[pp.BaseUrlList
 
 def wrap(
     ctx: typer.Context,
-    agent: str = typer.Argument(..., help="claude, codex, aider, gemini, antigravity (agy), cursor-agent, or any command; its arguments follow."),
+    agent: str = typer.Argument(
+        ..., help="claude, codex, aider, gemini, antigravity (agy), cursor-agent, or any command; its arguments follow."
+    ),
     listen_host: str = typer.Option("127.0.0.1", help="The proxy's address."),
-    port: int = typer.Option(8080, min=1, max=65535, help="The proxy's port (reused when a Headroom proxy already answers there)."),
-    confdir: Optional[Path] = typer.Option(None, help="mitmproxy confdir (the CA) (default: $HEADROOM_HOME/mitmproxy)."),
+    port: int = typer.Option(
+        8080, min=1, max=65535, help="The proxy's port (reused when a Headroom proxy already answers there)."
+    ),
+    confdir: Optional[Path] = typer.Option(
+        None, help="mitmproxy confdir (the CA) (default: $HEADROOM_HOME/mitmproxy)."
+    ),
     db_url: Optional[str] = typer.Option(None, help="Database for a proxy this command starts."),
     set_: list[str] = typer.Option([], "--set", help="key=value options for a proxy this command starts (repeatable)."),
-    no_proxy: Optional[str] = typer.Option(None, help="NO_PROXY for the agent (default: yours + localhost,127.0.0.1,::1); '' sends local hosts (local LLM servers) through the proxy too."),
+    no_proxy: Optional[str] = typer.Option(
+        None,
+        help="NO_PROXY for the agent (default: yours + localhost,127.0.0.1,::1); '' sends local hosts (local LLM servers) through the proxy too.",
+    ),
     timeout: float = typer.Option(60.0, min=1, help="Seconds to wait for a proxy this command starts."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No message before the agent starts."),
 ) -> None:
@@ -103,18 +112,26 @@ def wrap(
     found = pp.identify(addr)
     state = found.state
     if state == "base_url":
-        ui.fail("wrap", f"{addr.url} is {found.words}, not a proxy port: use --port {found.proxy_port}, or choose another --port")
+        ui.fail(
+            "wrap",
+            f"{addr.url} is {found.words}, not a proxy port: use --port {found.proxy_port}, or choose another --port",
+        )
         raise typer.Exit(2)
     if state == "other":
         ui.fail("wrap", f"{addr.url} answers, but not as a Headroom proxy: choose another --port")
         raise typer.Exit(2)
     if state == "warming" and (why := pp.health_failure(addr)) is not None:
-        ui.note("wrap", f"the proxy on {addr.url} cannot open its database ({why}): requests pass uncompressed; fix it, then restart that proxy (`headroom proxy --stop --port {port}`)")
+        ui.note(
+            "wrap",
+            f"the proxy on {addr.url} cannot open its database ({why}): requests pass uncompressed; fix it, then restart that proxy (`headroom proxy --stop --port {port}`)",
+        )
     elif state == "warming":
         with ui.status(f"waiting for the Headroom proxy on {addr.url} to warm up …", quiet=quiet):
             ready = pp.wait_ready(addr, timeout)
         if not ready:
-            ui.note("wrap", f"the proxy on {addr.url} is still warming up; requests pass uncompressed until it is ready")
+            ui.note(
+                "wrap", f"the proxy on {addr.url} is still warming up; requests pass uncompressed until it is ready"
+            )
     if state == "none":
         check_home("wrap", home)
         validate_settings("wrap", db_url, set_)
@@ -126,9 +143,13 @@ def wrap(
         trust = upstream_ca("wrap", home, conf, set_, os.environ)
         base_urls = _free(listen_host, pp.base_url_listeners(port, None, None))
         try:
-            cmd = pp.proxy_command(addr, conf, db_url=db_url, sets=set_, mode=mode, base_urls=base_urls, upstream_ca=trust)
+            cmd = pp.proxy_command(
+                addr, conf, db_url=db_url, sets=set_, mode=mode, base_urls=base_urls, upstream_ca=trust
+            )
             with ui.status(f"starting the Headroom proxy on {addr.url} …", quiet=quiet):
-                pid = pp.start_detached(cmd, pp.proxy_environ(os.environ, keep_proxy_vars=bool(mode)), addr, home, ca, timeout)
+                pid = pp.start_detached(
+                    cmd, pp.proxy_environ(os.environ, keep_proxy_vars=bool(mode)), addr, home, ca, timeout
+                )
         except pp.ProxyError as e:
             ui.fail("wrap", str(e).splitlines()[0])
             if "\n" in str(e):
@@ -139,8 +160,14 @@ def wrap(
             raise typer.Exit(130) from None
         if not quiet:
             via = f", via {mode[9:]}" if mode else ""
-            trusted = f", trusting {', '.join(str(f) for f in trust_files(os.environ, home, conf))} upstream" if trust else ""
-            ui.copyable(f"headroom: started the proxy on {addr.url} (pid {pid}{via}{trusted}); stop it with `headroom proxy --stop --port {port}`", err, markup=False)
+            trusted = (
+                f", trusting {', '.join(str(f) for f in trust_files(os.environ, home, conf))} upstream" if trust else ""
+            )
+            ui.copyable(
+                f"headroom: started the proxy on {addr.url} (pid {pid}{via}{trusted}); stop it with `headroom proxy --stop --port {port}`",
+                err,
+                markup=False,
+            )
     elif set_ or db_url:
         ui.note("wrap", f"a proxy already runs on {addr.url}: --set/--db-url are not applied to it")
     if not ca.is_file():
@@ -155,7 +182,11 @@ def wrap(
     env = ae.agent_env(os.environ, proxy_url=addr.url, ca_cert=ca, ca_bundle=bundle, no_proxy=no_proxy)
     if not quiet:
         prof = ae.profile_for(command)
-        ui.copyable(f"headroom: {prof.label()} through {addr.url}; trusts the CA via {', '.join(prof.trust)}; stats: `headroom stats`", err, markup=False)
+        ui.copyable(
+            f"headroom: {prof.label()} through {addr.url}; trusts the CA via {', '.join(prof.trust)}; stats: `headroom stats`",
+            err,
+            markup=False,
+        )
     raise typer.Exit(run_agent(command, env, exe))
 
 

@@ -42,8 +42,8 @@ import tree_sitter_python
 import tree_sitter_rust
 import tree_sitter_typescript
 
-from headroom_core.compress.markers import make_marker, offload_key
 from headroom_core.compress.gain import finish, too_small
+from headroom_core.compress.markers import make_marker, offload_key
 from headroom_core.compress.numbered import Numbered, split_numbered
 from headroom_core.compress.result import CompressResult
 from headroom_core.compress.tokens import TokenCounter
@@ -82,7 +82,9 @@ FUNCTIONS: dict[str, frozenset[str]] = {
     "tsx": _JS_FUNCS,
     "go": frozenset({"function_declaration", "method_declaration", "func_literal"}),
     "rust": frozenset({"function_item", "closure_expression"}),
-    "java": frozenset({"method_declaration", "constructor_declaration", "lambda_expression", "compact_constructor_declaration"}),
+    "java": frozenset(
+        {"method_declaration", "constructor_declaration", "lambda_expression", "compact_constructor_declaration"}
+    ),
 }
 _BLOCKS = frozenset({"block", "statement_block", "constructor_body"})
 
@@ -169,7 +171,13 @@ def guess_language(code: str, max_lines: int = 400) -> str | None:
         if s >= 2:
             scores.append((-s, lang))
     for _, lang in sorted(scores):
-        cands = ("typescript", "tsx") if lang == "typescript" else ("javascript", "tsx") if lang == "javascript" else (lang,)
+        cands = (
+            ("typescript", "tsx")
+            if lang == "typescript"
+            else ("javascript", "tsx")
+            if lang == "javascript"
+            else (lang,)
+        )
         for c in cands:
             if parses(code, c):
                 return c
@@ -187,8 +195,16 @@ def _last_row(node) -> int:
 
 def _name_of(node) -> str:
     name = node.child_by_field_name("name")
-    if name is None and node.parent is not None and node.parent.type in ("variable_declarator", "pair", "assignment_expression"):
-        name = node.parent.child_by_field_name("name") or node.parent.child_by_field_name("key") or node.parent.child_by_field_name("left")
+    if (
+        name is None
+        and node.parent is not None
+        and node.parent.type in ("variable_declarator", "pair", "assignment_expression")
+    ):
+        name = (
+            node.parent.child_by_field_name("name")
+            or node.parent.child_by_field_name("key")
+            or node.parent.child_by_field_name("left")
+        )
     s = re.sub(r"[;\]\[\n\r]", "", _text(name))[:60]
     return s or "function"
 
@@ -284,7 +300,12 @@ class _Plan:
         """Shorten a long class or module docstring (the first statement of ``body``) to its first
         line plus a marker comment; True when planned."""
         first = body.named_children[0] if body.named_children else None
-        if first is None or first.type != "expression_statement" or first.named_child_count != 1 or first.named_children[0].type != "string":
+        if (
+            first is None
+            or first.type != "expression_statement"
+            or first.named_child_count != 1
+            or first.named_children[0].type != "string"
+        ):
             return False
         d0, d1 = first.start_point.row, _last_row(first)
         if d1 - d0 < MIN_BODY_LINES or d1 >= len(self.lines) or d0 in self.repl:
@@ -375,7 +396,9 @@ def compress_code(
         return CompressResult.unchanged(text, KIND, f"code not compressed: {type(e).__name__}")
 
 
-def _compress(text: str, counter: TokenCounter, min_tokens: int, min_saving_ratio: float, language: str | None) -> CompressResult:
+def _compress(
+    text: str, counter: TokenCounter, min_tokens: int, min_saving_ratio: float, language: str | None
+) -> CompressResult:
     if too_small(text, counter, min_tokens):
         return CompressResult.unchanged(text, KIND, "small")
     num: Numbered | None = split_numbered(text)

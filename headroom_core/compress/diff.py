@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 
-from headroom_core.compress.markers import make_marker, offload_key
 from headroom_core.compress.gain import finish, too_small
+from headroom_core.compress.markers import make_marker, offload_key
 from headroom_core.compress.result import CompressResult
 from headroom_core.compress.tokens import TokenCounter
 

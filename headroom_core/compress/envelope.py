@@ -179,7 +179,13 @@ def _is_header_line(line: str) -> tuple[bool, bool]:
     if _KV_RX.fullmatch(line):
         return True, True
     s = line.strip()
-    ok = bool(s) and len(s) <= MAX_STATUS_LINE and s[0].isalpha() and s[-1] not in ".:;!?" and not s.startswith(("<", "{", "["))
+    ok = (
+        bool(s)
+        and len(s) <= MAX_STATUS_LINE
+        and s[0].isalpha()
+        and s[-1] not in ".:;!?"
+        and not s.startswith(("<", "{", "["))
+    )
     return ok, False
 
 
@@ -228,7 +234,11 @@ def _labelled(text: str) -> tuple[str, str, str] | None:
         return None
     # the trailer: Label: value lines at the end, at least one
     n_tail = 0
-    while n_tail < min(MAX_TRAILER_LINES, len(lines) - 1) and _KV_RX.fullmatch(lines[-1 - n_tail].rstrip("\r")) and len(lines[-1 - n_tail]) <= MAX_STATUS_LINE:
+    while (
+        n_tail < min(MAX_TRAILER_LINES, len(lines) - 1)
+        and _KV_RX.fullmatch(lines[-1 - n_tail].rstrip("\r"))
+        and len(lines[-1 - n_tail]) <= MAX_STATUS_LINE
+    ):
         n_tail += 1
     if n_tail == 0:
         return None
@@ -360,7 +370,11 @@ def _layer(text: str, nested: bool) -> tuple[Layer, str, bool] | None:
         return Layer(lead + head, trail + trailing, shape=f"header{shape_tail}"), inner, True
     ell = _ELLIPSIS_LINE_RX.search(body)
     if ell is not None and nested:
-        return Layer(lead, body[ell.start() :] + trail + trailing, shape=f"ellipsis{shape_tail}"), body[: ell.start()], False
+        return (
+            Layer(lead, body[ell.start() :] + trail + trailing, shape=f"ellipsis{shape_tail}"),
+            body[: ell.start()],
+            False,
+        )
     if names:
         return Layer(lead, trail + trailing, shape=shape_tail.lstrip("+")), body, False
     return None

@@ -64,7 +64,9 @@ def _records_side(piece: str, rec: Records, query: str, counter: TokenCounter, m
         return _Piece(piece, "json", "", len(piece))
     out = _rekey(r, arr, whole)
     inner = out[1:-1] if out.startswith("[") and out.endswith("]") else out
-    return _Piece(piece[: rec.start] + inner + piece[rec.end :], "json", f"{len(rec.values)} records: {r.reason}", len(piece))
+    return _Piece(
+        piece[: rec.start] + inner + piece[rec.end :], "json", f"{len(rec.values)} records: {r.reason}", len(piece)
+    )
 
 
 def _routed(piece: str, route: Route, min_tokens: int, whole: str) -> _Piece:
@@ -129,9 +131,13 @@ def compress_enveloped(text: str, env: Envelope, route: Route, query: str, count
     if env.join(env.payload) != text:
         return CompressResult.unchanged(text, "text", "envelope does not round-trip")
     if lossless and not env.cuts and head_records(env.payload) is None:
-        r = compress_json(env.payload, query, counter, min_tokens=min_tokens, min_saving_ratio=min_saving_ratio, lossless=True)
+        r = compress_json(
+            env.payload, query, counter, min_tokens=min_tokens, min_saving_ratio=min_saving_ratio, lossless=True
+        )
         if not r.changed:
-            return CompressResult.unchanged(text, r.kind if r.reason != "not json" else "text", f"{env.shape}: {r.reason}"[:300])
+            return CompressResult.unchanged(
+                text, r.kind if r.reason != "not json" else "text", f"{env.shape}: {r.reason}"[:300]
+            )
         new = env.join(r.text)
         out = finish(text, new, counter, kind="json", strategy=f"envelope+{r.strategy}", reason=f"{env.shape}: {r.reason}"[:300],
                      what="envelope", min_saving_ratio=min_saving_ratio)  # fmt: skip

@@ -38,8 +38,23 @@ from headroom_core.compress.tokens import TokenCounter
 KIND = "html"
 
 _DROP_TAGS = (
-    "script", "style", "noscript", "template", "svg", "iframe", "canvas", "object", "embed",
-    "nav", "button", "input", "select", "textarea", "link", "meta", "base",
+    "script",
+    "style",
+    "noscript",
+    "template",
+    "svg",
+    "iframe",
+    "canvas",
+    "object",
+    "embed",
+    "nav",
+    "button",
+    "input",
+    "select",
+    "textarea",
+    "link",
+    "meta",
+    "base",
 )
 _LOOKS_HTML = re.compile(r"<(?:!doctype\s+html|html|head|body|div|p|span|a|table|ul|ol|li|h[1-6]|pre|br)\b", re.I)
 

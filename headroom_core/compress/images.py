@@ -83,9 +83,13 @@ class SizeLimit:
 
 
 #: Claude models up to 4.6: 1568 px long edge, the 784x1568 budget of the docs' table.
-ANTHROPIC_STANDARD = SizeLimit(1568, 784 * 1568, 0, "Anthropic vision docs: long edge 1568 px, ~1,600 tokens (784x1568 largest unresized)")
+ANTHROPIC_STANDARD = SizeLimit(
+    1568, 784 * 1568, 0, "Anthropic vision docs: long edge 1568 px, ~1,600 tokens (784x1568 largest unresized)"
+)
 #: Claude Opus 4.7 and models this module does not know: 2576 px long edge, ~3.75 MP.
-ANTHROPIC_HIGH_RES = SizeLimit(2576, 3_750_000, 0, "Anthropic vision docs: Opus 4.7 native resolution, long edge 2576 px (~3.75 MP)")
+ANTHROPIC_HIGH_RES = SizeLimit(
+    2576, 3_750_000, 0, "Anthropic vision docs: Opus 4.7 native resolution, long edge 2576 px (~3.75 MP)"
+)
 #: OpenAI detail "high" on the 512 px tile models: 2048 px square, then short side 768 px.
 OPENAI_TILES = SizeLimit(2048, 0, 768, "OpenAI vision guide: fit 2048x2048, then shortest side 768 px")
 #: OpenAI detail "low": a 512x512 version.
@@ -102,9 +106,13 @@ GEMINI_TILE = 768
 GEMINI_SMALL = 384
 GEMINI_TILE_TOKENS = 258
 
-_CLAUDE_VERSION = re.compile(r"claude-(?:(?:opus|sonnet|haiku)-(\d+)(?:-(\d{1,2}))?(?!\d)|(\d+)(?:-(\d))?-(?:opus|sonnet|haiku|instant))")
+_CLAUDE_VERSION = re.compile(
+    r"claude-(?:(?:opus|sonnet|haiku)-(\d+)(?:-(\d{1,2}))?(?!\d)|(\d+)(?:-(\d))?-(?:opus|sonnet|haiku|instant))"
+)
 _OPENAI_PATCH_MODELS = re.compile(r"(?:^|[/:.])(?:gpt-4\.1-(?:mini|nano)|o4-mini)(?:$|[-@:])")
-_OPENAI_TILE_MODELS = re.compile(r"(?:^|[/:.])(?:gpt-4o|gpt-4\.1|gpt-4\.5|gpt-4-turbo|o1|o3|computer-use-preview)(?:$|[-@:])")
+_OPENAI_TILE_MODELS = re.compile(
+    r"(?:^|[/:.])(?:gpt-4o|gpt-4\.1|gpt-4\.5|gpt-4-turbo|o1|o3|computer-use-preview)(?:$|[-@:])"
+)
 
 
 def claude_version(model: str) -> tuple[int, int] | None:
@@ -275,7 +283,13 @@ def shrink(
             new = target_size(*new, tokens, max_tokens)
             reduced = True
         if new == size:
-            return _kept(data, "within the provider's effective size" + (" and the token target" if max_tokens else ""), fmt, size, before_tokens)
+            return _kept(
+                data,
+                "within the provider's effective size" + (" and the token target" if max_tokens else ""),
+                fmt,
+                size,
+                before_tokens,
+            )
     except Exception as e:  # noqa: BLE001 - any decoder error: pass the bytes on untouched
         return _kept(data, f"not an image Pillow can read: {type(e).__name__}: {e}"[:200])
     try:
@@ -351,7 +365,15 @@ def _encode(im: Image.Image, fmt: str, size: tuple[int, int], data: bytes, palet
         if out.mode not in ("RGB", "RGBA"):
             out = out.convert("RGBA" if transparent else "RGB")
         lossless = _webp_lossless(data)
-        out.save(buf, "WEBP", lossless=lossless, quality=100 if lossless else LOSSY_QUALITY, method=4, exact=lossless, **extra)
+        out.save(
+            buf,
+            "WEBP",
+            lossless=lossless,
+            quality=100 if lossless else LOSSY_QUALITY,
+            method=4,
+            exact=lossless,
+            **extra,
+        )
     else:  # GIF: one frame on a palette
         if out.mode != "P":
             out = out.convert("RGB").quantize(256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)

@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from headroom_core.compress.markers import make_marker, offload_key
 from headroom_core.compress import images
+from headroom_core.compress.markers import make_marker, offload_key
 from headroom_core.compress.pipeline import excluded
 from headroom_core.wire import jsonedit
 from headroom_core.wire.detect import Dialect
@@ -77,7 +77,9 @@ class ImagesOutcome:
         return sum(1 for r in self.results if r.changed)
 
 
-def image_sites(d: Dialect, body: dict[str, Any], live_from: int = 0, view: RequestView | None = None) -> list[ImageSite]:
+def image_sites(
+    d: Dialect, body: dict[str, Any], live_from: int = 0, view: RequestView | None = None
+) -> list[ImageSite]:
     """Every base64 image of the conversation from message ``live_from`` on (where each dialect
     keeps them: :mod:`headroom_core.wire.image_refs`); images given by URL or file id are skipped.
     ``view``: the request's :class:`~headroom_core.wire.request_view.RequestView` of ``body``
@@ -100,18 +102,27 @@ def _decoded(ref: ImageRef) -> ImageSite | None:
         parsed = images.parse_data_url(ref.encoded)
         if parsed is None:
             return None
-        return ImageSite(ref.path, ref.container, ref.message_index, parsed.media_type, parsed.data, ref.detail, True, ref.tool_name)
+        return ImageSite(
+            ref.path, ref.container, ref.message_index, parsed.media_type, parsed.data, ref.detail, True, ref.tool_name
+        )
     raw = images.decode_base64(ref.encoded)
     urlsafe = raw is None and ref.media_type.startswith("image/")
     if urlsafe:  # some clients write bytes URL-safe (google-genai's inlineData)
         raw = images.decode_base64_urlsafe(ref.encoded)
     if raw is None:
         return None
-    return ImageSite(ref.path, ref.container, ref.message_index, ref.media_type, raw, tool_name=ref.tool_name, urlsafe=urlsafe)
+    return ImageSite(
+        ref.path, ref.container, ref.message_index, ref.media_type, raw, tool_name=ref.tool_name, urlsafe=urlsafe
+    )
 
 
 def plan_images(
-    d: Dialect, body: dict[str, Any], live_from: int, max_tokens: int = 0, exclude_tools: tuple[str, ...] = (), view: RequestView | None = None
+    d: Dialect,
+    body: dict[str, Any],
+    live_from: int,
+    max_tokens: int = 0,
+    exclude_tools: tuple[str, ...] = (),
+    view: RequestView | None = None,
 ) -> ImagesOutcome:
     """The edits for every base64 image of the live zone (module docstring). ``max_tokens`` > 0
     turns on the opt-in token target (estimated tokens per image); images in results of tools
@@ -145,7 +156,9 @@ def plan_images(
         encoded = images.encode_base64(r.data)
         if site.urlsafe:
             encoded = encoded.replace("+", "-").replace("/", "_")
-        edits.append(jsonedit.Replace(site.path, f"data:{site.media_type};base64,{encoded}" if site.data_url else encoded))
+        edits.append(
+            jsonedit.Replace(site.path, f"data:{site.media_type};base64,{encoded}" if site.data_url else encoded)
+        )
         if r.reduced:
             original = images.DataURL(site.media_type, site.data).text()
             key = offload_key(original)

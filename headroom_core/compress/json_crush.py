@@ -50,8 +50,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import cast
 
-from headroom_core.compress.markers import make_marker, offload_key
 from headroom_core.compress.json_select import MIN_ITEMS, REASONS, Selection, query_words, select_items
+from headroom_core.compress.markers import make_marker, offload_key
 from headroom_core.compress.result import CompressResult, Offload
 from headroom_core.compress.tokens import TokenCounter
 from headroom_core.surrogates import escape_in_json
@@ -218,13 +218,19 @@ class _Encoder:
         keys = self._table_keys(items)
         enc = self.encode
         if keys is None:
-            return [s if isinstance(s, str) else enc(x) if isinstance(x := items[s], (dict, list)) else x for s in slots]
+            return [
+                s if isinstance(s, str) else enc(x) if isinstance(x := items[s], (dict, list)) else x for s in slots
+            ]
         rows = cast("list[dict[str, object]]", items)  # a table: every item a dict with ``keys``
         n = len(rows)
         same_keys = [k for k in keys if all(_same_text(rows[i][k], rows[0][k]) for i in range(1, n))]
         same = {k: self.encode(rows[0][k]) for k in same_keys}
         columns = [k for k in keys if k not in same]
-        cells = {s: [enc(v) if isinstance(v := rows[s][c], (dict, list)) else v for c in columns] for s in slots if isinstance(s, int)}
+        cells = {
+            s: [enc(v) if isinstance(v := rows[s][c], (dict, list)) else v for c in columns]
+            for s in slots
+            if isinstance(s, int)
+        }
         plain = [s if isinstance(s, str) else self._item(keys, same, columns, cells[s]) for s in slots]
         body: dict[str, object] = {}
         if same:
@@ -314,7 +320,9 @@ def compress_json(
         return CompressResult.unchanged(text, KIND, "too deeply nested")
 
 
-def _compress(text: str, query: str, counter: TokenCounter, min_tokens: int, min_saving_ratio: float, lossless: bool = False) -> CompressResult:
+def _compress(
+    text: str, query: str, counter: TokenCounter, min_tokens: int, min_saving_ratio: float, lossless: bool = False
+) -> CompressResult:
     doc, why = _parse(text)
     if doc is None:
         return CompressResult.unchanged(text, KIND, why)
@@ -372,7 +380,9 @@ def _compress(text: str, query: str, counter: TokenCounter, min_tokens: int, min
 
     def beats(tokens: float, ok: bool) -> bool:
         # Crushing must beat the lossless form clearly, not only the original.
-        return crushed is not None and crushed[0] <= target and (not ok or crushed[0] <= tokens * (1.0 - min_saving_ratio))
+        return (
+            crushed is not None and crushed[0] <= target and (not ok or crushed[0] <= tokens * (1.0 - min_saving_ratio))
+        )
 
     as_table = len(tabled) * per_char
     if unchecked and not (beats(best_tokens, best_ok) and beats(as_table, as_table <= target and tabled != text)):

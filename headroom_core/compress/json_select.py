@@ -73,8 +73,7 @@ _ERROR_KEYS = frozenset(
 )
 _ERROR_KEY_SUFFIXES = ("error", "errors", "exception")
 _ERROR_VALUES = frozenset(
-    "error errors errored failed failure fatal exception crashed crash panic timedout timeout "
-    "critical".split()
+    "error errors errored failed failure fatal exception crashed crash panic timedout timeout critical".split()
 )
 _STATUS_KEYS = frozenset(
     "status statuscode code httpstatus httpcode httpstatuscode responsecode responsestatus".split()

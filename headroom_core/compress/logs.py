@@ -63,11 +63,11 @@ from drain3 import TemplateMiner
 from drain3.masking import AbstractMaskingInstruction
 from drain3.template_miner_config import TemplateMinerConfig
 
-from headroom_core.compress.markers import make_marker, offload_key
-from headroom_core.compress.json_select import query_words
-from headroom_core.compress.query_match import passages_with_any
 from headroom_core.compress.gain import precheck
+from headroom_core.compress.json_select import query_words
 from headroom_core.compress.logshape import analyse, header_of
+from headroom_core.compress.markers import make_marker, offload_key
+from headroom_core.compress.query_match import passages_with_any
 from headroom_core.compress.repeats import Run, find_runs, fold_note
 from headroom_core.compress.result import CompressResult, Offload
 from headroom_core.compress.tokens import TokenCounter
@@ -110,7 +110,10 @@ _MASKS = (
     ),
     (r"(?<![\w/.:-])\d{2,4}[/-]\d{2}[/-]\d{2,4}(?![\w/.-])", "TS"),
     (r"(?<![\w:.])\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?(?![\w:])", "TS"),
-    (r"(?<![0-9a-fA-F])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![0-9a-fA-F])", "ID"),
+    (
+        r"(?<![0-9a-fA-F])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![0-9a-fA-F])",
+        "ID",
+    ),
     (r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?(?![\w.])", "IP"),
     (r"(?<![\w])0x[0-9a-fA-F]+(?![\w])", "HEX"),
     (r"(?<![\w])[0-9a-f]{16,}(?![\w])", "HEX"),
@@ -130,18 +133,25 @@ _LOWER_LEVEL_RE = re.compile(
     re.IGNORECASE,
 )
 # Words that make a line an error line wherever they stand (lowercased substrings).
-ERROR_WORDS = ("error", "fatal", "severe", "critical", "exception", "fail", "panic", "denied", "segfault",
-               "segmentation fault", "core dumped")
+ERROR_WORDS = (
+    "error",
+    "fatal",
+    "severe",
+    "critical",
+    "exception",
+    "fail",
+    "panic",
+    "denied",
+    "segfault",
+    "segmentation fault",
+    "core dumped",
+)
 _STACK_FRAME_RE = re.compile(r"^\s+at [\w$.<>/]+\(|^\s+File \".*\", line \d+|^Caused by: ")
 # Every error-level line holds one of these (lowercased): a cheap test before the regular expressions.
 _CHEAP_WORDS = ("err", "fatal", "severe", "crit", "panic", "emerg", "alert", "exception", "traceback")
 _FRAME_RE = re.compile(r"^\s*(?:at [\w$.<>/]|Caused by:|Suppressed:|\.\.\. \d+ (?:more|common frames))")
-_PY_CHAIN_RE = re.compile(
-    r"^(?:During handling of the above exception|The above exception was the direct cause)"
-)
-_EXC_LINE_RE = re.compile(
-    r"^[A-Za-z_$][\w.$]*(?:Error|Exception|Exit|Interrupt|Iteration|Throwable)(?::|$)"
-)
+_PY_CHAIN_RE = re.compile(r"^(?:During handling of the above exception|The above exception was the direct cause)")
+_EXC_LINE_RE = re.compile(r"^[A-Za-z_$][\w.$]*(?:Error|Exception|Exit|Interrupt|Iteration|Throwable)(?::|$)")
 
 
 class _Masker(AbstractMaskingInstruction):
@@ -295,9 +305,7 @@ def mine_variants(lines: list[str]) -> tuple[tuple[int, ...], tuple[Template, ..
     for i, c in enumerate(cluster_of):
         if c >= 0:
             members[c].append(i)
-    templates = tuple(
-        Template(by_id[cid].get_template(), len(members[k]), members[k][0]) for cid, k in order.items()
-    )
+    templates = tuple(Template(by_id[cid].get_template(), len(members[k]), members[k][0]) for cid, k in order.items())
     firsts: list[int] = []
     variant_of = [-1] * len(lines)
     for cid, k in order.items():
@@ -382,7 +390,9 @@ def select_lines(lines: list[str], query: str) -> LogSelection:
             keep(j, "error")
     # a query word found in at most half of the non-blank lines picks the lines holding it
     nonblank = [i for i, ln in enumerate(lines) if ln.strip()]
-    found = passages_with_any(query_words(query), [lines[i] for i in nonblank], most=len(nonblank) // 2, ignore_case=True)
+    found = passages_with_any(
+        query_words(query), [lines[i] for i in nonblank], most=len(nonblank) // 2, ignore_case=True
+    )
     if found:
         hits = sorted(nonblank[k] for k in found)
         if len(hits) > MAX_QUERY:

@@ -53,7 +53,9 @@ _STRIP_TAIL = ")]}>:,;'\""
 
 _TIME = r"\d{1,2}:\d{1,2}(?::\d{1,2})?(?:[.,:]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?"
 _TIME_RE = re.compile(_TIME)
-_DATE_RE = re.compile(r"\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{2,4}|\d{1,2}[-/][A-Z][a-z]{2}[-/]\d{2,4}|\d{8}")
+_DATE_RE = re.compile(
+    r"\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{2,4}|\d{1,2}[-/][A-Z][a-z]{2}[-/]\d{2,4}|\d{8}"
+)
 _SHORT_DATE_RE = re.compile(r"\d{1,2}[-./]\d{1,2}")
 _DT_RE = re.compile(
     r"(?:\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{2,4}|\d{1,2}/[A-Z][a-z]{2}/\d{4}|\d{8}|\d{4}[-/]\d{1,2})"
@@ -210,7 +212,11 @@ def header_of(line: str) -> Header | None:
             last = j
             fields.append("N" if c == "n" else c)
             gap = 0
-        elif c == "W" and _is_plain_word(toks[j].group(0)) and not any(x in STRONG for x in classes[j + 1 : j + 1 + MAX_GAP]):
+        elif (
+            c == "W"
+            and _is_plain_word(toks[j].group(0))
+            and not any(x in STRONG for x in classes[j + 1 : j + 1 + MAX_GAP])
+        ):
             break  # a word of prose, no timestamp behind it: the message has started
         else:
             gap += 1

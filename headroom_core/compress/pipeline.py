@@ -10,10 +10,10 @@ import fnmatch
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Protocol
 
-from headroom_core.compress.result import CompressResult, Offload
-from headroom_core.compress.tokens import TokenCounter
 from headroom_core.compress.reads import command_of, verbatim_call_ids
+from headroom_core.compress.result import CompressResult, Offload
 from headroom_core.compress.router import Hint
+from headroom_core.compress.tokens import TokenCounter
 from headroom_core.compress.worker import CompressTimeout
 from headroom_core.wire.blocks import ToolCall, ToolOutput
 
@@ -145,12 +145,18 @@ def compress_outputs(
         if out.is_error:
             continue
         if out.call_id in verbatim:
-            blocks.append(BlockOutcome(out.path, out.tool_name, "", "unchanged", "latest view of a file", False, 0, 0, False))
+            blocks.append(
+                BlockOutcome(out.path, out.tool_name, "", "unchanged", "latest view of a file", False, 0, 0, False)
+            )
             continue
         if len(out.text) < min_tokens:  # a token is at least one character: cheaply too small
             continue
         if len(out.text) > MAX_OUTPUT_CHARS:
-            blocks.append(BlockOutcome(out.path, out.tool_name, "", "unchanged", "too large to compress in time", False, 0, 0, False))
+            blocks.append(
+                BlockOutcome(
+                    out.path, out.tool_name, "", "unchanged", "too large to compress in time", False, 0, 0, False
+                )
+            )
             continue
         h = decision_key(cache, scope, out.text, lossless)
         hit = cache.get(h, out.text)
@@ -186,7 +192,9 @@ def compress_outputs(
                 blocks.append(BlockOutcome(out.path, out.tool_name, "", res.strategy, res.reason, False, 0, 0, False))
                 continue
             if lossless and res.offloads:
-                res = CompressResult.unchanged(out.text, res.kind, "lossless only: the model cannot call headroom_retrieve")
+                res = CompressResult.unchanged(
+                    out.text, res.kind, "lossless only: the model cannot call headroom_retrieve"
+                )
             after = counter.count(res.text) if res.changed else before
             if res.changed and after >= before:
                 res = CompressResult.unchanged(out.text, res.kind, "no gain")
@@ -196,7 +204,11 @@ def compress_outputs(
         else:
             res, before, after = hit
         keys = tuple(o.key for o in res.offloads) if res.changed else ()
-        blocks.append(BlockOutcome(out.path, out.tool_name, res.kind, res.strategy, res.reason, res.changed, before, after, cached, keys))
+        blocks.append(
+            BlockOutcome(
+                out.path, out.tool_name, res.kind, res.strategy, res.reason, res.changed, before, after, cached, keys
+            )
+        )
         if res.changed:
             replacements.append((out.path, res.text))
             offloads.extend(res.offloads)

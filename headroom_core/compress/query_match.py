@@ -30,7 +30,9 @@ from collections.abc import Sequence
 WORD_START = r"(?<![^\W_])"
 
 
-def passages_with(words: Sequence[str], passages: Sequence[str], *, most: int, ignore_case: bool) -> dict[str, list[int]]:
+def passages_with(
+    words: Sequence[str], passages: Sequence[str], *, most: int, ignore_case: bool
+) -> dict[str, list[int]]:
     """For each of ``words`` found at a word start in at least one and at most ``most`` of
     ``passages``: the indexes of the passages holding it, ascending. Words found in none, or in
     more than ``most``, are left out; the dict keeps the order of ``words``.

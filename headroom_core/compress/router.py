@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Callable, Literal
 
-from headroom_core.compress.markers import offload_key
 from headroom_core.compress.code import compress_code, guess_language, language_for_path, parses
 from headroom_core.compress.diff import compress_diff, looks_like_diff
 from headroom_core.compress.envelope import Envelope, has_frame, split_envelope
@@ -36,6 +35,7 @@ from headroom_core.compress.gain import finish
 from headroom_core.compress.json_crush import compress_json
 from headroom_core.compress.json_cut import head_records
 from headroom_core.compress.logshape import log_share
+from headroom_core.compress.markers import offload_key
 from headroom_core.compress.numbered import split_numbered
 from headroom_core.compress.repeats import fold_text
 from headroom_core.compress.result import CompressResult
@@ -75,7 +75,9 @@ class Hint:
     kind: str = ""
 
 
-_SEARCH_TOOLS = frozenset({"Grep", "Glob", "grep", "search", "search_files", "find_file", "search_dir", "search_file", "glob", "LS"})
+_SEARCH_TOOLS = frozenset(
+    {"Grep", "Glob", "grep", "search", "search_files", "find_file", "search_dir", "search_file", "glob", "LS"}
+)
 _CMD_KINDS = (
     (re.compile(r"^\s*(git\s+(diff|show|log\s+-p|format-patch|stash\s+show\s+-p)|diff\s+-\w*u|svn\s+diff|hg\s+diff)\b"), "diff"),
     (re.compile(r"^\s*(rg|grep|egrep|ag|ack|git\s+grep|find|fd|locate)\b"), "search"),
@@ -129,7 +131,11 @@ def _log_share(lines: list[str]) -> float:
 
 def _html_strict(text: str) -> bool:
     head = text.lstrip()[:300].lower()
-    return head.startswith("<!doctype html") or head.startswith("<html") or ("<html" in head and "<head" in text[:3000].lower())
+    return (
+        head.startswith("<!doctype html")
+        or head.startswith("<html")
+        or ("<html" in head and "<head" in text[:3000].lower())
+    )
 
 
 def _html_loose(lines: list[str]) -> bool:
@@ -255,7 +261,9 @@ COMPRESSORS: tuple[Compressor, ...] = (
 KINDS = tuple(c.name for c in COMPRESSORS)
 _BY_NAME = {c.name: c for c in COMPRESSORS}
 #: Every detection rule in detection order.
-_RULES: tuple[Detect, ...] = tuple(rule for _, rule in sorted(((place, rule) for c in COMPRESSORS for place, rule in c.detect), key=lambda pr: pr[0]))
+_RULES: tuple[Detect, ...] = tuple(
+    rule for _, rule in sorted(((place, rule) for c in COMPRESSORS for place, rule in c.detect), key=lambda pr: pr[0])
+)
 
 
 def classify(text: str, hint: Hint | None = None, *, envelope: bool = True) -> Kind:
@@ -336,7 +344,9 @@ def _fold(kind: str) -> str:
     return entry.fold if entry is not None else "never"
 
 
-def _route(text: str, kind: Kind, query: str, counter: TokenCounter, min_tokens: int, min_saving_ratio: float) -> CompressResult:
+def _route(
+    text: str, kind: Kind, query: str, counter: TokenCounter, min_tokens: int, min_saving_ratio: float
+) -> CompressResult:
     """Compress ``text`` as ``kind``, with runs of repeated lines folded where the kind allows
     (:attr:`Compressor.fold`): one offload holds ``text``, every marker names its key."""
     fold = _fold(kind.name)
@@ -356,7 +366,9 @@ def _route(text: str, kind: Kind, query: str, counter: TokenCounter, min_tokens:
     return out if out.changed else res
 
 
-def _fold_then_route(text: str, kind: Kind, query: str, counter: TokenCounter, min_tokens: int, min_saving_ratio: float) -> CompressResult:
+def _fold_then_route(
+    text: str, kind: Kind, query: str, counter: TokenCounter, min_tokens: int, min_saving_ratio: float
+) -> CompressResult:
     key = offload_key(text)
     folded = fold_text(text, key)
     if folded is None:
@@ -374,7 +386,9 @@ def _fold_then_route(text: str, kind: Kind, query: str, counter: TokenCounter, m
                   what=f"{folded.lines_folded} repeated lines and more", min_saving_ratio=min_saving_ratio)  # fmt: skip
 
 
-def _route_kind(text: str, kind: Kind, query: str, counter: TokenCounter, min_tokens: int, min_saving_ratio: float) -> CompressResult:
+def _route_kind(
+    text: str, kind: Kind, query: str, counter: TokenCounter, min_tokens: int, min_saving_ratio: float
+) -> CompressResult:
     if kind.numbered and kind.name != "code":
         return CompressResult.unchanged(text, kind.name, "numbered file text that is not code: kept as read")
     fn = compressor_for(kind.name)
@@ -383,7 +397,9 @@ def _route_kind(text: str, kind: Kind, query: str, counter: TokenCounter, min_to
     if kind.name == "code":
         if not kind.language:
             return CompressResult.unchanged(text, "code", "language not recognised")
-        return fn(text, query, counter, min_tokens=min_tokens, min_saving_ratio=min_saving_ratio, language=kind.language)
+        return fn(
+            text, query, counter, min_tokens=min_tokens, min_saving_ratio=min_saving_ratio, language=kind.language
+        )
     try:
         return fn(text, query, counter, min_tokens=min_tokens, min_saving_ratio=min_saving_ratio)
     except Exception as e:  # noqa: BLE001 - a compressor's bug must not lose the output
@@ -433,18 +449,28 @@ def compress_text(
     env = enveloped(text, h) if not h.kind else None
     if env is not None:
         return compress_enveloped(
-            text, env, lambda t, mt: _compress_plain(t, h, query, counter, mt, min_saving_ratio), query, counter,
-            min_tokens=min(min_tokens, SECTION_MIN_TOKENS), min_saving_ratio=min_saving_ratio, lossless=lossless,
+            text,
+            env,
+            lambda t, mt: _compress_plain(t, h, query, counter, mt, min_saving_ratio),
+            query,
+            counter,
+            min_tokens=min(min_tokens, SECTION_MIN_TOKENS),
+            min_saving_ratio=min_saving_ratio,
+            lossless=lossless,
         )
     if lossless:
         kind = classify(text, h)
         if kind.name != "json":
             return CompressResult.unchanged(text, kind.name, "lossless only: the model cannot call headroom_retrieve")
-        return compress_json(text, query, counter, min_tokens=min_tokens, min_saving_ratio=min_saving_ratio, lossless=True)
+        return compress_json(
+            text, query, counter, min_tokens=min_tokens, min_saving_ratio=min_saving_ratio, lossless=True
+        )
     return _compress_plain(text, h, query, counter, min_tokens, min_saving_ratio)
 
 
-def _compress_plain(text: str, h: Hint, query: str, counter: TokenCounter, min_tokens: int, min_saving_ratio: float) -> CompressResult:
+def _compress_plain(
+    text: str, h: Hint, query: str, counter: TokenCounter, min_tokens: int, min_saving_ratio: float
+) -> CompressResult:
     """:func:`compress_text` of a text without an envelope: sections, or the text as one kind."""
     try:
         sections = split_sections(text) if not h.kind else []
@@ -492,7 +518,9 @@ def _sections(text, sections, h: Hint, query, counter, min_tokens, min_saving_ra
         else:
             parts.append(s.text)
     if not sizes:
-        return CompressResult.unchanged(text, biggest[2], f"{len(sections)} sections, none compressed; {biggest[1]}"[:300])
+        return CompressResult.unchanged(
+            text, biggest[2], f"{len(sections)} sections, none compressed; {biggest[1]}"[:300]
+        )
     main = max(sizes, key=lambda k: sizes[k])
     reason = f"{len(sections)} sections; " + "; ".join(notes)
     return finish(text, "".join(parts), counter, kind=main, strategy="sections", reason=reason[:300],

@@ -24,9 +24,9 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from headroom_core.compress.markers import make_marker, offload_key
 from headroom_core.compress.gain import finish, too_small
 from headroom_core.compress.json_select import query_words
+from headroom_core.compress.markers import make_marker, offload_key
 from headroom_core.compress.result import CompressResult
 from headroom_core.compress.tokens import TokenCounter
 
@@ -40,6 +40,8 @@ MAX_QUERY_PATHS = 25
 MAX_DIR_LINES = 15
 
 HIT_RX = re.compile(r"^(?P<path>[^\s:\[][^:\s]{0,400}?)(?P<a>[:-])(?P<line>\d+)(?P<b>[:-])(?P<text>.*)$")
+
+
 def is_path(line: str) -> bool:
     """True when ``line`` (stripped) is one file path; lines over 1,000 characters are not
     (``PATH_RX`` backtracks quadratically on long ones)."""
@@ -47,7 +49,9 @@ def is_path(line: str) -> bool:
     return len(ln) <= 1000 and PATH_RX.match(ln) is not None
 
 
-PATH_RX = re.compile(r"^(?:[A-Za-z]:)?[^\s:*?\"<>|\[][^:*?\"<>|\n]*(?:/[^:*?\"<>|\n/]+)+/?$|^[\w@.+-]+\.[A-Za-z0-9]{1,8}$")
+PATH_RX = re.compile(
+    r"^(?:[A-Za-z]:)?[^\s:*?\"<>|\[][^:*?\"<>|\n]*(?:/[^:*?\"<>|\n/]+)+/?$|^[\w@.+-]+\.[A-Za-z0-9]{1,8}$"
+)
 
 
 @dataclass(frozen=True)
@@ -163,7 +167,9 @@ def _hits(text: str, lines: list[str], words: tuple[str, ...], counter: TokenCou
             continue
         ks = sorted(keep[p])
         n_shown = sum(1 for k in ks for h in files[p][k] if h.match)
-        out.append(f"{p} ({nmatch[p]} matches)" if n_shown == nmatch[p] else f"{p} ({nmatch[p]} matches, {n_shown} shown)")
+        out.append(
+            f"{p} ({nmatch[p]} matches)" if n_shown == nmatch[p] else f"{p} ({nmatch[p]} matches, {n_shown} shown)"
+        )
         for k in ks:
             out += [f"{h.line}{':' if h.match else '-'}{h.text}" for h in files[p][k]]
     out += tail

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import re
 
-from headroom_core.compress.markers import make_marker, offload_key
 from headroom_core.compress.gain import finish, too_small
+from headroom_core.compress.markers import make_marker, offload_key
 from headroom_core.compress.result import CompressResult
 from headroom_core.compress.tokens import TokenCounter
 
@@ -171,7 +171,9 @@ def compress_test_output(
     dropped = runs = 0
     # blank lines inside a run of noise belong to the run
     for i, ln in enumerate(lines + [None]):
-        if ln is not None and (is_noise(ln) or (run and not ln.strip() and i + 1 < len(lines) and is_noise(lines[i + 1]))):
+        if ln is not None and (
+            is_noise(ln) or (run and not ln.strip() and i + 1 < len(lines) and is_noise(lines[i + 1]))
+        ):
             run.append(ln)
             continue
         noise = sum(1 for r in run if r.strip())
@@ -187,6 +189,8 @@ def compress_test_output(
     if not runs:
         return CompressResult.unchanged(text, KIND, "no passing lines to collapse")
     kept = len(lines) - dropped
-    reason = f"collapsed {dropped} passing/progress lines in {runs} runs, kept {kept} lines (failures, warnings, summary)"
+    reason = (
+        f"collapsed {dropped} passing/progress lines in {runs} runs, kept {kept} lines (failures, warnings, summary)"
+    )
     return finish(text, "\n".join(out), counter, kind=KIND, strategy="collapse", reason=reason,
                   what=f"{dropped} passing or progress lines", min_saving_ratio=min_saving_ratio)  # fmt: skip

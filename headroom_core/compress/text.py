@@ -48,11 +48,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from headroom_core.compress.markers import make_marker, offload_key
 from headroom_core.compress import embeddings
-from headroom_core.compress.json_select import STOPWORDS, query_words
-from headroom_core.compress.query_match import passages_with_any
 from headroom_core.compress.gain import precheck
+from headroom_core.compress.json_select import STOPWORDS, query_words
+from headroom_core.compress.markers import make_marker, offload_key
+from headroom_core.compress.query_match import passages_with_any
 from headroom_core.compress.result import CompressResult, Offload
 from headroom_core.compress.tokens import TokenCounter
 
@@ -315,7 +315,9 @@ def select_passages(text: str, query: str, counter: TokenCounter, *, use_model: 
             reasons[i] = "heading"
     reasons.setdefault(0, "first")
     # a query word found in at most QUERY_MAX_SHARE of the passages picks them
-    for i in sorted(passages_with_any(query_words(query), texts, most=math.floor(QUERY_MAX_SHARE * len(texts)), ignore_case=True)):
+    for i in sorted(
+        passages_with_any(query_words(query), texts, most=math.floor(QUERY_MAX_SHARE * len(texts)), ignore_case=True)
+    ):
         reasons.setdefault(i, "query")
     tokens = [counter.count(t) for t in texts]
     total = sum(tokens)

@@ -74,7 +74,13 @@ def _serve(conn: Connection, home: str, tokenizer_path: str) -> None:
             return
         try:
             res: Any = compress_text(
-                job.text, job.query, counter, min_tokens=job.min_tokens, min_saving_ratio=job.min_saving_ratio, hint=job.hint, lossless=job.lossless
+                job.text,
+                job.query,
+                counter,
+                min_tokens=job.min_tokens,
+                min_saving_ratio=job.min_saving_ratio,
+                hint=job.hint,
+                lossless=job.lossless,
             )
         except Exception as e:  # noqa: BLE001 - reported to the caller, the worker goes on
             res = CompressResult.unchanged(job.text, "text", f"worker failed: {type(e).__name__}")
@@ -117,7 +123,9 @@ class CompressWorker:
         resource_tracker.ensure_running()
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child, self._home, self._tokenizer_path), name="headroom-compress", daemon=True)
+        self._proc = ctx.Process(
+            target=_serve, args=(child, self._home, self._tokenizer_path), name="headroom-compress", daemon=True
+        )
         old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             self._proc.start()
@@ -176,7 +184,9 @@ class CompressWorker:
             while True:
                 if not conn.poll(max(0.0, deadline - time.monotonic())):
                     self._stop()
-                    raise CompressTimeout(f"compressing {len(job.text)} characters took over {timeout_s:.1f} s; the worker was stopped")
+                    raise CompressTimeout(
+                        f"compressing {len(job.text)} characters took over {timeout_s:.1f} s; the worker was stopped"
+                    )
                 try:
                     res = conn.recv()
                 except (EOFError, OSError) as e:

@@ -41,7 +41,11 @@ def checkpoint_all() -> int:
             whole += 0 if busy else 1
             eng.dispose()
         except Exception as e:  # noqa: BLE001 - the data stays in the -wal file, as before
-            log.warning("headroom: the database %s was not checkpointed at stop (%s); its -wal file holds recent data", eng.url.database, e)
+            log.warning(
+                "headroom: the database %s was not checkpointed at stop (%s); its -wal file holds recent data",
+                eng.url.database,
+                e,
+            )
     return whole
 
 
@@ -56,7 +60,9 @@ def backup_sqlite(source: Path, dest: Path) -> int:
         raise FileExistsError(f"{dest} exists already")
     create_private_file(dest)
     try:
-        src = sqlite3.connect(source.resolve().as_uri() + "?mode=rw", uri=True, timeout=lock_wait.BACKGROUND_WAIT_SECONDS)
+        src = sqlite3.connect(
+            source.resolve().as_uri() + "?mode=rw", uri=True, timeout=lock_wait.BACKGROUND_WAIT_SECONDS
+        )
         try:
             out = sqlite3.connect(dest)
             try:

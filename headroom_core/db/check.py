@@ -84,7 +84,6 @@ def _engine(url: str, timeout: float, postgres: bool):
 def _login(url: str, timeout: float, postgres: bool) -> BaseException | None:
     """The error of connecting to ``url`` and running ``SELECT 1`` (None when it worked)."""
     from sqlalchemy import text
-
     from sqlalchemy.exc import NoSuchModuleError
 
     try:
@@ -158,7 +157,11 @@ def _sqlite_problem(database: str) -> str | None:
     if f.parent.exists() and not os.access(f.parent, os.W_OK | os.X_OK):
         return f"the folder {f.parent} is not writable by this user (SQLite writes its -wal and -shm files there)"
     if not f.exists():
-        return None if os.access(folder, os.W_OK | os.X_OK) else f"cannot create {f}: the folder {folder} is not writable by this user"
+        return (
+            None
+            if os.access(folder, os.W_OK | os.X_OK)
+            else f"cannot create {f}: the folder {folder} is not writable by this user"
+        )
     if not os.access(f, os.R_OK | os.W_OK):
         return f"{f} is not readable and writable by this user"
     try:

@@ -90,11 +90,16 @@ def make_engine(url: str) -> Engine:
         # the ledger writer, observers): past ``pool_size`` SQLAlchemy opens and closes a connection
         # (and runs the pragmas) per checkout, which under load costs more than the query.
         eng = create_engine(
-            url, connect_args={"check_same_thread": False, "timeout": lock_wait.BACKGROUND_WAIT_SECONDS}, pool_size=SQLITE_POOL_SIZE, max_overflow=SQLITE_MAX_OVERFLOW
+            url,
+            connect_args={"check_same_thread": False, "timeout": lock_wait.BACKGROUND_WAIT_SECONDS},
+            pool_size=SQLITE_POOL_SIZE,
+            max_overflow=SQLITE_MAX_OVERFLOW,
         )
         event.listen(eng, "connect", _sqlite_pragmas)
     else:
-        eng = create_engine(url, pool_pre_ping=True, pool_size=PG_POOL_SIZE, max_overflow=PG_MAX_OVERFLOW, pool_timeout=30)
+        eng = create_engine(
+            url, pool_pre_ping=True, pool_size=PG_POOL_SIZE, max_overflow=PG_MAX_OVERFLOW, pool_timeout=30
+        )
     event.listen(eng, "before_cursor_execute", scrub_parameters, retval=True)
     lock_wait.install(eng)  # a request's statements wait for locks only as long as its budget
     return eng
@@ -130,7 +135,9 @@ def migrate(engine: Engine) -> None:
             log.info("headroom: database migrated to %s", ", ".join(sorted(after)))
     except Exception as e:  # noqa: BLE001 - re-raised with the URL named, on one line
         first = str(getattr(e, "orig", None) or e).strip().splitlines()
-        raise DatabaseError(f"cannot open {engine.url.render_as_string(hide_password=True)}: {type(getattr(e, 'orig', None) or e).__name__}: {first[0] if first else ''}") from e
+        raise DatabaseError(
+            f"cannot open {engine.url.render_as_string(hide_password=True)}: {type(getattr(e, 'orig', None) or e).__name__}: {first[0] if first else ''}"
+        ) from e
 
 
 def _heads(conn) -> set[str]:
@@ -166,8 +173,11 @@ def open_database(url: str) -> sessionmaker[Session]:
                         sqlite_file.set_aside(f, found)
                     eng = _make_and_migrate(url)
             except OSError as e:  # the lock file (its folder may be a file), or the damaged file's rename
-                raise DatabaseError(f"cannot create the SQLite database {f}: {_blocker(f)}" if f is not None and _blocker(f)
-                                    else f"cannot open the SQLite database {f}: {e.strerror or e}") from e
+                raise DatabaseError(
+                    f"cannot create the SQLite database {f}: {_blocker(f)}"
+                    if f is not None and _blocker(f)
+                    else f"cannot open the SQLite database {f}: {e.strerror or e}"
+                ) from e
             _engines[url] = eng
     return sessionmaker(eng, expire_on_commit=False)
 
@@ -176,7 +186,9 @@ def _make_and_migrate(url: str) -> Engine:
     try:
         eng = make_engine(url)
     except (ImportError, ValueError) as e:  # a driver that is not installed, a bad URL
-        raise DatabaseError(f"cannot open {make_url(url).render_as_string(hide_password=True)}: {type(e).__name__}: {e}") from e
+        raise DatabaseError(
+            f"cannot open {make_url(url).render_as_string(hide_password=True)}: {type(e).__name__}: {e}"
+        ) from e
     try:
         migrate(eng)
     except DatabaseError:

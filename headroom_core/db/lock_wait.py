@@ -42,6 +42,7 @@ _SQLITE_BUSY = frozenset({5, 6})
 #: (``query_canceled``).
 _PG_TIMEOUT = frozenset({"55P03", "57014"})
 
+
 class _Budget:
     """Seconds of database time a unit of work has ``left`` (shared by the threads it hands a
     copy of its context to; a race between two of them costs at most one transaction's time)."""

@@ -90,7 +90,10 @@ class RequestOutcome(Base):
     """
 
     __tablename__ = "request_outcomes"
-    __table_args__ = (Index("ix_request_outcomes_created_at", "created_at"), Index("ix_request_outcomes_entry_id", "entry_id"))
+    __table_args__ = (
+        Index("ix_request_outcomes_created_at", "created_at"),
+        Index("ix_request_outcomes_entry_id", "entry_id"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     created_at: Mapped[datetime] = mapped_column(DateTime)

@@ -69,7 +69,9 @@ def load_secret(path: Path) -> bytes:
     except OSError as e:
         raise SecretError(f"cannot read the secret key file {path}: {e}") from e
     if len(data) != SECRET_BYTES:
-        raise SecretError(f"the secret key file {path} holds {len(data)} bytes, not {SECRET_BYTES}: restore it or remove it (stored originals become unreadable)")
+        raise SecretError(
+            f"the secret key file {path} holds {len(data)} bytes, not {SECRET_BYTES}: restore it or remove it (stored originals become unreadable)"
+        )
     return data
 
 

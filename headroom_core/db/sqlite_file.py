@@ -71,7 +71,9 @@ def damage(f: Path) -> Damage | None:
         wal = _companions(f)[0]
         if wal.exists() and wal.stat().st_size > 0:
             traces.insert(0, wal.name)
-        return Damage(f"0 bytes, though the database was used before ({', '.join(traces)} beside it)") if traces else None
+        return (
+            Damage(f"0 bytes, though the database was used before ({', '.join(traces)} beside it)") if traces else None
+        )
     try:
         with open(f, "rb") as fh:
             head = fh.read(len(SQLITE_HEADER))
@@ -141,7 +143,9 @@ def opening(f: Path, timeout: float = OPEN_LOCK_SECONDS) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    log.warning("headroom: another process has been opening %s for %.0f s; going on without waiting", f, timeout)
+                    log.warning(
+                        "headroom: another process has been opening %s for %.0f s; going on without waiting", f, timeout
+                    )
                     break
                 time.sleep(0.05)
         yield

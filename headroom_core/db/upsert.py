@@ -13,13 +13,12 @@ from operator import itemgetter
 from typing import Any, Mapping, Sequence, cast
 
 from sqlalchemy import ColumnElement, Table, func
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from headroom_core.db.types import scrub_for
-
 
 _STATEMENTS: dict[tuple, Any] = {}
 
@@ -36,7 +35,14 @@ def dialect_insert(s: Session, model: type):
     return None
 
 
-def _statement(dialect: str, model: type, keys: tuple[str, ...], cols: tuple[str, ...], add: tuple[str, ...] = (), returning: bool = False) -> Any:
+def _statement(
+    dialect: str,
+    model: type,
+    keys: tuple[str, ...],
+    cols: tuple[str, ...],
+    add: tuple[str, ...] = (),
+    returning: bool = False,
+) -> Any:
     """The ``INSERT … ON CONFLICT`` statement for these columns, built once: values go as bound
     parameters, so SQLAlchemy's compiled cache serves it (values written into the statement
     would be hashed into its cache key on every call, slow for large ones). ``add`` columns
@@ -50,7 +56,11 @@ def _statement(dialect: str, model: type, keys: tuple[str, ...], cols: tuple[str
         ins = sqlite.insert(t) if dialect == "sqlite" else postgresql.insert(t)
         set_: dict[str, ColumnElement[Any]] = {c: ins.excluded[c] for c in cols}
         set_.update({c: func.coalesce(t.c[c], 0) + ins.excluded[c] for c in add})
-        stmt = ins.on_conflict_do_update(index_elements=list(keys), set_=set_) if set_ else ins.on_conflict_do_nothing(index_elements=list(keys))
+        stmt = (
+            ins.on_conflict_do_update(index_elements=list(keys), set_=set_)
+            if set_
+            else ins.on_conflict_do_nothing(index_elements=list(keys))
+        )
         if returning:
             stmt = stmt.returning(t.c[keys[0]])
         _STATEMENTS[k] = stmt
@@ -58,7 +68,12 @@ def _statement(dialect: str, model: type, keys: tuple[str, ...], cols: tuple[str
 
 
 def upsert(
-    s: Session, model: type, values: Mapping[str, Any], keys: Sequence[str], update: Sequence[str] | None = None, add: Sequence[str] = ()
+    s: Session,
+    model: type,
+    values: Mapping[str, Any],
+    keys: Sequence[str],
+    update: Sequence[str] | None = None,
+    add: Sequence[str] = (),
 ) -> None:
     """Insert ``values`` into ``model``'s table, or, when a row with the same ``keys`` exists,
     set its ``update`` columns (default: every non-key column given, except ``add``) to
@@ -79,7 +94,9 @@ def upsert(
     s.execute(_statement(dialect, model, tuple(keys), cols, tuple(add)), dict(values))
 
 
-def upsert_many(s: Session, model: type, rows: Sequence[Mapping[str, Any]], keys: Sequence[str], update: Sequence[str] | None = None) -> None:
+def upsert_many(
+    s: Session, model: type, rows: Sequence[Mapping[str, Any]], keys: Sequence[str], update: Sequence[str] | None = None
+) -> None:
     """:func:`upsert` of several rows with the same columns, in one statement execution."""
     if not rows:
         return
@@ -119,7 +136,9 @@ class BulkUpsert:
     params: Sequence[Any] = ()
 
     @classmethod
-    def prepare(cls, dialect: Dialect | None, model: type, rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> "BulkUpsert":
+    def prepare(
+        cls, dialect: Dialect | None, model: type, rows: Sequence[Mapping[str, Any]], keys: Sequence[str]
+    ) -> "BulkUpsert":
         """The rows (all with the same columns) made ready for ``dialect`` (an engine's; None:
         not known, :meth:`run` then runs :func:`upsert_many`)."""
         if not rows or dialect is None or dialect.name not in ("sqlite", "postgresql"):
@@ -128,7 +147,9 @@ class BulkUpsert:
         k = (dialect.name, model, tuple(keys), names)
         known = _BULK.get(k)
         if known is None:
-            compiled = _statement(dialect.name, model, tuple(keys), tuple(c for c in names if c not in keys)).compile(dialect=dialect)
+            compiled = _statement(dialect.name, model, tuple(keys), tuple(c for c in names if c not in keys)).compile(
+                dialect=dialect
+            )
             order = tuple(compiled.positiontup) if compiled.positional and compiled.positiontup is not None else None
             table = cast(Table, model.__table__)  # type: ignore[attr-defined]
             procs = tuple(table.c[c].type.dialect_impl(dialect).bind_processor(dialect) for c in (order or names))

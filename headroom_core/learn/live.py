@@ -54,7 +54,7 @@ def steps_of(ctx: RequestContext, since: int = 0) -> list[Step]:
     order = sorted(first.items(), key=lambda kv: kv[1][0])
     order = [(cid, v) for cid, v in order if not is_rejection("\n".join(texts[cid]))]
     start = next((i for i, (_, (mi, _, _)) in enumerate(order) if mi >= since), len(order))
-    order = order[max(0, start - SETUP_WINDOW):]
+    order = order[max(0, start - SETUP_WINDOW) :]
     if not order:
         return []
     calls = ctx.view.tool_calls
@@ -64,7 +64,17 @@ def steps_of(ctx: RequestContext, since: int = 0) -> list[Step]:
         tool = call.name if call else name
         args = call.arguments if call and call.arguments is not None else {}
         # is_error absent is no evidence of success (only Anthropic clients set it): None keeps the other evidence
-        steps.append(make_step(tool, args, "\n".join(texts[cid]), is_error=True if err else None, index=len(steps), message_index=mi, call_id=cid))
+        steps.append(
+            make_step(
+                tool,
+                args,
+                "\n".join(texts[cid]),
+                is_error=True if err else None,
+                index=len(steps),
+                message_index=mi,
+                call_id=cid,
+            )
+        )
     return steps
 
 
@@ -87,7 +97,11 @@ def observe(rt: "Runtime", ctx: RequestContext) -> None:
     if not new:
         return
     store = LearnStore(rt.sessions)
-    pairs = [p for p in find_pairs(steps, ignore=_ignore(ctx.project), root=_root(ctx.project)) if p.fixed.message_index >= ctx.live_from]
+    pairs = [
+        p
+        for p in find_pairs(steps, ignore=_ignore(ctx.project), root=_root(ctx.project))
+        if p.fixed.message_index >= ctx.live_from
+    ]
     store.record_failures(ctx.project, ctx.session_key, [st for st in new if not st.ok])
     fixes = {p.fixed.call_id for p in pairs}
     first_try = [st for st in new if st.ok and st.call_id not in fixes]

@@ -89,20 +89,28 @@ class LearnResult:
         if not self.files:
             return "No session was read."
         if failures == 0:
-            return (f"No failed tool call in {len(self.files)} session(s): nothing to learn from "
-                    "(a search that found nothing or a server stopped by its timeout is not a failure).")
+            return (
+                f"No failed tool call in {len(self.files)} session(s): nothing to learn from "
+                "(a search that found nothing or a server stopped by its timeout is not a failure)."
+            )
         lessons = [p for _, p in self.pairs if p.kind != "retry"]
         parts = [f"{failures} failed call(s)"]
         if not self.pairs:
             parts.append("none was followed by a call that fixed it")
         elif not lessons:
             _, p = self.pairs[-1]
-            parts.append(f"{len(self.pairs)} were fixed, but only by content-specific changes (code edited, another text) that make no rule "
-                         f"(the latest: `{show(p.failed)}` failed, `{show(p.fixed, True)}` then worked)")
+            parts.append(
+                f"{len(self.pairs)} were fixed, but only by content-specific changes (code edited, another text) that make no rule "
+                f"(the latest: `{show(p.failed)}` failed, `{show(p.fixed, True)}` then worked)"
+            )
         if self.candidates:
-            parts.append(f"{len(self.candidates)} rule(s) below the evidence threshold of {min_evidence} (lower it with --min-evidence)")
+            parts.append(
+                f"{len(self.candidates)} rule(s) below the evidence threshold of {min_evidence} (lower it with --min-evidence)"
+            )
         if self.generic:
-            parts.append(f"{len(self.generic)} generic rule(s) about the agent's own tools kept out (--include-generic writes them)")
+            parts.append(
+                f"{len(self.generic)} generic rule(s) about the agent's own tools kept out (--include-generic writes them)"
+            )
         if self.dropped:
             parts.append(f"{len(self.dropped)} rule(s) dropped because they contradict each other")
         if self.problems:
@@ -144,14 +152,18 @@ def _unresolved(steps: Sequence[Step], pairs: Sequence[Pair]) -> list[Step]:
         if script and script.rsplit("/", 1)[-1] in own:
             continue
         cmd = normalize_command(st.first_line)
-        if any(later.ok and later.is_shell and normalize_command(later.first_line) == cmd for later in steps[k + 1:]):
+        if any(later.ok and later.is_shell and normalize_command(later.first_line) == cmd for later in steps[k + 1 :]):
             continue
         out.append(st)
     return out
 
 
-def learn_from_logs(sessions: Sequence[LogSession], min_evidence: int = 2, ignore: frozenset[str] = frozenset(),
-                    include_generic: bool = False) -> LearnResult:
+def learn_from_logs(
+    sessions: Sequence[LogSession],
+    min_evidence: int = 2,
+    ignore: frozenset[str] = frozenset(),
+    include_generic: bool = False,
+) -> LearnResult:
     """Pair failures with fixes in every thread of ``sessions``, build and merge rules, count
     evidence (module docstring), drop contradictions, split by ``min_evidence`` and by
     generality (:attr:`~.rules.Rule.generic`; written only with ``include_generic``), and
@@ -232,7 +244,9 @@ def learn_from_logs(sessions: Sequence[LogSession], min_evidence: int = 2, ignor
     for fs in files:
         fs.rules_written = sum(1 for r in written if fs.path in r.sources)
     problems = _known_problems(open_problems, resolved_later, {r.failure_key for r in kept})
-    return LearnResult(tuple(written), tuple(below), tuple(dropped), tuple(files), tuple(all_pairs), tuple(generic), problems)
+    return LearnResult(
+        tuple(written), tuple(below), tuple(dropped), tuple(files), tuple(all_pairs), tuple(generic), problems
+    )
 
 
 def _one_fix_per_failure(rules: list[Rule]) -> list[Rule]:
@@ -251,7 +265,9 @@ def _one_fix_per_failure(rules: list[Rule]) -> list[Rule]:
     return out + list(best.values())
 
 
-def _known_problems(items: list[tuple[str, LogSession, Step]], resolved: set[str], ruled: set[str]) -> tuple[KnownProblem, ...]:
+def _known_problems(
+    items: list[tuple[str, LogSession, Step]], resolved: set[str], ruled: set[str]
+) -> tuple[KnownProblem, ...]:
     groups: dict[str, list[tuple[str, LogSession, Step]]] = defaultdict(list)
     for scope, sess, st in items:
         fk = failure_key(st)
@@ -261,6 +277,16 @@ def _known_problems(items: list[tuple[str, LogSession, Step]], resolved: set[str
     out = []
     for fk, its in groups.items():
         _, sess, last = its[-1]
-        out.append(KnownProblem(fk, show(last), last.error, len(its),
-                                tuple(sorted({sc.split("|", 1)[0] for sc, _, _ in its})), last, last.when, sess.session_id))
+        out.append(
+            KnownProblem(
+                fk,
+                show(last),
+                last.error,
+                len(its),
+                tuple(sorted({sc.split("|", 1)[0] for sc, _, _ in its})),
+                last,
+                last.when,
+                sess.session_id,
+            )
+        )
     return tuple(sorted(out, key=lambda p: (-p.count, p.shown)))

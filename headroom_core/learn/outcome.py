@@ -34,8 +34,12 @@ MAX_ERROR_CHARS = 160
 SUMMARY_SPAN = 8000  # characters read at each end of a long output for its error summary
 
 _EXIT_RE = re.compile(r"(?im)^(?:exit code|process exited with code|exit status|exited with code)[:\s]+(-?\d+)")
-_SWE_TIMEOUT = re.compile(r"(?m)^EXECUTION TIMED OUT\b.*$|was cancelled because it took more than \d+(?:\.\d+)? seconds")
-_HARNESS_TIMEOUT = re.compile(r"(?im)^(?:error: )?(?:command timed out\b.*|.*\btimed out after \d+(?:\.\d+)?\s*(?:ms|s|m|seconds|minutes|milliseconds)\b.*)$")
+_SWE_TIMEOUT = re.compile(
+    r"(?m)^EXECUTION TIMED OUT\b.*$|was cancelled because it took more than \d+(?:\.\d+)? seconds"
+)
+_HARNESS_TIMEOUT = re.compile(
+    r"(?im)^(?:error: )?(?:command timed out\b.*|.*\btimed out after \d+(?:\.\d+)?\s*(?:ms|s|m|seconds|minutes|milliseconds)\b.*)$"
+)
 _STRONG_ERROR_LINES = re.compile(
     r"(?im)^(?:.*\bcommand not found\b.*|.*: (?:\[Errno \d+\] )?No such file or directory\b.*|.*\bcannot access\b.*|Traceback \(most recent call last\):"
     r"|(?:- )?E\d{3} \w+Error\b.*|Your proposed edit has introduced new syntax error.*|[A-Za-z_.]*(?:Error|Exception): .+"
@@ -55,10 +59,37 @@ _STRONG_ERROR_LINES = re.compile(
     r"|.*\b(?:exit(?:ed)?|terminated|returned|failed)\b[^\n]{0,20}\b(?:with )?(?:exit )?(?:code|status)[ :=]+[1-9]\d*\b.*"
     r"|.*\bnon-zero exit (?:code|status)\b.*)$"
 )
-_ERROR_WORDS = ("not found", "no such file", "cannot access", "traceback", "error", "exception", "fatal:", "permission denied",
-                "npm err", "segmentation fault", "wrong flag", "syntax errors", "no replacement", "not applied", "invalid `",
-                "usage: edit", "no file open", "failed", "sh:", "sh.exe:", ": ***", "can't", "cannot", "unable to", "could not",
-                "couldn't", "e: ", "code", "status")
+_ERROR_WORDS = (
+    "not found",
+    "no such file",
+    "cannot access",
+    "traceback",
+    "error",
+    "exception",
+    "fatal:",
+    "permission denied",
+    "npm err",
+    "segmentation fault",
+    "wrong flag",
+    "syntax errors",
+    "no replacement",
+    "not applied",
+    "invalid `",
+    "usage: edit",
+    "no file open",
+    "failed",
+    "sh:",
+    "sh.exe:",
+    ": ***",
+    "can't",
+    "cannot",
+    "unable to",
+    "could not",
+    "couldn't",
+    "e: ",
+    "code",
+    "status",
+)
 
 
 def has_error_line(body: str, limit: int = 20000) -> bool:
@@ -88,7 +119,9 @@ def _has_error_line(chunk: str) -> bool:
     return False
 
 
-_TOOL_ERROR_START = re.compile(r"^\s*(?:<tool_use_error>|error\b|Error\b|ERROR\b|\{\s*\"error\"\s*:|apply_patch verification failed|Failed to apply patch)")
+_TOOL_ERROR_START = re.compile(
+    r"^\s*(?:<tool_use_error>|error\b|Error\b|ERROR\b|\{\s*\"error\"\s*:|apply_patch verification failed|Failed to apply patch)"
+)
 _HEADER_LINES = re.compile(
     r"(?im)^(?:exit code[:\s]+-?\d+|process exited with code -?\d+|exit status[:\s]+-?\d+|wall time:.*|chunk id:.*"
     r"|original token count:.*|total output lines:.*|output:|error|\(no output\)|your command ran successfully and did not produce any output\.?)\s*$"
@@ -195,8 +228,10 @@ def _timeout_phrase(line: str) -> str:
 
 
 _TAGS = re.compile(r"</?tool_use_error>")
-_NOISE = re.compile(r"(?i)^(npm warn|warning:|\s*at |\s*File \"|>\s*\S+@\S+ |>\s*$|-+$|=+$|ERRORS:$|\[?\d+/\d+\]|\s*\^+\s*$"
-                    r"|[.FEsxX]+\s*(?:\[\s*\d+%\])?$)")
+_NOISE = re.compile(
+    r"(?i)^(npm warn|warning:|\s*at |\s*File \"|>\s*\S+@\S+ |>\s*$|-+$|=+$|ERRORS:$|\[?\d+/\d+\]|\s*\^+\s*$"
+    r"|[.FEsxX]+\s*(?:\[\s*\d+%\])?$)"
+)
 _PREFERRED = (  # (pattern, take the last hit rather than the first)
     (re.compile(r"^(?:- )?(E\d{3} \w+Error\b.*)$"), False),
     (re.compile(r"^(Wrong flag!.*)$"), False),
@@ -226,9 +261,11 @@ def error_summary(text: str) -> str:
     if len(body) > 2 * SUMMARY_SPAN:  # what went wrong is said near the start or the end
         body = body[:SUMMARY_SPAN] + "\n" + body[-SUMMARY_SPAN:]
     body = _TAGS.sub("", _HEADER_LINES.sub("", body)).strip()
-    body = re.sub(r"`[^`]*`", lambda m: "`…`" if "\n" in m.group(0) or len(m.group(0)) > 60 else m.group(0), body)  # quoted code
+    body = re.sub(
+        r"`[^`]*`", lambda m: "`…`" if "\n" in m.group(0) or len(m.group(0)) > 60 else m.group(0), body
+    )  # quoted code
     if body.startswith("Error: "):
-        body = body[len("Error: "):]
+        body = body[len("Error: ") :]
     lines = [ln.strip() for ln in body.splitlines() if ln.strip()]
     if any(ln.startswith("Your bash command contained syntax errors") for ln in lines):
         rest = [ln for ln in lines if "syntax error" in ln.lower() and not ln.startswith("Your bash")]

@@ -36,7 +36,9 @@ WINDOW = 5  # a correction must come within this many calls after the failure
 SETUP_WINDOW = 10  # a failure and its identical re-run, with a set-up in between
 MAX_DISTANCE_RATIO = 0.40  # two command lines are similar within this share of the longer one's length
 EDIT_RANGE = re.compile(r"^edit (\d+):(\d+)$")
-_MISSING_PARAM = re.compile(r"parameter `([^`]+)` is missing|missing (?:required )?(?:parameter|argument|field)s?:? ['\"`]?(\w+)", re.I)
+_MISSING_PARAM = re.compile(
+    r"parameter `([^`]+)` is missing|missing (?:required )?(?:parameter|argument|field)s?:? ['\"`]?(\w+)", re.I
+)
 # the failure was about how the command was run, or a missing dependency: a command can fix it
 _INVOCATION = re.compile(
     r"(?i)command not found|: not found\b|is not recognized as|no such file or directory|can't open file|cannot find the (?:path|file)"
@@ -63,14 +65,22 @@ _MISSING_WHAT = re.compile(
     r"|no such file or directory[:,]? ['\"]?([^'\"\s]+)|['\"]?([^'\"\s:]+)['\"]?: no such file or directory"
     r"|can't open file ['\"]([^'\"]+)['\"]|executable file not found in \$path: \"?(\S+?)\"?"
 )
-MISSING_DEP = re.compile(r"(?i)no module named|cannot find (?:package|module)|err_module_not_found|modulenotfounderror|cannot load such file"
-                         r"|no required module provides|can't find crate|could not find (?:gem|package)")
-_PROGRAM_MISSING = re.compile(r"(?i)command not found|is not recognized as an internal|: not found\b|executable file not found|not installed")
-NO_SUCH_VERB = re.compile(r"(?i)missing script|no rule to make target|unknown (?:command|script|task|target|subcommand)|is not a \w+ command"
-                          r"|no such (?:command|subcommand|task|script)|command \S+ not found|task \S+ not found")
+MISSING_DEP = re.compile(
+    r"(?i)no module named|cannot find (?:package|module)|err_module_not_found|modulenotfounderror|cannot load such file"
+    r"|no required module provides|can't find crate|could not find (?:gem|package)"
+)
+_PROGRAM_MISSING = re.compile(
+    r"(?i)command not found|is not recognized as an internal|: not found\b|executable file not found|not installed"
+)
+NO_SUCH_VERB = re.compile(
+    r"(?i)missing script|no rule to make target|unknown (?:command|script|task|target|subcommand)|is not a \w+ command"
+    r"|no such (?:command|subcommand|task|script)|command \S+ not found|task \S+ not found"
+)
 WAITING = re.compile(r"(?i)timed out|eoferror|eof when reading|end of file|no input|waiting for input|input\(\)")
-NOT_FOUND_TEXT = re.compile(r"(?i)did not appear verbatim|not found in (?:the )?file|no replacement was performed|not applied|failed to find expected lines"
-                            r"|no match(?:es)? found for")
+NOT_FOUND_TEXT = re.compile(
+    r"(?i)did not appear verbatim|not found in (?:the )?file|no replacement was performed|not applied|failed to find expected lines"
+    r"|no match(?:es)? found for"
+)
 #: the words of a line's set-up segments that are not its main command (``cd app && A``)
 _NOT_MAIN = ("cd", "pushd", "export", "source", ".", "set", "unset", "alias", "ulimit")
 
@@ -145,7 +155,7 @@ def inline(f: Step, s: Step) -> list[Segment] | None:
     segs = segments_of(first_line(s.command))
     for i in range(1, len(segs)):
         if segs[i].sep in ("&&", ";") and _norm(segs[i].words) == tuple(fw):
-            tail_ok = all(_norm(a.words) == _norm(b.words) for a, b in zip(f_rest[1:], segs[i + 1:]))
+            tail_ok = all(_norm(a.words) == _norm(b.words) for a, b in zip(f_rest[1:], segs[i + 1 :]))
             return segs[:i] if tail_ok else None
     return None
 
@@ -170,11 +180,18 @@ def related(b: Step, f: Step, ignore: frozenset[str]) -> bool:
     says is missing, or shares a name with ``f``'s error or command; a plain ``install`` (all
     dependencies) answers any missing module."""
     want = missing_things(f.failure_text)
-    have = {t.lower() for t in substantive_tokens(b.command, ignore)} | {t.lower().rsplit("/", 1)[-1] for t in substantive_tokens(b.command, ignore)}
+    have = {t.lower() for t in substantive_tokens(b.command, ignore)} | {
+        t.lower().rsplit("/", 1)[-1] for t in substantive_tokens(b.command, ignore)
+    }
     if want and any(w == h or (len(w) >= 3 and w in h) for w in want for h in have):
         return True
     _, bw = main_command(b.command)
-    if MISSING_DEP.search(f.failure_text) and bw and verb(bw) in ("install", "sync") and not [p for p in bw[2:] if not p.startswith("-")]:
+    if (
+        MISSING_DEP.search(f.failure_text)
+        and bw
+        and verb(bw) in ("install", "sync")
+        and not [p for p in bw[2:] if not p.startswith("-")]
+    ):
         return True
     if MISSING_DEP.search(f.failure_text) and bw and any(x in ("-r", "--requirement", "-e", "--editable") for x in bw):
         return True
@@ -191,8 +208,14 @@ def setup_between(f: Step, between: Sequence[Step], ignore: frozenset[str]) -> S
     """The set-up call among ``between`` that explains why ``f`` works now: the last one
     :func:`related` to ``f``'s failure, else the last set-up when no code was edited in between
     and ``f`` failed at how it was run."""
-    setups = [b for b in between if b.ok and b.is_shell and not b.is_edit and (
-        line_is_setup(first_line(b.command)) or (is_server(b.command) and (b.background or b.outcome == TIMEOUT)))]
+    setups = [
+        b
+        for b in between
+        if b.ok
+        and b.is_shell
+        and not b.is_edit
+        and (line_is_setup(first_line(b.command)) or (is_server(b.command) and (b.background or b.outcome == TIMEOUT)))
+    ]
     rel = [b for b in setups if related(b, f, ignore)]
     if rel:
         return rel[-1]
@@ -204,7 +227,11 @@ def program_missing(f: Step) -> bool:
     prog = (main_command(f.command)[1] or [""])[0]
     text = f.failure_text
     return bool(_PROGRAM_MISSING.search(f.error)) or bool(
-        prog and re.search(rf"(?im)^(?:\S+: )*(?:line \d+: )?{re.escape(prog)}: (?:No such file or directory|Permission denied|command not found|not found)", text)
+        prog
+        and re.search(
+            rf"(?im)^(?:\S+: )*(?:line \d+: )?{re.escape(prog)}: (?:No such file or directory|Permission denied|command not found|not found)",
+            text,
+        )
     )
 
 
@@ -240,7 +267,9 @@ def edit_texts(step: Step) -> str:
         return step.args
     if not isinstance(args, dict):
         return step.args
-    return "\n\0\n".join(str(v) for k, v in sorted(args.items()) if isinstance(v, str) and k not in ("file_path", "path"))
+    return "\n\0\n".join(
+        str(v) for k, v in sorted(args.items()) if isinstance(v, str) and k not in ("file_path", "path")
+    )
 
 
 def reread(f: Step, between: Sequence[Step]) -> tuple[Step, ...]:
@@ -256,4 +285,4 @@ def tool_reads(f: Step, between: Sequence[Step]) -> tuple[Step, ...]:
 
 def relative(d: str, root: str) -> str:
     """``d`` relative to the project folder ``root`` when inside it, else ``d``."""
-    return d[len(root) + 1:] if root and d.startswith(root + "/") else d
+    return d[len(root) + 1 :] if root and d.startswith(root + "/") else d

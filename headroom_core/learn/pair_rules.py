@@ -287,17 +287,37 @@ def _range_moved(c: Candidate) -> bool:
 EDIT_RULES: tuple[PairRule, ...] = (
     # what makes two edits incomparable comes first
     PairRule("not-both-edits", lambda c: not (c.f.is_edit and c.s.is_edit), None, "Only an edit corrects an edit."),
-    PairRule("other-file", lambda c: bool(c.f.target and c.s.target) and c.f.target != c.s.target, None,
-             "Edits of two different files are two jobs."),
-    PairRule("other-edit-command", lambda c: c.f.is_shell and c.s.is_shell and c.wf[:1] != c.ws[:1], None,
-             "Shell edits by two different edit commands (edit vs str_replace_editor) are not compared."),
-    PairRule("same-text", lambda c: c.edit_texts[0].strip() == c.edit_texts[1].strip(), None,
-             "The same text again: it simply worked the second time."),
+    PairRule(
+        "other-file",
+        lambda c: bool(c.f.target and c.s.target) and c.f.target != c.s.target,
+        None,
+        "Edits of two different files are two jobs.",
+    ),
+    PairRule(
+        "other-edit-command",
+        lambda c: c.f.is_shell and c.s.is_shell and c.wf[:1] != c.ws[:1],
+        None,
+        "Shell edits by two different edit commands (edit vs str_replace_editor) are not compared.",
+    ),
+    PairRule(
+        "same-text",
+        lambda c: c.edit_texts[0].strip() == c.edit_texts[1].strip(),
+        None,
+        "The same text again: it simply worked the second time.",
+    ),
     # then the correction, most specific first: only the range's end moved, only indentation, anything else
-    PairRule("line-range", lambda c: c.f.is_shell and _range_moved(c), PairKind.EDIT_RANGE,
-             "`edit N:M` again with the same text and another end line M."),
-    PairRule("indentation", lambda c: dedent(c.edit_texts[0]) == dedent(c.edit_texts[1]), PairKind.EDIT_INDENT,
-             "The same text with only its indentation changed (whitespace compared exactly before)."),
+    PairRule(
+        "line-range",
+        lambda c: c.f.is_shell and _range_moved(c),
+        PairKind.EDIT_RANGE,
+        "`edit N:M` again with the same text and another end line M.",
+    ),
+    PairRule(
+        "indentation",
+        lambda c: dedent(c.edit_texts[0]) == dedent(c.edit_texts[1]),
+        PairKind.EDIT_INDENT,
+        "The same text with only its indentation changed (whitespace compared exactly before).",
+    ),
     PairRule("other-text", _always, PairKind.RETRY, "Another text: a content fix that makes no general rule."),
 )
 
@@ -305,26 +325,61 @@ TOOL_RULES: tuple[PairRule, ...] = (
     # refusals: too far, another kind of tool, another file
     PairRule("far", lambda c: not c.near, None, "Tool calls pair only within WINDOW calls."),
     PairRule("other-family", lambda c: c.f.family != c.s.family, None, "A read does not fix an edit, nor the reverse."),
-    PairRule("other-file", lambda c: bool(c.f.target or c.s.target) and c.f.target != c.s.target, None,
-             "Calls on two different files are two jobs."),
+    PairRule(
+        "other-file",
+        lambda c: bool(c.f.target or c.s.target) and c.f.target != c.s.target,
+        None,
+        "Calls on two different files are two jobs.",
+    ),
     # calls without a file: the missing parameter decides, else the call must be the same tool with similar arguments
-    PairRule("param-given", lambda c: not (c.f.target or c.s.target) and bool(c.param) and c.param in c.s.keys
-             and c.param not in c.f.keys, PairKind.PARAM, "The parameter the error named missing is given now.",
-             detail=lambda c: c.param),
-    PairRule("param-not-given", lambda c: not (c.f.target or c.s.target) and bool(c.param), None,
-             "The error named a missing parameter and the later call still lacks it (or had it already)."),
-    PairRule("other-call", lambda c: not (c.f.target or c.s.target) and not (
-        c.f.tool == c.s.tool and c.f.args != c.s.args and similar(c.f.args[:300], c.s.args[:300])), None,
-             "Without a file, only the same tool with other but similar arguments can be a correction."),
-    PairRule("same-call", lambda c: c.f.args == c.s.args and not c.tool_reads, None,
-             "The same call simply worked the second time: nothing to learn."),
+    PairRule(
+        "param-given",
+        lambda c: not (c.f.target or c.s.target) and bool(c.param) and c.param in c.s.keys and c.param not in c.f.keys,
+        PairKind.PARAM,
+        "The parameter the error named missing is given now.",
+        detail=lambda c: c.param,
+    ),
+    PairRule(
+        "param-not-given",
+        lambda c: not (c.f.target or c.s.target) and bool(c.param),
+        None,
+        "The error named a missing parameter and the later call still lacks it (or had it already).",
+    ),
+    PairRule(
+        "other-call",
+        lambda c: (
+            not (c.f.target or c.s.target)
+            and not (c.f.tool == c.s.tool and c.f.args != c.s.args and similar(c.f.args[:300], c.s.args[:300]))
+        ),
+        None,
+        "Without a file, only the same tool with other but similar arguments can be a correction.",
+    ),
+    PairRule(
+        "same-call",
+        lambda c: c.f.args == c.s.args and not c.tool_reads,
+        None,
+        "The same call simply worked the second time: nothing to learn.",
+    ),
     # what the correction was, most specific first
-    PairRule("indentation", lambda c: c.f.family == "edit" and c.f.args != c.s.args and c.edit_kind == PairKind.EDIT_INDENT,
-             PairKind.EDIT_INDENT, "An Edit whose text changed only in indentation (EDIT_RULES)."),
-    PairRule("read-first", lambda c: bool(c.f.target) and bool(c.tool_reads), PairKind.PREREQUISITE,
-             "Another tool worked on the file in between (Read before Edit)."),
-    PairRule("param", lambda c: bool(c.param) and c.param in c.s.keys, PairKind.PARAM,
-             "The parameter the error named missing is given (calls on a file).", detail=lambda c: c.param),
+    PairRule(
+        "indentation",
+        lambda c: c.f.family == "edit" and c.f.args != c.s.args and c.edit_kind == PairKind.EDIT_INDENT,
+        PairKind.EDIT_INDENT,
+        "An Edit whose text changed only in indentation (EDIT_RULES).",
+    ),
+    PairRule(
+        "read-first",
+        lambda c: bool(c.f.target) and bool(c.tool_reads),
+        PairKind.PREREQUISITE,
+        "Another tool worked on the file in between (Read before Edit).",
+    ),
+    PairRule(
+        "param",
+        lambda c: bool(c.param) and c.param in c.s.keys,
+        PairKind.PARAM,
+        "The parameter the error named missing is given (calls on a file).",
+        detail=lambda c: c.param,
+    ),
     PairRule("otherwise", _always, PairKind.RETRY, "Other arguments: a content fix that makes no general rule."),
 )
 
@@ -339,22 +394,27 @@ def _other_verb(c: Candidate) -> bool:
     """Another verb that is no typo of the first, no other path to the same file, and not the
     same job named again after the failure said there is no such verb."""
     vf, vs = verb(c.wf), verb(c.ws)
-    return vf != vs and not (typo(vf, vs) or (pathlike(vf) and pathlike(vs) and same_file(vf, vs))
-                             or bool(NO_SUCH_VERB.search(c.f.failure_text) and jobs(c.wf) & jobs(c.ws)))
+    return vf != vs and not (
+        typo(vf, vs)
+        or (pathlike(vf) and pathlike(vs) and same_file(vf, vs))
+        or bool(NO_SUCH_VERB.search(c.f.failure_text) and jobs(c.wf) & jobs(c.ws))
+    )
 
 
 def _installs_program(c: Candidate) -> bool:
     """A segment of ``s``'s line is a set-up naming ``f``'s program (installing or enabling it)."""
     wf = c.wf
     prog_names = {wf[0], wf[0].removeprefix("./"), word_program(wf)}
-    return any(is_setup(seg.words) and bool(prog_names & {w.removeprefix("./") for w in seg.words[1:]})
-               for seg in segments_of(first_line(c.s.command)))
+    return any(
+        is_setup(seg.words) and bool(prog_names & {w.removeprefix("./") for w in seg.words[1:]})
+        for seg in segments_of(first_line(c.s.command))
+    )
 
 
 def _same_tail(c: Candidate) -> bool:
     """``s``'s arguments end with all of ``f``'s."""
     rest_f, rest_s = c.wf[1:], c.ws[1:]
-    return bool(rest_f) and rest_s[-len(rest_f):] == rest_f
+    return bool(rest_f) and rest_s[-len(rest_f) :] == rest_f
 
 
 def _shares_operand(c: Candidate) -> bool:
@@ -363,7 +423,12 @@ def _shares_operand(c: Candidate) -> bool:
     operands_f = {x.removeprefix("./").rstrip("/") for x in wf[1:] if not x.startswith("-")}
     operands_s = {x.removeprefix("./").rstrip("/") for x in c.ws[1:] if not x.startswith("-")}
     script = wf[0].removeprefix("./")
-    return bool(c.shared_words or (operands_f & operands_s) or (jobs(wf) & jobs(c.ws)) or ("/" in wf[0] and script in operands_s))
+    return bool(
+        c.shared_words
+        or (operands_f & operands_s)
+        or (jobs(wf) & jobs(c.ws))
+        or ("/" in wf[0] and script in operands_s)
+    )
 
 
 def _main_segment(command: str, index: int) -> tuple[str, ...]:
@@ -379,49 +444,119 @@ def _starts_server(c: Candidate) -> bool:
 SAME_JOB_RULES: tuple[JobRule, ...] = (
     # a later command that does another job is never the fix, whatever else it shares
     JobRule("no-command", lambda c: not c.wf or not c.ws, False, "One of the lines has no command (only cd/export)."),
-    JobRule("adds-job-flag", lambda c: bool(job_flags(c.ws) - job_flags(c.wf)), False,
-            "s adds a checking or listing flag (--check, --help, --dry-run, --collect-only): another job."),
-    JobRule("selects-part", lambda c: bool(select_flags(c.ws)) and not select_flags(c.wf), False,
-            "s runs part of a test suite (-k, -t, --ignore): another job."),
-    JobRule("forces-or-skips", lambda c: bool(unsafe_parts(_main_segment(c.s.command, c.s_main[0]))
-                                              - unsafe_parts(_main_segment(c.f.command, c.f_main[0]))), False,
-            "s forces or skips checks (--force, --no-verify, sudo): another job."),
+    JobRule(
+        "adds-job-flag",
+        lambda c: bool(job_flags(c.ws) - job_flags(c.wf)),
+        False,
+        "s adds a checking or listing flag (--check, --help, --dry-run, --collect-only): another job.",
+    ),
+    JobRule(
+        "selects-part",
+        lambda c: bool(select_flags(c.ws)) and not select_flags(c.wf),
+        False,
+        "s runs part of a test suite (-k, -t, --ignore): another job.",
+    ),
+    JobRule(
+        "forces-or-skips",
+        lambda c: bool(
+            unsafe_parts(_main_segment(c.s.command, c.s_main[0]))
+            - unsafe_parts(_main_segment(c.f.command, c.f_main[0]))
+        ),
+        False,
+        "s forces or skips checks (--force, --no-verify, sudo): another job.",
+    ),
     # the same program: another verb, free text or the very same line is no correction
-    JobRule("same-program-looks", lambda c: c.pf == c.ps and is_inspection(c.wf), False,
-            "Looking again with other arguments (ls, cat, grep) teaches no command."),
-    JobRule("same-program-answer", lambda c: c.pf == c.ps and c.pf in ANSWER_PROGRAMS, False,
-            "Another answer (submit) is no command lesson."),
-    JobRule("other-verb", lambda c: c.pf == c.ps and _other_verb(c), False,
-            "Another verb or script (npm run test after npm run start) does another job."),
-    JobRule("free-text-only", lambda c: c.pf == c.ps and _changed_literals(c), False,
-            "Only free text changed (a message, a submitted answer)."),
-    JobRule("identical", lambda c: c.pf == c.ps and c.f.first_line == c.s.first_line and c.f.workdir == c.s.workdir, False,
-            "The very same line in the same folder corrects nothing."),
-    JobRule("similar-line", lambda c: c.pf == c.ps and similar(normalize_command(" ".join(c.wf)), normalize_command(" ".join(c.ws))),
-            True, "The same program with a similar line: other flags or a corrected path."),
-    JobRule("shared-words", lambda c: c.pf == c.ps and bool(c.shared_words), True,
-            "The same program sharing a substantive word (a file, a target)."),
+    JobRule(
+        "same-program-looks",
+        lambda c: c.pf == c.ps and is_inspection(c.wf),
+        False,
+        "Looking again with other arguments (ls, cat, grep) teaches no command.",
+    ),
+    JobRule(
+        "same-program-answer",
+        lambda c: c.pf == c.ps and c.pf in ANSWER_PROGRAMS,
+        False,
+        "Another answer (submit) is no command lesson.",
+    ),
+    JobRule(
+        "other-verb",
+        lambda c: c.pf == c.ps and _other_verb(c),
+        False,
+        "Another verb or script (npm run test after npm run start) does another job.",
+    ),
+    JobRule(
+        "free-text-only",
+        lambda c: c.pf == c.ps and _changed_literals(c),
+        False,
+        "Only free text changed (a message, a submitted answer).",
+    ),
+    JobRule(
+        "identical",
+        lambda c: c.pf == c.ps and c.f.first_line == c.s.first_line and c.f.workdir == c.s.workdir,
+        False,
+        "The very same line in the same folder corrects nothing.",
+    ),
+    JobRule(
+        "similar-line",
+        lambda c: c.pf == c.ps and similar(normalize_command(" ".join(c.wf)), normalize_command(" ".join(c.ws))),
+        True,
+        "The same program with a similar line: other flags or a corrected path.",
+    ),
+    JobRule(
+        "shared-words",
+        lambda c: c.pf == c.ps and bool(c.shared_words),
+        True,
+        "The same program sharing a substantive word (a file, a target).",
+    ),
     JobRule("same-program-otherwise", lambda c: c.pf == c.ps, False, "The same program on unrelated words."),
     # another program doing the same thing
-    JobRule("same-script", lambda c: bool(runs_file(c.wf)) and runs_file(c.wf) == runs_file(c.ws), True,
-            "The same script run another way (ts-node a.ts -> npx tsx a.ts)."),
-    JobRule("same-arguments", lambda c: len(c.wf) > 1 and tuple(c.ws[-(len(c.wf) - 1):]) == tuple(c.wf[1:]) and not is_inspection(c.ws),
-            True, "The same arguments to another tool (pip install x -> uv pip install x)."),
-    JobRule("looks-instead", lambda c: is_inspection(c.ws) and not c.program_missing, False,
-            "A command that only looks teaches nothing unless the program itself was missing."),
+    JobRule(
+        "same-script",
+        lambda c: bool(runs_file(c.wf)) and runs_file(c.wf) == runs_file(c.ws),
+        True,
+        "The same script run another way (ts-node a.ts -> npx tsx a.ts).",
+    ),
+    JobRule(
+        "same-arguments",
+        lambda c: len(c.wf) > 1 and tuple(c.ws[-(len(c.wf) - 1) :]) == tuple(c.wf[1:]) and not is_inspection(c.ws),
+        True,
+        "The same arguments to another tool (pip install x -> uv pip install x).",
+    ),
+    JobRule(
+        "looks-instead",
+        lambda c: is_inspection(c.ws) and not c.program_missing,
+        False,
+        "A command that only looks teaches nothing unless the program itself was missing.",
+    ),
     # the program itself was missing: another program on the same things does the job
-    JobRule("installs-the-program", lambda c: c.program_missing and _installs_program(c), False,
-            "Installing or enabling the missing program is a set-up, not another way to do the job."),
-    JobRule("missing-program-same-arguments", lambda c: c.program_missing and _same_tail(c), True,
-            "The missing program replaced, its arguments kept."),
-    JobRule("missing-program-related", lambda c: c.program_missing and _shares_operand(c), True,
-            "The missing program replaced by one on the same files, words or job."),
+    JobRule(
+        "installs-the-program",
+        lambda c: c.program_missing and _installs_program(c),
+        False,
+        "Installing or enabling the missing program is a set-up, not another way to do the job.",
+    ),
+    JobRule(
+        "missing-program-same-arguments",
+        lambda c: c.program_missing and _same_tail(c),
+        True,
+        "The missing program replaced, its arguments kept.",
+    ),
+    JobRule(
+        "missing-program-related",
+        lambda c: c.program_missing and _shares_operand(c),
+        True,
+        "The missing program replaced by one on the same files, words or job.",
+    ),
     JobRule("missing-program-otherwise", lambda c: c.program_missing, False, "Another program on unrelated things."),
     # otherwise a common job decides (test, build, lint, start ...)
     JobRule("no-common-job", lambda c: not (jobs(c.wf) & jobs(c.ws)), False, "No job in common."),
     JobRule("looks", lambda c: is_inspection(c.wf), False, "The failed command only looked."),
-    JobRule("server-kept-running", lambda c: _starts_server(c) and (c.s.outcome == TIMEOUT or c.s.background), True,
-            "Starting something: s kept running (timed out under the harness, or in the background)."),
+    JobRule(
+        "server-kept-running",
+        lambda c: _starts_server(c) and (c.s.outcome == TIMEOUT or c.s.background),
+        True,
+        "Starting something: s kept running (timed out under the harness, or in the background).",
+    ),
     JobRule("server-stopped", _starts_server, False, "Starting something: s stopped, so it served nothing."),
     JobRule("common-job", _always, True, "Another program doing a job in common (yarn test -> npm test)."),
 )
@@ -436,8 +571,12 @@ def _shell_edit(c: Candidate) -> bool:
 
 
 def _inline_setup(c: Candidate) -> bool:
-    return (c.inline is not None and bool(c.inline_others) and not is_inspection(c.wf)
-            and any(is_setup(seg.words) for seg in c.inline_others))
+    return (
+        c.inline is not None
+        and bool(c.inline_others)
+        and not is_inspection(c.wf)
+        and any(is_setup(seg.words) for seg in c.inline_others)
+    )
 
 
 def _inline_cd_only(c: Candidate) -> bool:
@@ -451,58 +590,150 @@ def _cd_teaches_nothing(c: Candidate) -> bool:
 
 
 def _installs_missing(c: Candidate) -> bool:
-    return (not is_inspection(c.wf) and bool(missing_things(c.f.failure_text)) and line_is_setup(first_line(c.s.command))
-            and related(c.s, c.f, c.ignore))
+    return (
+        not is_inspection(c.wf)
+        and bool(missing_things(c.f.failure_text))
+        and line_is_setup(first_line(c.s.command))
+        and related(c.s, c.f, c.ignore)
+    )
 
 
 MATCH_RULES: tuple[PairRule, ...] = (
     # the family of the two calls: tool calls and shell edits have their own tables
-    PairRule("mixed-call", lambda c: c.f.is_shell != c.s.is_shell, None, "A tool call and a shell command never fix each other."),
-    PairRule("tool-calls", lambda c: not c.f.is_shell, None, "Two agent tool calls: TOOL_RULES decides.", then=TOOL_RULES),
+    PairRule(
+        "mixed-call",
+        lambda c: c.f.is_shell != c.s.is_shell,
+        None,
+        "A tool call and a shell command never fix each other.",
+    ),
+    PairRule(
+        "tool-calls", lambda c: not c.f.is_shell, None, "Two agent tool calls: TOOL_RULES decides.", then=TOOL_RULES
+    ),
     PairRule("edit-far", lambda c: _shell_edit(c) and not c.near, None, "Shell edits pair only within WINDOW calls."),
-    PairRule("edit-after-reread", lambda c: _shell_edit(c) and c.edit_kind == PairKind.RETRY and bool(NOT_FOUND_TEXT.search(c.f.error))
-             and bool(reread(c.f, c.between)), PairKind.PREREQUISITE,
-             "The text to replace was not in the file; viewing the file again gave the right one."),
+    PairRule(
+        "edit-after-reread",
+        lambda c: (
+            _shell_edit(c)
+            and c.edit_kind == PairKind.RETRY
+            and bool(NOT_FOUND_TEXT.search(c.f.error))
+            and bool(reread(c.f, c.between))
+        ),
+        PairKind.PREREQUISITE,
+        "The text to replace was not in the file; viewing the file again gave the right one.",
+    ),
     PairRule("edit", _shell_edit, None, "A shell edit: EDIT_RULES decides.", then=EDIT_RULES),
     # answers are content, never commands
-    PairRule("answer-retyped", lambda c: c.pf in ANSWER_PROGRAMS and c.near and c.ws[:1] == c.wf[:1], PairKind.RETRY,
-             "Another answer (submit, check_flag): a content fix."),
+    PairRule(
+        "answer-retyped",
+        lambda c: c.pf in ANSWER_PROGRAMS and c.near and c.ws[:1] == c.wf[:1],
+        PairKind.RETRY,
+        "Another answer (submit, check_flag): a content fix.",
+    ),
     PairRule("answer", lambda c: c.pf in ANSWER_PROGRAMS, None, "An answer is fixed only by another answer."),
     # the same command line again, up to SETUP_WINDOW away: what changed around it
-    PairRule("same-command-far-away", lambda c: c.same_command and c.f.workdir != c.s.workdir and not c.near, None,
-             "The same line from another folder counts only within WINDOW calls."),
-    PairRule("same-command-from-root", lambda c: c.same_command and c.f.workdir != c.s.workdir and c.s.workdir.rstrip("/") == c.root,
-             PairKind.RETRY, "The same line run from the project's root: the shell had only wandered off."),
-    PairRule("same-command-elsewhere", lambda c: c.same_command and c.f.workdir != c.s.workdir, PairKind.CWD,
-             "The same line worked from another folder (Codex workdir).", detail=lambda c: relative(c.s.workdir, c.root)),
-    PairRule("background", lambda c: c.same_command and c.near and c.s.background and not c.f.background and "timed out" in c.f.error,
-             PairKind.BACKGROUND, "It timed out under the harness; started in the background it worked."),
-    PairRule("same-inspection", lambda c: c.same_command and is_inspection(c.wf), None, "Looking again teaches nothing."),
-    PairRule("setup-between", lambda c: c.same_command and c.setup is not None, PairKind.SETUP,
-             "A set-up in between (install, create, migrate, a server started) made it work.", detail=_setup_detail),
-    PairRule("code-edited-between", lambda c: c.same_command and edited(c.between), PairKind.RETRY,
-             "The code was changed in between: a content fix."),
-    PairRule("same-command-again", lambda c: c.same_command, None, "It simply worked the second time: nothing to learn."),
+    PairRule(
+        "same-command-far-away",
+        lambda c: c.same_command and c.f.workdir != c.s.workdir and not c.near,
+        None,
+        "The same line from another folder counts only within WINDOW calls.",
+    ),
+    PairRule(
+        "same-command-from-root",
+        lambda c: c.same_command and c.f.workdir != c.s.workdir and c.s.workdir.rstrip("/") == c.root,
+        PairKind.RETRY,
+        "The same line run from the project's root: the shell had only wandered off.",
+    ),
+    PairRule(
+        "same-command-elsewhere",
+        lambda c: c.same_command and c.f.workdir != c.s.workdir,
+        PairKind.CWD,
+        "The same line worked from another folder (Codex workdir).",
+        detail=lambda c: relative(c.s.workdir, c.root),
+    ),
+    PairRule(
+        "background",
+        lambda c: c.same_command and c.near and c.s.background and not c.f.background and "timed out" in c.f.error,
+        PairKind.BACKGROUND,
+        "It timed out under the harness; started in the background it worked.",
+    ),
+    PairRule(
+        "same-inspection", lambda c: c.same_command and is_inspection(c.wf), None, "Looking again teaches nothing."
+    ),
+    PairRule(
+        "setup-between",
+        lambda c: c.same_command and c.setup is not None,
+        PairKind.SETUP,
+        "A set-up in between (install, create, migrate, a server started) made it work.",
+        detail=_setup_detail,
+    ),
+    PairRule(
+        "code-edited-between",
+        lambda c: c.same_command and edited(c.between),
+        PairKind.RETRY,
+        "The code was changed in between: a content fix.",
+    ),
+    PairRule(
+        "same-command-again", lambda c: c.same_command, None, "It simply worked the second time: nothing to learn."
+    ),
     # another command line: only within WINDOW calls
     PairRule("far", lambda c: not c.near, None, "Another command fixes a failure only within WINDOW calls."),
     # the failed command again on a longer line (B && A, cd x && A)
-    PairRule("inline-setup", _inline_setup, PairKind.SETUP, "`B && A` where B prepares the environment.",
-             detail=lambda c: " && ".join(" ".join(seg.words) for seg in c.inline or ())),
-    PairRule("inline-cd-no-lesson", lambda c: _inline_cd_only(c) and _cd_teaches_nothing(c), PairKind.RETRY,
-             "`cd x && A` to the root, home or back, or after a failure about the code: no folder lesson."),
-    PairRule("inline-cd", _inline_cd_only, PairKind.CWD, "`cd x && A`: A is run from folder x.",
-             detail=lambda c: relative(c.inline_dir.rstrip("/"), c.root)),
-    PairRule("inline-other", lambda c: c.inline is not None, PairKind.RETRY, "`B && A` for any other B: no general rule."),
+    PairRule(
+        "inline-setup",
+        _inline_setup,
+        PairKind.SETUP,
+        "`B && A` where B prepares the environment.",
+        detail=lambda c: " && ".join(" ".join(seg.words) for seg in c.inline or ()),
+    ),
+    PairRule(
+        "inline-cd-no-lesson",
+        lambda c: _inline_cd_only(c) and _cd_teaches_nothing(c),
+        PairKind.RETRY,
+        "`cd x && A` to the root, home or back, or after a failure about the code: no folder lesson.",
+    ),
+    PairRule(
+        "inline-cd",
+        _inline_cd_only,
+        PairKind.CWD,
+        "`cd x && A`: A is run from folder x.",
+        detail=lambda c: relative(c.inline_dir.rstrip("/"), c.root),
+    ),
+    PairRule(
+        "inline-other", lambda c: c.inline is not None, PairKind.RETRY, "`B && A` for any other B: no general rule."
+    ),
     # what the later line shows about the failure
-    PairRule("stdin", lambda c: bool(c.feeder) and bool(WAITING.search(c.f.failure_text)), PairKind.STDIN,
-             "It waited for input; `… | A` or `A < file` worked.", detail=lambda c: c.s.first_line),
-    PairRule("retyped", lambda c: "syntax error, not executed" in c.f.error and c.ws[:1] == c.wf[:1]
-             and similar(c.f.first_line, c.s.first_line), PairKind.RETRY, "A mistyped command line, retyped."),
+    PairRule(
+        "stdin",
+        lambda c: bool(c.feeder) and bool(WAITING.search(c.f.failure_text)),
+        PairKind.STDIN,
+        "It waited for input; `… | A` or `A < file` worked.",
+        detail=lambda c: c.s.first_line,
+    ),
+    PairRule(
+        "retyped",
+        lambda c: (
+            "syntax error, not executed" in c.f.error
+            and c.ws[:1] == c.wf[:1]
+            and similar(c.f.first_line, c.s.first_line)
+        ),
+        PairKind.RETRY,
+        "A mistyped command line, retyped.",
+    ),
     # only a failure about how the command was run can be fixed by another command
-    PairRule("code-failure", lambda c: not c.invocation, None, "It failed because the code is wrong: another command is no fix."),
+    PairRule(
+        "code-failure",
+        lambda c: not c.invocation,
+        None,
+        "It failed because the code is wrong: another command is no fix.",
+    ),
     PairRule("same-job", same_job, PairKind.COMMAND, "A corrected command doing the same job (SAME_JOB_RULES)."),
-    PairRule("installs-missing", _installs_missing, PairKind.SETUP, "It installs or creates what the error says is missing.",
-             detail=lambda c: c.s.first_line),
+    PairRule(
+        "installs-missing",
+        _installs_missing,
+        PairKind.SETUP,
+        "It installs or creates what the error says is missing.",
+        detail=lambda c: c.s.first_line,
+    ),
     PairRule("otherwise", _always, None, "No relation found."),
 )
 

@@ -69,8 +69,20 @@ from headroom_core.learn.pair_rules import same_job as _same_job
 from headroom_core.learn.shell import jobs
 from headroom_core.learn.steps import Step
 
-__all__ = ["SETUP_WINDOW", "WINDOW", "Pair", "PairKind", "corrects", "find_pairs", "invocation_error", "match", "missing_param",
-           "missing_things", "ran", "same_job"]
+__all__ = [
+    "SETUP_WINDOW",
+    "WINDOW",
+    "Pair",
+    "PairKind",
+    "corrects",
+    "find_pairs",
+    "invocation_error",
+    "match",
+    "missing_param",
+    "missing_things",
+    "ran",
+    "same_job",
+]
 
 
 @dataclass(frozen=True)
@@ -103,7 +115,9 @@ def ran(s: Step) -> bool:
     return bool(jobs(w) & {"test", "lint", "typecheck", "build"})
 
 
-def match(f: Step, s: Step, between: Sequence[Step], ignore: frozenset[str] = frozenset(), root: str = "") -> tuple[PairKind, str] | None:
+def match(
+    f: Step, s: Step, between: Sequence[Step], ignore: frozenset[str] = frozenset(), root: str = ""
+) -> tuple[PairKind, str] | None:
     """``(kind, detail)`` when ``s`` fixes the failed ``f`` with ``between`` the calls in
     between (module docstring), else None. ``s`` must have worked, or (for ``command`` and
     ``cwd``) be a checker that ran (:func:`ran`). ``ignore``: tokens that never relate two
@@ -137,7 +151,9 @@ def corrects(f: Step, s: Step, ignore: frozenset[str] = frozenset()) -> bool:
     return m is not None and m[0] != PairKind.RETRY
 
 
-def find_pairs(steps: Sequence[Step], window: int = WINDOW, ignore: frozenset[str] = frozenset(), root: str = "") -> list[Pair]:
+def find_pairs(
+    steps: Sequence[Step], window: int = WINDOW, ignore: frozenset[str] = frozenset(), root: str = ""
+) -> list[Pair]:
     """Every failure -> fix pair in ``steps`` (one thread, call order), in the order of the
     fixes. ``root``: the project's folder (see :func:`match`). Runs in O(n * SETUP_WINDOW)
     comparisons."""
@@ -159,13 +175,24 @@ def find_pairs(steps: Sequence[Step], window: int = WINDOW, ignore: frozenset[st
                 continue
             kind, detail = m
             retries = tuple(
-                r for k, r in enumerate(steps[max(lo, i - window):i], max(lo, i - window))
+                r
+                for k, r in enumerate(steps[max(lo, i - window) : i], max(lo, i - window))
                 if k not in used and not r.ok and _also_answers(r, f, s, kind, ignore, root)
             )
             used.add(i)
             used.update(k for k in range(lo, i) if steps[k] in retries)
             param = detail if kind == PairKind.PARAM else ""
-            pairs.append(Pair(f, s, kind, _made_the_difference(kind, f, s, between, detail), retries, param, "" if kind == PairKind.PARAM else detail))
+            pairs.append(
+                Pair(
+                    f,
+                    s,
+                    kind,
+                    _made_the_difference(kind, f, s, between, detail),
+                    retries,
+                    param,
+                    "" if kind == PairKind.PARAM else detail,
+                )
+            )
             break
     return [p for p in pairs if not _refuted(p, steps)]
 
@@ -173,8 +200,11 @@ def find_pairs(steps: Sequence[Step], window: int = WINDOW, ignore: frozenset[st
 def _also_answers(r: Step, f: Step, s: Step, kind: PairKind, ignore: frozenset[str], root: str) -> bool:
     """Whether an earlier failure ``r`` is answered by the fix ``s`` of ``f`` too: the same
     call, one ``s`` fixes the same way on its own, or the same edit of the same file."""
-    return (r.signature == f.signature or (match(r, s, (), ignore, root) or ("",))[0] == kind
-            or (f.is_edit and r.is_edit and r.target == f.target and r.first_line == f.first_line))
+    return (
+        r.signature == f.signature
+        or (match(r, s, (), ignore, root) or ("",))[0] == kind
+        or (f.is_edit and r.is_edit and r.target == f.target and r.first_line == f.first_line)
+    )
 
 
 def _made_the_difference(kind: PairKind, f: Step, s: Step, between: Sequence[Step], detail: str) -> tuple[Step, ...]:
@@ -195,7 +225,7 @@ def _refuted(p: Pair, steps: Sequence[Step]) -> bool:
         return False
     pos = {id(s): k for k, s in enumerate(steps)}
     start = max(pos.get(id(p.fixed), -1), *(pos.get(id(b), -1) for b in p.between))
-    for later in steps[start + 1:]:
+    for later in steps[start + 1 :]:
         if later.signature == p.failed.signature:
             return not later.ok and error_signature(later.error) == error_signature(p.failed.error)
     return False

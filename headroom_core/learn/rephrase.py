@@ -22,7 +22,7 @@ PROMPT = (
     "You edit the rules a coding agent reads before it works in a project. Each rule below was learned "
     "from the agent's own failures. Rewrite each one as a short, natural instruction (one or two sentences). "
     "Keep every `backticked` command or name exactly as written. When two rules say the same thing, give them "
-    "the identical text. Do not invent rules. Reply with only a JSON array of objects {\"id\": ..., \"text\": ...}, "
+    'the identical text. Do not invent rules. Reply with only a JSON array of objects {"id": ..., "text": ...}, '
     "one per rule, in any order.\n\nRules:\n"
 )
 _TICKS = re.compile(r"`([^`]+)`")
@@ -36,7 +36,9 @@ def rephrase(rules: Sequence[Rule], client: Any, model: str = DEFAULT_MODEL) -> 
         return list(rules), "no rules"
     listing = "\n".join(json.dumps({"id": r.id, "text": r.text}, ensure_ascii=False) for r in rules)
     try:
-        msg = client.messages.create(model=model, max_tokens=2000, messages=[{"role": "user", "content": PROMPT + listing}])
+        msg = client.messages.create(
+            model=model, max_tokens=2000, messages=[{"role": "user", "content": PROMPT + listing}]
+        )
         reply = "".join(getattr(b, "text", "") for b in msg.content)
     except Exception as e:  # noqa: BLE001 - any provider failure keeps the deterministic rules
         return list(rules), f"LLM pass skipped: {type(e).__name__}: {e}"
@@ -61,7 +63,9 @@ def rephrase(rules: Sequence[Rule], client: Any, model: str = DEFAULT_MODEL) -> 
         t = texts.get(r.id, r.text)
         if t in merged:
             keep = merged[t]
-            merged[t] = replace(keep, evidence=keep.evidence + r.evidence, sources=tuple(sorted(set(keep.sources) | set(r.sources))))
+            merged[t] = replace(
+                keep, evidence=keep.evidence + r.evidence, sources=tuple(sorted(set(keep.sources) | set(r.sources)))
+            )
         else:
             merged[t] = replace(r, text=t)
     return rank(merged.values()), f"LLM pass: {len(rules)} rules -> {len(merged)}"

@@ -148,7 +148,17 @@ def rule_for_pair(p: Pair, tools: Sequence[str] = ()) -> Rule | None:
             d = m.group(1)
             text = f"`{show(f)}` fails when run from another folder ({err}); run it from `{d}` (`cd {d} && {clip(a)}`)"
             return Rule("cwd", f"{a}\0{d}", text, fk, fk, 1, show(f), show(s), f.error)
-        return Rule("command", f"{a}\0{b}", f"`{show(f)}` fails ({err}); use `{show(s, fix=True)}`", fk, fk, 1, show(f), show(s), f.error)
+        return Rule(
+            "command",
+            f"{a}\0{b}",
+            f"`{show(f)}` fails ({err}); use `{show(s, fix=True)}`",
+            fk,
+            fk,
+            1,
+            show(f),
+            show(s),
+            f.error,
+        )
     if p.kind == "cwd":
         d = p.detail
         a = _CD_PREFIX.sub("", a)
@@ -171,20 +181,38 @@ def rule_for_pair(p: Pair, tools: Sequence[str] = ()) -> Rule | None:
         verb = "fail" if (len(tools) > 1) else "fails"
         if pre.is_read and f.is_shell:
             # an agent shell's edit command (SWE-agent str_replace_editor, edit): the text it was given was not in the file
-            text = (f"When {names} {verb} because the text to replace is not in the file ({_err(_class_of(f.error))}), view the lines "
-                    "again and copy them exactly before retrying")
+            text = (
+                f"When {names} {verb} because the text to replace is not in the file ({_err(_class_of(f.error))}), view the lines "
+                "again and copy them exactly before retrying"
+            )
             key = f"{f.program}\0{_class_of(f.error)}\0read"
-            return Rule("prerequisite", key, text, content_hash("prerequisite", key), fk, 1, show(f), f"{show(pre)} then {show(s)}", f.error)
+            return Rule(
+                "prerequisite",
+                key,
+                text,
+                content_hash("prerequisite", key),
+                fk,
+                1,
+                show(f),
+                f"{show(pre)} then {show(s)}",
+                f.error,
+            )
         if pre.family == "read" and "read" not in error_signature(f.error):
             # the file had been read; its text had changed (e.g. "String to replace not found")
             text = f"When {names} {verb} on a file ({err}), read the file again before retrying: the edit that worked came after reading it"
             key = f"{f.family}\0{error_signature(f.error)}\0{pre.family}"
             return Rule("prerequisite", key, text, fk, fk, 1, f.tool, f"{pre.tool} then {s.tool}", f.error)
         if pre.family == "read":
-            head = "Read a file before editing it" if f.family == "edit" else f"Read a file before calling `{f.tool}` on it"
+            head = (
+                "Read a file before editing it"
+                if f.family == "edit"
+                else f"Read a file before calling `{f.tool}` on it"
+            )
             tail = f"{names} {verb} on a file that was not read first ({err})"
         else:
-            head = f"Call `{pre.tool}` on a file before " + ("editing it" if f.family == "edit" else f"calling `{f.tool}` on it")
+            head = f"Call `{pre.tool}` on a file before " + (
+                "editing it" if f.family == "edit" else f"calling `{f.tool}` on it"
+            )
             tail = f"{names} {verb} on a file until `{pre.tool}` was called on it ({err})"
         key = f"{f.family}\0{error_signature(f.error)}\0{pre.family}"
         return Rule("prerequisite", key, f"{head}: {tail}", fk, fk, 1, f.tool, f"{pre.tool} then {s.tool}", f.error)
@@ -201,13 +229,17 @@ def rule_for_pair(p: Pair, tools: Sequence[str] = ()) -> Rule | None:
         else:
             gone = f"line {b0}" if b0 == c + 1 else f"lines {c + 1}-{b0}"
             what = f"`edit {a0}:{b0}` also replaced {gone}, which had to stay, and was rejected ({err}); the same text as `edit {a0}:{c}` worked"
-        text = ("When `edit` is rejected with a syntax error, check the line range before the new text: "
-                f"it must span exactly the lines being replaced. Here {what}")
+        text = (
+            "When `edit` is rejected with a syntax error, check the line range before the new text: "
+            f"it must span exactly the lines being replaced. Here {what}"
+        )
         return Rule("edit-range", "edit-range", text, content_hash("edit-range"), fk, 1, show(f), show(s), f.error)
     if p.kind == "edit-indent":
         tool = f.program if f.is_shell else f.tool
-        text = (f"When `{tool}` is rejected ({err}), check the indentation of the new text: give every line the full indentation "
-                "of the code it replaces (nothing is re-indented for you); here the same text with only its indentation corrected worked")
+        text = (
+            f"When `{tool}` is rejected ({err}), check the indentation of the new text: give every line the full indentation "
+            "of the code it replaces (nothing is re-indented for you); here the same text with only its indentation corrected worked"
+        )
         key = f"edit-indent\0{tool}"
         return Rule("edit-indent", key, text, content_hash("edit-indent", tool), fk, 1, show(f), show(s), f.error)
     return None

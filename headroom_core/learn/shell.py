@@ -21,50 +21,272 @@ from dataclasses import dataclass
 
 SEPARATORS = ("&&", "||", ";", "|", "&", "|&", ";;")
 _OPERATORS = {"&&", "||", ";", "|", "&", ">", ">>", "<", "<<", "<<<", "2>", "2>&1", ">&", "(", ")", "|&", "&>"}
-_WRAPPERS = {"sudo", "env", "time", "nohup", "command", "exec", "nice", "timeout", "stdbuf", "gtimeout", "caffeinate", "unbuffer"}
+_WRAPPERS = {
+    "sudo",
+    "env",
+    "time",
+    "nohup",
+    "command",
+    "exec",
+    "nice",
+    "timeout",
+    "stdbuf",
+    "gtimeout",
+    "caffeinate",
+    "unbuffer",
+}
 _RUNNERS = {"npx", "bunx", "pnpx", "uvx"}
-_RUNNER_SUB = {("uv", "run"), ("poetry", "run"), ("pipenv", "run"), ("pnpm", "exec"), ("pnpm", "dlx"), ("npm", "exec"),
-               ("yarn", "dlx"), ("bundle", "exec"), ("hatch", "run"), ("pdm", "run"), ("conda", "run"), ("rye", "run"),
-               ("mamba", "run"), ("pixi", "run")}
+_RUNNER_SUB = {
+    ("uv", "run"),
+    ("poetry", "run"),
+    ("pipenv", "run"),
+    ("pnpm", "exec"),
+    ("pnpm", "dlx"),
+    ("npm", "exec"),
+    ("yarn", "dlx"),
+    ("bundle", "exec"),
+    ("hatch", "run"),
+    ("pdm", "run"),
+    ("conda", "run"),
+    ("rye", "run"),
+    ("mamba", "run"),
+    ("pixi", "run"),
+}
 _PYTHONS = re.compile(r"^python(\d(\.\d+)?)?$")
 _ALIASES = {re.compile(r"^python\d(\.\d+)?$"): "python", re.compile(r"^pip\d(\.\d+)?$"): "pip"}
 CD_WORDS = frozenset({"cd", "pushd", "popd", "export", "set", "source", ".", "unset", "alias", "ulimit"})
 FILLER = frozenset(
-    {"grep", "rg", "cat", "head", "tail", "ls", "echo", "find", "xargs", "sort", "uniq", "wc", "sed", "awk", "tr", "cut",
-     "less", "more", "tee", "true", "false", "sh", "bash", "cd", "pwd", "which", "test", "node_modules", ".git", ".",
-     "..", "*", "/dev/null", "dist", "build", "src", "eof", "-", "--", "null", "then", "do", "done", "fi", "if", "for",
-     "in", "while", "the", "and", "or", "not"}
+    {
+        "grep",
+        "rg",
+        "cat",
+        "head",
+        "tail",
+        "ls",
+        "echo",
+        "find",
+        "xargs",
+        "sort",
+        "uniq",
+        "wc",
+        "sed",
+        "awk",
+        "tr",
+        "cut",
+        "less",
+        "more",
+        "tee",
+        "true",
+        "false",
+        "sh",
+        "bash",
+        "cd",
+        "pwd",
+        "which",
+        "test",
+        "node_modules",
+        ".git",
+        ".",
+        "..",
+        "*",
+        "/dev/null",
+        "dist",
+        "build",
+        "src",
+        "eof",
+        "-",
+        "--",
+        "null",
+        "then",
+        "do",
+        "done",
+        "fi",
+        "if",
+        "for",
+        "in",
+        "while",
+        "the",
+        "and",
+        "or",
+        "not",
+    }
 )
 # programs that only look at things: their failures report the state, they are not tasks
 INSPECT = frozenset(
-    {"ls", "cat", "head", "tail", "find", "fd", "grep", "egrep", "fgrep", "rg", "ag", "ack", "tree", "stat", "file", "wc",
-     "du", "df", "less", "more", "pwd", "which", "whereis", "type", "echo", "printf", "test", "[", "[[", "realpath",
-     "readlink", "basename", "dirname", "lsof", "ps", "pgrep", "env", "printenv", "id", "whoami", "uname", "date", "hostname",
-     "sed", "awk", "sort", "uniq", "cut", "tr", "jq", "yq", "xxd", "hexdump", "od", "strings", "nl", "column", "diff", "cmp",
-     "lsd", "exa", "eza", "bat", "locate", "open", "goto", "scroll_up", "scroll_down", "search_dir", "search_file",
-     "find_file", "filemap", "view"}
+    {
+        "ls",
+        "cat",
+        "head",
+        "tail",
+        "find",
+        "fd",
+        "grep",
+        "egrep",
+        "fgrep",
+        "rg",
+        "ag",
+        "ack",
+        "tree",
+        "stat",
+        "file",
+        "wc",
+        "du",
+        "df",
+        "less",
+        "more",
+        "pwd",
+        "which",
+        "whereis",
+        "type",
+        "echo",
+        "printf",
+        "test",
+        "[",
+        "[[",
+        "realpath",
+        "readlink",
+        "basename",
+        "dirname",
+        "lsof",
+        "ps",
+        "pgrep",
+        "env",
+        "printenv",
+        "id",
+        "whoami",
+        "uname",
+        "date",
+        "hostname",
+        "sed",
+        "awk",
+        "sort",
+        "uniq",
+        "cut",
+        "tr",
+        "jq",
+        "yq",
+        "xxd",
+        "hexdump",
+        "od",
+        "strings",
+        "nl",
+        "column",
+        "diff",
+        "cmp",
+        "lsd",
+        "exa",
+        "eza",
+        "bat",
+        "locate",
+        "open",
+        "goto",
+        "scroll_up",
+        "scroll_down",
+        "search_dir",
+        "search_file",
+        "find_file",
+        "filemap",
+        "view",
+    }
 )
 # exit status 1 with no output means "nothing found" / "false", not a failure
-NO_MATCH = frozenset({"grep", "egrep", "fgrep", "zgrep", "rg", "ag", "ack", "lsof", "pgrep", "pidof", "test", "[", "[[",
-                      "which", "type", "fuser", "git-grep", "findstr"})
+NO_MATCH = frozenset(
+    {
+        "grep",
+        "egrep",
+        "fgrep",
+        "zgrep",
+        "rg",
+        "ag",
+        "ack",
+        "lsof",
+        "pgrep",
+        "pidof",
+        "test",
+        "[",
+        "[[",
+        "which",
+        "type",
+        "fuser",
+        "git-grep",
+        "findstr",
+    }
+)
 # exit status 1 with output means "they differ", not a failure
 DIFFERS = frozenset({"diff", "cmp", "colordiff", "git-diff"})
 # agent tools that change a file (SWE-agent commands, Codex apply_patch)
-EDIT_PROGRAMS = frozenset({"edit", "str_replace_editor", "apply_patch", "applypatch", "insert", "append", "create",
-                           "edit_file", "replace", "str_replace_based_edit_tool"})
+EDIT_PROGRAMS = frozenset(
+    {
+        "edit",
+        "str_replace_editor",
+        "apply_patch",
+        "applypatch",
+        "insert",
+        "append",
+        "create",
+        "edit_file",
+        "replace",
+        "str_replace_based_edit_tool",
+    }
+)
 # agent tools whose argument is an answer, not an invocation
 ANSWER_PROGRAMS = frozenset({"submit", "check_flag", "exit_forfeit"})
 # job-changing flags: with one of them a command checks, lists or explains instead of doing its job
-_JOB_FLAGS = frozenset({"--check", "--help", "-h", "--version", "-V", "--dry-run", "--dryrun", "--collect-only", "--co",
-                        "--list", "--list-tests", "--syntax-check", "-fsyntax-only", "--print-config", "--show-config",
-                        "--explain", "--just-print", "--recon", "--what-if", "--no-run", "--listTests", "--showConfig",
-                        "--print-only", "--noop", "--no-op"})
-_JOB_FLAGS_BY_PROGRAM = {"node": {"-c"}, "make": {"-n", "-q"}, "bash": {"-n"}, "sh": {"-n"}, "php": {"-l"}, "ruby": {"-c"},
-                         "perl": {"-c"}, "terraform": set(), "git": {"--dry-run", "-n"}}
+_JOB_FLAGS = frozenset(
+    {
+        "--check",
+        "--help",
+        "-h",
+        "--version",
+        "-V",
+        "--dry-run",
+        "--dryrun",
+        "--collect-only",
+        "--co",
+        "--list",
+        "--list-tests",
+        "--syntax-check",
+        "-fsyntax-only",
+        "--print-config",
+        "--show-config",
+        "--explain",
+        "--just-print",
+        "--recon",
+        "--what-if",
+        "--no-run",
+        "--listTests",
+        "--showConfig",
+        "--print-only",
+        "--noop",
+        "--no-op",
+    }
+)
+_JOB_FLAGS_BY_PROGRAM = {
+    "node": {"-c"},
+    "make": {"-n", "-q"},
+    "bash": {"-n"},
+    "sh": {"-n"},
+    "php": {"-l"},
+    "ruby": {"-c"},
+    "perl": {"-c"},
+    "terraform": set(),
+    "git": {"--dry-run", "-n"},
+}
 _RUN_VERBS = {"run", "run-script", "task"}
 _PACKAGE_MANAGERS = {"npm", "pnpm", "yarn", "bun", "deno"}
-_VERB_ALIASES = {"t": "test", "tst": "test", "i": "install", "ci": "install", "add": "install", "in": "install",
-                 "s": "server", "serve": "server", "rm": "remove", "un": "remove", "uninstall": "remove"}
+_VERB_ALIASES = {
+    "t": "test",
+    "tst": "test",
+    "i": "install",
+    "ci": "install",
+    "add": "install",
+    "in": "install",
+    "s": "server",
+    "serve": "server",
+    "rm": "remove",
+    "un": "remove",
+    "uninstall": "remove",
+}
 
 # --- jobs ---------------------------------------------------------------------------------------
 _JOB_WORDS = {
@@ -76,11 +298,57 @@ _JOB_WORDS = {
     "start": ("start", "dev", "serve", "server", "runserver", "preview", "watch", "up"),
 }
 _JOB_PROGRAMS = {
-    "test": {"pytest", "py.test", "jest", "vitest", "mocha", "ava", "tap", "rspec", "phpunit", "tox", "nox", "ctest", "karma",
-             "cypress", "playwright", "unittest", "nosetests", "trial", "bats"},
-    "build": {"webpack", "rollup", "esbuild", "parcel", "gcc", "g++", "clang", "clang++", "javac", "rustc", "cc", "tsup"},
-    "lint": {"eslint", "ruff", "flake8", "pylint", "golangci-lint", "rubocop", "stylelint", "shellcheck", "hadolint", "biome",
-             "oxlint", "standard", "xo", "clippy-driver"},
+    "test": {
+        "pytest",
+        "py.test",
+        "jest",
+        "vitest",
+        "mocha",
+        "ava",
+        "tap",
+        "rspec",
+        "phpunit",
+        "tox",
+        "nox",
+        "ctest",
+        "karma",
+        "cypress",
+        "playwright",
+        "unittest",
+        "nosetests",
+        "trial",
+        "bats",
+    },
+    "build": {
+        "webpack",
+        "rollup",
+        "esbuild",
+        "parcel",
+        "gcc",
+        "g++",
+        "clang",
+        "clang++",
+        "javac",
+        "rustc",
+        "cc",
+        "tsup",
+    },
+    "lint": {
+        "eslint",
+        "ruff",
+        "flake8",
+        "pylint",
+        "golangci-lint",
+        "rubocop",
+        "stylelint",
+        "shellcheck",
+        "hadolint",
+        "biome",
+        "oxlint",
+        "standard",
+        "xo",
+        "clippy-driver",
+    },
     "typecheck": {"mypy", "pyright", "pyre", "pytype", "vue-tsc"},
     "format": {"prettier", "black", "gofmt", "rustfmt", "isort", "autopep8", "yapf", "clang-format", "dprint"},
     "start": {"uvicorn", "gunicorn", "hypercorn", "daphne", "http-server", "live-server", "nodemon", "serve"},
@@ -89,31 +357,121 @@ _FILE_RUNNERS = {"node", "python", "deno", "bun", "ts-node", "tsx", "ruby", "php
 
 # --- set-up commands --------------------------------------------------------------------------
 _SETUP_VERBS = {
-    "npm": {"install", "link", "rebuild"}, "pnpm": {"install", "link", "rebuild"}, "yarn": {"install", "link"},
-    "bun": {"install"}, "pip": {"install"}, "uv": {"sync", "install", "pip", "venv", "lock"}, "poetry": {"install", "lock"},
-    "pipenv": {"install", "sync"}, "conda": {"install", "create", "env", "activate"}, "mamba": {"install", "create"},
-    "apt": {"install"}, "apt-get": {"install", "update"}, "brew": {"install", "link"}, "yum": {"install"}, "dnf": {"install"},
-    "apk": {"install"}, "port": {"install"}, "choco": {"install"}, "winget": {"install"}, "snap": {"install"},
-    "gem": {"install"}, "bundle": {"install"}, "cargo": {"install", "fetch", "build", "generate-lockfile"},
-    "go": {"get", "mod", "install", "build", "generate", "work"}, "composer": {"install", "require", "update", "dump-autoload"},
-    "dotnet": {"restore", "build", "tool", "install"}, "mvn": {"install", "compile", "package", "dependency:resolve"},
-    "gradle": {"build", "assemble", "compileJava"}, "git": {"add", "clone", "submodule", "fetch", "pull", "lfs", "init"},
-    "docker": {"pull", "build", "start", "compose", "network", "volume"}, "docker-compose": {"up", "build", "pull", "start"},
-    "prisma": {"generate", "migrate", "db"}, "alembic": {"upgrade"}, "rake": {"db:migrate", "db:setup", "db:create"},
-    "rails": {"db:migrate", "db:setup", "db:create"}, "nvm": {"use", "install"}, "pyenv": {"install", "local", "global"},
-    "rustup": {"install", "target", "component", "default"}, "corepack": {"enable", "prepare"}, "deno": {"cache", "install"},
-    "flutter": {"pub"}, "dart": {"pub"}, "mix": {"deps.get", "compile"}, "systemctl": {"start"},
-    "service": set(), "pre-commit": {"install"}, "cmake": set(), "make": set(), "meson": {"setup"},
-    "ninja": set(), "swift": {"build"}, "stack": {"build", "setup"}, "cabal": {"build", "update", "install"},
+    "npm": {"install", "link", "rebuild"},
+    "pnpm": {"install", "link", "rebuild"},
+    "yarn": {"install", "link"},
+    "bun": {"install"},
+    "pip": {"install"},
+    "uv": {"sync", "install", "pip", "venv", "lock"},
+    "poetry": {"install", "lock"},
+    "pipenv": {"install", "sync"},
+    "conda": {"install", "create", "env", "activate"},
+    "mamba": {"install", "create"},
+    "apt": {"install"},
+    "apt-get": {"install", "update"},
+    "brew": {"install", "link"},
+    "yum": {"install"},
+    "dnf": {"install"},
+    "apk": {"install"},
+    "port": {"install"},
+    "choco": {"install"},
+    "winget": {"install"},
+    "snap": {"install"},
+    "gem": {"install"},
+    "bundle": {"install"},
+    "cargo": {"install", "fetch", "build", "generate-lockfile"},
+    "go": {"get", "mod", "install", "build", "generate", "work"},
+    "composer": {"install", "require", "update", "dump-autoload"},
+    "dotnet": {"restore", "build", "tool", "install"},
+    "mvn": {"install", "compile", "package", "dependency:resolve"},
+    "gradle": {"build", "assemble", "compileJava"},
+    "git": {"add", "clone", "submodule", "fetch", "pull", "lfs", "init"},
+    "docker": {"pull", "build", "start", "compose", "network", "volume"},
+    "docker-compose": {"up", "build", "pull", "start"},
+    "prisma": {"generate", "migrate", "db"},
+    "alembic": {"upgrade"},
+    "rake": {"db:migrate", "db:setup", "db:create"},
+    "rails": {"db:migrate", "db:setup", "db:create"},
+    "nvm": {"use", "install"},
+    "pyenv": {"install", "local", "global"},
+    "rustup": {"install", "target", "component", "default"},
+    "corepack": {"enable", "prepare"},
+    "deno": {"cache", "install"},
+    "flutter": {"pub"},
+    "dart": {"pub"},
+    "mix": {"deps.get", "compile"},
+    "systemctl": {"start"},
+    "service": set(),
+    "pre-commit": {"install"},
+    "cmake": set(),
+    "make": set(),
+    "meson": {"setup"},
+    "ninja": set(),
+    "swift": {"build"},
+    "stack": {"build", "setup"},
+    "cabal": {"build", "update", "install"},
     "opam": {"install"},
 }
-_SETUP_ANY_VERB = {"make", "cmake", "ninja", "service", "virtualenv", "mkdir", "touch", "chmod", "chown", "ln", "cp", "mv",
-                   "createdb", "export", "source", ".", "unzip", "tar", "git-clone", "initdb", "pg_ctl",
-                   "redis-server", "mongod", "ssh-keygen", "direnv"}
-_SETUP_SCRIPT_WORDS = ("build", "generate", "codegen", "gen", "prepare", "setup", "migrate", "compile", "install", "bootstrap",
-                       "seed", "init", "postinstall", "prebuild")
-_SERVER_PROGRAMS = {"uvicorn", "gunicorn", "hypercorn", "daphne", "http-server", "live-server", "nodemon", "serve", "redis-server",
-                    "mongod", "postgres", "caddy", "nginx", "httpd", "ngrok"}
+_SETUP_ANY_VERB = {
+    "make",
+    "cmake",
+    "ninja",
+    "service",
+    "virtualenv",
+    "mkdir",
+    "touch",
+    "chmod",
+    "chown",
+    "ln",
+    "cp",
+    "mv",
+    "createdb",
+    "export",
+    "source",
+    ".",
+    "unzip",
+    "tar",
+    "git-clone",
+    "initdb",
+    "pg_ctl",
+    "redis-server",
+    "mongod",
+    "ssh-keygen",
+    "direnv",
+}
+_SETUP_SCRIPT_WORDS = (
+    "build",
+    "generate",
+    "codegen",
+    "gen",
+    "prepare",
+    "setup",
+    "migrate",
+    "compile",
+    "install",
+    "bootstrap",
+    "seed",
+    "init",
+    "postinstall",
+    "prebuild",
+)
+_SERVER_PROGRAMS = {
+    "uvicorn",
+    "gunicorn",
+    "hypercorn",
+    "daphne",
+    "http-server",
+    "live-server",
+    "nodemon",
+    "serve",
+    "redis-server",
+    "mongod",
+    "postgres",
+    "caddy",
+    "nginx",
+    "httpd",
+    "ngrok",
+}
 _SERVER_OUTPUT = re.compile(
     r"(?i)\blistening (?:on|at)\b|\bserver (?:is )?(?:running|started|listening)\b|\bready (?:in|on)\b|\bready - started\b"
     r"|\bstarted server\b|\bLocal:\s+https?://|\brunning on https?://|\bserving (?:at|on)\b|\bstarting development server\b"
@@ -272,8 +630,11 @@ def script_name(words: list[str] | tuple[str, ...]) -> str:
     if pos[0] in _RUN_VERBS:
         return pos[1] if len(pos) > 1 else ""
     v = verb(w)
-    if v in ("test", "start", "stop", "restart") or (prog in ("yarn", "pnpm", "bun") and v not in _SETUP_VERBS.get(prog, ())
-                                                      and v not in ("install", "add", "remove", "why", "list", "outdated", "exec", "dlx")):
+    if v in ("test", "start", "stop", "restart") or (
+        prog in ("yarn", "pnpm", "bun")
+        and v not in _SETUP_VERBS.get(prog, ())
+        and v not in ("install", "add", "remove", "why", "list", "outdated", "exec", "dlx")
+    ):
         return v
     return ""
 
@@ -292,9 +653,35 @@ def job_flags(words: list[str] | tuple[str, ...]) -> set[str]:
     return out
 
 
-_SELECT_FLAGS = frozenset({"-k", "-m", "--deselect", "--ignore", "--ignore-glob", "-t", "--testNamePattern", "--grep", "-g",
-                           "--filter", "--only", "--skip", "--exclude", "-run", "--run", "--lf", "--last-failed", "--testPathPattern",
-                           "--testPathIgnorePatterns", "--spec", "--focus", "--tags", "-E", "--example", "--select"})
+_SELECT_FLAGS = frozenset(
+    {
+        "-k",
+        "-m",
+        "--deselect",
+        "--ignore",
+        "--ignore-glob",
+        "-t",
+        "--testNamePattern",
+        "--grep",
+        "-g",
+        "--filter",
+        "--only",
+        "--skip",
+        "--exclude",
+        "-run",
+        "--run",
+        "--lf",
+        "--last-failed",
+        "--testPathPattern",
+        "--testPathIgnorePatterns",
+        "--spec",
+        "--focus",
+        "--tags",
+        "-E",
+        "--example",
+        "--select",
+    }
+)
 
 
 def select_flags(words: list[str] | tuple[str, ...]) -> set[str]:
@@ -322,7 +709,9 @@ def jobs(words: list[str] | tuple[str, ...]) -> set[str]:
                 out.add(j)
     if prog == "tsc":
         out.add("typecheck" if "--noEmit" in w else "build")
-    if prog in ("next", "vite", "nuxt", "astro", "remix", "ng") and (verb(w) in ("", "dev", "start", "preview", "server", "serve")):
+    if prog in ("next", "vite", "nuxt", "astro", "remix", "ng") and (
+        verb(w) in ("", "dev", "start", "preview", "server", "serve")
+    ):
         out.add("start")
     if prog == "flask" and verb(w) == "run" or prog == "rails" and verb(w) == "server":
         out.add("start")
@@ -362,11 +751,18 @@ def is_setup(words: list[str] | tuple[str, ...]) -> bool:
     if prog in _SETUP_ANY_VERB:
         return True
     if prog in ("curl", "wget"):  # a download is a set-up; a request is not
-        return any(x in ("-o", "-O", "--output", "--remote-name", "--output-document") or x.startswith(("--output=", "--output-document="))
-                   for x in w[1:])
+        return any(
+            x in ("-o", "-O", "--output", "--remote-name", "--output-document")
+            or x.startswith(("--output=", "--output-document="))
+            for x in w[1:]
+        )
     if prog == "python":
-        return "venv" in w or "virtualenv" in w or any(x in ("develop", "migrate", "makemigrations", "collectstatic") for x in w) \
+        return (
+            "venv" in w
+            or "virtualenv" in w
+            or any(x in ("develop", "migrate", "makemigrations", "collectstatic") for x in w)
             or (len(w) > 2 and w[1] == "setup.py" and w[2] in ("install", "develop", "build", "build_ext"))
+        )
     v = verb(w)
     if prog in ("npm", "pnpm", "yarn", "bun"):
         if v in ("install", "link", "rebuild") or (prog == "yarn" and not positionals(w)):
@@ -386,7 +782,8 @@ def line_is_setup(line: str) -> bool:
     """Whether a command line prepares the environment: one of its segments does
     (:func:`is_setup`), or it pipes a downloaded script into a shell (``curl … | sh``)."""
     return any(is_setup(seg.words) for seg in segments_of(line)) or bool(
-        re.search(r"\b(?:curl|wget)\b[^|]*\|\s*(?:sudo\s+)?(?:ba|z)?sh\b", line))
+        re.search(r"\b(?:curl|wget)\b[^|]*\|\s*(?:sudo\s+)?(?:ba|z)?sh\b", line)
+    )
 
 
 def is_inspection(words: list[str] | tuple[str, ...]) -> bool:
@@ -394,8 +791,10 @@ def is_inspection(words: list[str] | tuple[str, ...]) -> bool:
     ``sed -i``/``find -delete`` and the like, which change files)."""
     if word_program(words) not in INSPECT:
         return False
-    return not any(w in ("-i", "--in-place", "-delete", "-exec", "-execdir") or w.startswith("-i") and word_program(words) == "sed"
-                   for w in list(words)[1:])
+    return not any(
+        w in ("-i", "--in-place", "-delete", "-exec", "-execdir") or w.startswith("-i") and word_program(words) == "sed"
+        for w in list(words)[1:]
+    )
 
 
 def is_server(command: str, output: str = "") -> bool:
@@ -418,7 +817,10 @@ def is_server(command: str, output: str = "") -> bool:
 
 def has_timeout_wrapper(command: str) -> bool:
     """Whether the command bounds itself with ``timeout N`` (or ``gtimeout``)."""
-    return any(seg.words and seg.words[0].rsplit("/", 1)[-1] in ("timeout", "gtimeout") for seg in segments_of(first_line(command)))
+    return any(
+        seg.words and seg.words[0].rsplit("/", 1)[-1] in ("timeout", "gtimeout")
+        for seg in segments_of(first_line(command))
+    )
 
 
 def without_timeout(line: str) -> str:
@@ -428,11 +830,36 @@ def without_timeout(line: str) -> str:
 
 
 # flags and wrappers a fix must not teach: they skip checks, discard work or escalate privileges
-UNSAFE = frozenset({"--no-verify", "--force", "--force-with-lease", "--hard", "--no-gpg-sign", "--skip-tests", "-DskipTests",
-                    "--dangerously-skip-permissions", "--unsafe-perm", "--break-system-packages", "--allow-root", "--insecure",
-                    "-k", "--no-check-certificate", "--trusted-host", "--disable-pip-version-check", "--yes-i-really-mean-it"})
-_UNSAFE_BY_PROGRAM = {"git": {"-f", "-D", "--force", "-n"}, "rm": {"-f", "-rf", "-fr"}, "docker": {"-f", "--force"},
-                      "npm": {"-f", "--force"}, "pip": {"--user"}, "curl": {"-k"}, "wget": {"--no-check-certificate"}}
+UNSAFE = frozenset(
+    {
+        "--no-verify",
+        "--force",
+        "--force-with-lease",
+        "--hard",
+        "--no-gpg-sign",
+        "--skip-tests",
+        "-DskipTests",
+        "--dangerously-skip-permissions",
+        "--unsafe-perm",
+        "--break-system-packages",
+        "--allow-root",
+        "--insecure",
+        "-k",
+        "--no-check-certificate",
+        "--trusted-host",
+        "--disable-pip-version-check",
+        "--yes-i-really-mean-it",
+    }
+)
+_UNSAFE_BY_PROGRAM = {
+    "git": {"-f", "-D", "--force", "-n"},
+    "rm": {"-f", "-rf", "-fr"},
+    "docker": {"-f", "--force"},
+    "npm": {"-f", "--force"},
+    "pip": {"--user"},
+    "curl": {"-k"},
+    "wget": {"--no-check-certificate"},
+}
 
 
 def unsafe_parts(words: list[str] | tuple[str, ...]) -> set[str]:
@@ -489,8 +916,17 @@ def substantive_tokens(command: str, ignore: frozenset[str] = frozenset()) -> se
     for t in shell_tokens(first_line(command)):
         t2 = t.strip("'\"").rstrip("/").removeprefix("./")
         low = t2.lower()
-        if (not t2 or t2 == prog or t.startswith("-") or t in _OPERATORS or low in FILLER or len(t2) < 3
-                or t2.isdigit() or t2 in ignore or not re.search(r"[A-Za-z]", t2)):
+        if (
+            not t2
+            or t2 == prog
+            or t.startswith("-")
+            or t in _OPERATORS
+            or low in FILLER
+            or len(t2) < 3
+            or t2.isdigit()
+            or t2 in ignore
+            or not re.search(r"[A-Za-z]", t2)
+        ):
             continue
         out.add(t2)
     return out

@@ -42,13 +42,38 @@ from headroom_core.learn.shell import (  # noqa: F401 - re-exported for callers
 )
 
 SHELL_TOOLS = frozenset(
-    {"bash", "shell", "exec_command", "local_shell", "local_shell_call", "run_shell_command", "execute_command",
-     "run_terminal_cmd", "run_command", "terminal", "container.exec", "swe-agent", "shell_command"}
+    {
+        "bash",
+        "shell",
+        "exec_command",
+        "local_shell",
+        "local_shell_call",
+        "run_shell_command",
+        "execute_command",
+        "run_terminal_cmd",
+        "run_command",
+        "terminal",
+        "container.exec",
+        "swe-agent",
+        "shell_command",
+    }
 )
 # tools that change a file; a failure of one and a success of another on the same file belong together
 EDIT_TOOLS = frozenset(
-    {"edit", "multiedit", "write", "notebookedit", "str_replace_editor", "str_replace_based_edit_tool",
-     "apply_patch", "edit_file", "write_file", "replace", "create_file", "search_replace"}
+    {
+        "edit",
+        "multiedit",
+        "write",
+        "notebookedit",
+        "str_replace_editor",
+        "str_replace_based_edit_tool",
+        "apply_patch",
+        "edit_file",
+        "write_file",
+        "replace",
+        "create_file",
+        "search_replace",
+    }
 )
 READ_TOOLS = frozenset({"read", "view", "read_file", "open", "cat", "notebookread"})
 # SWE-agent commands that show a file

@@ -152,26 +152,63 @@ class LearnStore:
 
     # -- evidence and rules -------------------------------------------------------------------
 
-    def add_evidence(self, project: str, session_key: str, phash: str, rule: Rule, threshold: int, now: datetime | None = None) -> bool:
+    def add_evidence(
+        self, project: str, session_key: str, phash: str, rule: Rule, threshold: int, now: datetime | None = None
+    ) -> bool:
         """Count one pair for ``rule`` (once per session: a pair already counted is ignored) and
         persist the rule when its distinct pairs reach ``threshold``, unless the reverse command
         rule also has evidence (a contradiction: both are then dropped). Returns True when the
         rule is persisted (or updated) by this call."""
         now = now or utcnow()
         with self.sessions() as s:
-            row = dict(project=project, session_key=session_key, pair_hash=phash, rule_id=rule.id, rule_kind=rule.kind, rule_key=rule.key,
-                       text=rule.text, supersede_key=rule.supersede_key, failure_key=rule.failure_key, created_at=now)
+            row = dict(
+                project=project,
+                session_key=session_key,
+                pair_hash=phash,
+                rule_id=rule.id,
+                rule_kind=rule.kind,
+                rule_key=rule.key,
+                text=rule.text,
+                supersede_key=rule.supersede_key,
+                failure_key=rule.failure_key,
+                created_at=now,
+            )
             if not insert_ignore(s, LearnEvidence, row, ["project", "session_key", "pair_hash"]):
                 s.rollback()
                 return False
             s.commit()
-            n = s.scalar(select(func.count()).select_from(LearnEvidence).where(LearnEvidence.project == project, LearnEvidence.rule_id == rule.id)) or 0
+            n = (
+                s.scalar(
+                    select(func.count())
+                    .select_from(LearnEvidence)
+                    .where(LearnEvidence.project == project, LearnEvidence.rule_id == rule.id)
+                )
+                or 0
+            )
             if rule.reverse_key:
-                rev = s.scalar(select(func.count()).select_from(LearnEvidence).where(
-                    LearnEvidence.project == project, LearnEvidence.rule_kind == "command", LearnEvidence.rule_key == rule.reverse_key)) or 0
+                rev = (
+                    s.scalar(
+                        select(func.count())
+                        .select_from(LearnEvidence)
+                        .where(
+                            LearnEvidence.project == project,
+                            LearnEvidence.rule_kind == "command",
+                            LearnEvidence.rule_key == rule.reverse_key,
+                        )
+                    )
+                    or 0
+                )
                 if rev:
-                    rev_ids = s.scalars(select(LearnEvidence.rule_id).where(LearnEvidence.project == project, LearnEvidence.rule_key == rule.reverse_key)).all()
-                    s.execute(delete(LearnedRule).where(LearnedRule.project == project, LearnedRule.rule_id.in_([rule.id, *rev_ids])))
+                    rev_ids = s.scalars(
+                        select(LearnEvidence.rule_id).where(
+                            LearnEvidence.project == project, LearnEvidence.rule_key == rule.reverse_key
+                        )
+                    ).all()
+                    s.execute(
+                        delete(LearnedRule).where(
+                            LearnedRule.project == project, LearnedRule.rule_id.in_([rule.id, *rev_ids])
+                        )
+                    )
                     _wrote(s, project)
                     s.commit()
                     return False
@@ -184,30 +221,68 @@ class LearnStore:
 
     def _upsert(self, s: Session, project: str, rule: Rule, evidence: int, source: str, now: datetime) -> None:
         if rule.supersede_key:
-            s.execute(delete(LearnedRule).where(LearnedRule.project == project, LearnedRule.supersede_key == rule.supersede_key,
-                                                LearnedRule.rule_id != rule.id))
+            s.execute(
+                delete(LearnedRule).where(
+                    LearnedRule.project == project,
+                    LearnedRule.supersede_key == rule.supersede_key,
+                    LearnedRule.rule_id != rule.id,
+                )
+            )
         ins = dialect_insert(s, LearnedRule)
         if ins is not None:  # one statement: proxies persisting the same rule at once both succeed
-            stmt = ins.values(project=project, rule_id=rule.id, kind=rule.kind, rule_key=rule.key, text=rule.text, supersede_key=rule.supersede_key,
-                              failure_key=rule.failure_key, evidence=evidence, source=source, created_at=now, updated_at=now)
+            stmt = ins.values(
+                project=project,
+                rule_id=rule.id,
+                kind=rule.kind,
+                rule_key=rule.key,
+                text=rule.text,
+                supersede_key=rule.supersede_key,
+                failure_key=rule.failure_key,
+                evidence=evidence,
+                source=source,
+                created_at=now,
+                updated_at=now,
+            )
             new = stmt.excluded
-            s.execute(stmt.on_conflict_do_update(index_elements=["project", "rule_id"], set_={
-                "text": new.text, "updated_at": new.updated_at,
-                "evidence": case((LearnedRule.evidence > new.evidence, LearnedRule.evidence), else_=new.evidence),
-                "source": case((LearnedRule.source == new.source, LearnedRule.source), else_="live+offline"),
-            }))
+            s.execute(
+                stmt.on_conflict_do_update(
+                    index_elements=["project", "rule_id"],
+                    set_={
+                        "text": new.text,
+                        "updated_at": new.updated_at,
+                        "evidence": case(
+                            (LearnedRule.evidence > new.evidence, LearnedRule.evidence), else_=new.evidence
+                        ),
+                        "source": case((LearnedRule.source == new.source, LearnedRule.source), else_="live+offline"),
+                    },
+                )
+            )
             return
         row = s.get(LearnedRule, (project, rule.id))
         if row is None:
-            s.add(LearnedRule(project=project, rule_id=rule.id, kind=rule.kind, rule_key=rule.key, text=rule.text,
-                              supersede_key=rule.supersede_key, failure_key=rule.failure_key, evidence=evidence, source=source,
-                              created_at=now, updated_at=now))
+            s.add(
+                LearnedRule(
+                    project=project,
+                    rule_id=rule.id,
+                    kind=rule.kind,
+                    rule_key=rule.key,
+                    text=rule.text,
+                    supersede_key=rule.supersede_key,
+                    failure_key=rule.failure_key,
+                    evidence=evidence,
+                    source=source,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
         else:
             row.text, row.evidence, row.updated_at = rule.text, max(row.evidence, evidence), now
             if row.source != source:
                 row.source = "live+offline"
 
-    def save_rules(self, project: str, rules: Iterable[Rule], source: str = "offline", now: datetime | None = None) -> int:
+    def save_rules(
+        self, project: str, rules: Iterable[Rule], source: str = "offline", now: datetime | None = None
+    ) -> int:
         """Persist rules learned offline (evidence: the larger of stored and new). Returns how
         many were given."""
         now = now or utcnow()
@@ -226,8 +301,15 @@ class LearnStore:
         """The persisted rules of ``project``, most evidence first."""
         with self.sessions() as s:
             rows = s.scalars(select(LearnedRule).where(LearnedRule.project == project)).all()
-            return sorted((StoredRule(r.rule_id, r.kind, r.text, r.evidence, r.source, r.supersede_key, r.failure_key, r.updated_at) for r in rows),
-                          key=lambda r: (-r.evidence, r.text))
+            return sorted(
+                (
+                    StoredRule(
+                        r.rule_id, r.kind, r.text, r.evidence, r.source, r.supersede_key, r.failure_key, r.updated_at
+                    )
+                    for r in rows
+                ),
+                key=lambda r: (-r.evidence, r.text),
+            )
 
     def as_rules(self, project: str) -> list[Rule]:
         """The persisted rules of ``project`` as :class:`Rule` values (for the writers)."""
@@ -238,11 +320,20 @@ class LearnStore:
     def evidence(self, project: str, rule_id: str) -> int:
         """Distinct live pairs (once per session) counted for a rule."""
         with self.sessions() as s:
-            return s.scalar(select(func.count()).select_from(LearnEvidence).where(LearnEvidence.project == project, LearnEvidence.rule_id == rule_id)) or 0
+            return (
+                s.scalar(
+                    select(func.count())
+                    .select_from(LearnEvidence)
+                    .where(LearnEvidence.project == project, LearnEvidence.rule_id == rule_id)
+                )
+                or 0
+            )
 
     # -- failures and feedback ----------------------------------------------------------------
 
-    def record_failures(self, project: str, session_key: str, failed: Sequence[Step], now: datetime | None = None) -> None:
+    def record_failures(
+        self, project: str, session_key: str, failed: Sequence[Step], now: datetime | None = None
+    ) -> None:
         """Note failed calls seen in ``session_key`` (the latest occurrence's details are kept)."""
         if not failed:
             return
@@ -256,15 +347,35 @@ class LearnStore:
                 fk = failure_key(st)
                 row = s.get(LearnFailure, (project, fk))
                 if row is None:
-                    s.add(LearnFailure(project=project, failure_key=fk, tool=st.tool[:256], command=st.command[:4000], target=st.target,
-                                       args=st.args[:4000], error=st.error, count=1, sessions=1, last_session_key=session_key,
-                                       first_seen_at=now, last_seen_at=now, cleared_at=None))
+                    s.add(
+                        LearnFailure(
+                            project=project,
+                            failure_key=fk,
+                            tool=st.tool[:256],
+                            command=st.command[:4000],
+                            target=st.target,
+                            args=st.args[:4000],
+                            error=st.error,
+                            count=1,
+                            sessions=1,
+                            last_session_key=session_key,
+                            first_seen_at=now,
+                            last_seen_at=now,
+                            cleared_at=None,
+                        )
+                    )
                     s.flush()
                     continue
                 row.count += 1
                 if row.last_session_key != session_key:
                     row.sessions += 1
-                row.tool, row.command, row.target, row.args, row.error = st.tool[:256], st.command[:4000], st.target, st.args[:4000], st.error
+                row.tool, row.command, row.target, row.args, row.error = (
+                    st.tool[:256],
+                    st.command[:4000],
+                    st.target,
+                    st.args[:4000],
+                    st.error,
+                )
                 row.last_session_key, row.last_seen_at = session_key, now
             try:
                 s.flush()
@@ -282,17 +393,40 @@ class LearnStore:
             return False
         for st in sorted(failed, key=failure_key):
             stmt = dialect_insert(s, LearnFailure).values(
-                project=project, failure_key=failure_key(st), tool=st.tool[:256], command=st.command[:4000], target=st.target, args=st.args[:4000],
-                error=st.error, count=1, sessions=1, last_session_key=session_key, first_seen_at=now, last_seen_at=now, cleared_at=None)
+                project=project,
+                failure_key=failure_key(st),
+                tool=st.tool[:256],
+                command=st.command[:4000],
+                target=st.target,
+                args=st.args[:4000],
+                error=st.error,
+                count=1,
+                sessions=1,
+                last_session_key=session_key,
+                first_seen_at=now,
+                last_seen_at=now,
+                cleared_at=None,
+            )
             new = stmt.excluded
-            s.execute(stmt.on_conflict_do_update(index_elements=["project", "failure_key"], set_={
-                "count": LearnFailure.count + 1,
-                "sessions": LearnFailure.sessions + case((LearnFailure.last_session_key == new.last_session_key, 0), else_=1),
-                **{c: getattr(new, c) for c in ("tool", "command", "target", "args", "error", "last_session_key", "last_seen_at")},
-            }))
+            s.execute(
+                stmt.on_conflict_do_update(
+                    index_elements=["project", "failure_key"],
+                    set_={
+                        "count": LearnFailure.count + 1,
+                        "sessions": LearnFailure.sessions
+                        + case((LearnFailure.last_session_key == new.last_session_key, 0), else_=1),
+                        **{
+                            c: getattr(new, c)
+                            for c in ("tool", "command", "target", "args", "error", "last_session_key", "last_seen_at")
+                        },
+                    },
+                )
+            )
         return True
 
-    def record_known_problems(self, project: str, problems: Sequence["KnownProblem"], now: datetime | None = None) -> int:
+    def record_known_problems(
+        self, project: str, problems: Sequence["KnownProblem"], now: datetime | None = None
+    ) -> int:
         """Keep failures ``headroom learn`` found no fix for (:class:`~.offline.KnownProblem`) as
         failures of ``project`` for the past-failures block, dated by the log (``when``; now when
         the log has no time). A failure already recorded at a later time is left as it is; running
@@ -314,9 +448,23 @@ class LearnStore:
                     st = p.step
                     row = s.get(LearnFailure, (project, p.failure_key))
                     if row is None:
-                        s.add(LearnFailure(project=project, failure_key=p.failure_key, tool=st.tool[:256], command=st.command[:4000],
-                                           target=st.target, args=st.args[:4000], error=st.error, count=p.count, sessions=len(p.sources),
-                                           last_session_key=p.session[:64], first_seen_at=seen, last_seen_at=seen, cleared_at=None))
+                        s.add(
+                            LearnFailure(
+                                project=project,
+                                failure_key=p.failure_key,
+                                tool=st.tool[:256],
+                                command=st.command[:4000],
+                                target=st.target,
+                                args=st.args[:4000],
+                                error=st.error,
+                                count=p.count,
+                                sessions=len(p.sources),
+                                last_session_key=p.session[:64],
+                                first_seen_at=seen,
+                                last_seen_at=seen,
+                                cleared_at=None,
+                            )
+                        )
                         n += 1
                     elif row.last_seen_at < seen:
                         row.count, row.sessions = max(row.count, p.count), max(row.sessions, len(p.sources))
@@ -331,7 +479,9 @@ class LearnStore:
                 return None
         return n
 
-    def clear_recovered(self, project: str, first_try: Sequence[Step], window: timedelta, now: datetime | None = None) -> int:
+    def clear_recovered(
+        self, project: str, first_try: Sequence[Step], window: timedelta, now: datetime | None = None
+    ) -> int:
         """Mark failures of the last ``window`` as cleared when one of ``first_try`` (calls that
         worked without failing first) corrects them: the error stopped recurring. Returns how
         many were cleared."""
@@ -340,7 +490,9 @@ class LearnStore:
         now = now or utcnow()
         n = 0
         with self.sessions() as s:
-            rows = s.scalars(select(LearnFailure).where(LearnFailure.project == project, LearnFailure.last_seen_at >= now - window)).all()
+            rows = s.scalars(
+                select(LearnFailure).where(LearnFailure.project == project, LearnFailure.last_seen_at >= now - window)
+            ).all()
             for row in rows:
                 if row.cleared_at is not None and row.cleared_at >= row.last_seen_at:
                     continue
@@ -354,7 +506,9 @@ class LearnStore:
             s.commit()
         return n
 
-    def past_failure_lines(self, project: str, session_key: str, window: timedelta, max_lines: int, now: datetime | None = None) -> list[str]:
+    def past_failure_lines(
+        self, project: str, session_key: str, window: timedelta, max_lines: int, now: datetime | None = None
+    ) -> list[str]:
         """Up to ``max_lines`` lines for the past-failures block: the most recent failures of
         ``project`` in the last ``window`` that have not stopped recurring, each as its rule's
         sentence when a rule is known, else as "`cmd` failed (error)"; failures seen only in
@@ -370,7 +524,9 @@ class LearnStore:
         since = now - window
         mem = self._memory()
         recent = self._recent(mem, project, since)
-        todo = [c for c in recent.candidates if c.recurring and c.last_seen_at >= since and c.only_session != session_key]
+        todo = [
+            c for c in recent.candidates if c.recurring and c.last_seen_at >= since and c.only_session != session_key
+        ]
         if not todo:
             return []
         with mem.lock:
@@ -387,7 +543,12 @@ class LearnStore:
         with mem.lock:
             got = mem.recent.get(project)
         read_at = time.monotonic()
-        if got is not None and got.generation == generation and got.since <= since and read_at - got.read_at < TRUST_SECONDS:
+        if (
+            got is not None
+            and got.generation == generation
+            and got.since <= since
+            and read_at - got.read_at < TRUST_SECONDS
+        ):
             return got
         with self.sessions() as s:
             got = _Recent(since, generation, read_at, _candidates(s, project, since))
@@ -395,7 +556,9 @@ class LearnStore:
             mem.recent[project] = got
         return got
 
-    def _give(self, mem: _Memory, project: str, session_key: str, since: datetime, max_lines: int, now: datetime) -> list[str]:
+    def _give(
+        self, mem: _Memory, project: str, session_key: str, since: datetime, max_lines: int, now: datetime
+    ) -> list[str]:
         """:meth:`past_failure_lines` read afresh from the database, the lines given recorded."""
         with self.sessions() as s:
             candidates = _candidates(s, project, since)
@@ -412,8 +575,16 @@ class LearnStore:
                 # a line another thread (or proxy) gave this session just now is not given again
                 # (in hash order: two requests of one session insert the same rows in one order,
                 # so neither waits for a row the other holds while holding one it wants)
-                fresh = {h for h in sorted(chosen)
-                         if insert_ignore(s, LearnFedBack, dict(session_key=session_key, line_hash=h, created_at=now), ["session_key", "line_hash"])}
+                fresh = {
+                    h
+                    for h in sorted(chosen)
+                    if insert_ignore(
+                        s,
+                        LearnFedBack,
+                        dict(session_key=session_key, line_hash=h, created_at=now),
+                        ["session_key", "line_hash"],
+                    )
+                }
                 s.commit()
         mem.remember_given(session_key, frozenset(given | fresh))
         return [line for h, line in chosen.items() if h in fresh]
@@ -421,16 +592,29 @@ class LearnStore:
 
 def _candidates(s: Session, project: str, since: datetime) -> tuple[_Candidate, ...]:
     """The 50 failures of ``project`` seen most recently since ``since``, as lines."""
-    rows = s.scalars(select(LearnFailure).where(LearnFailure.project == project, LearnFailure.last_seen_at >= since)
-                     .order_by(LearnFailure.last_seen_at.desc()).limit(50)).all()
-    rules = {r.failure_key: r.text for r in s.scalars(select(LearnedRule).where(LearnedRule.project == project)).all()} if rows else {}
+    rows = s.scalars(
+        select(LearnFailure)
+        .where(LearnFailure.project == project, LearnFailure.last_seen_at >= since)
+        .order_by(LearnFailure.last_seen_at.desc())
+        .limit(50)
+    ).all()
+    rules = (
+        {r.failure_key: r.text for r in s.scalars(select(LearnedRule).where(LearnedRule.project == project)).all()}
+        if rows
+        else {}
+    )
     return tuple(_candidate(row, rules) for row in rows)
 
 
 def _candidate(row: LearnFailure, rules: dict[str, str]) -> _Candidate:
     line = rules.get(row.failure_key) or f"`{show(_failed_step(row))}` failed ({row.error or 'error'})"
-    return _Candidate(line, _hash(line), row.last_seen_at, row.cleared_at is None or row.cleared_at < row.last_seen_at,
-                      row.last_session_key if row.sessions == 1 else None)
+    return _Candidate(
+        line,
+        _hash(line),
+        row.last_seen_at,
+        row.cleared_at is None or row.cleared_at < row.last_seen_at,
+        row.last_session_key if row.sessions == 1 else None,
+    )
 
 
 def _parse_time(when: str) -> datetime | None:

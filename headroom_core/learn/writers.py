@@ -30,17 +30,28 @@ from headroom_core.learn.rules import Rule
 START = "<!-- headroom:learned:start -->"
 END = "<!-- headroom:learned:end -->"
 HEADING = "## Learned from past failures"
-INTRO = ("_Kept up to date by `headroom learn`: each rule comes from failures seen in this project's sessions unless a heading "
-         "below says where it comes from; the count is its evidence. Text outside this section is never changed._")
+INTRO = (
+    "_Kept up to date by `headroom learn`: each rule comes from failures seen in this project's sessions unless a heading "
+    "below says where it comes from; the count is its evidence. Text outside this section is never changed._"
+)
 #: Earlier wordings of :data:`INTRO` (recognised in existing files, never kept as the user's lines).
-OLD_INTROS = ("_Kept up to date by `headroom learn`: each rule comes from failures seen in this project's sessions; the count is its evidence. Text outside this section is never changed._",)
+OLD_INTROS = (
+    "_Kept up to date by `headroom learn`: each rule comes from failures seen in this project's sessions; the count is its evidence. Text outside this section is never changed._",
+)
 #: The heading of rules from elsewhere: ``FROM + origin`` (e.g. ``### From sessions of another project (/src/app)``).
 FROM = "### From "
-TARGETS = {"CLAUDE.local.md": "CLAUDE.local.md", "CLAUDE.md": "CLAUDE.md", "AGENTS.md": "AGENTS.md", "GEMINI.md": "GEMINI.md"}
+TARGETS = {
+    "CLAUDE.local.md": "CLAUDE.local.md",
+    "CLAUDE.md": "CLAUDE.md",
+    "AGENTS.md": "AGENTS.md",
+    "GEMINI.md": "GEMINI.md",
+}
 ALIASES = {"claude-local": "CLAUDE.local.md", "claude": "CLAUDE.md", "agents": "AGENTS.md", "gemini": "GEMINI.md"}
 DEFAULT_TARGET = "CLAUDE.local.md"
 _SECTION = re.compile(re.escape(START) + r"(?:(?!" + re.escape(START) + r").)*?" + re.escape(END), re.S)
-_ITEM = re.compile(r"^- (?P<text>.*?) _\(evidence: (?P<n>\d+)\)_ <!-- headroom:rule (?P<id>[0-9a-f]{6,64}) (?P<sk>[0-9a-f]{0,64}) ?-->\s*$")
+_ITEM = re.compile(
+    r"^- (?P<text>.*?) _\(evidence: (?P<n>\d+)\)_ <!-- headroom:rule (?P<id>[0-9a-f]{6,64}) (?P<sk>[0-9a-f]{0,64}) ?-->\s*$"
+)
 
 
 class TargetError(ValueError, UsageError):
@@ -107,8 +118,8 @@ def parse(text: str) -> Section:
         m = _ITEM.match(line)
         if m:
             entries.append(Entry(m["id"], m["sk"], m["text"], int(m["n"]), origin))
-        elif line.startswith(FROM) and line[len(FROM):].strip():
-            origin = line[len(FROM):].strip()
+        elif line.startswith(FROM) and line[len(FROM) :].strip():
+            origin = line[len(FROM) :].strip()
         elif line.strip() and line.strip() not in (HEADING, INTRO, *OLD_INTROS):
             own.append(line.rstrip())
     return Section(text[:a], tuple(entries), tuple(own), text[b + len(END) :], True)
@@ -116,7 +127,13 @@ def parse(text: str) -> Section:
 
 def entry_for(rule: Rule, origin: str | None = "") -> Entry:
     """The written form of a rule; ``origin`` where it was found (see :class:`Entry`)."""
-    return Entry(rule.id, rule.supersede_key, " ".join(rule.text.split()), rule.evidence, None if origin is None else " ".join(origin.split()))
+    return Entry(
+        rule.id,
+        rule.supersede_key,
+        " ".join(rule.text.split()),
+        rule.evidence,
+        None if origin is None else " ".join(origin.split()),
+    )
 
 
 def merge_entries(old: Sequence[Entry], new: Iterable[Entry]) -> list[Entry]:
@@ -191,8 +208,11 @@ def origins(rules: Iterable[Rule], cwd_of: Mapping[str, str], project: str) -> d
     """Rule id -> :func:`origin_of` its sources (log paths, looked up in ``cwd_of``: log path ->
     the working directory it states; ``""`` for ``project``'s own). Rules without sources or
     with one missing from ``cwd_of`` are left out (origin not known)."""
-    return {r.id: origin_of((cwd_of[src] for src in r.sources), project) for r in rules
-            if r.sources and all(src in cwd_of for src in r.sources)}
+    return {
+        r.id: origin_of((cwd_of[src] for src in r.sources), project)
+        for r in rules
+        if r.sources and all(src in cwd_of for src in r.sources)
+    }
 
 
 def diff(path: Path, old: str, new: str) -> str:
@@ -213,7 +233,9 @@ class Planned:
         return self.old != self.new
 
 
-def plan(project: Path, targets: Sequence[str], rules: Sequence[Rule], origins: Mapping[str, str] | None = None) -> list[Planned]:
+def plan(
+    project: Path, targets: Sequence[str], rules: Sequence[Rule], origins: Mapping[str, str] | None = None
+) -> list[Planned]:
     """What writing ``rules`` into each target file of ``project`` would change (``origins``: see
     :func:`merge_rules`). Raises :class:`TargetError` for an unknown target and :class:`OSError`
     for an unreadable file."""

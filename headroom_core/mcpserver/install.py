@@ -90,7 +90,9 @@ def server_command() -> list[str]:
     return [sys.executable, "-m", "headroom_core.cli.main", "mcp"]
 
 
-def claude_config_path(scope: str, project_dir: Path, home: Path | None = None, env: dict[str, str] | None = None) -> Path:
+def claude_config_path(
+    scope: str, project_dir: Path, home: Path | None = None, env: dict[str, str] | None = None
+) -> Path:
     """Claude Code's file for ``scope`` (``user`` or ``project``)."""
     env = dict(os.environ) if env is None else env
     if scope == "project":
@@ -99,7 +101,9 @@ def claude_config_path(scope: str, project_dir: Path, home: Path | None = None, 
     return base / ".claude.json"
 
 
-def codex_config_path(scope: str, project_dir: Path, home: Path | None = None, env: dict[str, str] | None = None) -> Path:
+def codex_config_path(
+    scope: str, project_dir: Path, home: Path | None = None, env: dict[str, str] | None = None
+) -> Path:
     """Codex's ``config.toml`` for ``scope`` (``user``: ``$CODEX_HOME``, ``project``: ``.codex/``)."""
     env = dict(os.environ) if env is None else env
     if scope == "project":
@@ -175,7 +179,9 @@ def _same(a: Any, b: Any) -> bool:
         return False
 
 
-def plan(clients: list[str], scope: str, project_dir: Path, remove: bool = False, command: list[str] | None = None) -> list[Change]:
+def plan(
+    clients: list[str], scope: str, project_dir: Path, remove: bool = False, command: list[str] | None = None
+) -> list[Change]:
     """The changes for ``clients`` (``claude``, ``codex``) at ``scope``. Raises
     :class:`InstallError` for a file that cannot be changed safely."""
     cmd = command or server_command()

@@ -25,10 +25,10 @@ from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ImageContent, TextContent
 
+from headroom_core import __version__
 from headroom_core.ccr import retrieve
 from headroom_core.memory.models import KINDS as MEMORY_KINDS
 from headroom_core.settings import Settings
-from headroom_core import __version__
 from headroom_core.wire.blocks import ErrorAnswer, ImageAnswer, ToolCall
 
 if TYPE_CHECKING:  # imported when first used: the server must answer the client's handshake fast
@@ -98,11 +98,16 @@ class HeadroomTools:
         try:
             ans = retrieve.answer(ToolCall("mcp", retrieve.TOOL_NAME, {"key": key}), self.rt.store)
         except Exception as e:  # noqa: BLE001 - the database may be unavailable
-            raise ToolError(f"headroom_retrieve error: the originals store is unavailable ({type(e).__name__}: {e})") from e
+            raise ToolError(
+                f"headroom_retrieve error: the originals store is unavailable ({type(e).__name__}: {e})"
+            ) from e
         if isinstance(ans, ErrorAnswer):
             raise ToolError(str(ans))
         if isinstance(ans, ImageAnswer):
-            return [TextContent(type="text", text=str(ans)), ImageContent(type="image", data=ans.data, mimeType=ans.media_type)]
+            return [
+                TextContent(type="text", text=str(ans)),
+                ImageContent(type="image", data=ans.data, mimeType=ans.media_type),
+            ]
         return [TextContent(type="text", text=str(ans))]
 
     # -- memory -------------------------------------------------------------------------------
@@ -161,9 +166,13 @@ class HeadroomTools:
         except MemoryInputError as e:
             return f"memory_save error: {e}."
         except Exception as e:  # noqa: BLE001
-            return f"memory_save error: the memory store is unavailable right now ({type(e).__name__}); nothing was saved."
+            return (
+                f"memory_save error: the memory store is unavailable right now ({type(e).__name__}); nothing was saved."
+            )
         m = out.memory
-        red = f" ({len(out.redacted)} secret(s) redacted: {', '.join(sorted(set(out.redacted)))})" if out.redacted else ""
+        red = (
+            f" ({len(out.redacted)} secret(s) redacted: {', '.join(sorted(set(out.redacted)))})" if out.redacted else ""
+        )
         if out.action == "merged":
             return f"Updated existing memory {m.id} instead of adding a copy (similarity {out.similarity:.2f}; seen {m.evidence} times){red}: {m.text}"
         return f"Saved memory {m.id} ({m.kind}) for project {self.project}{red}: {m.text}"
@@ -176,11 +185,22 @@ class HeadroomTools:
         from headroom_core.compress.router import KINDS, Hint, compress_text
 
         if kind and kind not in KINDS:
-            return [TextContent(type="text", text=f"compress error: unknown kind {kind!r}; choose one of {', '.join(KINDS)}.")]
+            return [
+                TextContent(
+                    type="text", text=f"compress error: unknown kind {kind!r}; choose one of {', '.join(KINDS)}."
+                )
+            ]
         s = self.settings
         try:
             counter = self.rt.counter
-            res = compress_text(text, query, counter, min_tokens=s.min_tokens, min_saving_ratio=s.min_saving_ratio, hint=Hint(kind=kind) if kind else None)
+            res = compress_text(
+                text,
+                query,
+                counter,
+                min_tokens=s.min_tokens,
+                min_saving_ratio=s.min_saving_ratio,
+                hint=Hint(kind=kind) if kind else None,
+            )
             for off in res.offloads:
                 self.rt.store.put(off.key, off.original, "tool_output")
             before = counter.count(text)
@@ -202,13 +222,21 @@ def build_server(settings: Settings, project: str) -> FastMCP:
     def headroom_retrieve(key: str) -> list[TextContent | ImageContent]:
         return tools.retrieve(key)
 
-    @server.tool(name="memory_search", description=f"Search the memories of this project ({project}) by meaning; best matches first, with ids.", structured_output=False)
+    @server.tool(
+        name="memory_search",
+        description=f"Search the memories of this project ({project}) by meaning; best matches first, with ids.",
+        structured_output=False,
+    )
     def memory_search(query: str, limit: int = 5) -> str:
         return tools.memory_search(query, limit)
 
     kinds = ", ".join(MEMORY_KINDS)
 
-    @server.tool(name="memory_save", description=MEMORY_SAVE_DESCRIPTION + f" kind: one of {kinds} (default fact).", structured_output=False)
+    @server.tool(
+        name="memory_save",
+        description=MEMORY_SAVE_DESCRIPTION + f" kind: one of {kinds} (default fact).",
+        structured_output=False,
+    )
     def memory_save(text: str, kind: str = "fact") -> str:
         return tools.memory_save(text, kind)
 

@@ -27,7 +27,10 @@ _EXPLICIT = re.compile(
 INJECTED_ID = re.compile(r"\[memory ([0-9a-f]{12})\]")
 
 _RULE = re.compile(r"\b(never|always|must|do not|don't|dont|only ever|forbidden|not allowed)\b", re.I)
-_PITFALL = re.compile(r"\b(pitfall|careful|beware|gotcha|breaks?|fails?|failing|crash(?:es)?|error|bug|doesn't work|does not work|workaround)\b", re.I)
+_PITFALL = re.compile(
+    r"\b(pitfall|careful|beware|gotcha|breaks?|fails?|failing|crash(?:es)?|error|bug|doesn't work|does not work|workaround)\b",
+    re.I,
+)
 _PREFERENCE = re.compile(r"\b(prefer|prefers|preferred|i like|we like|rather than|instead of|style)\b", re.I)
 
 

@@ -44,7 +44,9 @@ def inject_memories(rt: "Runtime", ctx: RequestContext) -> str | None:
         return None
     s = rt.settings
     try:
-        seen = capture.injected_ids(e.sent_text for e in rt.session_store.load(ctx.session_key).messages[: ctx.live_from] if e.modified)
+        seen = capture.injected_ids(
+            e.sent_text for e in rt.session_store.load(ctx.session_key).messages[: ctx.live_from] if e.modified
+        )
         svc.note_search_mode(store)
         floor = s.memory_min_similarity if store.vector_mode else TEXT_MIN_SIMILARITY
         res = store.search(ctx.project, query, limit=s.memory_inject_max_entries + len(seen), min_similarity=floor)
@@ -64,7 +66,11 @@ def save_explicit(rt: "Runtime", ctx: RequestContext) -> None:
     svc = service(rt)
     if not svc.enabled:
         return
-    wanted = [t for text in capture.live_user_texts(ctx.dialect, ctx.body, ctx.live_from) for t in capture.explicit_instructions(text)]
+    wanted = [
+        t
+        for text in capture.live_user_texts(ctx.dialect, ctx.body, ctx.live_from)
+        for t in capture.explicit_instructions(text)
+    ]
     if not wanted:
         return
     store = svc.store()
@@ -73,7 +79,9 @@ def save_explicit(rt: "Runtime", ctx: RequestContext) -> None:
     for t in wanted:
         try:
             out = store.save(ctx.project, t, capture.guess_kind(t), source=ctx.client or "user")
-            log.info("headroom memory: user instruction %s as memory %s (project %s)", out.action, out.memory.id, ctx.project)
+            log.info(
+                "headroom memory: user instruction %s as memory %s (project %s)", out.action, out.memory.id, ctx.project
+            )
         except MemoryInputError as e:
             log.warning("headroom memory: user instruction not saved: %s", e)
         except SQLAlchemyError as e:

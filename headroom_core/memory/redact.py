@@ -34,7 +34,10 @@ _TOKEN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 # scheme://user:password@host  -> keep scheme, user and host
 _URL_CREDENTIALS = re.compile(r"(?P<pre>\b[a-z][a-z0-9+.\-]*://[^\s:/@]+:)(?P<secret>[^\s@/]+)(?P<post>@)", re.I)
 # Authorization: Bearer xxx / Basic xxx (header lines, curl -H, code)
-_AUTH_HEADER = re.compile(r"(?P<pre>\b(?:authorization|proxy-authorization)\b\s*[:=]\s*[\"']?(?:bearer|basic|token)\s+)(?P<secret>[^\s\"',;]{6,})", re.I)
+_AUTH_HEADER = re.compile(
+    r"(?P<pre>\b(?:authorization|proxy-authorization)\b\s*[:=]\s*[\"']?(?:bearer|basic|token)\s+)(?P<secret>[^\s\"',;]{6,})",
+    re.I,
+)
 _BEARER = re.compile(r"(?P<pre>\bbearer\s+)(?P<secret>[A-Za-z0-9_\-.=+/]{16,})", re.I)
 # password = x, password: x, "password": "x", the password is x
 _PASSWORD = re.compile(
@@ -47,7 +50,10 @@ _ASSIGNMENT = re.compile(
     re.I,
 )
 # values that are clearly not secrets after a secret-sounding name
-_NOT_SECRET = re.compile(r"^(?:\[REDACTED:[^\]]*\]|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|<[^>]*>|\*+|x+|\.{3}|none|null|true|false|required|optional|env|environment|string|os\.environ.*|process\.env.*|getenv.*)$", re.I)
+_NOT_SECRET = re.compile(
+    r"^(?:\[REDACTED:[^\]]*\]|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|<[^>]*>|\*+|x+|\.{3}|none|null|true|false|required|optional|env|environment|string|os\.environ.*|process\.env.*|getenv.*)$",
+    re.I,
+)
 
 
 def _machine_made(value: str) -> bool:

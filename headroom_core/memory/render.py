@@ -17,7 +17,9 @@ def line(m: MemoryView) -> str:
     return f"- [memory {m.id}] ({m.kind}) {m.text}"
 
 
-def inject_block(hits: Sequence[Hit], max_entries: int, max_tokens: int, count: Callable[[str], int]) -> tuple[str | None, list[str]]:
+def inject_block(
+    hits: Sequence[Hit], max_entries: int, max_tokens: int, count: Callable[[str], int]
+) -> tuple[str | None, list[str]]:
     """The text to inject for ``hits`` (best first): the header and as many lines as fit in
     ``max_entries`` and ``max_tokens`` (counted with ``count``, header included); a line that
     does not fit is skipped and smaller ones after it may still fit. Returns ``(text or None,

@@ -136,7 +136,12 @@ class MemoryService:
         now = time.monotonic()
         if now - self._last_error_log >= ERROR_LOG_SECONDS:
             self._last_error_log = now
-            log.error("headroom memory: %s failed (%s: %s); the request goes on without memory", what, type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")
+            log.error(
+                "headroom memory: %s failed (%s: %s); the request goes on without memory",
+                what,
+                type(e).__name__,
+                str(e).splitlines()[0][:200] if str(e) else "",
+            )
 
     def note_search_mode(self, store: MemoryStore) -> None:
         """Say in the log that search is textual until the model is loaded (once while it loads,
@@ -146,7 +151,9 @@ class MemoryService:
         why = f"it could not be loaded: {self.embedder.error}" if self.embedder.error else "it is still loading"
         if why != self._said_text_mode:
             self._said_text_mode = why
-            log.warning("headroom memory: embedding model not available (%s); memory search falls back to text search", why)
+            log.warning(
+                "headroom memory: embedding model not available (%s); memory search falls back to text search", why
+            )
 
     # -- background work -------------------------------------------------------------------
 

@@ -25,9 +25,9 @@ import numpy as np
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from headroom_core.compress.embeddings import MODEL_NAME, Embedder
 from headroom_core.errors import UsageError
 from headroom_core.memory import ranking
-from headroom_core.compress.embeddings import MODEL_NAME, Embedder
 from headroom_core.memory.models import KINDS, Memory
 from headroom_core.memory.redact import redact
 
@@ -62,7 +62,7 @@ def normalize_id(raw: Any) -> str | None:
     s = raw.strip().strip("[]").lower()
     for prefix in ("memory:", "memory ", "m:", "id:", "id "):
         if s.startswith(prefix):
-            s = s[len(prefix):].strip()
+            s = s[len(prefix) :].strip()
     return s if len(s) == ID_HEX and all(c in "0123456789abcdef" for c in s) else None
 
 
@@ -89,7 +89,19 @@ class MemoryView:
 
     @classmethod
     def of(cls, m: Memory) -> "MemoryView":
-        return cls(m.id, m.text, m.kind, m.project, m.source, m.created_at, m.updated_at, m.last_used_at, m.evidence, m.value, m.archived)
+        return cls(
+            m.id,
+            m.text,
+            m.kind,
+            m.project,
+            m.source,
+            m.created_at,
+            m.updated_at,
+            m.last_used_at,
+            m.evidence,
+            m.value,
+            m.archived,
+        )
 
     @property
     def last_touched(self) -> datetime:
@@ -215,7 +227,9 @@ class MemoryStore:
         active = (Memory.project == project, Memory.archived.is_(False))
         out = None
         if cached is not None and cached.version[1] is not None and cached.ids:
-            changed = self._vectors_of(s.execute(select(*cols).where(*active, Memory.updated_at >= cached.version[1])).all())
+            changed = self._vectors_of(
+                s.execute(select(*cols).where(*active, Memory.updated_at >= cached.version[1])).all()
+            )
             pos = {mid: i for i, mid in enumerate(cached.ids)}
             ids, matrix = list(cached.ids), cached.matrix.copy()
             extra_ids, extra = [], []
@@ -233,7 +247,9 @@ class MemoryStore:
         if out is None:
             pairs = self._vectors_of(s.execute(select(*cols).where(*active)).all())
             ids = [mid for mid, _ in pairs]
-            matrix = np.vstack([v for _, v in pairs]).astype(np.float32) if pairs else np.zeros((0, 0), dtype=np.float32)
+            matrix = (
+                np.vstack([v for _, v in pairs]).astype(np.float32) if pairs else np.zeros((0, 0), dtype=np.float32)
+            )
             out = _Vectors(version, ids, matrix)
         with self._lock:
             self._vectors[project] = out
@@ -250,7 +266,11 @@ class MemoryStore:
                 with self.sessions.begin() as w:
                     for (mid, _), v in zip(missing, vecs):
                         fresh[mid] = v
-                        w.execute(update(Memory).where(Memory.id == mid).values(embedding=to_bytes(v), embedding_model=MODEL_NAME))
+                        w.execute(
+                            update(Memory)
+                            .where(Memory.id == mid)
+                            .values(embedding=to_bytes(v), embedding_model=MODEL_NAME)
+                        )
         out = []
         for r in rows:
             if r.id in fresh:
@@ -277,7 +297,9 @@ class MemoryStore:
             raise MemoryInputError('the memory needs a non-empty "text" (one self-contained statement)')
         text = " ".join(text.split()) if "\n" not in text.strip() else text.strip()
         if len(text) > MAX_TEXT_CHARS:
-            raise MemoryInputError(f"the text has {len(text)} characters; a memory holds at most {MAX_TEXT_CHARS}: save one statement")
+            raise MemoryInputError(
+                f"the text has {len(text)} characters; a memory holds at most {MAX_TEXT_CHARS}: save one statement"
+            )
         if kind is None or kind == "":
             kind = "fact"
         if not isinstance(kind, str) or kind.strip().lower() not in KINDS:
@@ -287,7 +309,9 @@ class MemoryStore:
             raise MemoryInputError("the text is only a secret; secrets are never stored")
         return red.text, kind.strip().lower(), red.found
 
-    def save(self, project: str, text: object, kind: str | None = "fact", source: str = "", now: datetime | None = None) -> SaveOutcome:
+    def save(
+        self, project: str, text: object, kind: str | None = "fact", source: str = "", now: datetime | None = None
+    ) -> SaveOutcome:
         """Save a memory in ``project``, or merge it into an existing near-duplicate (cosine >=
         ``dedup_similarity``, or the same normalised text): evidence +1, value gained, the newer
         wording kept, un-archived. Secrets are redacted first. Raises :class:`MemoryInputError`
@@ -307,7 +331,12 @@ class MemoryStore:
                 if best and best[0][1] >= self.dedup_similarity:
                     target, sim = s.get(Memory, best[0][0]), best[0][1]
             if target is not None:
-                current = ranking.decayed_value(target.value, max(target.updated_at, target.last_used_at or target.updated_at), now, self.half_life_days)
+                current = ranking.decayed_value(
+                    target.value,
+                    max(target.updated_at, target.last_used_at or target.updated_at),
+                    now,
+                    self.half_life_days,
+                )
                 target.evidence += 1
                 target.value = ranking.gained(current)
                 target.updated_at = now
@@ -330,7 +359,14 @@ class MemoryStore:
             s.flush()
             return SaveOutcome(MemoryView.of(m), "added", None, found)
 
-    def update(self, project: str, memory_id: str, text: str | None = None, kind: str | None = None, now: datetime | None = None) -> MemoryView | None:
+    def update(
+        self,
+        project: str,
+        memory_id: str,
+        text: str | None = None,
+        kind: str | None = None,
+        now: datetime | None = None,
+    ) -> MemoryView | None:
         """Change the text and/or kind of memory ``memory_id`` of ``project``; None when the
         project has no such memory. Raises :class:`MemoryInputError` when neither is given or a
         value is invalid."""
@@ -371,7 +407,9 @@ class MemoryStore:
             return
         with self.sessions.begin() as s:
             for m in s.scalars(select(Memory).where(Memory.id.in_(ids))):
-                current = ranking.decayed_value(m.value, max(m.updated_at, m.last_used_at or m.updated_at), now, self.half_life_days)
+                current = ranking.decayed_value(
+                    m.value, max(m.updated_at, m.last_used_at or m.updated_at), now, self.half_life_days
+                )
                 m.value = ranking.gained(current)
                 m.last_used_at = now
 
@@ -382,7 +420,9 @@ class MemoryStore:
         n = 0
         with self.sessions.begin() as s:
             for m in s.scalars(select(Memory).where(Memory.archived.is_(False))):
-                v = ranking.decayed_value(m.value, max(m.updated_at, m.last_used_at or m.updated_at), now, self.half_life_days)
+                v = ranking.decayed_value(
+                    m.value, max(m.updated_at, m.last_used_at or m.updated_at), now, self.half_life_days
+                )
                 if ranking.should_archive(v, m.created_at, now, self.archive_below, self.archive_min_age_days):
                     m.archived = True
                     n += 1
@@ -396,7 +436,9 @@ class MemoryStore:
             m = s.get(Memory, memory_id)
             return MemoryView.of(m) if m is not None and m.project == project else None
 
-    def list(self, project: str | None, kind: str | None = None, limit: int = 50, include_archived: bool = False) -> list[MemoryView]:
+    def list(
+        self, project: str | None, kind: str | None = None, limit: int = 50, include_archived: bool = False
+    ) -> list[MemoryView]:
         """Memories of ``project`` (None: every project), newest update first."""
         q = select(Memory).order_by(Memory.updated_at.desc(), Memory.id).limit(max(1, limit))
         if project is not None:
@@ -408,7 +450,9 @@ class MemoryStore:
         with self.sessions() as s:
             return [MemoryView.of(m) for m in s.scalars(q)]
 
-    def search(self, project: str, query: str, limit: int = 5, min_similarity: float = 0.0, now: datetime | None = None) -> SearchResult:
+    def search(
+        self, project: str, query: str, limit: int = 5, min_similarity: float = 0.0, now: datetime | None = None
+    ) -> SearchResult:
         """The ``limit`` best active memories of ``project`` for ``query``, ranked by
         :func:`ranking.score`; memories under ``min_similarity`` are left out. Uses embeddings
         when the model is loaded, else text search (``mode`` says which)."""
@@ -418,7 +462,9 @@ class MemoryStore:
         qv = self._embed([query]) if self.vector_mode else None
         with self.sessions() as s:
             if qv is not None:
-                cands = [(i, sim) for i, sim in self._similar(s, project, qv[0], max(50, limit * 5)) if sim >= min_similarity]
+                cands = [
+                    (i, sim) for i, sim in self._similar(s, project, qv[0], max(50, limit * 5)) if sim >= min_similarity
+                ]
                 mode = "vector"
             else:
                 cands = self._text_candidates(s, project, query, min_similarity)
@@ -442,7 +488,11 @@ class MemoryStore:
         """(active row count, newest ``updated_at``) of ``project``: changes whenever any process
         adds, changes, archives or deletes one of its memories."""
         return tuple(
-            s.execute(select(func.count(Memory.id), func.max(Memory.updated_at)).where(Memory.project == project, Memory.archived.is_(False))).one()
+            s.execute(
+                select(func.count(Memory.id), func.max(Memory.updated_at)).where(
+                    Memory.project == project, Memory.archived.is_(False)
+                )
+            ).one()
         )  # type: ignore[return-value]
 
     def _project_terms(self, s: Session, project: str) -> builtins.list[tuple[str, frozenset[str]]]:
@@ -452,13 +502,17 @@ class MemoryStore:
             cached = self._terms.get(project)
         if cached is not None and cached[0] == version:
             return cached[1]
-        rows = s.execute(select(Memory.id, Memory.text).where(Memory.project == project, Memory.archived.is_(False))).all()
+        rows = s.execute(
+            select(Memory.id, Memory.text).where(Memory.project == project, Memory.archived.is_(False))
+        ).all()
         out = [(r.id, ranking.terms(r.text)) for r in rows]
         with self._lock:
             self._terms[project] = (version, out)
         return out
 
-    def _text_candidates(self, s: Session, project: str, query: str, min_similarity: float) -> builtins.list[tuple[str, float]]:
+    def _text_candidates(
+        self, s: Session, project: str, query: str, min_similarity: float
+    ) -> builtins.list[tuple[str, float]]:
         qt = ranking.terms(query)
         if not qt:
             return []
@@ -474,15 +528,23 @@ class MemoryStore:
 
     def stats(self, project: str | None = None) -> builtins.list[ProjectStats]:
         """Per-project figures (one project, or all), largest project first."""
-        q = select(Memory.project, Memory.archived, Memory.kind, func.count(), func.sum(Memory.evidence), func.sum(Memory.value), func.max(Memory.updated_at)).group_by(
-            Memory.project, Memory.archived, Memory.kind
-        )
+        q = select(
+            Memory.project,
+            Memory.archived,
+            Memory.kind,
+            func.count(),
+            func.sum(Memory.evidence),
+            func.sum(Memory.value),
+            func.max(Memory.updated_at),
+        ).group_by(Memory.project, Memory.archived, Memory.kind)
         if project is not None:
             q = q.where(Memory.project == project)
         acc: dict[str, dict[str, Any]] = {}
         with self.sessions() as s:
             for proj, archived, kind, n, ev, val, last in s.execute(q):
-                a = acc.setdefault(proj, {"active": 0, "archived": 0, "kinds": {}, "evidence": 0, "value": 0.0, "last": None})
+                a = acc.setdefault(
+                    proj, {"active": 0, "archived": 0, "kinds": {}, "evidence": 0, "value": 0.0, "last": None}
+                )
                 if archived:
                     a["archived"] += n
                 else:
@@ -492,7 +554,15 @@ class MemoryStore:
                 a["evidence"] += int(ev or 0)
                 a["last"] = max(filter(None, (a["last"], last)), default=None)
         out = [
-            ProjectStats(p, a["active"], a["archived"], a["kinds"], a["evidence"], a["value"] / a["active"] if a["active"] else 0.0, a["last"])
+            ProjectStats(
+                p,
+                a["active"],
+                a["archived"],
+                a["kinds"],
+                a["evidence"],
+                a["value"] / a["active"] if a["active"] else 0.0,
+                a["last"],
+            )
             for p, a in acc.items()
         ]
         out.sort(key=lambda x: (-(x.active + x.archived), x.project))

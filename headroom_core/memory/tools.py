@@ -21,7 +21,11 @@ from headroom_core.wire.blocks import ToolCall
 if TYPE_CHECKING:
     from headroom_core.runtime import Runtime
 
-_KIND = {"type": "string", "enum": list(KINDS), "description": "fact (how things are), rule (what must or must not be done), preference (how the user likes it), pitfall (what goes wrong and how to avoid it)."}
+_KIND = {
+    "type": "string",
+    "enum": list(KINDS),
+    "description": "fact (how things are), rule (what must or must not be done), preference (how the user likes it), pitfall (what goes wrong and how to avoid it).",
+}
 _ID = {"type": "string", "description": "The memory's id: 12 hex digits, as shown in [memory <id>]."}
 
 SEARCH_MAX = 20
@@ -39,7 +43,11 @@ def _args(call: ToolCall) -> _Args:
     a = call.arguments
     if not isinstance(a, dict):
         out = _Args()
-        out.bad = f"the arguments must be a JSON object, got {call.raw_arguments[:200]!r}" if call.raw_arguments else "the arguments must be a JSON object"
+        out.bad = (
+            f"the arguments must be a JSON object, got {call.raw_arguments[:200]!r}"
+            if call.raw_arguments
+            else "the arguments must be a JSON object"
+        )
         return out
     return _Args(a)
 
@@ -84,7 +92,9 @@ class MemoryTool:
             return f"{self.name} error: {e}."
         except SQLAlchemyError as e:
             svc.store_failed(self.name, e)
-            return f"{self.name} error: the memory store is unavailable right now ({type(e).__name__}); nothing was done."
+            return (
+                f"{self.name} error: the memory store is unavailable right now ({type(e).__name__}); nothing was done."
+            )
 
     def run(self, svc, store: MemoryStore, ctx: RequestContext, args: dict[str, Any]) -> str:  # pragma: no cover
         raise NotImplementedError
@@ -103,14 +113,19 @@ class MemorySave(MemoryTool):
     )
     schema = {
         "type": "object",
-        "properties": {"text": {"type": "string", "description": "The statement to remember, self-contained."}, "kind": _KIND},
+        "properties": {
+            "text": {"type": "string", "description": "The statement to remember, self-contained."},
+            "kind": _KIND,
+        },
         "required": ["text"],
     }
 
     def run(self, svc, store, ctx, args):
         out = store.save(ctx.project, args.get("text"), args.get("kind") or "fact", source=ctx.client or "unknown")
         m = out.memory
-        red = f" ({len(out.redacted)} secret(s) redacted: {', '.join(sorted(set(out.redacted)))})" if out.redacted else ""
+        red = (
+            f" ({len(out.redacted)} secret(s) redacted: {', '.join(sorted(set(out.redacted)))})" if out.redacted else ""
+        )
         if out.action == "merged":
             return f"Updated existing memory {m.id} instead of adding a copy (similarity {out.similarity:.2f}; seen {m.evidence} times){red}: {m.text}"
         return f"Saved memory {m.id} ({m.kind}){red}: {m.text}"
@@ -123,7 +138,15 @@ class MemorySearch(MemoryTool):
     description = "Search this project's memories by meaning. Returns the best matches with their ids."
     schema = {
         "type": "object",
-        "properties": {"query": {"type": "string", "description": "What you want to know."}, "limit": {"type": "integer", "minimum": 1, "maximum": SEARCH_MAX, "description": "At most this many results (default 5)."}},
+        "properties": {
+            "query": {"type": "string", "description": "What you want to know."},
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": SEARCH_MAX,
+                "description": "At most this many results (default 5).",
+            },
+        },
         "required": ["query"],
     }
 
@@ -187,7 +210,15 @@ class MemoryList(MemoryTool):
     description = "List this project's memories, most recently updated first; optionally only one kind."
     schema = {
         "type": "object",
-        "properties": {"kind": _KIND, "limit": {"type": "integer", "minimum": 1, "maximum": LIST_MAX, "description": "At most this many (default 20)."}},
+        "properties": {
+            "kind": _KIND,
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": LIST_MAX,
+                "description": "At most this many (default 20).",
+            },
+        },
     }
 
     def run(self, svc, store, ctx, args):

@@ -65,7 +65,9 @@ class ToolsFigures:
             proxy = self.counter.count(self.proxy) if self.proxy else 0
             return before, after, proxy
         except Exception:  # noqa: BLE001 - figures for the ledger only
-            log.warning("headroom: the tools text could not be counted; the ledger records 0 tokens for it", exc_info=True)
+            log.warning(
+                "headroom: the tools text could not be counted; the ledger records 0 tokens for it", exc_info=True
+            )
             return 0, 0, 0
 
     @property

@@ -105,10 +105,18 @@ class ToolsMinifier:
         self._lock = threading.Lock()
         self._own: _Lru[bytes] = _Lru(TOOL_ENTRIES, TOOL_CHARS)  # tool text -> its own minified container (marshal)
         self._written: _Lru[str] = _Lru(TOOL_ENTRIES, TOOL_CHARS)  # (tool text, new value) -> the text written for it
-        self._final: _Lru[str] = _Lru(TOOL_ENTRIES, TOOL_CHARS)  # tool text -> the text written for its own minification
+        self._final: _Lru[str] = _Lru(
+            TOOL_ENTRIES, TOOL_CHARS
+        )  # tool text -> the text written for its own minification
 
     def run(
-        self, tools_text: str, tools: list, count: bool = True, shape_of: ShapeOf = tool_shape, kind: str = "", texts: list[str] | None = None
+        self,
+        tools_text: str,
+        tools: list,
+        count: bool = True,
+        shape_of: ShapeOf = tool_shape,
+        kind: str = "",
+        texts: list[str] | None = None,
     ) -> ToolsOutcome:
         """``tools_text`` is the exact JSON text of ``tools`` in the request (the cache key, and
         the source of every byte that is not changed); ``tools`` its parsed value, one tool per
@@ -122,14 +130,20 @@ class ToolsMinifier:
         not scanned for them again: ~1 ms for 229 tools). Raises ``ValueError`` if
         ``tools_text`` is not the JSON text of ``tools``.
         """
-        key = _key(kind, tools_text) if kind else hashlib.blake2b(tools_text.encode("utf-8", "surrogatepass"), digest_size=20).digest()
+        key = (
+            _key(kind, tools_text)
+            if kind
+            else hashlib.blake2b(tools_text.encode("utf-8", "surrogatepass"), digest_size=20).digest()
+        )
         with self._lock:
             hit = self._cache.get(key)
             if hit is not None:
                 self._cache.move_to_end(key)
                 return hit
         if texts is None:
-            texts = [tools_text[a:b] for a, b in jsonedit.element_spans(tools_text, ())] if isinstance(tools, list) else []
+            texts = (
+                [tools_text[a:b] for a, b in jsonedit.element_spans(tools_text, ())] if isinstance(tools, list) else []
+            )
         if isinstance(tools, list) and len(texts) != len(tools):
             raise ValueError("tools_text is not the JSON text of tools")
 

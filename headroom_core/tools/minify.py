@@ -84,8 +84,17 @@ _REF_RE = re.compile(
 # Every other keyword's value is data (enum, const, default, examples, required, …) and is
 # copied untouched.
 _SUBSCHEMA_KEYS = (
-    "additionalProperties", "additionalItems", "unevaluatedProperties", "unevaluatedItems",
-    "not", "if", "then", "else", "contains", "propertyNames", "items",
+    "additionalProperties",
+    "additionalItems",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "propertyNames",
+    "items",
 )
 _SUBSCHEMA_LIST_KEYS = ("anyOf", "oneOf", "allOf", "prefixItems", "items")
 _SUBSCHEMA_MAP_KEYS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")
@@ -155,12 +164,12 @@ def normalize_description(text: str) -> str:
     rest = [ln for ln in lines[1:] if ln]
     if first[:1] in (" ", "\t"):
         margin = _common_indent([first, *rest])
-        lines = [ln[len(margin):] if ln else ln for ln in lines]
+        lines = [ln[len(margin) :] if ln else ln for ln in lines]
         lines[0] = lines[0].lstrip(" \t")  # the text as a whole is trimmed
     else:
         margin = _common_indent(rest)
         if margin:
-            lines = [first] + [ln[len(margin):] if ln else ln for ln in lines[1:]]
+            lines = [first] + [ln[len(margin) :] if ln else ln for ln in lines[1:]]
     # Inner runs (outside fences) and blank-line runs.
     out: list[str] = []
     in_fence = False
@@ -299,8 +308,8 @@ def _minify_at(value: Any, keys: tuple[str, ...], name: str) -> Any:
 
 @dataclass
 class _Field:
-    where: str        # "description", "schema" or "param <label>"
-    holder: dict      # the dict whose "description" key holds the text
+    where: str  # "description", "schema" or "param <label>"
+    holder: dict  # the dict whose "description" key holds the text
     text: str
 
 
@@ -497,7 +506,11 @@ def minify_tools(
         name = container["name"]
         if any(fnmatch.fnmatchcase(name, pat) for pat in exclude):
             continue
-        own = minify_one(i, container, shape.schema) if minify_one is not None else minify_container(container, shape.schema)
+        own = (
+            minify_one(i, container, shape.schema)
+            if minify_one is not None
+            else minify_container(container, shape.schema)
+        )
         minified[i] = (tool, own, shape)
 
     if not minified:

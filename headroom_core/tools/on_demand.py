@@ -164,8 +164,14 @@ def evidence(rt: "Runtime", client: str, project: str) -> Evidence:
     if "ledger" in rt.__dict__:  # a proxy that has recorded requests (else nothing is pending)
         rt.ledger.flush(1.0)
     with rt.sessions() as s:
-        rows = s.execute(select(ToolUsage.tool_name, ToolUsage.offered_since_called, ToolUsage.last_seen_at).where(ToolUsage.client == client, ToolUsage.project == project[:512])).all()
-    return Evidence({name: int(n or 0) for name, n, _ in rows}, max((t for _, _, t in rows if t is not None), default=None))
+        rows = s.execute(
+            select(ToolUsage.tool_name, ToolUsage.offered_since_called, ToolUsage.last_seen_at).where(
+                ToolUsage.client == client, ToolUsage.project == project[:512]
+            )
+        ).all()
+    return Evidence(
+        {name: int(n or 0) for name, n, _ in rows}, max((t for _, _, t in rows if t is not None), default=None)
+    )
 
 
 def cache_lifetime_seconds(dialect: Dialect, body: Mapping[str, Any]) -> float:
@@ -189,12 +195,21 @@ def _merge_scope_set(rt: "Runtime", scope: str, decided: Iterable[str], skeleton
     decided = set(decided)
     with rt.sessions.begin() as s:
         row = s.get(ToolSkeletonSet, scope, with_for_update=True)
-        old_sk, old_seen = (set(json.loads(row.skeletons or "[]")), set(json.loads(row.seen or "[]"))) if row is not None else (set(), set())
+        old_sk, old_seen = (
+            (set(json.loads(row.skeletons or "[]")), set(json.loads(row.seen or "[]")))
+            if row is not None
+            else (set(), set())
+        )
         sk, seen = (old_sk - decided) | (skeletons & decided), old_seen | decided
         if row is not None and (sk, seen) == (old_sk, old_seen):
             return
         now = datetime.now(timezone.utc).replace(tzinfo=None)
-        upsert(s, ToolSkeletonSet, dict(scope=scope, skeletons=json.dumps(sorted(sk)), seen=json.dumps(sorted(seen)), updated_at=now), ["scope"])
+        upsert(
+            s,
+            ToolSkeletonSet,
+            dict(scope=scope, skeletons=json.dumps(sorted(sk)), seen=json.dumps(sorted(seen)), updated_at=now),
+            ["scope"],
+        )
 
 
 @dataclass(frozen=True)
@@ -232,7 +247,11 @@ def _decide(rt: "Runtime", req: _Request, tools: list[Any], ids: list[str], keep
     ev = evidence(rt, req.client, req.project)
     prior = _scope_set(rt, req.scope)
     now = datetime.now(timezone.utc).replace(tzinfo=None)
-    warm = prior is not None and ev.last_seen is not None and (now - ev.last_seen).total_seconds() <= req.wire.cache_lifetime_seconds(dict(req.body))
+    warm = (
+        prior is not None
+        and ev.last_seen is not None
+        and (now - ev.last_seen).total_seconds() <= req.wire.cache_lifetime_seconds(dict(req.body))
+    )
     inherited = {i for i in ids if warm and prior is not None and i in prior[1]}
     # the scope's statuses stand while warm, a skeleton the model called since included (it can
     # call it from its skeleton, or ask headroom_tool_docs: far cheaper than writing the whole
@@ -282,7 +301,9 @@ def for_session(
             return OnDemand(state.skeletons, state.seen, proxy_tools)
         req = _Request(wire, body, client, project, scope, not dry_run)
         add = _decide(rt, req, [t for t, _ in new], [i for _, i in new], _keep(rt, body, wire), floor=False)
-        return OnDemand(state.skeletons + tuple(i for _, i in new if i in add), state.seen + tuple(i for _, i in new), proxy_tools)
+        return OnDemand(
+            state.skeletons + tuple(i for _, i in new if i in add), state.seen + tuple(i for _, i in new), proxy_tools
+        )
     if fast or defers or not rt.settings.tools_on_demand or not tools or not wire.tool_choice_allows(body, TOOL_NAME):
         return OnDemand((), (), proxy_tools)
     us = units(wire, tools)
@@ -291,13 +312,21 @@ def for_session(
     chosen = _decide(rt, req, [u.value for u in us], ids, _keep(rt, body, wire), floor=TOOL_NAME not in proxy_tools)
     if not chosen:
         return OnDemand((), (), proxy_tools)
-    return OnDemand(tuple(i for i in ids if i in chosen), tuple(ids), proxy_tools if TOOL_NAME in proxy_tools else proxy_tools + (TOOL_NAME,))
+    return OnDemand(
+        tuple(i for i in ids if i in chosen),
+        tuple(ids),
+        proxy_tools if TOOL_NAME in proxy_tools else proxy_tools + (TOOL_NAME,),
+    )
 
 
 def _keep(rt: "Runtime", body: Mapping[str, Any], wire: WireDialect) -> set[str]:
     """Tool names never sent as skeletons: the proxy's own tools, the tools called in the
     request's history, and a tool ``tool_choice`` forces."""
-    return {t.name for t in rt.extensions.tools} | {c.name for c in wire.tool_calls(dict(body)).values()} | wire.forced_tool_names(body)
+    return (
+        {t.name for t in rt.extensions.tools}
+        | {c.name for c in wire.tool_calls(dict(body)).values()}
+        | wire.forced_tool_names(body)
+    )
 
 
 def skeletons(wire: WireDialect, tools: list[Unit], names: tuple[str, ...]) -> dict[int, Any]:

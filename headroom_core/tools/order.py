@@ -35,7 +35,6 @@ from headroom_core.db import lock_wait
 from headroom_core.db.models import ToolOrder as ToolOrderRow
 from headroom_core.db.upsert import upsert_many
 
-
 log = logging.getLogger("headroom")
 
 
@@ -111,12 +110,17 @@ class ToolOrder:
                 start = max(seq.values(), default=-1) + 1
                 try:
                     with self._sessions.begin() as s:
-                        rows = [dict(scope=scope, tool_id=i, seq=start + n, created_at=now) for n, i in enumerate(missing)]
+                        rows = [
+                            dict(scope=scope, tool_id=i, seq=start + n, created_at=now) for n, i in enumerate(missing)
+                        ]
                         upsert_many(s, ToolOrderRow, rows, ["scope", "tool_id"], update=())
                     seq = self._load(scope)
                 except OperationalError as e:
                     if not lock_wait.is_lock_wait(e):
                         raise
-                    log.warning("headroom: the database is locked by another process; %d new tools ordered as sent, learned later", len(missing))
+                    log.warning(
+                        "headroom: the database is locked by another process; %d new tools ordered as sent, learned later",
+                        len(missing),
+                    )
                     seq = {**seq, **{i: start + n for n, i in enumerate(missing)}}
         return ordered(ids, seq)

@@ -60,7 +60,9 @@ def _proxy_tool_defs(rt: "Runtime", d: WireDialect, names: tuple[str, ...]) -> l
     return [d.function_tool(n, by_name[n].description, by_name[n].schema) for n in names if n in by_name]
 
 
-def plan_step(rt: "Runtime", req: ToolsRequest, state: SessionTools, known: bool, proxy_tools: tuple[str, ...], fast: bool) -> ToolsStep:
+def plan_step(
+    rt: "Runtime", req: ToolsRequest, state: SessionTools, known: bool, proxy_tools: tuple[str, ...], fast: bool
+) -> ToolsStep:
     """``tools`` as the session sends them: the client's tools in the scope's order (see
     :mod:`headroom_core.tools.order`), each minified (deterministic) or, for the tools
     the session's first request chose to send on demand, as a skeleton
@@ -81,7 +83,9 @@ def plan_step(rt: "Runtime", req: ToolsRequest, state: SessionTools, known: bool
         return ToolsStep((), replace(state, proxy_tools=proxy_tools), None)
     client = tools or []
     # tools on demand: skeletons (and headroom_tool_docs) decided at the session's first request
-    docs = on_demand.for_session(rt, wire.id, view.parsed, req.client, req.project, req.scope, state, known, proxy_tools, fast, req.dry_run)
+    docs = on_demand.for_session(
+        rt, wire.id, view.parsed, req.client, req.project, req.scope, state, known, proxy_tools, fast, req.dry_run
+    )
     proxy_tools = docs.proxy_tools
     if not client and not proxy_tools:
         return ToolsStep((), replace(state, proxy_tools=proxy_tools), None)
@@ -106,7 +110,11 @@ def plan_step(rt: "Runtime", req: ToolsRequest, state: SessionTools, known: bool
         edits = [jsonedit.Append(wire.tools_path, t) for t in proxy_defs]
     elif forwarded != raw:
         edits = [jsonedit.ReplaceRaw(wire.tools_path, forwarded)]
-    sent = jsonedit.strip_member(forwarded, "cache_control") if tools is not None else "[" + ",".join(jsonedit.dumps(t) for t in proxy_defs) + "]"
+    sent = (
+        jsonedit.strip_member(forwarded, "cache_control")
+        if tools is not None
+        else "[" + ",".join(jsonedit.dumps(t) for t in proxy_defs) + "]"
+    )
     own = ",".join(jsonedit.dumps(t) for t in proxy_defs) if edits else ""  # the proxy's tools, counted apart
     figures = None if fast else ToolsFigures(raw, sent if edits else raw, reason, rt.counter, own)
     return ToolsStep(tuple(edits), SessionTools(proxy_tools, thash, sent, docs.skeletons, docs.seen), figures)
@@ -118,13 +126,17 @@ def _client_array(view: BodyView, where: tuple[str, ...]) -> tuple[str, list[tup
     return view.text[a:b], [(x - a, y - a) for x, y in els]
 
 
-def _tools_hash(rt: "Runtime", proxy_tools: tuple[str, ...], skeletons: tuple[str, ...], ids: list[str], bare: list[str]) -> str:
+def _tools_hash(
+    rt: "Runtime", proxy_tools: tuple[str, ...], skeletons: tuple[str, ...], ids: list[str], bare: list[str]
+) -> str:
     """The keyed hash of the tools text to send: the proxy's tools, the client's tools sent as
     skeletons (another session's text for the same tools is reused only when it sent the same
     ones; none: the hash is the one without them) and the client's elements in order, without
     ``cache_control``."""
     shelled = sorted(set(skeletons) & set(ids)) if skeletons else []
-    return rt.sealer.digest("tools", json.dumps(list(proxy_tools)), *(["skeletons:" + json.dumps(shelled)] if shelled else []), *bare)
+    return rt.sealer.digest(
+        "tools", json.dumps(list(proxy_tools)), *(["skeletons:" + json.dumps(shelled)] if shelled else []), *bare
+    )
 
 
 def _with_marks(text: str, marks: list[tuple[int, Any]]) -> str:
@@ -135,7 +147,9 @@ def _with_marks(text: str, marks: list[tuple[int, Any]]) -> str:
     return text
 
 
-def _replacements(rt: "Runtime", wire: WireDialect, us: list[Unit], order: list[int], bare: list[str], names: tuple[str, ...]) -> tuple[dict[int, Any], str]:
+def _replacements(
+    rt: "Runtime", wire: WireDialect, us: list[Unit], order: list[int], bare: list[str], names: tuple[str, ...]
+) -> tuple[dict[int, Any], str]:
     """The elements to replace, by position in ``order`` (a value, or the JSON text to splice
     as it is), and the reason: the tools named in ``names`` as skeletons, every tool minified
     (setting ``tools_minify``). ``us`` are the client's tools (:func:`~headroom_core.tools.units.units`),
@@ -147,8 +161,13 @@ def _replacements(rt: "Runtime", wire: WireDialect, us: list[Unit], order: list[
     reason = "ordered"
     if rt.settings.tools_minify and bare:
         values = [shells[f] if f in shells else _strip(u.value) for f, u in enumerate(flat)]
-        texts = [jsonedit.dumps(shells[f]) if f in shells else _unit_text(bare[at_pos[u.element]], u) for f, u in enumerate(flat)]
-        out = rt.tools_minifier.run("[" + ",".join(texts) + "]", values, count=False, shape_of=wire.tool_shape, kind=wire.id.value, texts=texts)
+        texts = [
+            jsonedit.dumps(shells[f]) if f in shells else _unit_text(bare[at_pos[u.element]], u)
+            for f, u in enumerate(flat)
+        ]
+        out = rt.tools_minifier.run(
+            "[" + ",".join(texts) + "]", values, count=False, shape_of=wire.tool_shape, kind=wire.id.value, texts=texts
+        )
         repl.update(out.replacements)
         reason = out.reason
     if shells:
@@ -186,7 +205,14 @@ def _by_element(flat: list[Unit], at_pos: dict[int, int], bare: list[str], repl:
     return out
 
 
-def compose(raw: str, spans: list[tuple[int, int]], order: list[int], repl: dict[int, Any], extra: list[Any], marks: list[tuple[int, Any]]) -> str:
+def compose(
+    raw: str,
+    spans: list[tuple[int, int]],
+    order: list[int],
+    repl: dict[int, Any],
+    extra: list[Any],
+    marks: list[tuple[int, Any]],
+) -> str:
     """The ``tools`` array text: the client's elements (``raw[span]``) in ``order``, those in
     ``repl`` (by position in ``order``) replaced, ``extra`` appended. In the client's order the
     client's bytes are edited in place; in another order the client's separators are kept and
@@ -202,7 +228,12 @@ def compose(raw: str, spans: list[tuple[int, int]], order: list[int], repl: dict
     head, tail = raw[: spans[0][0]], raw[spans[-1][1] :]
     sep = raw[spans[0][1] : spans[1][0]] if len(spans) > 1 else ","
     asc = raw.isascii()  # written as the client writes (as jsonedit.apply does in the branch above)
-    items = [jsonedit.dumps(repl[i], asc) if i in repl else jsonedit.strip_member(raw[spans[n][0] : spans[n][1]], "cache_control") for i, n in enumerate(order)]
+    items = [
+        jsonedit.dumps(repl[i], asc)
+        if i in repl
+        else jsonedit.strip_member(raw[spans[n][0] : spans[n][1]], "cache_control")
+        for i, n in enumerate(order)
+    ]
     out = head + sep.join(items + [jsonedit.dumps(t, asc) for t in extra]) + tail
     for k, value in marks:
         out = jsonedit.insert_member(out, (k,), "cache_control", jsonedit.dumps(value))

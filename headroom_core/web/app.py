@@ -14,8 +14,8 @@ import logging
 from collections.abc import Callable
 
 from flask import Flask, Response, jsonify, request
-from werkzeug.exceptions import HTTPException
 from sqlalchemy.orm import Session, sessionmaker
+from werkzeug.exceptions import HTTPException
 
 from headroom_core import ledger
 from headroom_core.pricing import PriceTable
@@ -95,6 +95,8 @@ def create_app(
 
     @app.get("/")
     def page():
-        return Response(render_page(ledger.snapshot(_sessions(), prices=prices())), content_type="text/html; charset=utf-8")
+        return Response(
+            render_page(ledger.snapshot(_sessions(), prices=prices())), content_type="text/html; charset=utf-8"
+        )
 
     return app

@@ -37,17 +37,45 @@ class LedgerCollector(Collector):
         per_agent = [
             ("requests", "LLM requests that passed the proxy", lambda t: t.requests),
             ("compressed_requests", "LLM requests the proxy rewrote smaller", lambda t: t.compressed),
-            ("estimated_tokens_before", "Estimated tokens of the tool outputs and tool definitions considered, before", lambda t: t.tokens_before + t.tools_tokens_before),
-            ("estimated_tokens_after", "Estimated tokens of the tool outputs and tool definitions considered, after", lambda t: t.tokens_after + t.tools_tokens_after),
+            (
+                "estimated_tokens_before",
+                "Estimated tokens of the tool outputs and tool definitions considered, before",
+                lambda t: t.tokens_before + t.tools_tokens_before,
+            ),
+            (
+                "estimated_tokens_after",
+                "Estimated tokens of the tool outputs and tool definitions considered, after",
+                lambda t: t.tokens_after + t.tools_tokens_after,
+            ),
             ("estimated_tokens_saved", "Estimated tokens saved", lambda t: t.tokens_saved),
             ("request_bytes_before", "Request body bytes as the client sent them", lambda t: t.bytes_before),
             ("request_bytes_after", "Request body bytes as forwarded", lambda t: t.bytes_after),
-            ("usage_prompt_tokens", "Prompt tokens as the provider reported them (input plus cache read and write)", lambda t: t.usage_prompt_tokens),
-            ("usage_input_tokens", "Input tokens as the provider reported them (raw figure)", lambda t: t.usage_input_tokens),
-            ("usage_cache_read_tokens", "Prompt-cache read tokens as the provider reported them", lambda t: t.usage_cache_read_tokens),
-            ("usage_cache_write_tokens", "Prompt-cache write tokens as the provider reported them", lambda t: t.usage_cache_write_tokens),
+            (
+                "usage_prompt_tokens",
+                "Prompt tokens as the provider reported them (input plus cache read and write)",
+                lambda t: t.usage_prompt_tokens,
+            ),
+            (
+                "usage_input_tokens",
+                "Input tokens as the provider reported them (raw figure)",
+                lambda t: t.usage_input_tokens,
+            ),
+            (
+                "usage_cache_read_tokens",
+                "Prompt-cache read tokens as the provider reported them",
+                lambda t: t.usage_cache_read_tokens,
+            ),
+            (
+                "usage_cache_write_tokens",
+                "Prompt-cache write tokens as the provider reported them",
+                lambda t: t.usage_cache_write_tokens,
+            ),
             ("usage_output_tokens", "Output tokens as the provider reported them", lambda t: t.usage_output_tokens),
-            ("retrieve_rounds", "Follow-up requests the proxy made to answer its own tools", lambda t: t.retrieve_rounds),
+            (
+                "retrieve_rounds",
+                "Follow-up requests the proxy made to answer its own tools",
+                lambda t: t.retrieve_rounds,
+            ),
         ]
         for name, doc, get in per_agent:
             m = CounterMetricFamily(f"headroom_{name}", doc, labels=["agent"])
@@ -57,7 +85,11 @@ class LedgerCollector(Collector):
         kinds = ledger.kind_totals(sessions)
         per_kind = [
             ("kind_blocks", "Tool outputs (or tool lists) considered, per content kind", lambda k: k.blocks),
-            ("kind_blocks_compressed", "Tool outputs (or tool lists) made smaller, per content kind", lambda k: k.compressed),
+            (
+                "kind_blocks_compressed",
+                "Tool outputs (or tool lists) made smaller, per content kind",
+                lambda k: k.compressed,
+            ),
             ("kind_estimated_tokens_before", "Estimated tokens before, per content kind", lambda k: k.tokens_before),
             ("kind_estimated_tokens_after", "Estimated tokens after, per content kind", lambda k: k.tokens_after),
         ]
@@ -66,7 +98,10 @@ class LedgerCollector(Collector):
             for kind, k in kinds:
                 m.add_metric([kind], get(k))
             yield m
-        g = GaugeMetricFamily("headroom_cache_hit_ratio", "Prompt-cache read tokens over prompt tokens, as the provider reported them (0..1)")
+        g = GaugeMetricFamily(
+            "headroom_cache_hit_ratio",
+            "Prompt-cache read tokens over prompt tokens, as the provider reported them (0..1)",
+        )
         g.add_metric([], whole.cache_hit_rate or 0.0)
         yield g
 

@@ -78,8 +78,12 @@ def _table(group: str, title: str, rows: list[dict], cols) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for _, h, _ in cols)
     body = []
     for r in rows:
-        cells = "".join(f'<td data-col="{c}" data-value="{escape(str(r.get(c)))}">{f(r.get(c))}</td>' for c, _, f in cols)
-        body.append(f'<tr data-key="{escape(str(r["key"]))}"><td title="{escape(str(r["key"]))}">{escape(str(r["key"]))}</td>{cells}</tr>')
+        cells = "".join(
+            f'<td data-col="{c}" data-value="{escape(str(r.get(c)))}">{f(r.get(c))}</td>' for c, _, f in cols
+        )
+        body.append(
+            f'<tr data-key="{escape(str(r["key"]))}"><td title="{escape(str(r["key"]))}">{escape(str(r["key"]))}</td>{cells}</tr>'
+        )
     if not rows:
         body.append(f'<tr><td colspan="{len(cols) + 1}">no requests yet</td></tr>')
     return f'<table data-group="{group}"><thead><tr><th>{escape(title)}</th>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
@@ -90,7 +94,7 @@ def _uncompressed(rows: list[dict], total: int) -> str:
     body = "".join(
         f'<tr data-key="{escape(str(r["key"]))}"><td>{escape(str(r["label"]))}</td>'
         f'<td data-col="requests" data-value="{int(r["requests"])}">{_n(int(r["requests"]))}</td>'
-        f'<td>{_pct(r["requests"] / total if total else None)}</td></tr>'
+        f"<td>{_pct(r['requests'] / total if total else None)}</td></tr>"
         for r in rows
     )
     if not rows:
@@ -108,17 +112,56 @@ def render_page(snap: dict) -> str:
             _card("compressed", "compressed", t.get("compressed", 0), _n(t.get("compressed", 0))),
             _card("tokens_saved", "tokens saved (estimated)", t.get("tokens_saved", 0), _n(t.get("tokens_saved", 0))),
             _card("saved_share", "saved of what was considered", t.get("saved_share"), _pct(t.get("saved_share"))),
-            _card("cost_saved_usd", "money saved (estimate)", t.get("cost_saved_usd"), _usd(t.get("cost_saved_usd") if t.get("priced_requests") else None)),
-            _card("cost_usd", f"paid, {t.get('priced_requests', 0):,} priced requests", t.get("cost_usd"), _usd(t.get("cost_usd") if t.get("priced_requests") else None)),
-            _card("cost_saved_share", "money saved of the prompt cost", t.get("cost_saved_share"), _pct(t.get("cost_saved_share"))),
-            _card("usage_output_tokens", "output tokens (provider)", t.get("usage_output_tokens", 0), _n(t.get("usage_output_tokens", 0))),
-            _card("usage_prompt_tokens", "prompt tokens (provider)", t.get("usage_prompt_tokens", 0), _n(t.get("usage_prompt_tokens", 0))),
-            _card("saved_share_of_prompt", "saved of the whole prompt", t.get("saved_share_of_prompt"), _pct(t.get("saved_share_of_prompt"))),
+            _card(
+                "cost_saved_usd",
+                "money saved (estimate)",
+                t.get("cost_saved_usd"),
+                _usd(t.get("cost_saved_usd") if t.get("priced_requests") else None),
+            ),
+            _card(
+                "cost_usd",
+                f"paid, {t.get('priced_requests', 0):,} priced requests",
+                t.get("cost_usd"),
+                _usd(t.get("cost_usd") if t.get("priced_requests") else None),
+            ),
+            _card(
+                "cost_saved_share",
+                "money saved of the prompt cost",
+                t.get("cost_saved_share"),
+                _pct(t.get("cost_saved_share")),
+            ),
+            _card(
+                "usage_output_tokens",
+                "output tokens (provider)",
+                t.get("usage_output_tokens", 0),
+                _n(t.get("usage_output_tokens", 0)),
+            ),
+            _card(
+                "usage_prompt_tokens",
+                "prompt tokens (provider)",
+                t.get("usage_prompt_tokens", 0),
+                _n(t.get("usage_prompt_tokens", 0)),
+            ),
+            _card(
+                "saved_share_of_prompt",
+                "saved of the whole prompt",
+                t.get("saved_share_of_prompt"),
+                _pct(t.get("saved_share_of_prompt")),
+            ),
             _card("cache_hit_rate", "prompt-cache hit rate", t.get("cache_hit_rate"), _pct(t.get("cache_hit_rate"))),
             _card("retrieve_rounds", "retrieval rounds", t.get("retrieve_rounds", 0), _n(t.get("retrieve_rounds", 0))),
-            _card("proxy_tools_tokens", "proxy tools added (tokens, for retrieval)", t.get("proxy_tools_tokens", 0), _n(t.get("proxy_tools_tokens", 0))),
-            _card("uncompressed", "went out uncompressed", sum(u["requests"] for u in snap.get("uncompressed") or []),
-                  _n(sum(u["requests"] for u in snap.get("uncompressed") or []))),
+            _card(
+                "proxy_tools_tokens",
+                "proxy tools added (tokens, for retrieval)",
+                t.get("proxy_tools_tokens", 0),
+                _n(t.get("proxy_tools_tokens", 0)),
+            ),
+            _card(
+                "uncompressed",
+                "went out uncompressed",
+                sum(u["requests"] for u in snap.get("uncompressed") or []),
+                _n(sum(u["requests"] for u in snap.get("uncompressed") or [])),
+            ),
         ]
     )
     days = by.get("day") or []
@@ -130,7 +173,9 @@ def render_page(snap: dict) -> str:
         upper_name="tokens saved (estimated)",
     )
     kinds = by.get("kind") or []
-    kind_chart = paired_hbars([k["key"] for k in kinds], [k.get("tokens_before", 0) for k in kinds], [k.get("tokens_after", 0) for k in kinds])
+    kind_chart = paired_hbars(
+        [k["key"] for k in kinds], [k.get("tokens_before", 0) for k in kinds], [k.get("tokens_after", 0) for k in kinds]
+    )
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Headroom savings</title>
@@ -193,31 +238,48 @@ def render_request(r: dict) -> str:
         ("tool outputs, tokens (est.)", "tokens", f"{r['tokens']['before']:,} → {r['tokens']['after']:,}"),
         ("tool definitions (est.)", "tools", f"{r['tools']['before']:,} → {r['tools']['after']:,}"),
         ("proxy tools added (for retrieval)", "proxy_tools", f"{r['tools']['proxy']:,}"),
-        ("replayed from earlier turns", "replayed", f"{r['replayed']['blocks']} outputs, {r['replayed']['tokens_before']:,} → {r['replayed']['tokens_after']:,} tokens"),
+        (
+            "replayed from earlier turns",
+            "replayed",
+            f"{r['replayed']['blocks']} outputs, {r['replayed']['tokens_before']:,} → {r['replayed']['tokens_after']:,} tokens",
+        ),
         ("prefix vs previous turn", "prefix", _prefix_words(r.get("prefix"))),
         ("provider cache read / write", "cache", f"{_n(u.get('cache_read'))} / {_n(u.get('cache_write'))}"),
         ("provider input / output", "usage", f"{_n(u.get('input'))} / {_n(u.get('output'))}"),
     ]
-    rows = "".join(f'<tr><td>{escape(k)}</td><td data-figure="{f}" style="text-align:left;white-space:normal">{escape(str(v))}</td></tr>' for k, f, v in facts)
+    rows = "".join(
+        f'<tr><td>{escape(k)}</td><td data-figure="{f}" style="text-align:left;white-space:normal">{escape(str(v))}</td></tr>'
+        for k, f, v in facts
+    )
     blocks = [b for b in r.get("blocks") or [] if b.get("decision") != "replayed"]
-    brows = "".join(
-        f'<tr data-block="{i}" data-kind="{escape(b["kind"])}" data-decision="{escape(b["decision"])}" data-before="{b["tokens_before"]}" data-after="{b["tokens_after"]}">'
-        f'<td>{_n(b["message"])}</td><td>{escape(b["tool"] or "-")}</td><td>{escape(b["kind"])}</td><td>{escape(b["decision"])}</td>'
-        f'<td>{b["tokens_before"]:,} → {b["tokens_after"]:,}</td><td style="text-align:left;white-space:normal">{escape(b["reason"])}</td></tr>'
-        for i, b in enumerate(blocks)
-    ) or '<tr><td colspan="6">no tool output of this request was considered</td></tr>'
+    brows = (
+        "".join(
+            f'<tr data-block="{i}" data-kind="{escape(b["kind"])}" data-decision="{escape(b["decision"])}" data-before="{b["tokens_before"]}" data-after="{b["tokens_after"]}">'
+            f"<td>{_n(b['message'])}</td><td>{escape(b['tool'] or '-')}</td><td>{escape(b['kind'])}</td><td>{escape(b['decision'])}</td>"
+            f'<td>{b["tokens_before"]:,} → {b["tokens_after"]:,}</td><td style="text-align:left;white-space:normal">{escape(b["reason"])}</td></tr>'
+            for i, b in enumerate(blocks)
+        )
+        or '<tr><td colspan="6">no tool output of this request was considered</td></tr>'
+    )
     texts = []
     for i, b in enumerate(blocks):
         if b.get("decision") != "compressed":
             continue
-        before = escape(b["before"]) if b.get("before") is not None else "(original not stored: a lossless change keeps none)"
+        before = (
+            escape(b["before"])
+            if b.get("before") is not None
+            else "(original not stored: a lossless change keeps none)"
+        )
         after = escape(b["after"]) if b.get("after") is not None else "(no longer stored: the session moved on)"
         texts.append(
-            f'<h3>message {_n(b["message"])}, {escape(b["tool"] or "-")} ({escape(b["kind"])})</h3>'
+            f"<h3>message {_n(b['message'])}, {escape(b['tool'] or '-')} ({escape(b['kind'])})</h3>"
             f'<div class="pair"><div><div class="note">before, {b["tokens_before"]:,} tokens</div><pre data-text="before" data-block="{i}">{before}</pre></div>'
             f'<div><div class="note">after, {b["tokens_after"]:,} tokens</div><pre data-text="after" data-block="{i}">{after}</pre></div></div>'
         )
-    css = _CSS + ".pair{display:grid;grid-template-columns:1fr 1fr;gap:10px}pre{background:#fff;border:1px solid #e1e5ec;padding:8px;max-height:420px;overflow:auto;white-space:pre-wrap;font-size:12px}"
+    css = (
+        _CSS
+        + ".pair{display:grid;grid-template-columns:1fr 1fr;gap:10px}pre{background:#fff;border:1px solid #e1e5ec;padding:8px;max-height:420px;overflow:auto;white-space:pre-wrap;font-size:12px}"
+    )
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Headroom: request #{r["id"]}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1"><style>{css}</style></head>

@@ -40,7 +40,14 @@ def tool_outputs(body: dict[str, Any]) -> list[ToolOutput]:
                 for k, sub in enumerate(c):
                     if isinstance(sub, dict) and sub.get("type") == "text" and isinstance(sub.get("text"), str):
                         out.append(
-                            ToolOutput(("messages", i, "content", j, "content", k, "text"), sub["text"], names.get(cid, ""), cid, i, err)
+                            ToolOutput(
+                                ("messages", i, "content", j, "content", k, "text"),
+                                sub["text"],
+                                names.get(cid, ""),
+                                cid,
+                                i,
+                                err,
+                            )
                         )
     return out
 
@@ -85,13 +92,19 @@ def usage(resp: dict[str, Any]) -> Usage:
     """Usage figures of a response (``usage`` object), None where absent."""
     u = resp.get("usage") or {}
     return Usage(
-        u.get("input_tokens"), u.get("output_tokens"), u.get("cache_read_input_tokens"), u.get("cache_creation_input_tokens")
+        u.get("input_tokens"),
+        u.get("output_tokens"),
+        u.get("cache_read_input_tokens"),
+        u.get("cache_creation_input_tokens"),
     )
 
 
 def error_body(message: str, too_large: bool = False) -> dict[str, Any]:
     """An error body in the Messages API's shape."""
-    return {"type": "error", "error": {"type": "request_too_large" if too_large else "invalid_request_error", "message": message}}
+    return {
+        "type": "error",
+        "error": {"type": "request_too_large" if too_large else "invalid_request_error", "message": message},
+    }
 
 
 def tool_choice_allows(body: dict[str, Any], name: str) -> bool:

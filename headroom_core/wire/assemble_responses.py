@@ -114,7 +114,11 @@ class ResponseAssembler:
         """The response object's JSON text (the terminal event's, else the opening event's with
         the items seen; ``output`` from the items when the object has none)."""
         base = self.final or self.opening
-        obj = RawObject.parse(base.text) if base is not None else RawObject({"object": "response", "status": "incomplete"})
+        obj = (
+            RawObject.parse(base.text)
+            if base is not None
+            else RawObject({"object": "response", "status": "incomplete"})
+        )
         out = obj.get("output")
         if self.items and (self.final is None or not out):
             obj["output"] = Raw(self.items_text())

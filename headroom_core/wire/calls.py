@@ -65,7 +65,9 @@ def responses_calls(body: Mapping[str, Any]) -> dict[str, ToolCall]:
             args, raw = _args(it.get("arguments"))
             out[it["call_id"]] = ToolCall(it["call_id"], str(it.get("name", "")), args, raw)
         elif t == "custom_tool_call":
-            out[it["call_id"]] = ToolCall(it["call_id"], str(it.get("name", "")), {"input": it.get("input")}, str(it.get("input") or ""))
+            out[it["call_id"]] = ToolCall(
+                it["call_id"], str(it.get("name", "")), {"input": it.get("input")}, str(it.get("input") or "")
+            )
         elif t == "local_shell_call":
             action = it.get("action") or {}
             out[it["call_id"]] = ToolCall(it["call_id"], "local_shell", {"command": action.get("command")})

@@ -117,7 +117,11 @@ def tools(body: dict[str, Any]) -> list[Any]:
 
 def tool_names(body: dict[str, Any]) -> list[str]:
     """Names of the ``toolSpec`` tools offered, in order (cache points are no tools)."""
-    return [str(t["toolSpec"].get("name", "")) for t in tools(body) if isinstance(t, dict) and isinstance(t.get("toolSpec"), dict)]
+    return [
+        str(t["toolSpec"].get("name", ""))
+        for t in tools(body)
+        if isinstance(t, dict) and isinstance(t.get("toolSpec"), dict)
+    ]
 
 
 def function_tool(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
@@ -164,7 +168,11 @@ def response_tool_calls(resp: dict[str, Any]) -> list[ToolCall]:
     for b in _blocks(response_message(resp)):
         tu = b.get("toolUse") if isinstance(b, dict) else None
         if isinstance(tu, dict):
-            calls.append(ToolCall(str(tu.get("toolUseId", "")), str(tu.get("name", "")), tu.get("input"), _args_text(tu.get("input"))))
+            calls.append(
+                ToolCall(
+                    str(tu.get("toolUseId", "")), str(tu.get("name", "")), tu.get("input"), _args_text(tu.get("input"))
+                )
+            )
     return calls
 
 
@@ -174,7 +182,9 @@ def usage(resp: dict[str, Any]) -> Usage:
     u = resp.get("usage")
     if not isinstance(u, dict):
         return Usage()
-    return Usage(u.get("inputTokens"), u.get("outputTokens"), u.get("cacheReadInputTokens"), u.get("cacheWriteInputTokens"))
+    return Usage(
+        u.get("inputTokens"), u.get("outputTokens"), u.get("cacheReadInputTokens"), u.get("cacheWriteInputTokens")
+    )
 
 
 def error_body(message: str, too_large: bool = False) -> dict[str, Any]:

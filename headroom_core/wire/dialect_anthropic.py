@@ -17,7 +17,15 @@ class AnthropicMessages(DialectBase):
 
     def __init__(self) -> None:
         super().__init__(
-            Dialect.ANTHROPIC_MESSAGES, anthropic, reply_anthropic, "messages", "text", True, False, "anthropic", count_paths=("/messages/count_tokens",)
+            Dialect.ANTHROPIC_MESSAGES,
+            anthropic,
+            reply_anthropic,
+            "messages",
+            "text",
+            True,
+            False,
+            "anthropic",
+            count_paths=("/messages/count_tokens",),
         )
 
     def serves(self, path: str) -> bool:

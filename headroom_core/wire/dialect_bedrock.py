@@ -46,7 +46,9 @@ class BedrockInvoke(AnthropicMessages):
     """Claude through Bedrock's InvokeModel (``POST /model/{modelId}/invoke``)."""
 
     def __init__(self) -> None:
-        DialectBase.__init__(self, Dialect.BEDROCK_INVOKE, anthropic, reply_bedrock, "messages", "text", True, False, "anthropic")
+        DialectBase.__init__(
+            self, Dialect.BEDROCK_INVOKE, anthropic, reply_bedrock, "messages", "text", True, False, "anthropic"
+        )
 
     def serves(self, path: str) -> bool:
         p = path_only(path)

@@ -15,7 +15,9 @@ class OpenAIChat(DialectBase):
     """OpenAI Chat Completions (``POST …/chat/completions``; :mod:`headroom_core.wire.openai_chat`)."""
 
     def __init__(self) -> None:
-        super().__init__(Dialect.OPENAI_CHAT, openai_chat, reply_chat, "messages", "text", False, paths=("/chat/completions",))
+        super().__init__(
+            Dialect.OPENAI_CHAT, openai_chat, reply_chat, "messages", "text", False, paths=("/chat/completions",)
+        )
 
     image_finder = staticmethod(image_refs.chat_images)
 

@@ -84,7 +84,11 @@ class BedrockConverse(DialectBase):
 
     def system_text(self, body: Mapping[str, Any]) -> str:
         s = body.get(converse.SYSTEM)
-        return "\n".join(b["text"] for b in s if isinstance(b, dict) and isinstance(b.get("text"), str)) if isinstance(s, list) else ""
+        return (
+            "\n".join(b["text"] for b in s if isinstance(b, dict) and isinstance(b.get("text"), str))
+            if isinstance(s, list)
+            else ""
+        )
 
     def element_shape(self, m: Any) -> Any:
         return converse.element_shape(m)

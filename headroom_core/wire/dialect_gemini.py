@@ -128,7 +128,9 @@ class GeminiAPI(DialectBase):
         return self.system_member(body)
 
     def system_text(self, body: Mapping[str, Any]) -> str:
-        return "\n".join(p["text"] for p in _system_parts(body) if isinstance(p, dict) and isinstance(p.get("text"), str))
+        return "\n".join(
+            p["text"] for p in _system_parts(body) if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
 
     def first_user_content(self, body: Mapping[str, Any]) -> Any:
         for c in body.get(gemini.CONVERSATION) or []:
@@ -138,7 +140,9 @@ class GeminiAPI(DialectBase):
 
     def opening(self, body: Mapping[str, Any], n: int) -> tuple[list[Any], list[Any]]:
         seq = body.get(gemini.CONVERSATION)
-        return ([body[gemini.SYSTEM]] if body.get(gemini.SYSTEM) is not None else []), (list(seq[:n]) if isinstance(seq, list) else [])
+        return ([body[gemini.SYSTEM]] if body.get(gemini.SYSTEM) is not None else []), (
+            list(seq[:n]) if isinstance(seq, list) else []
+        )
 
     def environment(self, body: Mapping[str, Any], first: int, most: int) -> Iterator[Any]:
         """The system instruction's parts, then the parts of the first ``first`` user contents

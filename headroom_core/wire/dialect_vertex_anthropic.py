@@ -30,7 +30,9 @@ class VertexAnthropic(AnthropicMessages):
     """Claude on Vertex AI (``…/v1/projects/{p}/locations/{l}/publishers/anthropic/models/{m}:rawPredict``)."""
 
     def __init__(self) -> None:
-        DialectBase.__init__(self, Dialect.VERTEX_ANTHROPIC, anthropic, reply_anthropic, "messages", "text", True, False, "anthropic")
+        DialectBase.__init__(
+            self, Dialect.VERTEX_ANTHROPIC, anthropic, reply_anthropic, "messages", "text", True, False, "anthropic"
+        )
 
     def serves(self, path: str) -> bool:
         p = path_only(path)

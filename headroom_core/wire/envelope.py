@@ -134,7 +134,9 @@ class _Stream(WrappedStream):
         out = []
         for e in events:
             fed = self._sent.get(id(e))
-            out.append(fed[1] if fed is not None and fed[0] is e else e.with_data(_wrapped(self.last_outer, self.key, e.data)))
+            out.append(
+                fed[1] if fed is not None and fed[0] is e else e.with_data(_wrapped(self.last_outer, self.key, e.data))
+            )
         return out
 
     def feed(self, ev: SSEEvent) -> list[SSEEvent]:

@@ -48,13 +48,20 @@ def frame(headers: list[tuple[str, str]], payload: bytes) -> bytes:
 
 def event_frame(event_type: str, payload: str) -> bytes:
     """An ``event`` frame of type ``event_type`` carrying the JSON text ``payload``."""
-    return frame([(":event-type", event_type), (":content-type", "application/json"), (":message-type", "event")], payload.encode("utf-8"))
+    return frame(
+        [(":event-type", event_type), (":content-type", "application/json"), (":message-type", "event")],
+        payload.encode("utf-8"),
+    )
 
 
 #: The Bedrock runtime's stream exception for a failure of each kind (Amazon Bedrock API
 #: reference, "ConverseStream" / "InvokeModelWithResponseStream", errors): over a rate limit,
 #: unavailable or overloaded, timed out, anything else.
-EXCEPTIONS = {"rate_limited": "throttlingException", "overloaded": "serviceUnavailableException", "timed_out": "modelTimeoutException"}
+EXCEPTIONS = {
+    "rate_limited": "throttlingException",
+    "overloaded": "serviceUnavailableException",
+    "timed_out": "modelTimeoutException",
+}
 SERVER_EXCEPTION = "internalServerException"
 
 
@@ -62,7 +69,10 @@ def exception_frame(exception_type: str, message: str) -> bytes:
     """An ``exception`` frame of type ``exception_type`` (``throttlingException`` …) carrying
     ``{"message": message}``, as Bedrock ends a stream it fails."""
     payload = json.dumps({"message": message})
-    return frame([(":exception-type", exception_type), (":content-type", "application/json"), (":message-type", "exception")], payload.encode("utf-8"))
+    return frame(
+        [(":exception-type", exception_type), (":content-type", "application/json"), (":message-type", "exception")],
+        payload.encode("utf-8"),
+    )
 
 
 def exception_event(kind: str, message: str) -> SSEEvent:

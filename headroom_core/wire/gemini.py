@@ -91,7 +91,9 @@ def calls_and_outputs(body: dict[str, Any]) -> tuple[dict[str, ToolCall], list[T
             if isinstance(fc, dict) and role != "user":
                 cid = _id(fc) or placed_id(i, k)
                 name = str(fc.get("name", ""))
-                calls[cid] = ToolCall(cid, name, fc.get("args") if isinstance(fc.get("args"), dict) else {}, _args_text(fc.get("args")))
+                calls[cid] = ToolCall(
+                    cid, name, fc.get("args") if isinstance(fc.get("args"), dict) else {}, _args_text(fc.get("args"))
+                )
                 fresh.append((name, cid))
             fr = part.get("functionResponse")
             if isinstance(fr, dict):
@@ -109,7 +111,16 @@ def calls_and_outputs(body: dict[str, Any]) -> tuple[dict[str, ToolCall], list[T
                 if isinstance(resp, dict):
                     for key, v in resp.items():
                         if isinstance(v, str):
-                            outputs.append(ToolOutput((CONVERSATION, i, "parts", k, "functionResponse", "response", key), v, name, cid, i, err))
+                            outputs.append(
+                                ToolOutput(
+                                    (CONVERSATION, i, "parts", k, "functionResponse", "response", key),
+                                    v,
+                                    name,
+                                    cid,
+                                    i,
+                                    err,
+                                )
+                            )
         if fresh:
             open_calls = fresh
     return calls, outputs
@@ -187,7 +198,12 @@ def tool_shape(tool: Any) -> ToolShape | None:
     keeps its definition in itself, its input schema under the first of :data:`_SCHEMA_KEYS` it
     has (``parametersJsonSchema``, JSON Schema, in either spelling; else ``parameters``, the
     OpenAPI subset); None for anything else (a whole ``Tool``, a declaration without a name)."""
-    if not isinstance(tool, dict) or not isinstance(tool.get("name"), str) or not tool["name"] or _declarations_of(tool) is not None:
+    if (
+        not isinstance(tool, dict)
+        or not isinstance(tool.get("name"), str)
+        or not tool["name"]
+        or _declarations_of(tool) is not None
+    ):
         return None
     return ToolShape((), (next((k for k in _SCHEMA_KEYS if k in tool), "parameters"),))
 
@@ -283,5 +299,7 @@ def element_shape(c: Any) -> Any:
             continue
         fn = p.get("functionCall") or p.get("functionResponse")
         named = fn if isinstance(fn, dict) else {}
-        kinds.append((sorted(k for k in p if k != "text"), named.get("name"), named.get("id"), p.get("thoughtSignature")))
+        kinds.append(
+            (sorted(k for k in p if k != "text"), named.get("name"), named.get("id"), p.get("thoughtSignature"))
+        )
     return (c.get("role"), kinds)

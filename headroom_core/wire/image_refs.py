@@ -48,7 +48,9 @@ def _anthropic_image(b: Any, path: Path, container: Path, i: int, tool_name: str
     src = b.get("source")
     if not isinstance(src, dict) or src.get("type") != "base64" or not isinstance(src.get("data"), str):
         return None
-    return ImageRef(path + ("source", "data"), container, i, src["data"], str(src.get("media_type") or ""), tool_name=tool_name)
+    return ImageRef(
+        path + ("source", "data"), container, i, src["data"], str(src.get("media_type") or ""), tool_name=tool_name
+    )
 
 
 def anthropic_images(item: Any, at: Path, i: int, names: dict[str, str]) -> Iterator[ImageRef]:
@@ -100,7 +102,9 @@ def responses_images(item: Any, at: Path, i: int, names: dict[str, str]) -> Iter
     if not isinstance(item, dict):
         return
     if item.get("type") in ("function_call_output", "custom_tool_call_output"):
-        yield from _openai_parts(item.get("output"), at + ("output",), i, "input_image", names.get(str(item.get("call_id", "")), ""))
+        yield from _openai_parts(
+            item.get("output"), at + ("output",), i, "input_image", names.get(str(item.get("call_id", "")), "")
+        )
     elif item.get("role") == "user":
         yield from _openai_parts(item.get("content"), at + ("content",), i, "input_image")
 
@@ -127,4 +131,6 @@ def gemini_images(item: Any, at: Path, i: int, names: dict[str, str]) -> Iterato
     for j, p in enumerate(item.get("parts") or []):
         fr = p.get("functionResponse") if isinstance(p, dict) else None
         if isinstance(fr, dict):
-            yield from _gemini_parts(fr.get("parts"), container + (j, "functionResponse", "parts"), i, str(fr.get("name", "")))
+            yield from _gemini_parts(
+                fr.get("parts"), container + (j, "functionResponse", "parts"), i, str(fr.get("name", ""))
+            )

@@ -57,8 +57,16 @@ class JSONArrayParser:
             rest, self._buf = self._buf, b""
             if not rest:
                 return []
-            body = (rest[self._start :] if self._start >= 0 else rest.lstrip(b" \t\r\n[,")).decode("utf-8", "replace").strip()
-            return [SSEEvent(rest, ITEM if self._state == "items" and body else None, body if self._state != "closed" else "")]
+            body = (
+                (rest[self._start :] if self._start >= 0 else rest.lstrip(b" \t\r\n[,"))
+                .decode("utf-8", "replace")
+                .strip()
+            )
+            return [
+                SSEEvent(
+                    rest, ITEM if self._state == "items" and body else None, body if self._state != "closed" else ""
+                )
+            ]
         self._buf += chunk
         out: list[SSEEvent] = []
         self._run(out)

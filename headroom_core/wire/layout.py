@@ -49,7 +49,9 @@ def system_value(body: Mapping[str, Any]) -> Any:
     ``system``/``developer`` message of a ``messages`` list), None if none."""
     v = system_member(body)
     if v is None and isinstance(body.get("messages"), list):
-        v = next((m.get("content") for m in body["messages"] if isinstance(m, dict) and m.get("role") in SYSTEM_ROLES), None)
+        v = next(
+            (m.get("content") for m in body["messages"] if isinstance(m, dict) and m.get("role") in SYSTEM_ROLES), None
+        )
     return v
 
 
@@ -133,7 +135,15 @@ def element_shape(m: Any) -> Any:
     Responses ``call_id``). Equal shapes: the same message, maybe other text."""
     if not isinstance(m, dict):
         return m
-    ids = [(b.get("type"), b.get("id"), b.get("tool_use_id")) for b in m.get("content") or [] if isinstance(b, dict) and b.get("type") not in ("text", "input_text", "output_text")] if isinstance(m.get("content"), list) else []
+    ids = (
+        [
+            (b.get("type"), b.get("id"), b.get("tool_use_id"))
+            for b in m.get("content") or []
+            if isinstance(b, dict) and b.get("type") not in ("text", "input_text", "output_text")
+        ]
+        if isinstance(m.get("content"), list)
+        else []
+    )
     return (m.get("role"), m.get("type"), m.get("tool_call_id"), m.get("call_id"), ids)
 
 

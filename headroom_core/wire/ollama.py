@@ -40,7 +40,10 @@ def tool_outputs(body: dict[str, Any]) -> list[ToolOutput]:
         if not isinstance(m, dict):
             continue
         if m.get("role") == "assistant":
-            calls = [(call_id(tc, i, k), str((tc.get("function") or {}).get("name", ""))) for k, tc in enumerate(_calls_of(m))]
+            calls = [
+                (call_id(tc, i, k), str((tc.get("function") or {}).get("name", "")))
+                for k, tc in enumerate(_calls_of(m))
+            ]
             nth = 0
             continue
         if m.get("role") != "tool":
@@ -80,7 +83,10 @@ def tool_names(body: dict[str, Any]) -> list[str]:
     tools = body.get(TOOLS)
     if not isinstance(tools, list):
         return []
-    return [str(t["function"].get("name", "")) if isinstance(t, dict) and isinstance(t.get("function"), dict) else "" for t in tools]
+    return [
+        str(t["function"].get("name", "")) if isinstance(t, dict) and isinstance(t.get("function"), dict) else ""
+        for t in tools
+    ]
 
 
 def function_tool(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,9 @@ def _text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") in ("text", "input_text"))
+        return "\n".join(
+            p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") in ("text", "input_text")
+        )
     return ""
 
 
@@ -58,7 +60,11 @@ def tool_names(body: dict[str, Any]) -> list[str]:
     tools = body.get("tools")
     if not isinstance(tools, list):
         return []
-    return [str(t["function"].get("name", "")) if isinstance(t.get("function"), dict) else "" for t in tools if isinstance(t, dict)]
+    return [
+        str(t["function"].get("name", "")) if isinstance(t.get("function"), dict) else ""
+        for t in tools
+        if isinstance(t, dict)
+    ]
 
 
 def function_tool(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
@@ -94,7 +100,14 @@ def usage(resp: dict[str, Any]) -> Usage:
 
 def error_body(message: str, too_large: bool = False) -> dict[str, Any]:
     """An error body in OpenAI's shape."""
-    return {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": "request_too_large" if too_large else None}}
+    return {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "request_too_large" if too_large else None,
+        }
+    }
 
 
 def tool_choice_allows(body: dict[str, Any], name: str) -> bool:
@@ -108,7 +121,10 @@ def tool_choice_allows(body: dict[str, Any], name: str) -> bool:
             fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
             if tc.get("type") == "allowed_tools":
                 allowed = (tc.get("allowed_tools") or {}).get("tools") or tc.get("tools") or []
-                return any(isinstance(t, dict) and (t.get("function") or {}).get("name", t.get("name")) == name for t in allowed)
+                return any(
+                    isinstance(t, dict) and (t.get("function") or {}).get("name", t.get("name")) == name
+                    for t in allowed
+                )
             if isinstance(fn, dict) and "name" in fn:
                 return fn.get("name") == name
     return True

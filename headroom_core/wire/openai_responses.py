@@ -35,7 +35,11 @@ def tool_outputs(body: dict[str, Any]) -> list[ToolOutput]:
             out.append(ToolOutput(("input", i, "output"), o, names.get(cid, ""), cid, i))
         elif isinstance(o, list):
             for k, p in enumerate(o):
-                if isinstance(p, dict) and p.get("type") in ("input_text", "output_text") and isinstance(p.get("text"), str):
+                if (
+                    isinstance(p, dict)
+                    and p.get("type") in ("input_text", "output_text")
+                    and isinstance(p.get("text"), str)
+                ):
                     out.append(ToolOutput(("input", i, "output", k, "text"), p["text"], names.get(cid, ""), cid, i))
     return out
 
@@ -85,12 +89,21 @@ def response_tool_calls(resp: dict[str, Any]) -> list[ToolCall]:
 def usage(resp: dict[str, Any]) -> Usage:
     """Usage of a response; ``input_tokens_details.cached_tokens`` is the cache read."""
     u = resp.get("usage") or {}
-    return Usage(u.get("input_tokens"), u.get("output_tokens"), (u.get("input_tokens_details") or {}).get("cached_tokens"), None)
+    return Usage(
+        u.get("input_tokens"), u.get("output_tokens"), (u.get("input_tokens_details") or {}).get("cached_tokens"), None
+    )
 
 
 def error_body(message: str, too_large: bool = False) -> dict[str, Any]:
     """An error body in OpenAI's shape."""
-    return {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": "request_too_large" if too_large else None}}
+    return {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "request_too_large" if too_large else None,
+        }
+    }
 
 
 def tool_choice_allows(body: dict[str, Any], name: str) -> bool:

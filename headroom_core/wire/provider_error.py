@@ -133,7 +133,15 @@ class ProviderError:
     def kind(self) -> str:
         """``rate_limited``, ``overloaded``, ``timed_out`` or ``server``: what a dialect names
         the failure after when it makes its own error object."""
-        return "rate_limited" if self.rate_limited else "overloaded" if self.overloaded else "timed_out" if self.timed_out else "server"
+        return (
+            "rate_limited"
+            if self.rate_limited
+            else "overloaded"
+            if self.overloaded
+            else "timed_out"
+            if self.timed_out
+            else "server"
+        )
 
 
 def with_message(text: str, keys: tuple[str, ...], message: str) -> str:

@@ -21,10 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from headroom_core.wire import anthropic as _dialect
 from headroom_core.wire.assemble_anthropic import MessageAssembler
 from headroom_core.wire.blocks import ImageAnswer, ToolCall, sum_usage
 from headroom_core.wire.provider_error import ProviderError, with_message
-from headroom_core.wire import anthropic as _dialect
 from headroom_core.wire.rawjson import Raw, RawObject, append_to_array, dumps, elements, with_member
 from headroom_core.wire.sse import SSE, SSEEvent
 
@@ -116,7 +116,9 @@ class StreamView:
         if t in ("message_delta", "message_stop"):
             self._held.append(ev)
             return []
-        if t in ("content_block_start", "content_block_delta", "content_block_stop") and isinstance(d.get("index"), int):
+        if t in ("content_block_start", "content_block_delta", "content_block_stop") and isinstance(
+            d.get("index"), int
+        ):
             return self._block_event(ev, t, d)
         return [ev]
 
@@ -160,10 +162,21 @@ class StreamView:
             ]
         held = list(self._held)
         if not any(isinstance(e.parsed, dict) and e.parsed.get("type") == "message_delta" for e in held):
-            held.insert(0, _event({"type": "message_delta", "delta": {"stop_reason": None, "stop_sequence": None}, "usage": {"output_tokens": 0}}))
+            held.insert(
+                0,
+                _event(
+                    {
+                        "type": "message_delta",
+                        "delta": {"stop_reason": None, "stop_sequence": None},
+                        "usage": {"output_tokens": 0},
+                    }
+                ),
+            )
         if not any(isinstance(e.parsed, dict) and e.parsed.get("type") == "message_stop" for e in held):
             held.append(_event({"type": "message_stop"}))
-        last_delta = max(i for i, e in enumerate(held) if isinstance(e.parsed, dict) and e.parsed.get("type") == "message_delta")
+        last_delta = max(
+            i for i, e in enumerate(held) if isinstance(e.parsed, dict) and e.parsed.get("type") == "message_delta"
+        )
         for i, e in enumerate(held):
             if isinstance(e.parsed, dict) and e.parsed.get("type") == "message_delta":
                 out.append(self._edit_delta(e, notice, totals if i == last_delta else None))
@@ -273,7 +286,12 @@ def followup(request: str, message: str, results: list[tuple[ToolCall, str]]) ->
     array or ``message`` is not a response object."""
     content = RawObject.parse(message).raw("content") or Raw("[]")
     turn = {"role": "assistant", "content": content}
-    answers = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": c.call_id, "content": _result_content(text)} for c, text in results]}
+    answers = {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": c.call_id, "content": _result_content(text)} for c, text in results
+        ],
+    }
     return append_to_array(request, "messages", [turn, answers])
 
 
@@ -282,7 +300,10 @@ def _result_content(text: str) -> Any:
     a text block and an ``image`` block (a tool result "can be a string or a list of content
     blocks", text and image among them: Messages API reference)."""
     if isinstance(text, ImageAnswer):
-        return [{"type": "text", "text": str(text)}, {"type": "image", "source": {"type": "base64", "media_type": text.media_type, "data": text.data}}]
+        return [
+            {"type": "text", "text": str(text)},
+            {"type": "image", "source": {"type": "base64", "media_type": text.media_type, "data": text.data}},
+        ]
     return str(text)
 
 

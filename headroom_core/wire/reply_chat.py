@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from headroom_core.wire import openai_chat as _dialect
 from headroom_core.wire.assemble_chat import CompletionAssembler
 from headroom_core.wire.blocks import ImageAnswer, ToolCall, sum_usage
 from headroom_core.wire.provider_error import ProviderError, with_message
-from headroom_core.wire import openai_chat as _dialect
 from headroom_core.wire.rawjson import Raw, RawObject, append_to_array, dumps, elements, with_member
 from headroom_core.wire.sse import SSE, SSEEvent
 
@@ -45,6 +45,8 @@ def error_chunk(err: ProviderError) -> SSEEvent:
             pass
     code = ERROR_CODES.get(err.kind, "server_error")
     return SSEEvent.make(dumps({"error": {"message": err.hinted, "type": code, "param": None, "code": code}}))
+
+
 #: The members of an assistant message a Chat Completions request accepts back.
 REQUEST_MESSAGE_KEYS = ("role", "content", "refusal", "name", "tool_calls", "function_call", "audio")
 
@@ -155,7 +157,11 @@ class StreamView:
                     delta["tool_calls"] = kept
                 else:
                     del delta["tool_calls"]
-            if any(v is not None and v != "" for k, v in delta.items()) or set(ch) - {"index", "delta", "finish_reason", "logprobs"} or ch.get("logprobs"):
+            if (
+                any(v is not None and v != "" for k, v in delta.items())
+                or set(ch) - {"index", "delta", "finish_reason", "logprobs"}
+                or ch.get("logprobs")
+            ):
                 meaningful = True
             new_choices.append({**ch, "delta": delta})
         if not changed:
@@ -173,10 +179,21 @@ class StreamView:
         out: list[SSEEvent] = []
         base = {**self.state.base, "object": "chat.completion.chunk"}
         if notice:
-            out.append(SSEEvent.make(dumps({**base, "choices": [{"index": 0, "delta": {"content": "\n\n" + notice}, "finish_reason": None}]})))
+            out.append(
+                SSEEvent.make(
+                    dumps(
+                        {
+                            **base,
+                            "choices": [{"index": 0, "delta": {"content": "\n\n" + notice}, "finish_reason": None}],
+                        }
+                    )
+                )
+            )
         held = list(self._held)
         if not any(_is_finish(e) for e in held):
-            held.insert(0, SSEEvent.make(dumps({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})))
+            held.insert(
+                0, SSEEvent.make(dumps({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))
+            )
         if not any(e.data.strip() == "[DONE]" for e in held):
             held.append(SSEEvent.make("[DONE]"))
         for e in held:
@@ -202,7 +219,9 @@ class StreamView:
             for ch in d.get("choices") or []:
                 if isinstance(ch, dict):
                     fr = ch.get("finish_reason")
-                    if (fr == "tool_calls" and ch.get("index", 0) not in self.state.client_calls) or (notice and fr in (None, "tool_calls")):
+                    if (fr == "tool_calls" and ch.get("index", 0) not in self.state.client_calls) or (
+                        notice and fr in (None, "tool_calls")
+                    ):
                         ch = {**ch, "finish_reason": "stop"}
                         changed = True
                 choices.append(ch)
@@ -218,7 +237,9 @@ class StreamView:
 
 def _is_finish(ev: SSEEvent) -> bool:
     d = ev.parsed
-    return isinstance(d, dict) and any(isinstance(c, dict) and c.get("finish_reason") is not None for c in d.get("choices") or [])
+    return isinstance(d, dict) and any(
+        isinstance(c, dict) and c.get("finish_reason") is not None for c in d.get("choices") or []
+    )
 
 
 def _message(resp: dict[str, Any]) -> dict[str, Any]:
@@ -270,7 +291,11 @@ def merge(texts: list[str], hidden: frozenset[str], notice: str | None) -> str:
     if content or len(texts) > 1:
         msg["content"] = content if content else msg.get("content")
     calls = msg.raw("tool_calls")
-    kept = [r for r in elements(calls.text) if _name(r.value) not in hidden] if calls is not None and calls.text != "null" else None
+    kept = (
+        [r for r in elements(calls.text) if _name(r.value) not in hidden]
+        if calls is not None and calls.text != "null"
+        else None
+    )
     if kept is not None:
         if kept:
             msg["tool_calls"] = kept
@@ -307,9 +332,21 @@ def followup(request: str, message: str, results: list[tuple[ToolCall, str]]) ->
         turn.pop("audio")
     tools: list[Any] = [{"role": "tool", "tool_call_id": c.call_id, "content": str(text)} for c, text in results]
     # a tool message holds text only: images answered by the proxy follow as one user message
-    pictures = [{"type": "image_url", "image_url": {"url": text.data_url}} for _, text in results if isinstance(text, ImageAnswer)]
+    pictures = [
+        {"type": "image_url", "image_url": {"url": text.data_url}}
+        for _, text in results
+        if isinstance(text, ImageAnswer)
+    ]
     if pictures:
-        tools.append({"role": "user", "content": [{"type": "text", "text": "The images the headroom_retrieve calls above returned:"}, *pictures]})
+        tools.append(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "The images the headroom_retrieve calls above returned:"},
+                    *pictures,
+                ],
+            }
+        )
     return append_to_array(request, "messages", [turn, *tools])
 
 

@@ -208,7 +208,10 @@ class StreamView:
         if notice:
             i = self.state.next_index
             self.state.next_index += 1
-            out += [_event("contentBlockDelta", {"delta": {"text": notice}, INDEX: i}), _event("contentBlockStop", {INDEX: i})]
+            out += [
+                _event("contentBlockDelta", {"delta": {"text": notice}, INDEX: i}),
+                _event("contentBlockStop", {INDEX: i}),
+            ]
         stop = self._stop or _event("messageStop", {"stopReason": "end_turn"})
         reason = stop.parsed.get("stopReason") if isinstance(stop.parsed, dict) else None
         if (reason == "tool_use" and not self.state.client_calls) or (notice and reason in (None, "tool_use")):

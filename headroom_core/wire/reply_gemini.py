@@ -35,7 +35,14 @@ from headroom_core.wire.sse import SSE, SSEEvent
 framing = SSE
 
 #: The ``usageMetadata`` counts summed over rounds.
-USAGE_KEYS = ("promptTokenCount", "candidatesTokenCount", "totalTokenCount", "cachedContentTokenCount", "thoughtsTokenCount", "toolUsePromptTokenCount")
+USAGE_KEYS = (
+    "promptTokenCount",
+    "candidatesTokenCount",
+    "totalTokenCount",
+    "cachedContentTokenCount",
+    "thoughtsTokenCount",
+    "toolUsePromptTokenCount",
+)
 
 
 #: Google's error ``status`` for a failure of each kind (google.rpc.Code: RESOURCE_EXHAUSTED for a
@@ -52,7 +59,9 @@ def error_chunk(err: ProviderError) -> SSEEvent:
             return SSEEvent.make(with_message(err.body.decode("utf-8"), ("error", "message"), err.hinted))
         except ValueError:
             pass
-    return SSEEvent.make(dumps({"error": {"code": err.status, "message": err.hinted, "status": ERROR_STATUS.get(err.kind, "INTERNAL")}}))
+    return SSEEvent.make(
+        dumps({"error": {"code": err.status, "message": err.hinted, "status": ERROR_STATUS.get(err.kind, "INTERNAL")}})
+    )
 
 
 def tool_calls(resp: dict[str, Any]) -> list[ToolCall]:
@@ -202,7 +211,13 @@ class StreamView:
         out = self._carried()
         if _finished(d):
             self._held = ev
-            self.state.ending = [p for c in (d.get("candidates") or [])[:1] if isinstance(c, dict) for p in _parts_of(c) if not _hidden_call(p, self.hidden)]
+            self.state.ending = [
+                p
+                for c in (d.get("candidates") or [])[:1]
+                if isinstance(c, dict)
+                for p in _parts_of(c)
+                if not _hidden_call(p, self.hidden)
+            ]
             return out
         edited = self._without_hidden(ev, d)
         return out + ([edited] if edited is not None else [])
@@ -212,7 +227,11 @@ class StreamView:
         if not self.state.carry:
             return []
         parts, self.state.carry = self.state.carry, []
-        return [SSEEvent.make(dumps({"candidates": [{"content": {"role": "model", "parts": parts}, "index": 0}], **self.state.base}))]
+        return [
+            SSEEvent.make(
+                dumps({"candidates": [{"content": {"role": "model", "parts": parts}, "index": 0}], **self.state.base})
+            )
+        ]
 
     def failure(self, err: ProviderError | None, texts: list[str]) -> list[SSEEvent]:
         """The client's last chunks when the provider failed the response: an earlier round's
@@ -227,7 +246,9 @@ class StreamView:
         """``ev`` without the proxy's ``functionCall`` parts (unchanged when it has none; None
         when nothing is left)."""
         cands = d.get("candidates")
-        if not isinstance(cands, list) or not any(_hidden_call(p, self.hidden) for c in cands if isinstance(c, dict) for p in _parts_of(c)):
+        if not isinstance(cands, list) or not any(
+            _hidden_call(p, self.hidden) for c in cands if isinstance(c, dict) for p in _parts_of(c)
+        ):
             return ev
         new = []
         for c in cands:
@@ -250,11 +271,27 @@ class StreamView:
         rounds' objects in ``texts`` when there are several."""
         carry, self.state.carry, self.state.ending = self.state.carry, [], []
         held = self._held
-        if held is not None and not carry and not notice and len(texts) <= 1 and not any(
-            _hidden_call(p, self.hidden) for c in held.parsed.get("candidates") or [] if isinstance(c, dict) for p in _parts_of(c)
+        if (
+            held is not None
+            and not carry
+            and not notice
+            and len(texts) <= 1
+            and not any(
+                _hidden_call(p, self.hidden)
+                for c in held.parsed.get("candidates") or []
+                if isinstance(c, dict)
+                for p in _parts_of(c)
+            )
         ):
             return [held]
-        d = held.parsed if held is not None else {"candidates": [{"content": {"role": "model", "parts": []}, "finishReason": "STOP", "index": 0}], **self.state.base}
+        d = (
+            held.parsed
+            if held is not None
+            else {
+                "candidates": [{"content": {"role": "model", "parts": []}, "finishReason": "STOP", "index": 0}],
+                **self.state.base,
+            }
+        )
         obj = RawObject.parse(held.data) if held is not None else RawObject(d)
         cands = [c for c in d.get("candidates") or [] if isinstance(c, dict)] or [{"index": 0}]
         first = dict(cands[0])
@@ -339,10 +376,19 @@ def followup(request: str, message: str, results: list[tuple[ToolCall, str]]) ->
         raise ValueError("no candidates")
     model = {"role": "model", "parts": _parts_of(cands[0])}
     answers: list[Any] = [_answer_part(c, t) for c, t in results]
-    answers += [{"inlineData": {"mimeType": t.media_type, "data": t.data}} for _, t in results if isinstance(t, ImageAnswer)]
+    answers += [
+        {"inlineData": {"mimeType": t.media_type, "data": t.data}} for _, t in results if isinstance(t, ImageAnswer)
+    ]
     return append_to_array(request, gemini.CONVERSATION, [model, {"role": "user", "parts": answers}])
 
 
 def notice_message(notice: str, model: str = "") -> str:
     """A whole response holding only ``notice``."""
-    return dumps({"candidates": [{"content": {"role": "model", "parts": [{"text": notice}]}, "finishReason": "STOP", "index": 0}], "modelVersion": model})
+    return dumps(
+        {
+            "candidates": [
+                {"content": {"role": "model", "parts": [{"text": notice}]}, "finishReason": "STOP", "index": 0}
+            ],
+            "modelVersion": model,
+        }
+    )

@@ -83,7 +83,11 @@ class StreamView:
         return self._done is not None
 
     def message_text(self) -> str:
-        last = dict(self._done.parsed) if self._done is not None and isinstance(self._done.parsed, dict) else {"done": False}
+        last = (
+            dict(self._done.parsed)
+            if self._done is not None and isinstance(self._done.parsed, dict)
+            else {"done": False}
+        )
         msg: dict[str, Any] = {"role": self._role, "content": "".join(self._content)}
         if self._thinking:
             msg["thinking"] = "".join(self._thinking)
@@ -117,7 +121,9 @@ class StreamView:
             return []
         return self._visible(ev, d, msg, calls, done=None)
 
-    def _visible(self, ev: SSEEvent, d: dict[str, Any], msg: dict[str, Any], calls: list[Any], done: bool | None) -> list[SSEEvent]:
+    def _visible(
+        self, ev: SSEEvent, d: dict[str, Any], msg: dict[str, Any], calls: list[Any], done: bool | None
+    ) -> list[SSEEvent]:
         mine = [tc for tc in calls if (tc.get("function") or {}).get("name") in self.hidden]
         theirs = [tc for tc in calls if tc not in mine]
         self.state.client_calls = self.state.client_calls or bool(theirs)
@@ -144,7 +150,9 @@ class StreamView:
         line (``err`` None) or ``{"error": <the provider's message, with the wait>}``."""
         if err is None and self._error is not None:
             return [self._error]
-        return [_line({"error": (err or ProviderError(500, why=self.failed or "the provider failed the stream")).hinted})]
+        return [
+            _line({"error": (err or ProviderError(500, why=self.failed or "the provider failed the stream")).hinted})
+        ]
 
     def close(self, notice: str | None, texts: list[str]) -> list[SSEEvent]:
         """A line with ``notice`` (if given), then the ``done`` line (made up when the upstream
@@ -154,7 +162,16 @@ class StreamView:
         if self._done is not None and isinstance(self._done.parsed, dict):
             base = self._done.parsed
         if notice:
-            out.append(_line({"model": base.get("model", ""), "created_at": base.get("created_at", ""), "message": {"role": "assistant", "content": notice}, "done": False}))
+            out.append(
+                _line(
+                    {
+                        "model": base.get("model", ""),
+                        "created_at": base.get("created_at", ""),
+                        "message": {"role": "assistant", "content": notice},
+                        "done": False,
+                    }
+                )
+            )
         m: dict[str, Any] = base["message"] if isinstance(base.get("message"), dict) else {}
         if self._done is not None and len(texts) <= 1 and not m.get("content") and not m.get("tool_calls"):
             out.append(self._done)  # unchanged: its own bytes
@@ -184,8 +201,15 @@ def merge(texts: list[str], hidden: frozenset[str], notice: str | None) -> str:
     objs = [json.loads(t) for t in texts]
     if not all(isinstance(o, dict) for o in objs):
         raise ValueError("not an answer object")
-    content = "".join(str((o.get("message") or {}).get("content") or "") for o in objs) + (("\n\n" + notice) if notice else "")
-    calls = [tc for o in objs for tc in (o.get("message") or {}).get("tool_calls") or [] if isinstance(tc, dict) and (tc.get("function") or {}).get("name") not in hidden]
+    content = "".join(str((o.get("message") or {}).get("content") or "") for o in objs) + (
+        ("\n\n" + notice) if notice else ""
+    )
+    calls = [
+        tc
+        for o in objs
+        for tc in (o.get("message") or {}).get("tool_calls") or []
+        if isinstance(tc, dict) and (tc.get("function") or {}).get("name") not in hidden
+    ]
     last = RawObject.parse(texts[-1])
     msg = dict(objs[-1].get("message") or {"role": "assistant"})
     msg["content"] = content
@@ -213,4 +237,12 @@ def followup(request: str, message: str, results: list[tuple[ToolCall, str]]) ->
 
 def notice_message(notice: str, model: str = "") -> str:
     """A whole answer holding only ``notice``."""
-    return dumps({"model": model, "created_at": "", "message": {"role": "assistant", "content": notice}, "done": True, "done_reason": "stop"})
+    return dumps(
+        {
+            "model": model,
+            "created_at": "",
+            "message": {"role": "assistant", "content": notice},
+            "done": True,
+            "done_reason": "stop",
+        }
+    )

@@ -32,10 +32,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from headroom_core.wire import openai_responses as _dialect
 from headroom_core.wire.assemble_responses import TERMINAL, ResponseAssembler
 from headroom_core.wire.blocks import ImageAnswer, ToolCall, sum_usage
 from headroom_core.wire.provider_error import ProviderError, with_message
-from headroom_core.wire import openai_responses as _dialect
 from headroom_core.wire.rawjson import Raw, RawObject, append_to_array, dumps, elements, with_member
 from headroom_core.wire.sse import SSE, SSEEvent
 
@@ -160,7 +160,10 @@ class StreamView:
             return [self._failed(texts)]
         out: list[SSEEvent] = []
         if notice:
-            out += [self._renumber(e, e.parsed, {}) for e in _notice_events(notice, self.state.next_index, self.state.seq is not None)]
+            out += [
+                self._renumber(e, e.parsed, {})
+                for e in _notice_events(notice, self.state.next_index, self.state.seq is not None)
+            ]
             self.state.next_index += 1
         held = [e for e in self._held if isinstance(e.parsed, dict)]
         if held:
@@ -170,13 +173,14 @@ class StreamView:
             if resp.get("status") in (None, "in_progress", "queued"):
                 resp["status"] = "completed"
             texts = [*texts[:-1], resp.text()]
-            term = SSEEvent.make(dumps({"type": "response.completed", "response": Raw(resp.text())}), "response.completed")
+            term = SSEEvent.make(
+                dumps({"type": "response.completed", "response": Raw(resp.text())}), "response.completed"
+            )
         if len(texts) > 1 or notice or not held or None in self._map.values():
             merged = merge(texts, self.hidden, notice)
             term = term.with_data(with_member(term.data, "response", Raw(merged)))
         out.append(self._renumber(term, term.parsed, {}))
         return out
-
 
     def failure(self, err: ProviderError | None, texts: list[str]) -> list[SSEEvent]:
         """The client's last event when the provider failed the response: a ``response.failed``
@@ -185,7 +189,9 @@ class StreamView:
         if err is not None:
             self.error = error_object(err)
         elif self.error is None:
-            self.error = Raw(dumps({"code": "server_error", "message": self.failed or "the provider failed the response"}))
+            self.error = Raw(
+                dumps({"code": "server_error", "message": self.failed or "the provider failed the response"})
+            )
         return [self._failed(texts)]
 
     def _failed(self, texts: list[str]) -> SSEEvent:
@@ -287,10 +293,17 @@ def followup(request: str, message: str, results: list[tuple[ToolCall, str]]) ->
     produced = []
     for raw in elements(out.text) if out is not None and out.text != "null" else []:
         it = raw.value
-        if store is False and isinstance(it, dict) and it.get("type") == "reasoning" and not it.get("encrypted_content"):
+        if (
+            store is False
+            and isinstance(it, dict)
+            and it.get("type") == "reasoning"
+            and not it.get("encrypted_content")
+        ):
             continue
         produced.append(raw)
-    new = produced + [{"type": "function_call_output", "call_id": c.call_id, "output": _output(text)} for c, text in results]
+    new = produced + [
+        {"type": "function_call_output", "call_id": c.call_id, "output": _output(text)} for c, text in results
+    ]
     inp = req.raw("input")
     if inp is not None and inp.text.lstrip().startswith("["):
         return append_to_array(request, "input", new)
@@ -309,4 +322,12 @@ def _output(text: str) -> Any:
 
 def notice_message(notice: str, model: str = "") -> str:
     """A whole response object holding only ``notice``."""
-    return dumps({"id": "resp_headroom_notice", "object": "response", "status": "completed", "model": model, "output": [_notice_item(notice)]})
+    return dumps(
+        {
+            "id": "resp_headroom_notice",
+            "object": "response",
+            "status": "completed",
+            "model": model,
+            "output": [_notice_item(notice)],
+        }
+    )

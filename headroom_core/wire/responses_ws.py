@@ -131,10 +131,14 @@ def close_reason(text: str) -> str:
 
 def too_large_reason(size: int, limit: int) -> str:
     """The close reason for a frame of ``size`` bytes over ``limit`` bytes: says what to do."""
-    return close_reason(f"headroom: request of {size} B exceeds {limit} B. Compact your context (/compact), then retry; a resend fails again.")
+    return close_reason(
+        f"headroom: request of {size} B exceeds {limit} B. Compact your context (/compact), then retry; a resend fails again."
+    )
 
 
 def not_compressed_reason(size: int, limit: int) -> str:
     """The close reason for a frame of ``size`` bytes the proxy could not compress (error or
     timeout) that is over ``limit`` bytes (``fail_open_max_bytes``), so it is not sent as is."""
-    return close_reason(f"headroom: could not compress this {size} B request (> {limit} B). Compact your context (/compact), then retry.")
+    return close_reason(
+        f"headroom: could not compress this {size} B request (> {limit} B). Compact your context (/compact), then retry."
+    )

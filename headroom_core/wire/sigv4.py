@@ -235,7 +235,9 @@ def verify(method: str, url: str, headers: Mapping[str, str], body: bytes, auth:
     sent = headers.get("x-amz-content-sha256", "").strip().lower()
     if sent and sent != digest:
         return False
-    req = AWSRequest(method=method, url=url, headers={n: headers[n] for n in auth.signed_headers if n in headers}, data=body)
+    req = AWSRequest(
+        method=method, url=url, headers={n: headers[n] for n in auth.signed_headers if n in headers}, data=body
+    )
     req.context["timestamp"] = stamp
     signer = _signer(keys, auth, auth.signed_headers)
     canonical = signer.canonical_request(req)
@@ -300,14 +302,20 @@ class KeySource:
                 try:
                     self._creds = self._resolve()
                 except Exception as e:  # noqa: BLE001 - no credentials is a reason to pass, not to fail
-                    log.warning("headroom: could not read AWS credentials (%s); signed requests pass byte-identical", type(e).__name__)
+                    log.warning(
+                        "headroom: could not read AWS credentials (%s); signed requests pass byte-identical",
+                        type(e).__name__,
+                    )
             creds = self._creds
         if creds is None:
             return None
         try:
             frozen = creds.get_frozen_credentials()
         except Exception as e:  # noqa: BLE001 - a failed refresh (expired SSO login): as none
-            log.warning("headroom: could not refresh AWS credentials (%s); signed requests pass byte-identical", type(e).__name__)
+            log.warning(
+                "headroom: could not refresh AWS credentials (%s); signed requests pass byte-identical",
+                type(e).__name__,
+            )
             return None
         if not frozen.access_key or not frozen.secret_key:
             return None
@@ -325,5 +333,7 @@ def identity(resign: Resign) -> str:
     clients apart (:func:`headroom_core.scope.credential`): a SigV4 header changes with every
     request (its date and signature), this does not. The SHA-256 of the access key id and its
     secret, which the client proved it holds (:func:`decide`, rule 4); never the secret itself."""
-    digest = hashlib.sha256(f"{resign.keys.access_key}\0{resign.keys.secret_key}".encode("utf-8", "surrogatepass")).hexdigest()
+    digest = hashlib.sha256(
+        f"{resign.keys.access_key}\0{resign.keys.secret_key}".encode("utf-8", "surrogatepass")
+    ).hexdigest()
     return f"{_ALGORITHM} identity={digest}"

@@ -129,4 +129,3 @@ class SSEFraming:
 
 #: The SSE framing (every dialect's but those whose streams are framed otherwise).
 SSE = SSEFraming()
-

@@ -139,7 +139,9 @@ class _Known:
         ks = self.by_head.get(head)
         if not ks:
             return None
-        tries = [self.next] if self.next < len(self.spans) and self.text.startswith(head, self.spans[self.next][0]) else []
+        tries = (
+            [self.next] if self.next < len(self.spans) and self.text.startswith(head, self.spans[self.next][0]) else []
+        )
         tries += [k for k in ks[:_TRIES] if k != self.next]
         for k in tries:
             a, b = self.spans[k]
@@ -302,7 +304,9 @@ def _same_member(
     return previous.parsed[name], (a + shift, b + shift), moved
 
 
-def _reusable_elements(previous: BodyView | None, name: str, start: int, prefix: int) -> list[tuple[tuple[int, int], Any]]:
+def _reusable_elements(
+    previous: BodyView | None, name: str, start: int, prefix: int
+) -> list[tuple[tuple[int, int], Any]]:
     """The leading elements of ``previous``'s array ``name`` that start at the same place and
     end inside the common prefix (same bytes, same value)."""
     if previous is None or name not in previous.elements or previous.members[name][0] != start:

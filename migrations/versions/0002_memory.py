@@ -3,9 +3,9 @@
 Revision ID: 0002
 Revises: 0001
 """
-from alembic import op
-import sqlalchemy as sa
 
+import sqlalchemy as sa
+from alembic import op
 
 revision = "0002"
 down_revision = "0001"
@@ -33,7 +33,9 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id"),
     )
     with op.batch_alter_table("memories", schema=None) as batch_op:
-        batch_op.create_index("ix_memories_project_archived_updated", ["project", "archived", "updated_at"], unique=False)
+        batch_op.create_index(
+            "ix_memories_project_archived_updated", ["project", "archived", "updated_at"], unique=False
+        )
         batch_op.create_index("ix_memories_project_text_hash", ["project", "text_hash"], unique=False)
 
 

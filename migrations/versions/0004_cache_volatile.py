@@ -3,9 +3,9 @@
 Revision ID: 0004
 Revises: 0001
 """
-from alembic import op
-import sqlalchemy as sa
 
+import sqlalchemy as sa
+from alembic import op
 
 revision = "0004"
 down_revision = "0001"

@@ -12,8 +12,8 @@ means the same to a database (Alembic takes a dependency out of the heads once i
 is applied) and lets the history be merged into one line.
 """
 
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision = "0006_team"
 down_revision = ("0005", "0003")
@@ -29,7 +29,9 @@ def _rewrite(table: str, keys: tuple[str, ...], to_stored: bool) -> None:
     old, new = ("\0", NUL_STORED) if to_stored else (NUL_STORED, "\0")
     for row in conn.execute(sa.select(t)).mappings().all():
         if old in (row["rule_key"] or ""):
-            conn.execute(sa.update(t).where(*(t.c[k] == row[k] for k in keys)).values(rule_key=row["rule_key"].replace(old, new)))
+            conn.execute(
+                sa.update(t).where(*(t.c[k] == row[k] for k in keys)).values(rule_key=row["rule_key"].replace(old, new))
+            )
 
 
 def upgrade() -> None:

@@ -8,8 +8,8 @@ Revision ID: 0006_tooldocs
 Revises: 0005
 """
 
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision = "0006_tooldocs"
 down_revision = "0005"

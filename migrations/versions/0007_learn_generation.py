@@ -8,8 +8,8 @@ Revision ID: 0007_learn_generation
 Revises: 0006_team
 """
 
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision = "0007_learn_generation"
 down_revision = "0006_team"

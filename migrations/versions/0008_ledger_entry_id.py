@@ -8,8 +8,8 @@ Revision ID: 0008_ledger_entry_id
 Revises: 0007_learn_generation
 """
 
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision = "0008_ledger_entry_id"
 down_revision = "0007_learn_generation"

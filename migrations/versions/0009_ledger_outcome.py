@@ -16,8 +16,8 @@ Revision ID: 0009_ledger_outcome
 Revises: 0008_ledger_entry_id
 """
 
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision = "0009_ledger_outcome"
 down_revision = "0008_ledger_entry_id"

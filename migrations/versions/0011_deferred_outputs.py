@@ -12,8 +12,8 @@ Revision ID: 0011_deferred_outputs
 Revises: 0010_one_line
 """
 
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision = "0011_deferred_outputs"
 down_revision = "0010_one_line"

@@ -15,7 +15,12 @@ req = urllib.request.Request(
     os.environ["LLM_URL"],
     data=body,
     method="POST",
-    headers={"content-type": "application/json", "anthropic-version": "2023-06-01", "x-api-key": "test-key", "user-agent": "tiny-python-agent/1.0"},
+    headers={
+        "content-type": "application/json",
+        "anthropic-version": "2023-06-01",
+        "x-api-key": "test-key",
+        "user-agent": "tiny-python-agent/1.0",
+    },
 )
 with urllib.request.urlopen(req, timeout=60) as r:
     reply = json.loads(r.read())

@@ -23,7 +23,9 @@ def test_detect_refuses_non_utf8_and_too_deep_json():
     assert detect("POST", "/v1/messages", deep).dialect is None
 
 
-@pytest.mark.parametrize("key,value", [("max_body_bytes", "-1"), ("min_tokens", "-5"), ("ccr_ttl_seconds", "-3"), ("db_url", "not a url")])
+@pytest.mark.parametrize(
+    "key,value", [("max_body_bytes", "-1"), ("min_tokens", "-5"), ("ccr_ttl_seconds", "-3"), ("db_url", "not a url")]
+)
 def test_settings_refuse_negative_numbers_and_bad_urls(key, value):
     with pytest.raises(SettingsError, match=key):
         load_settings({key: value}, env={})
@@ -63,7 +65,11 @@ def test_unknown_content_encoding_and_broken_gzip_pass_untouched(upstream, proxy
     for encoding, raw in (("foo", body), ("gzip", body), ("gzip", gzip.compress(body)[:-5])):
         upstream.reset()
         with http_client(proxy) as c:
-            c.post(upstream.url + "/v1/messages", content=raw, headers={"content-type": "application/json", "content-encoding": encoding})
+            c.post(
+                upstream.url + "/v1/messages",
+                content=raw,
+                headers={"content-type": "application/json", "content-encoding": encoding},
+            )
         rec = upstream.requests[0]
         assert rec.sha256 == hashlib.sha256(raw).hexdigest() and rec.header("content-encoding") == encoding
 
@@ -73,7 +79,11 @@ def test_valid_gzip_body_is_decoded_compressed_and_reencoded(upstream, proxy):
 
     body = json.dumps(anthropic_request(github_scenario("paginate-issues.json"))).encode()
     with http_client(proxy) as c:
-        c.post(upstream.url + "/v1/messages", content=gzip.compress(body), headers={"content-type": "application/json", "content-encoding": "gzip"})
+        c.post(
+            upstream.url + "/v1/messages",
+            content=gzip.compress(body),
+            headers={"content-type": "application/json", "content-encoding": "gzip"},
+        )
     rec = upstream.requests[0]
     assert rec.header("content-encoding") == "gzip"
     sent = json.loads(gzip.decompress(rec.body))
@@ -81,7 +91,12 @@ def test_valid_gzip_body_is_decoded_compressed_and_reencoded(upstream, proxy):
 
 
 def test_tool_with_a_non_string_name_is_recorded(upstream, proxy):
-    body = {"model": "m", "max_tokens": 5, "tools": [{"name": 5, "input_schema": {"type": "object"}}], "messages": [{"role": "user", "content": "hi"}]}
+    body = {
+        "model": "m",
+        "max_tokens": 5,
+        "tools": [{"name": 5, "input_schema": {"type": "object"}}],
+        "messages": [{"role": "user", "content": "hi"}],
+    }
     raw = json.dumps(body).encode()
     with http_client(proxy) as c:
         r = c.post(upstream.url + "/v1/messages", content=raw, headers={"content-type": "application/json"})

@@ -57,7 +57,10 @@ def base_proxy(tmp_path_factory, upstream_server):
             "--google-upstream", upstream_server.url, "--set", f"ssl_verify_upstream_trusted_ca={upstream_server.cert_path}"]  # fmt: skip
     out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr
-    assert f"ANTHROPIC_BASE_URL=http://127.0.0.1:{port + 1}" in out.stderr and f"OPENAI_BASE_URL=http://127.0.0.1:{port + 2}/v1" in out.stderr
+    assert (
+        f"ANTHROPIC_BASE_URL=http://127.0.0.1:{port + 1}" in out.stderr
+        and f"OPENAI_BASE_URL=http://127.0.0.1:{port + 2}/v1" in out.stderr
+    )
     assert f"GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:{port + 3}" in out.stderr
     yield {"home": home, "port": port, "env": env}
     subprocess.run([HEADROOM, "proxy", "--stop", "--port", str(port)], env=env, capture_output=True, timeout=60)
@@ -96,8 +99,15 @@ def test_anthropic_sdk_with_base_url(base_proxy, upstream):
     big = github_scenario("paginate-issues.json")
     body = anthropic_request(big, question="Which issues are open? (base url)")
     upstream.script(Reply.text("open: 3", input_tokens=900, output_tokens=5))
-    client = anthropic.Anthropic(base_url=f"http://127.0.0.1:{base_proxy['port'] + 1}", api_key="test-key", max_retries=0, http_client=httpx.Client(trust_env=False, timeout=60))
-    msg = client.messages.create(model="claude-sonnet-4-5", max_tokens=50, system=body["system"], tools=body["tools"], messages=body["messages"])
+    client = anthropic.Anthropic(
+        base_url=f"http://127.0.0.1:{base_proxy['port'] + 1}",
+        api_key="test-key",
+        max_retries=0,
+        http_client=httpx.Client(trust_env=False, timeout=60),
+    )
+    msg = client.messages.create(
+        model="claude-sonnet-4-5", max_tokens=50, system=body["system"], tools=body["tools"], messages=body["messages"]
+    )
     assert msg.content[0].text == "open: 3"
     (rec,) = upstream.requests
     assert rec.path_only == "/v1/messages" and rec.header("host") == f"127.0.0.1:{upstream.port}"
@@ -109,7 +119,12 @@ def test_openai_sdk_with_base_url(base_proxy, upstream):
     import openai
 
     upstream.script(Reply.text("hello from upstream"))
-    client = openai.OpenAI(base_url=f"http://127.0.0.1:{base_proxy['port'] + 2}/v1", api_key="test-key", max_retries=0, http_client=httpx.Client(trust_env=False, timeout=60))
+    client = openai.OpenAI(
+        base_url=f"http://127.0.0.1:{base_proxy['port'] + 2}/v1",
+        api_key="test-key",
+        max_retries=0,
+        http_client=httpx.Client(trust_env=False, timeout=60),
+    )
     r = client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
     assert r.choices[0].message.content == "hello from upstream"
     (rec,) = upstream.requests
@@ -122,7 +137,12 @@ def test_api_call_to_the_proxy_port_gets_provider_error_and_is_not_recorded(base
 
     port = base_proxy["port"]
     before = _settled_rows(base_proxy["home"])  # the earlier tests' requests on this proxy
-    a = anthropic.Anthropic(base_url=f"http://127.0.0.1:{port}", api_key="test-key", max_retries=0, http_client=httpx.Client(trust_env=False, timeout=60))
+    a = anthropic.Anthropic(
+        base_url=f"http://127.0.0.1:{port}",
+        api_key="test-key",
+        max_retries=0,
+        http_client=httpx.Client(trust_env=False, timeout=60),
+    )
     with pytest.raises(anthropic.BadRequestError) as ai:
         a.messages.create(model="claude-sonnet-4-5", max_tokens=10, messages=[{"role": "user", "content": "x" * 5000}])
     assert ai.value.status_code == 400
@@ -130,7 +150,12 @@ def test_api_call_to_the_proxy_port_gets_provider_error_and_is_not_recorded(base
     assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
     assert f"ANTHROPIC_BASE_URL=http://127.0.0.1:{port + 1}" in body["error"]["message"]
     assert f"HTTPS_PROXY=http://127.0.0.1:{port}" in body["error"]["message"]
-    o = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="test-key", max_retries=0, http_client=httpx.Client(trust_env=False, timeout=60))
+    o = openai.OpenAI(
+        base_url=f"http://127.0.0.1:{port}/v1",
+        api_key="test-key",
+        max_retries=0,
+        http_client=httpx.Client(trust_env=False, timeout=60),
+    )
     with pytest.raises(openai.BadRequestError) as oi:
         o.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
     err = oi.value.body
@@ -151,21 +176,39 @@ def test_busy_or_invalid_port_is_reported_before_the_banner(base_proxy, tmp_path
     port = base_proxy["port"]
     busy = subprocess.run([HEADROOM, "proxy", "--port", str(port)], env=env, capture_output=True, text=True, timeout=60)
     assert busy.returncode == 1
-    assert busy.stderr.strip() == (f"headroom proxy: port {port} is busy: a Headroom proxy already runs there (started with --detach, it stops "
-                                   f"with `headroom proxy --stop --port {port}`; started in a terminal, with Ctrl-C there)")
+    assert busy.stderr.strip() == (
+        f"headroom proxy: port {port} is busy: a Headroom proxy already runs there (started with --detach, it stops "
+        f"with `headroom proxy --stop --port {port}`; started in a terminal, with Ctrl-C there)"
+    )
     other = free_port()
     import socket
 
     with socket.socket() as s:  # another program on the Anthropic base-URL port
         s.bind(("127.0.0.1", other + 1))
         s.listen()
-        out = subprocess.run([HEADROOM, "proxy", "--port", str(other), "--openai-port", "0"], env=env, capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            [HEADROOM, "proxy", "--port", str(other), "--openai-port", "0"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert out.returncode == 1 and "headroom proxy on" not in out.stderr
-    assert out.stderr.startswith(f"headroom proxy: port {other + 1} (the Anthropic base-URL port, --anthropic-port; 0 turns it off) on 127.0.0.1 is busy (another program listens there")
+    assert out.stderr.startswith(
+        f"headroom proxy: port {other + 1} (the Anthropic base-URL port, --anthropic-port; 0 turns it off) on 127.0.0.1 is busy (another program listens there"
+    )
     bad = subprocess.run([HEADROOM, "proxy", "--port", "70000"], env=env, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "less than or equal to 65535" in bad.stderr and "headroom proxy on" not in bad.stderr
-    host = subprocess.run([HEADROOM, "proxy", "--listen-host", "192.0.2.1", "--port", str(free_port())], env=env, capture_output=True, text=True, timeout=60)
-    assert host.returncode == 1 and host.stderr.startswith("headroom proxy: '192.0.2.1' is not an address of this machine")
+    host = subprocess.run(
+        [HEADROOM, "proxy", "--listen-host", "192.0.2.1", "--port", str(free_port())],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert host.returncode == 1 and host.stderr.startswith(
+        "headroom proxy: '192.0.2.1' is not an address of this machine"
+    )
     assert not (tmp_path / "headroom.db").exists()
 
 
@@ -173,14 +216,27 @@ def test_gemini_api_through_the_google_base_url_port_is_compressed(base_proxy, u
     """A Gemini ``generateContent`` request sent to the Google base-URL port (plain HTTP, as
     Gemini CLI does with ``GOOGLE_GEMINI_BASE_URL``) reaches the upstream over HTTPS with its
     tool output compressed, and is answered in Gemini's shape."""
-    rows = json.dumps([{"id": i, "name": f"item-{i}", "state": "open" if i % 9 else "closed", "size": i * 17} for i in range(300)], indent=1)
+    rows = json.dumps(
+        [{"id": i, "name": f"item-{i}", "state": "open" if i % 9 else "closed", "size": i * 17} for i in range(300)],
+        indent=1,
+    )
     body = {
         "systemInstruction": {"parts": [{"text": "You are a coding agent. Working directory: /srv/gem"}]},
-        "tools": [{"functionDeclarations": [{"name": "run_shell_command", "parametersJsonSchema": {"type": "object"}}]}],
+        "tools": [
+            {"functionDeclarations": [{"name": "run_shell_command", "parametersJsonSchema": {"type": "object"}}]}
+        ],
         "contents": [
             {"role": "user", "parts": [{"text": "list the items"}]},
-            {"role": "model", "parts": [{"functionCall": {"name": "run_shell_command", "args": {"command": "ls"}, "id": "c1"}}]},
-            {"role": "user", "parts": [{"functionResponse": {"name": "run_shell_command", "id": "c1", "response": {"output": rows}}}]},
+            {
+                "role": "model",
+                "parts": [{"functionCall": {"name": "run_shell_command", "args": {"command": "ls"}, "id": "c1"}}],
+            },
+            {
+                "role": "user",
+                "parts": [
+                    {"functionResponse": {"name": "run_shell_command", "id": "c1", "response": {"output": rows}}}
+                ],
+            },
         ],
     }
     before = len(upstream_server.requests)

@@ -28,8 +28,7 @@ from headroom_core.wire.detect import Dialect
 from headroom_core.wire.dialects import REGISTRY
 from tests.e2e.test_hosted_claude_e2e import SYSTEM, TOOLS, boto_client, messages
 from tests.support.clients import anthropic_client, http_client
-from tests.support.dialect_e2e import OPTIONS, ledger_rows
-from tests.support.dialect_e2e import big_output, proxy  # noqa: F401 (fixtures)
+from tests.support.dialect_e2e import OPTIONS, big_output, ledger_rows, proxy  # noqa: F401 (fixtures)
 from tests.support.proxy import ADDON_SCRIPT
 from tests.support.upstream import Reply
 
@@ -38,25 +37,65 @@ pytest.importorskip("boto3")
 R = retrieve.TOOL_NAME
 MODEL = "us.anthropic.claude-sonnet-4-20250514-v1:0"
 CP = {"cachePoint": {"type": "default"}}
-TOOL_CONFIG = {"tools": [{"toolSpec": {"name": "run_shell_command", "description": "Run a command.", "inputSchema": {"json": {"type": "object", "properties": {"command": {"type": "string"}}}}}}, CP]}
+TOOL_CONFIG = {
+    "tools": [
+        {
+            "toolSpec": {
+                "name": "run_shell_command",
+                "description": "Run a command.",
+                "inputSchema": {"json": {"type": "object", "properties": {"command": {"type": "string"}}}},
+            }
+        },
+        CP,
+    ]
+}
 CONVERSE = Dialect.BEDROCK_CONVERSE
 
 
 def conv(big_output: str) -> list[dict]:
     return [
         {"role": "user", "content": [{"text": "which issues are open?"}]},
-        {"role": "assistant", "content": [{"toolUse": {"toolUseId": "tooluse_1", "name": "run_shell_command", "input": {"command": "gh issue list --json"}}}]},
-        {"role": "user", "content": [{"toolResult": {"toolUseId": "tooluse_1", "content": [{"text": big_output}]}}, {"text": "summarise"}, CP]},
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "toolUse": {
+                        "toolUseId": "tooluse_1",
+                        "name": "run_shell_command",
+                        "input": {"command": "gh issue list --json"},
+                    }
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"toolResult": {"toolUseId": "tooluse_1", "content": [{"text": big_output}]}},
+                {"text": "summarise"},
+                CP,
+            ],
+        },
     ]
 
 
 def _call(client, stream: bool, msgs: list[dict]) -> tuple[str, str, list[dict], dict]:
     """(text, stop reason, the client's toolUse blocks, usage) of one converse(-stream) call."""
-    kw = {"modelId": MODEL, "messages": msgs, "system": [{"text": SYSTEM}, CP], "toolConfig": TOOL_CONFIG, "inferenceConfig": {"maxTokens": 100}}
+    kw = {
+        "modelId": MODEL,
+        "messages": msgs,
+        "system": [{"text": SYSTEM}, CP],
+        "toolConfig": TOOL_CONFIG,
+        "inferenceConfig": {"maxTokens": 100},
+    }
     if not stream:
         r = client.converse(**kw)
         content = r["output"]["message"]["content"]
-        return "".join(b.get("text", "") for b in content), r["stopReason"], [b for b in content if "toolUse" in b], r["usage"]
+        return (
+            "".join(b.get("text", "") for b in content),
+            r["stopReason"],
+            [b for b in content if "toolUse" in b],
+            r["usage"],
+        )
     events = list(client.converse_stream(**kw)["stream"])  # botocore decodes every frame, CRCs checked
     kinds = [next(iter(e)) for e in events]
     assert kinds[0] == "messageStart" and kinds.count("messageStart") == 1 and kinds[-2:] == ["messageStop", "metadata"]
@@ -76,17 +115,27 @@ def test_api_key_compressed_and_retrieve_answered_by_the_proxy(upstream, proxy, 
     text, stop, uses, _ = _call(boto_client(upstream, proxy, monkeypatch, bearer=True), stream, conv(big_output))
     assert text == "Checking.Thirteen issues are open." and uses == [] and stop == "end_turn"
     first, follow = upstream.requests[-2:]
-    assert first.path_only == follow.path_only and first.path_only.endswith("/converse-stream" if stream else "/converse")
+    assert first.path_only == follow.path_only and first.path_only.endswith(
+        "/converse-stream" if stream else "/converse"
+    )
     assert first.header("authorization") == follow.header("authorization") == "Bearer bedrock-api-key-test"
     assert len(_output(first)) < len(big_output) / 2 and key in _output(first)
     tools = first.json["toolConfig"]["tools"]
-    assert tools[:2] == TOOL_CONFIG["tools"] and tools[2]["toolSpec"]["name"] == R and "json" in tools[2]["toolSpec"]["inputSchema"]
+    assert (
+        tools[:2] == TOOL_CONFIG["tools"]
+        and tools[2]["toolSpec"]["name"] == R
+        and "json" in tools[2]["toolSpec"]["inputSchema"]
+    )
     assert follow.json["messages"][:3] == first.json["messages"]
     assert follow.json["messages"][3]["content"][-1]["toolUse"]["name"] == R
-    assert follow.json["messages"][4]["content"][0]["toolResult"]["content"] == [{"text": big_output}]  # the byte-exact original
+    assert follow.json["messages"][4]["content"][0]["toolResult"]["content"] == [
+        {"text": big_output}
+    ]  # the byte-exact original
 
 
-def test_sigv4_signed_converse_passes_byte_identical_and_is_counted_signed(upstream, proxy_factory, big_output, monkeypatch):
+def test_sigv4_signed_converse_passes_byte_identical_and_is_counted_signed(
+    upstream, proxy_factory, big_output, monkeypatch
+):
     p = proxy_factory(ADDON_SCRIPT, options=OPTIONS)
     upstream.script(Reply.text("Thirteen."), Reply.text("Again."))
     client = boto_client(upstream, p, monkeypatch, bearer=False)
@@ -107,10 +156,34 @@ def test_four_turns_keep_earlier_messages_system_tools_and_cache_points(upstream
         upstream.script(Reply.text(f"answer {turn}"))
         _call(client, turn % 2 == 1, msgs)
         sent.append(upstream.requests[-1])
-        client_bodies.append({"messages": json.loads(json.dumps(msgs)), "system": [{"text": SYSTEM}, CP], "toolConfig": TOOL_CONFIG})
+        client_bodies.append(
+            {"messages": json.loads(json.dumps(msgs)), "system": [{"text": SYSTEM}, CP], "toolConfig": TOOL_CONFIG}
+        )
         msgs = msgs + [
-            {"role": "assistant", "content": [{"text": f"answer {turn}"}, {"toolUse": {"toolUseId": f"tooluse_{turn + 2}", "name": "run_shell_command", "input": {"command": f"cat log{turn}"}}}]},
-            {"role": "user", "content": [{"toolResult": {"toolUseId": f"tooluse_{turn + 2}", "content": [{"text": big_output.replace("open", f"open{turn}")}]}}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"text": f"answer {turn}"},
+                    {
+                        "toolUse": {
+                            "toolUseId": f"tooluse_{turn + 2}",
+                            "name": "run_shell_command",
+                            "input": {"command": f"cat log{turn}"},
+                        }
+                    },
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "toolResult": {
+                            "toolUseId": f"tooluse_{turn + 2}",
+                            "content": [{"text": big_output.replace("open", f"open{turn}")}],
+                        }
+                    }
+                ],
+            },
         ]
     d = REGISTRY[CONVERSE]
     for k, (a, b) in enumerate(zip(sent, sent[1:])):
@@ -119,7 +192,9 @@ def test_four_turns_keep_earlier_messages_system_tools_and_cache_points(upstream
         assert b.json["system"] == a.json["system"] and b.json["toolConfig"] == a.json["toolConfig"]
         assert earlier_break(client_bodies[k], client_bodies[k + 1], a.json, b.json) is None
     for c, r in zip(client_bodies, sent):
-        assert breakpoints.count(r.json, d) == breakpoints.count(c, d) == 3  # the client's cache points, where it put them
+        assert (
+            breakpoints.count(r.json, d) == breakpoints.count(c, d) == 3
+        )  # the client's cache points, where it put them
     assert len(_output(sent[0])) < len(big_output) / 2
 
 
@@ -130,7 +205,11 @@ def test_too_large_in_bedrocks_shape_and_garbage_passes(upstream, proxy_factory)
         r = c.post(f"{upstream.url}/model/{MODEL}/converse", json=big, headers={"authorization": "Bearer k"})
         assert r.status_code == 413 and set(r.json()) == {"message"} and "max_body_bytes" in r.json()["message"]
         garbage = b'{"messages": [ '
-        r2 = c.post(f"{upstream.url}/model/{MODEL}/converse-stream", content=garbage, headers={"content-type": "application/json"})
+        r2 = c.post(
+            f"{upstream.url}/model/{MODEL}/converse-stream",
+            content=garbage,
+            headers={"content-type": "application/json"},
+        )
     assert r2.status_code == 400 and upstream.requests[-1].body == garbage
 
 
@@ -138,9 +217,14 @@ def test_ledger_row_and_same_savings_as_the_messages_dialect(upstream, proxy_fac
     p = proxy_factory(ADDON_SCRIPT, options=OPTIONS)
     upstream.script(Reply.text("a", input_tokens=1234, output_tokens=5, cache_read=1000), Reply.text("b"))
     _call(boto_client(upstream, p, monkeypatch, bearer=True), False, conv(big_output))
-    anthropic_client(upstream, p).messages.create(model="claude-sonnet-4-5", max_tokens=100, system=SYSTEM, tools=TOOLS, messages=messages(big_output))
+    anthropic_client(upstream, p).messages.create(
+        model="claude-sonnet-4-5", max_tokens=100, system=SYSTEM, tools=TOOLS, messages=messages(big_output)
+    )
     h, a = upstream.requests[-2:]
-    saved_h, saved_a = len(big_output) - len(_output(h)), len(big_output) - len(a.json["messages"][2]["content"][0]["content"])
+    saved_h, saved_a = (
+        len(big_output) - len(_output(h)),
+        len(big_output) - len(a.json["messages"][2]["content"][0]["content"]),
+    )
     assert saved_h > 0 and abs(saved_h - saved_a) <= 0.05 * saved_a
     rows = ledger_rows(p, 2)
     (row,) = [r for r in rows if r.dialect == "bedrock-converse"]

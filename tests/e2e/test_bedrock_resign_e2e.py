@@ -24,8 +24,11 @@ from headroom_core.compress import markers
 from tests.e2e.test_bedrock_converse_e2e import CONVERSE, MODEL, _call, _output, conv
 from tests.e2e.test_hosted_claude_e2e import BEDROCK_MODEL, _create, messages
 from tests.support.clients import http_client
-from tests.support.dialect_e2e import OPTIONS, ledger_rows
-from tests.support.dialect_e2e import big_output  # noqa: F401 (fixture)
+from tests.support.dialect_e2e import (
+    OPTIONS,
+    big_output,  # noqa: F401 (fixture)
+    ledger_rows,
+)
 from tests.support.proxy import ADDON_SCRIPT
 from tests.support.upstream import Reply
 
@@ -35,7 +38,14 @@ pytest.importorskip("boto3")
 R = retrieve.TOOL_NAME
 AKID, SECRET = "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
 #: nothing but the environment gives botocore credentials (no instance metadata asked)
-NO_AWS = {"AWS_ACCESS_KEY_ID": None, "AWS_SECRET_ACCESS_KEY": None, "AWS_SESSION_TOKEN": None, "AWS_PROFILE": None, "AWS_EC2_METADATA_DISABLED": "true", "AWS_BEARER_TOKEN_BEDROCK": None}
+NO_AWS = {
+    "AWS_ACCESS_KEY_ID": None,
+    "AWS_SECRET_ACCESS_KEY": None,
+    "AWS_SESSION_TOKEN": None,
+    "AWS_PROFILE": None,
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "AWS_BEARER_TOKEN_BEDROCK": None,
+}
 RESIGN = {**OPTIONS, "headroom_bedrock_resign": True}
 
 
@@ -78,7 +88,9 @@ def test_converse_compressed_resigned_and_its_followup_signed(aws, resigning, bi
     assert text == "Checking.Thirteen issues are open." and uses == [] and stop == "end_turn"
     first, follow = aws.requests[-2:]
     assert first.signature == follow.signature == ""  # both hold under the client's secret
-    assert first.header("authorization").startswith(f"AWS4-HMAC-SHA256 Credential={AKID}/") and first.header("authorization") != follow.header("authorization")
+    assert first.header("authorization").startswith(f"AWS4-HMAC-SHA256 Credential={AKID}/") and first.header(
+        "authorization"
+    ) != follow.header("authorization")
     assert len(_output(first)) < len(big_output) / 2 and key in _output(first)
     assert first.json["toolConfig"]["tools"][-1]["toolSpec"]["name"] == R
     assert follow.json["messages"][4]["content"][0]["toolResult"]["content"] == [{"text": big_output}]
@@ -90,7 +102,9 @@ def test_converse_compressed_resigned_and_its_followup_signed(aws, resigning, bi
 def test_invoke_stream_resigned_with_anthropic_bedrock(aws, resigning, big_output):
     key = markers.offload_key(big_output)
     aws.script(Reply.tool_call(R, {"key": key}, text="Checking."), Reply.text("Thirteen issues are open."))
-    client = anthropic.AnthropicBedrock(aws_region="us-east-1", base_url=aws.url, http_client=http_client(resigning), max_retries=0)
+    client = anthropic.AnthropicBedrock(
+        aws_region="us-east-1", base_url=aws.url, http_client=http_client(resigning), max_retries=0
+    )
     msg = _create(client, BEDROCK_MODEL, True, messages(big_output))
     assert "".join(b.text for b in msg.content if b.type == "text") == "Checking.Thirteen issues are open."
     first, follow = aws.requests[-2:]
@@ -104,7 +118,12 @@ def test_two_turns_are_one_session(aws, resigning, big_output):
     msgs = conv(big_output)
     aws.script(Reply.text("one"), Reply.text("two"))
     _call(client, False, msgs)
-    _call(client, False, msgs + [{"role": "assistant", "content": [{"text": "one"}]}, {"role": "user", "content": [{"text": "and closed?"}]}])
+    _call(
+        client,
+        False,
+        msgs
+        + [{"role": "assistant", "content": [{"text": "one"}]}, {"role": "user", "content": [{"text": "and closed?"}]}],
+    )
     a, b = aws.requests[-2:]
     assert a.signature == b.signature == "" and b.json["messages"][:3] == a.json["messages"]
     first, second = ledger_rows(resigning, 2)
@@ -128,7 +147,9 @@ def test_otherwise_byte_identical_and_counted_signed(aws, proxy_factory, big_out
     assert _call(client, False, conv(big_output))[0] == "Thirteen."
     assert _call(client, True, conv(big_output))[0] == "Again."
     for req in aws.requests[-2:]:
-        assert req.signature == "" and _output(req) == big_output and R not in req.text  # the client's bytes and signature
+        assert (
+            req.signature == "" and _output(req) == big_output and R not in req.text
+        )  # the client's bytes and signature
     rows = ledger_rows(p, 2)
     assert [(r.outcome, r.action) for r in rows] == [("signed", "unchanged")] * 2 and all(why in r.reason for r in rows)
     hint = "re-signs them with your own AWS credentials"
@@ -140,7 +161,13 @@ def test_the_upstream_refuses_a_body_changed_under_the_clients_signature(aws, bi
     import boto3
     from botocore.config import Config
 
-    client = boto3.client("bedrock-runtime", region_name="us-east-1", endpoint_url=aws.url, verify=str(aws.ca_path), config=Config(retries={"max_attempts": 1}))
+    client = boto3.client(
+        "bedrock-runtime",
+        region_name="us-east-1",
+        endpoint_url=aws.url,
+        verify=str(aws.ca_path),
+        config=Config(retries={"max_attempts": 1}),
+    )
 
     def tamper(request, **_):
         request.body = request.body.replace(b"summarise", b"summarize")
@@ -148,5 +175,7 @@ def test_the_upstream_refuses_a_body_changed_under_the_clients_signature(aws, bi
     client.meta.events.register_last("before-send.bedrock-runtime.Converse", tamper)
     with pytest.raises(client.exceptions.ClientError) as e:
         _call(client, False, conv(big_output))
-    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403 and aws.requests[-1].signature.startswith("The request signature")
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403 and aws.requests[-1].signature.startswith(
+        "The request signature"
+    )
     assert MODEL in aws.requests[-1].path_only.replace("%3A", ":")

@@ -31,7 +31,6 @@ from typing import Any
 import anthropic
 import httpx
 import pytest
-
 from websockets.exceptions import ConnectionClosed
 
 from headroom_core import ws_policy
@@ -69,7 +68,13 @@ def _open(proxy: Any, upstream: Any, way: str) -> tuple[socket.socket, str]:
 
 
 def _head(path: str, host: str, headers: dict[str, str]) -> bytes:
-    head = {"host": host, "content-type": "application/json", "anthropic-version": "2023-06-01", "x-api-key": "test-key", **headers}
+    head = {
+        "host": host,
+        "content-type": "application/json",
+        "anthropic-version": "2023-06-01",
+        "x-api-key": "test-key",
+        **headers,
+    }
     return f"POST {path} HTTP/1.1\r\n".encode() + "".join(f"{k}: {v}\r\n" for k, v in head.items()).encode() + b"\r\n"
 
 
@@ -110,7 +115,10 @@ def _nothing_upstream(proxy: Any, upstream: Any) -> None:
     """The upstream got no request but the small one sent now, after the refused ones."""
     upstream.script(Reply.text("ok"))
     with httpx.Client(trust_env=False, timeout=60) as c:
-        r = c.post(f"http://127.0.0.1:{proxy.base}/v1/messages", json={"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "after"}]})
+        r = c.post(
+            f"http://127.0.0.1:{proxy.base}/v1/messages",
+            json={"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "after"}]},
+        )
     assert r.status_code == 200
     assert [json.loads(q.body)["messages"][0]["content"] for q in upstream.requests] == ["after"]
 
@@ -124,7 +132,12 @@ def _ledger(proxy: Any, expect: int, status: int = 413) -> list[tuple[int | None
     rows: list[tuple[int | None, str, int]] = []
     for _ in range(200):  # the row is written after the answer went out
         with sessions() as s:
-            rows = [(r.status_code, r.action, r.body_bytes_before) for r in s.query(RequestOutcome).filter(RequestOutcome.status_code == status).order_by(RequestOutcome.id)]
+            rows = [
+                (r.status_code, r.action, r.body_bytes_before)
+                for r in s.query(RequestOutcome)
+                .filter(RequestOutcome.status_code == status)
+                .order_by(RequestOutcome.id)
+            ]
         if len(rows) >= expect:
             break
         time.sleep(0.05)
@@ -142,7 +155,10 @@ def test_content_length_over_the_limit_gets_413_before_the_body(upstream, proxy,
         status, headers, body = _response(sock)  # not one byte of the body sent
     assert status == 413 and headers["content-type"] == "application/json" and headers["connection"] == "close"
     assert set(body) == {"type", "error"} and body["type"] == "error" and body["error"]["type"] == "request_too_large"
-    assert f"the request body is {HUGE} bytes (its Content-Length), over the limit of {LIMIT} bytes (headroom max_body_bytes)" in body["error"]["message"]
+    assert (
+        f"the request body is {HUGE} bytes (its Content-Length), over the limit of {LIMIT} bytes (headroom max_body_bytes)"
+        in body["error"]["message"]
+    )
     _nothing_upstream(proxy, upstream)
 
 
@@ -199,26 +215,39 @@ def test_an_sdk_that_writes_its_whole_body_first_gets_the_413(upstream, proxy, w
     before = len(_ledger(proxy, 0))
     big = "x" * (3 * LIMIT)
     if way == "base-url":
-        client = anthropic.Anthropic(base_url=f"http://127.0.0.1:{proxy.base}", api_key="test-key", max_retries=0, http_client=httpx.Client(trust_env=False, timeout=60))
+        client = anthropic.Anthropic(
+            base_url=f"http://127.0.0.1:{proxy.base}",
+            api_key="test-key",
+            max_retries=0,
+            http_client=httpx.Client(trust_env=False, timeout=60),
+        )
     else:
         client = anthropic_client(upstream, proxy)
     with pytest.raises(anthropic.APIStatusError) as e:
         client.messages.create(model="claude-sonnet-4-5", max_tokens=5, messages=[{"role": "user", "content": big}])
     assert e.value.status_code == 413 and e.value.body["error"]["type"] == "request_too_large"  # type: ignore[index]
-    sent = len(json.dumps({"max_tokens": 5, "messages": [{"role": "user", "content": big}], "model": "claude-sonnet-4-5"}))
+    sent = len(
+        json.dumps({"max_tokens": 5, "messages": [{"role": "user", "content": big}], "model": "claude-sonnet-4-5"})
+    )
     rows = _ledger(proxy, before + 1)[before:]
     assert len(rows) == 1 and rows[0][0] == 413 and rows[0][1] == "rejected" and abs(rows[0][2] - sent) < 100
     _nothing_upstream(proxy, upstream)
 
 
 def test_a_body_of_exactly_the_limit_still_goes_upstream(upstream, proxy):
-    pad = LIMIT - len(json.dumps({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": ""}]}).encode())
+    pad = LIMIT - len(
+        json.dumps({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": ""}]}).encode()
+    )
     body = json.dumps({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "y" * pad}]}).encode()
     assert len(body) == LIMIT
     upstream.script(Reply.text("one"), Reply.text("two"))
     with http_client(proxy) as c:
         sized = c.post(upstream.url + "/v1/messages", content=body, headers={"content-type": "application/json"})
-        chunked = c.post(upstream.url + "/v1/messages", content=iter([body[:CHUNK], body[CHUNK:]]), headers={"content-type": "application/json"})
+        chunked = c.post(
+            upstream.url + "/v1/messages",
+            content=iter([body[:CHUNK], body[CHUNK:]]),
+            headers={"content-type": "application/json"},
+        )
     assert (sized.status_code, chunked.status_code) == (200, 200)
     assert [json.loads(q.body)["messages"][0]["content"] for q in upstream.requests] == ["y" * pad] * 2
 
@@ -256,7 +285,15 @@ def test_http2_over_the_limit_is_refused_and_the_connection_goes_on(upstream, pr
             c._pump(0.001)
         counted = c.read_until(sid2, answered, timeout=60)
         upstream.script(Reply.text("ok"))
-        small = c.read_until(c.post("/v1/messages", json.dumps({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "after"}]}).encode()), answered)
+        small = c.read_until(
+            c.post(
+                "/v1/messages",
+                json.dumps(
+                    {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "after"}]}
+                ).encode(),
+            ),
+            answered,
+        )
     assert (head.status, counted.status, small.status) == (413, 413, 200)
     assert f"the request body is {HUGE} bytes (its Content-Length)" in json.loads(head.data)["error"]["message"]
     assert f"passed the limit of {LIMIT} bytes" in json.loads(counted.data)["error"]["message"] and sent < 4 * LIMIT
@@ -276,7 +313,9 @@ def test_a_websocket_frame_over_the_limit_is_dropped_as_it_arrives_and_refused(u
                 got.append(ws.recv(timeout=60))
     want = rws.too_large_reason(len(text.encode()), LIMIT)
     assert closed.value.rcvd is not None and (closed.value.rcvd.code, closed.value.rcvd.reason) == (1009, want)
-    assert [json.loads(g) for g in got] == [json.loads(ws_policy.error_event(too_large_message(len(text.encode()), LIMIT, "ws_max_frame_bytes")))]
+    assert [json.loads(g) for g in got] == [
+        json.loads(ws_policy.error_event(too_large_message(len(text.encode()), LIMIT, "ws_max_frame_bytes")))
+    ]
     assert [r for r in upstream.requests if r.method == "WS"] == []  # not one frame of it went upstream
     assert _ledger(proxy, before + 1, 1009)[before:] == [(1009, "rejected", len(text.encode()))]
 

@@ -39,23 +39,46 @@ def odd_chunks(data: bytes, n: int = 9) -> list[bytes]:
     return [data[i : i + step] for i in range(0, len(data), step)]
 
 
-def send(proxy, upstream, path: str, body: bytes, headers: dict | None = None, method: str = "POST") -> tuple[int, bytes]:
+def send(
+    proxy, upstream, path: str, body: bytes, headers: dict | None = None, method: str = "POST"
+) -> tuple[int, bytes]:
     """Send ``body`` through the proxy; return the status and the exact response bytes."""
     with http_client(proxy, timeout=60) as c:
-        with c.stream(method, upstream.url + path, content=body if method == "POST" else None, headers={"content-type": "application/json", **(headers or {})}) as r:
+        with c.stream(
+            method,
+            upstream.url + path,
+            content=body if method == "POST" else None,
+            headers={"content-type": "application/json", **(headers or {})},
+        ) as r:
             data = b"".join(r.iter_raw())
             return r.status_code, data
 
 
 def anthropic_small(stream: bool) -> bytes:
     # unusual but valid formatting: the proxy must not re-serialise it
-    return json.dumps({"model": "claude-sonnet-4", "max_tokens": 64, "stream": stream, "messages": [{"role": "user", "content": "Grüße — say hi"}]}, indent=1).encode()
+    return json.dumps(
+        {
+            "model": "claude-sonnet-4",
+            "max_tokens": 64,
+            "stream": stream,
+            "messages": [{"role": "user", "content": "Grüße — say hi"}],
+        },
+        indent=1,
+    ).encode()
 
 
 SMALL = {
     "anthropic": ("/v1/messages", anthropic_small),
-    "openai-chat": ("/v1/chat/completions", lambda s: json.dumps({"model": "gpt-4o", "stream": s, "messages": [{"role": "user", "content": "hi \u00e9"}]}, ensure_ascii=True).encode()),
-    "openai-responses": ("/v1/responses", lambda s: json.dumps({"model": "gpt-5", "stream": s, "input": "hi"}, separators=(", ", " : ")).encode()),
+    "openai-chat": (
+        "/v1/chat/completions",
+        lambda s: json.dumps(
+            {"model": "gpt-4o", "stream": s, "messages": [{"role": "user", "content": "hi \u00e9"}]}, ensure_ascii=True
+        ).encode(),
+    ),
+    "openai-responses": (
+        "/v1/responses",
+        lambda s: json.dumps({"model": "gpt-5", "stream": s, "input": "hi"}, separators=(", ", " : ")).encode(),
+    ),
 }
 
 
@@ -117,8 +140,17 @@ def test_recorded_sse_reaches_client_byte_identical(upstream, proxy, recorded_ss
 
 
 def test_json_response_reaches_client_byte_identical(upstream, proxy):
-    reply = json.dumps({"id": "msg_1", "type": "message", "role": "assistant", "content": [{"type": "text", "text": "hé"}],
-                        "stop_reason": "end_turn", "usage": {"input_tokens": 3, "cache_read_input_tokens": 0, "output_tokens": 1}}, indent=2).encode()
+    reply = json.dumps(
+        {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "text", "text": "hé"}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 3, "cache_read_input_tokens": 0, "output_tokens": 1},
+        },
+        indent=2,
+    ).encode()
     upstream.raw(200, reply, {"content-type": "application/json"})
     status, data = send(proxy, upstream, "/v1/messages", anthropic_small(False))
     assert status == 200 and data == reply
@@ -128,7 +160,13 @@ def test_rewritten_request_keeps_every_byte_outside_its_edits(upstream, proxy):
     """Only the compressed tool output and the appended proxy tool differ: the client's own
     formatting (indentation, escapes, key order) survives everywhere else."""
     body = anthropic_request(github_scenario("paginate-issues.json"))
-    body = {"model": body["model"], "messages": body["messages"], "system": body["system"], "max_tokens": 100, "tools": body["tools"]}
+    body = {
+        "model": body["model"],
+        "messages": body["messages"],
+        "system": body["system"],
+        "max_tokens": 100,
+        "tools": body["tools"],
+    }
     body["messages"][0]["content"] = "Which issues are still open? \u00e9t\u00e9 \U0001f600"
     raw = json.dumps(body, indent=3, ensure_ascii=True).encode()
     send(proxy, upstream, "/v1/messages", raw)
@@ -151,4 +189,4 @@ def test_rewritten_request_keeps_every_byte_outside_its_edits(upstream, proxy):
     assert got[:first] == sent[:first]
     # the client's tools are there, byte for byte, before the proxy's own
     a, b = jsonedit.span(sent, ("tools",))
-    assert got[jsonedit.span(got, ("tools",))[0]:].startswith(sent[a : b - 1].rstrip())
+    assert got[jsonedit.span(got, ("tools",))[0] :].startswith(sent[a : b - 1].rstrip())

@@ -142,7 +142,14 @@ def replay(proxy, upstream, flows: list[tuple[str, dict]], restart_after: int) -
             data, headers, chunks = recorded_reply(flow)
             upstream.raw(200, data, headers, chunks=chunks)
             raw = json.dumps(body).encode()
-            r = client.post(upstream.url + path, content=raw, headers={"content-type": "application/json", "user-agent": flow["request"]["headers"].get("user-agent", "")})
+            r = client.post(
+                upstream.url + path,
+                content=raw,
+                headers={
+                    "content-type": "application/json",
+                    "user-agent": flow["request"]["headers"].get("user-agent", ""),
+                },
+            )
             assert r.status_code == 200, (name, r.text[:300])
             assert r.content == data, name
             out.append(Exchange(name, path, raw.decode(), upstream.requests[-1].body.decode()))
@@ -204,7 +211,9 @@ def test_recorded_session_prefix_is_byte_stable_across_turns_and_restart(upstrea
     proxy = proxy_factory(ADDON_SCRIPT, options=OPTIONS)
     exchanges = replay(proxy, upstream, flows, restart_after=9)
     violations, compared = prefix_violations(exchanges)
-    print(f"\nrecorded session: {len(exchanges)} requests, {compared} client-unchanged parts compared, {len(violations)} prefix violations")
+    print(
+        f"\nrecorded session: {len(exchanges)} requests, {compared} client-unchanged parts compared, {len(violations)} prefix violations"
+    )
     assert violations == [], (violations[:10], ledger_reasons(proxy))
     assert compared > 900  # the check did look at the growing history (tools, system, messages)
     # requests the proxy rewrote (tool definitions minified) were compared, not just passthroughs
@@ -232,7 +241,13 @@ def with_json_output(flows: list[tuple[str, dict]], payload: str) -> tuple[list[
     """The flows with the first ``Grep`` tool output replaced by ``payload`` wherever the client
     re-sends it (the same ``tool_use_id``); returns them and that id."""
     first = flows[1][1]["request"]["body"]["messages"]
-    call = next(b for m in first if isinstance(m["content"], list) for b in m["content"] if b.get("type") == "tool_use" and b.get("name") == "Grep")
+    call = next(
+        b
+        for m in first
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_use" and b.get("name") == "Grep"
+    )
     out = []
     for name, flow in flows:
         flow = json.loads(json.dumps(flow))
@@ -250,7 +265,9 @@ def test_compressed_block_is_resent_identically_after_restart_and_resume(upstrea
     proxy = proxy_factory(ADDON_SCRIPT, options=OPTIONS)
     exchanges = replay(proxy, upstream, changed, restart_after=7)
     violations, compared = prefix_violations(exchanges)
-    print(f"\nwith a JSON tool output: {len(exchanges)} requests, {compared} parts compared, {len(violations)} prefix violations")
+    print(
+        f"\nwith a JSON tool output: {len(exchanges)} requests, {compared} parts compared, {len(violations)} prefix violations"
+    )
     assert violations == [], (violations[:10], ledger_reasons(proxy))
 
     def sent_output(ex: Exchange) -> str | None:
@@ -268,7 +285,9 @@ def test_compressed_block_is_resent_identically_after_restart_and_resume(upstrea
     # the retrieve tool, once added, stays at the end of the tools the client sent
     for ex in exchanges[1:]:
         tools = json.loads(ex.upstream)["tools"]
-        assert tools[-1]["name"] == retrieve.TOOL_NAME and len(tools) == len(json.loads(ex.client)["tools"]) + 1, ex.name
+        assert tools[-1]["name"] == retrieve.TOOL_NAME and len(tools) == len(json.loads(ex.client)["tools"]) + 1, (
+            ex.name
+        )
 
 
 def test_timeout_fallback_keeps_the_prefix(upstream, proxy_factory, flows):

@@ -31,7 +31,10 @@ def test_certs_shows_the_ca_and_how_to_trust_it(home):
     out = _certs(home)
     assert out.returncode == 0, out.stderr
     assert str(info.cert_path) in out.stdout and info.sha256 in out.stdout and str(info.key_path) in out.stdout
-    assert f"NODE_EXTRA_CA_CERTS={info.cert_path}" in out.stdout and f"SSL_CERT_FILE={home / 'ca-bundle.pem'}" in out.stdout
+    assert (
+        f"NODE_EXTRA_CA_CERTS={info.cert_path}" in out.stdout
+        and f"SSL_CERT_FILE={home / 'ca-bundle.pem'}" in out.stdout
+    )
     assert "keytool -importcert" in out.stdout
     # the bundle it names exists now (it was written only by `headroom wrap` before)
     assert in_bundle(info.cert_path, home / "ca-bundle.pem")
@@ -53,10 +56,18 @@ def test_install_dry_run_prints_this_systems_commands(home):
 @pytest.mark.parametrize(
     ("system", "release", "first"),
     [
-        ("Linux", 'ID=debian\n', ("cp", "C", "/usr/local/share/ca-certificates/headroom-mitmproxy.crt")),
-        ("Linux", 'ID="rhel"\nID_LIKE="fedora"\n', ("cp", "C", "/etc/pki/ca-trust/source/anchors/headroom-mitmproxy.pem")),
+        ("Linux", "ID=debian\n", ("cp", "C", "/usr/local/share/ca-certificates/headroom-mitmproxy.crt")),
+        (
+            "Linux",
+            'ID="rhel"\nID_LIKE="fedora"\n',
+            ("cp", "C", "/etc/pki/ca-trust/source/anchors/headroom-mitmproxy.pem"),
+        ),
         ("Linux", "ID=arch\n", ("trust", "anchor", "--store", "C")),
-        ("Darwin", None, ("security", "add-trusted-cert", "-d", "-r", "trustRoot", "-k", "/Library/Keychains/System.keychain", "C")),
+        (
+            "Darwin",
+            None,
+            ("security", "add-trusted-cert", "-d", "-r", "trustRoot", "-k", "/Library/Keychains/System.keychain", "C"),
+        ),
         ("Windows", None, ("certutil", "-addstore", "-user", "Root", "C")),
     ],
 )
@@ -90,7 +101,12 @@ def test_a_bundle_built_on_itself_does_not_grow(home, tmp_path):
     for _ in range(3):
         write_bundle(ca, dest, dest)
     assert dest.read_bytes() == first and first.count(b"# Headroom proxy CA") == 1
-    env = {"HEADROOM_HOME": str(home), "PATH": "/usr/bin:/bin", "COLUMNS": "300", "SSL_CERT_FILE": str(home / "ca-bundle.pem")}
+    env = {
+        "HEADROOM_HOME": str(home),
+        "PATH": "/usr/bin:/bin",
+        "COLUMNS": "300",
+        "SSL_CERT_FILE": str(home / "ca-bundle.pem"),
+    }
     for _ in range(2):
         out = subprocess.run([HEADROOM, "certs"], env=env, capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr

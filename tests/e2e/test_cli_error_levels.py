@@ -21,7 +21,7 @@ import pytest
 
 HEADROOM = str(Path(sys.executable).parent / "headroom")
 
-_SITECUSTOMIZE = '''
+_SITECUSTOMIZE = """
 import importlib, os
 module, name = os.environ["RAISE_IN_LOAD_SETTINGS"].split(":")
 import headroom_core.settings as settings
@@ -30,7 +30,7 @@ def load_settings(*args, **kwargs):
     raise getattr(importlib.import_module(module), name)(os.environ["RAISE_MESSAGE"])
 
 settings.load_settings = load_settings
-'''
+"""
 
 
 def _headroom(tmp_path: Path, raises: str, message: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -39,7 +39,13 @@ def _headroom(tmp_path: Path, raises: str, message: str, *args: str) -> subproce
     site.mkdir(exist_ok=True)
     (site / "sitecustomize.py").write_text(_SITECUSTOMIZE)
     env = {k: v for k, v in os.environ.items() if not k.startswith("HEADROOM_")}
-    env.update(HEADROOM_HOME=str(tmp_path / "home"), PYTHONPATH=str(site), RAISE_IN_LOAD_SETTINGS=raises, RAISE_MESSAGE=message, COLUMNS="80")
+    env.update(
+        HEADROOM_HOME=str(tmp_path / "home"),
+        PYTHONPATH=str(site),
+        RAISE_IN_LOAD_SETTINGS=raises,
+        RAISE_MESSAGE=message,
+        COLUMNS="80",
+    )
     return subprocess.run([HEADROOM, *args], env=env, capture_output=True, text=True, timeout=120)
 
 

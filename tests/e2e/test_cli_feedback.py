@@ -26,7 +26,9 @@ def _env(home: Path) -> dict[str, str]:
 def _with_tty_stderr(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
     """Run ``headroom ARGS`` with standard error on a pseudo-terminal: (exit code, stdout, what the terminal showed)."""
     master, slave = pty.openpty()
-    p = subprocess.Popen([HEADROOM, *args], stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL, env=env, cwd=cwd)
+    p = subprocess.Popen(
+        [HEADROOM, *args], stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL, env=env, cwd=cwd
+    )
     os.close(slave)
     shown = b""
     out_chunks = []
@@ -52,7 +54,10 @@ def _with_tty_stderr(args: list[str], env: dict[str, str], cwd: Path) -> tuple[i
 
 
 def _big_log(path: Path) -> Path:
-    lines = [f"2025-06-01 10:{i // 60 % 60:02d}:{i % 60:02d} INFO worker-{i % 7} handled request {i} in {i % 97} ms" for i in range(20000)]
+    lines = [
+        f"2025-06-01 10:{i // 60 % 60:02d}:{i % 60:02d} INFO worker-{i % 7} handled request {i} in {i % 97} ms"
+        for i in range(20000)
+    ]
     lines[12345] = "2025-06-01 13:25:45 ERROR worker-3 database connection lost: timeout after 30000 ms"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -69,27 +74,45 @@ def test_compress_says_what_it_does_on_a_terminal(tmp_path):
 
 def test_compress_to_a_pipe_prints_only_the_summary(tmp_path):
     log = _big_log(tmp_path / "service.log")
-    out = subprocess.run([HEADROOM, "compress", str(log)], env=_env(tmp_path / "home"), capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [HEADROOM, "compress", str(log)], env=_env(tmp_path / "home"), capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0
     assert out.stderr.startswith("kind=log tokens ") and "compressing" not in out.stderr
 
 
 def _memories(home: Path) -> list[tuple[str, bool, int]]:
     with sqlite3.connect(home / "headroom.db") as c:
-        return [(t, e is None, n) for t, e, n in c.execute("SELECT text, embedding, evidence FROM memories ORDER BY created_at")]
+        return [
+            (t, e is None, n)
+            for t, e, n in c.execute("SELECT text, embedding, evidence FROM memories ORDER BY created_at")
+        ]
 
 
 def test_memory_add_needs_the_model_only_when_a_near_duplicate_could_exist(tmp_path):
     home, project = tmp_path / "home", tmp_path / "app"
     project.mkdir()
     env = _env(home)
-    first = subprocess.run([HEADROOM, "memory", "add", "The test suite runs with pnpm test:unit"], env=env, cwd=project, capture_output=True, text=True, timeout=300)
+    first = subprocess.run(
+        [HEADROOM, "memory", "add", "The test suite runs with pnpm test:unit"],
+        env=env,
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert first.returncode == 0, first.stderr
-    assert _memories(home) == [("The test suite runs with pnpm test:unit", True, 1)]  # saved without a vector: no model was loaded
+    assert _memories(home) == [
+        ("The test suite runs with pnpm test:unit", True, 1)
+    ]  # saved without a vector: no model was loaded
     empty = tmp_path / "other"
     empty.mkdir()
-    none = subprocess.run([HEADROOM, "memory", "search", "tests"], env=env, cwd=empty, capture_output=True, text=True, timeout=300)
-    assert none.returncode == 0 and "no memory of" in none.stdout and "text search" in none.stdout  # nothing to rank: no model
+    none = subprocess.run(
+        [HEADROOM, "memory", "search", "tests"], env=env, cwd=empty, capture_output=True, text=True, timeout=300
+    )
+    assert (
+        none.returncode == 0 and "no memory of" in none.stdout and "text search" in none.stdout
+    )  # nothing to rank: no model
     code, out, shown = _with_tty_stderr(["memory", "add", "the test suite runs with pnpm test:unit!"], env, project)
     assert code == 0, shown
     assert "loading the embedding model (to find a near-duplicate among this project's memories)" in shown

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 from headroom_core.compress.router import compress_text
-
 from tests.conftest import TOKENIZER_HOME, corpus_dir
 
 HEADROOM = Path(sys.executable).parent / "headroom"

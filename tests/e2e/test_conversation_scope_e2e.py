@@ -40,22 +40,32 @@ def db(proxy):
 
 def ask(upstream, proxy, messages: list[dict]) -> dict:
     n = len(upstream.requests)
-    anthropic_client(upstream, proxy).messages.create(model="claude-sonnet-4-5", max_tokens=100, system=SYSTEM, tools=[BASH], messages=messages)
+    anthropic_client(upstream, proxy).messages.create(
+        model="claude-sonnet-4-5", max_tokens=100, system=SYSTEM, tools=[BASH], messages=messages
+    )
     return upstream.requests[n].json
 
 
 def failing(task: str) -> list[dict]:
     return [
         {"role": "user", "content": task},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "pytest tests"}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "/bin/sh: 1: pytest: not found"}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "pytest tests"}}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "/bin/sh: 1: pytest: not found"}],
+        },
     ]
 
 
 def test_two_project_less_conversations_share_no_memory_failure_or_statistic(upstream, proxy):
     sessions = db(proxy)
     opening_a = "Which port does the staging database use? Check the service config."
-    upstream.script(Reply.tool_call("memory_save", {"text": FACT, "kind": "fact"}, text="Noted."), Reply.text("Port 6543."))
+    upstream.script(
+        Reply.tool_call("memory_save", {"text": FACT, "kind": "fact"}, text="Noted."), Reply.text("Port 6543.")
+    )
     ask(upstream, proxy, [{"role": "user", "content": opening_a}])
     with sessions() as s:
         mems = list(s.scalars(select(Memory)))
@@ -63,13 +73,19 @@ def test_two_project_less_conversations_share_no_memory_failure_or_statistic(ups
     project_a = mems[0].project
 
     # conversation A, a later turn: its own memory comes back
-    later_a = [{"role": "user", "content": opening_a}, {"role": "assistant", "content": "Port 6543."}, {"role": "user", "content": "Remind me: which port is the staging database on?"}]
+    later_a = [
+        {"role": "user", "content": opening_a},
+        {"role": "assistant", "content": "Port 6543."},
+        {"role": "user", "content": "Remind me: which port is the staging database on?"},
+    ]
     upstream.script(Reply.text("6543"))
     assert FACT in json.dumps(ask(upstream, proxy, later_a)["messages"][-1])
 
     # conversation B, unrelated, asks the same: never A's memory
     upstream.script(Reply.text("I don't know."))
-    assert FACT not in json.dumps(ask(upstream, proxy, [{"role": "user", "content": "Remind me: which port is the staging database on?"}]))
+    assert FACT not in json.dumps(
+        ask(upstream, proxy, [{"role": "user", "content": "Remind me: which port is the staging database on?"}])
+    )
 
     # a failure in conversation C is recorded under C only, never under A or a shared bucket
     upstream.script(Reply.text("ok"))
@@ -84,7 +100,9 @@ def test_two_project_less_conversations_share_no_memory_failure_or_statistic(ups
 
     def ledger():
         with sessions() as s:
-            return [r.project for r in s.scalars(select(RequestOutcome))], {u.project for u in s.scalars(select(ToolUsage))}
+            return [r.project for r in s.scalars(select(RequestOutcome))], {
+                u.project for u in s.scalars(select(ToolUsage))
+            }
 
     def enough():
         got = ledger()

@@ -26,13 +26,22 @@ from tests.support.proxy import ADDON_SCRIPT
 from tests.unit.test_request_plan import github_scenario
 
 SYSTEM = "You are a coding agent. " * 400
-TOOLS = [{"name": "gh", "description": "Call the GitHub API.", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}]
+TOOLS = [
+    {
+        "name": "gh",
+        "description": "Call the GitHub API.",
+        "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}},
+    }
+]
 
 
 def conversation(payload: str) -> list[dict]:
     return [
         {"role": "user", "content": "Which issues are still open?"},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "gh", "input": {"path": "/issues"}}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "gh", "input": {"path": "/issues"}}],
+        },
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": payload}]},
     ]
 
@@ -68,7 +77,14 @@ def test_responses_input_tokens_is_planned_too(upstream, proxy_factory):
     body = {
         "model": "gpt-5",
         "instructions": SYSTEM,
-        "tools": [{"type": "function", "name": "gh", "description": "GitHub", "parameters": {"type": "object", "properties": {}}}],
+        "tools": [
+            {
+                "type": "function",
+                "name": "gh",
+                "description": "GitHub",
+                "parameters": {"type": "object", "properties": {}},
+            }
+        ],
         "input": [
             {"role": "user", "content": "Which issues are open?"},
             {"type": "function_call", "call_id": "c1", "name": "gh", "arguments": "{}"},
@@ -91,10 +107,14 @@ def test_tool_choice_none_gets_lossless_compression_only(upstream, proxy_factory
     for n, choice in enumerate(({"type": "none"}, {"type": "tool", "name": "gh"})):
         msgs = conversation(payload)
         msgs[0]["content"] += f" ({n})"  # a session of its own
-        client.messages.create(model="claude-sonnet-4-5", max_tokens=100, system=SYSTEM, tools=TOOLS, tool_choice=choice, messages=msgs)
+        client.messages.create(
+            model="claude-sonnet-4-5", max_tokens=100, system=SYSTEM, tools=TOOLS, tool_choice=choice, messages=msgs
+        )
         out = upstream.requests[-1].json["messages"][2]["content"][0]["content"]
         assert markers.find_marker_keys(out) == []
         assert decode_table(json.loads(out)) == json.loads(payload)  # every value kept
         assert len(out) < len(payload)
-    client.messages.create(model="claude-sonnet-4-5", max_tokens=100, system=SYSTEM, tools=TOOLS, messages=conversation(payload))
+    client.messages.create(
+        model="claude-sonnet-4-5", max_tokens=100, system=SYSTEM, tools=TOOLS, messages=conversation(payload)
+    )
     assert markers.find_marker_keys(upstream.requests[-1].json["messages"][2]["content"][0]["content"])

@@ -33,7 +33,9 @@ HEADROOM = str(Path(sys.executable).parent / "headroom")
 
 def _ask(upstream, px, model: str) -> None:
     upstream.responder = lambda rec: Reply.text("ok")
-    msg = anthropic_client(upstream, px, timeout=120).messages.create(model=model, max_tokens=20, messages=[{"role": "user", "content": f"hello from {model}"}])
+    msg = anthropic_client(upstream, px, timeout=120).messages.create(
+        model=model, max_tokens=20, messages=[{"role": "user", "content": f"hello from {model}"}]
+    )
     assert msg.content[0].text == "ok"
 
 
@@ -184,10 +186,18 @@ def test_proxies_starting_together_on_one_file_migrate_once(upstream, tmp_path):
 
 def _headroom(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HEADROOM_") and not k.lower().endswith("_proxy")}
-    return subprocess.run([HEADROOM, *args], env={**env, "HEADROOM_HOME": str(home), "COLUMNS": "200"}, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [HEADROOM, *args],
+        env={**env, "HEADROOM_HOME": str(home), "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
-def test_a_stopped_proxy_leaves_its_data_in_the_database_file_and_backup_copies_one_in_use(upstream, proxy_factory, tmp_path):
+def test_a_stopped_proxy_leaves_its_data_in_the_database_file_and_backup_copies_one_in_use(
+    upstream, proxy_factory, tmp_path
+):
     px = proxy_factory(ADDON_SCRIPT)
     _ready(px)
     db = px.home / "headroom.db"

@@ -46,7 +46,14 @@ def test_requests_answered_before_postgresql_is_up_reach_the_ledger(upstream, pr
         upstream.responder = lambda rec: Reply.text("ok")
         client = anthropic_client(upstream, px, timeout=120)
         for model in [f"early-{i}" for i in range(6)]:  # answered (uncompressed) while the database cannot be opened
-            assert client.messages.create(model=model, max_tokens=20, messages=[{"role": "user", "content": f"hello {model}"}]).content[0].text == "ok"
+            assert (
+                client.messages.create(
+                    model=model, max_tokens=20, messages=[{"role": "user", "content": f"hello {model}"}]
+                )
+                .content[0]
+                .text
+                == "ok"
+            )
         # the writer gave up its first tries: the rows wait in the journal, tried again later
         px.wait_for_log(r"ledger entries could not be written", timeout=60)
         _server(cluster, "start")
@@ -56,7 +63,14 @@ def test_requests_answered_before_postgresql_is_up_reach_the_ledger(upstream, pr
             time.sleep(0.5)
         assert _models(cluster, "headroom_late") == early  # every answer of that time, each once
         for model in ("late-0", "late-1"):
-            assert client.messages.create(model=model, max_tokens=20, messages=[{"role": "user", "content": f"hello {model}"}]).content[0].text == "ok"
+            assert (
+                client.messages.create(
+                    model=model, max_tokens=20, messages=[{"role": "user", "content": f"hello {model}"}]
+                )
+                .content[0]
+                .text
+                == "ok"
+            )
         deadline = time.monotonic() + 60
         while len(_models(cluster, "headroom_late")) < 8 and time.monotonic() < deadline:
             time.sleep(0.2)

@@ -59,13 +59,17 @@ class Locker:
     def __enter__(self) -> "Locker":
         if self.url.startswith("sqlite"):
             db = self.url.removeprefix("sqlite:///")
-            self.p = subprocess.Popen([sys.executable, "-c", LOCKER, db], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            self.p = subprocess.Popen(
+                [sys.executable, "-c", LOCKER, db], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            )
             assert self.p.stdout is not None and self.p.stdout.readline().strip() == "locked"
         else:
             import psycopg
             from sqlalchemy.engine import make_url
 
-            self.c = psycopg.connect(make_url(self.url).set(drivername="postgresql").render_as_string(hide_password=False), autocommit=True)
+            self.c = psycopg.connect(
+                make_url(self.url).set(drivername="postgresql").render_as_string(hide_password=False), autocommit=True
+            )
             for stmt in PG_LOCK.split("; "):
                 self.c.execute(stmt)
         return self
@@ -121,7 +125,9 @@ def test_a_write_lock_held_by_another_process_stalls_no_request(upstream, proxy)
     body = anthropic_request(github_scenario("search-issues.json"))
     upstream.responder = lambda rec: Reply.text("ok")
     # the proxy has served a request before (its lazy parts loaded, its tools known)
-    client.messages.create(model="warm-up", max_tokens=20, system=body["system"], tools=body["tools"], messages=body["messages"])
+    client.messages.create(
+        model="warm-up", max_tokens=20, system=body["system"], tools=body["tools"], messages=body["messages"]
+    )
     assert _wait_rows(db, 1)["warm-up"][0] == "compressed"
     upstream.reset()
     upstream.responder = lambda rec: Reply.text("ok")
@@ -134,7 +140,9 @@ def test_a_write_lock_held_by_another_process_stalls_no_request(upstream, proxy)
         assert msg.content[0].text == "ok"
         other = anthropic_request(big, question="Which issues are closed?")  # a new session: nothing to replay
         t = time.monotonic()
-        msg = client.messages.create(model="locked", max_tokens=20, system=other["system"], tools=other["tools"], messages=other["messages"])
+        msg = client.messages.create(
+            model="locked", max_tokens=20, system=other["system"], tools=other["tools"], messages=other["messages"]
+        )
         locked_s = time.monotonic() - t
         assert msg.content[0].text == "ok"
         assert _rows(db) == {"warm-up": ("compressed", "compressed")}  # the lock holds: nothing new committed
@@ -157,7 +165,9 @@ def test_a_write_lock_held_by_another_process_stalls_no_request(upstream, proxy)
     # upstream stays as it went; its session's state could not be stored under the lock)
     upstream.reset()
     upstream.responder = lambda rec: Reply.text("ok")
-    client.messages.create(model="after", max_tokens=20, system=other["system"], tools=other["tools"], messages=other["messages"])
+    client.messages.create(
+        model="after", max_tokens=20, system=other["system"], tools=other["tools"], messages=other["messages"]
+    )
     (after,) = upstream.requests
     assert after.json["messages"][2]["content"][0]["content"] == locked_sent
     assert _wait_rows(db, 4)["after"][0] == "compressed"

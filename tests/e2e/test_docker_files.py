@@ -39,7 +39,9 @@ def _hadolint() -> str:
 
 @pytest.mark.parametrize("dockerfile", ["Dockerfile", "example-agent/Dockerfile"])
 def test_dockerfiles_pass_hadolint(dockerfile):
-    out = subprocess.run([_hadolint(), "--no-color", str(DOCKER / dockerfile)], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [_hadolint(), "--no-color", str(DOCKER / dockerfile)], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stdout + out.stderr
 
 
@@ -78,7 +80,16 @@ def test_compose_file_matches_the_compose_spec_schema(compose):
     errors = sorted(Draft202012Validator(schema).iter_errors(compose), key=str)
     assert not errors, "\n".join(f"{list(e.absolute_path)}: {e.message}" for e in errors)
     # and the schema does catch a broken file
-    broken = {**compose, "services": {**compose["services"], "agent": {**compose["services"]["agent"], "depends_on": {"headroom": {"condition": "when-it-feels-like-it"}}}}}
+    broken = {
+        **compose,
+        "services": {
+            **compose["services"],
+            "agent": {
+                **compose["services"]["agent"],
+                "depends_on": {"headroom": {"condition": "when-it-feels-like-it"}},
+            },
+        },
+    }
     assert list(Draft202012Validator(schema).iter_errors(broken))
 
 
@@ -100,7 +111,9 @@ def test_compose_wires_the_agent_through_the_proxy_and_its_public_ca(compose):
 
 
 def _health(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["sh", str(DOCKER / "entrypoint.sh"), "healthcheck"], env=env, capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        ["sh", str(DOCKER / "entrypoint.sh"), "healthcheck"], env=env, capture_output=True, text=True, timeout=30
+    )
 
 
 def test_entrypoint_runs_the_sidecar_and_the_example_agent(tmp_path, upstream):
@@ -130,7 +143,10 @@ def test_entrypoint_runs_the_sidecar_and_the_example_agent(tmp_path, upstream):
         published = list((tmp_path / "ca").iterdir())
         assert [p.name for p in published] == ["headroom-ca.pem"]
         assert published[0].read_bytes() == (conf / "mitmproxy-ca-cert.pem").read_bytes()
-        assert b"PRIVATE KEY" not in published[0].read_bytes() and b"PRIVATE KEY" in (conf / "mitmproxy-ca.pem").read_bytes()
+        assert (
+            b"PRIVATE KEY" not in published[0].read_bytes()
+            and b"PRIVATE KEY" in (conf / "mitmproxy-ca.pem").read_bytes()
+        )
         assert (conf.stat().st_mode & 0o777, (conf / "mitmproxy-ca.pem").stat().st_mode & 0o777) == (0o700, 0o600)
 
         # the example agent, as its container runs it: its run.sh trusts the published CA
@@ -145,7 +161,9 @@ def test_entrypoint_runs_the_sidecar_and_the_example_agent(tmp_path, upstream):
         }
         for k in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_DIR"):
             agent_env.pop(k, None)
-        out = subprocess.run(["sh", str(DOCKER / "example-agent" / "run.sh")], env=agent_env, capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            ["sh", str(DOCKER / "example-agent" / "run.sh")], env=agent_env, capture_output=True, text=True, timeout=120
+        )
         assert out.returncode == 0, out.stdout + out.stderr
         assert "LLM host answered 200: upstream saw 3 messages" in out.stdout
         saved = int(re.search(r"headroom: 1 requests, (\d+) tokens saved", out.stdout).group(1))

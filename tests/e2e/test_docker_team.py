@@ -52,7 +52,13 @@ def test_team_compose_file_matches_the_compose_spec_schema(compose):
     schema = json.loads((DOCKER / "schema" / "compose-spec.json").read_text())
     errors = sorted(Draft202012Validator(schema).iter_errors(compose), key=str)
     assert not errors, "\n".join(f"{list(e.absolute_path)}: {e.message}" for e in errors)
-    broken = {**compose, "services": {**compose["services"], "headroom-b": {**compose["services"]["headroom-b"], "depends_on": {"headroom-a": {"condition": "soon"}}}}}
+    broken = {
+        **compose,
+        "services": {
+            **compose["services"],
+            "headroom-b": {**compose["services"]["headroom-b"], "depends_on": {"headroom-a": {"condition": "soon"}}},
+        },
+    }
     assert list(Draft202012Validator(schema).iter_errors(broken))
 
 
@@ -71,7 +77,11 @@ def test_team_compose_wires_two_proxies_to_one_database_key_and_ca(compose):
     # the database is the db service, with its user, password and database
     m = re.fullmatch(r"postgresql\+psycopg://([^:]+):([^@]+)@db:5432/(\w+)", env["HEADROOM_DB_URL"])
     assert m, env["HEADROOM_DB_URL"]
-    assert m.groups() == (db["environment"]["POSTGRES_USER"], db["environment"]["POSTGRES_PASSWORD"], db["environment"]["POSTGRES_DB"])
+    assert m.groups() == (
+        db["environment"]["POSTGRES_USER"],
+        db["environment"]["POSTGRES_PASSWORD"],
+        db["environment"]["POSTGRES_DB"],
+    )
     assert "pg_isready" in " ".join(db["healthcheck"]["test"])
     for p in (a, b):
         assert p["depends_on"]["db"]["condition"] == "service_healthy"
@@ -101,7 +111,9 @@ def test_team_compose_wires_two_proxies_to_one_database_key_and_ca(compose):
 
 
 def _health(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["sh", str(DOCKER / "entrypoint.sh"), "healthcheck"], env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        ["sh", str(DOCKER / "entrypoint.sh"), "healthcheck"], env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 def _pg_url() -> tuple[str, callable] | None:
@@ -114,7 +126,9 @@ def _pg_url() -> tuple[str, callable] | None:
 def test_team_entrypoints_share_key_ca_and_database_without_docker(compose, tmp_path, upstream):
     pg = _pg_url()
     if pg is None:
-        pytest.skip("needs PostgreSQL: set HEADROOM_TEST_PG_URL (eval \"$(scripts/postgres start)\") or install PostgreSQL")
+        pytest.skip(
+            'needs PostgreSQL: set HEADROOM_TEST_PG_URL (eval "$(scripts/postgres start)") or install PostgreSQL'
+        )
     url, drop = pg
     folders = {"/team": tmp_path / "team", "/ca": tmp_path / "ca"}
     base = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy") and not k.startswith("HEADROOM_")}
@@ -167,13 +181,21 @@ def test_team_entrypoints_share_key_ca_and_database_without_docker(compose, tmp_
             }
             for k in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_DIR"):
                 agent_env.pop(k, None)
-            out = subprocess.run(["sh", str(DOCKER / "example-agent" / "run.sh")], env=agent_env, capture_output=True, text=True, timeout=180)
+            out = subprocess.run(
+                ["sh", str(DOCKER / "example-agent" / "run.sh")],
+                env=agent_env,
+                capture_output=True,
+                text=True,
+                timeout=180,
+            )
             assert out.returncode == 0, out.stdout + out.stderr
             outputs.append(out.stdout)
         assert "LLM host answered 200" in outputs[0] and "LLM host answered 200" in outputs[1]
         counts = [int(re.search(r"headroom: (\d+) requests", o).group(1)) for o in outputs]
         assert counts == [1, 2]  # B's totals hold the request A recorded: one database
-        assert len(upstream.requests) == 2 and all("headroom omitted" in r.json["messages"][2]["content"][0]["content"] for r in upstream.requests)
+        assert len(upstream.requests) == 2 and all(
+            "headroom omitted" in r.json["messages"][2]["content"][0]["content"] for r in upstream.requests
+        )
     finally:
         for p in procs:
             os.killpg(p.pid, signal.SIGTERM)
@@ -187,7 +209,9 @@ def _docker_reason() -> str:
     """Why ``docker compose`` cannot run here ("" when it can)."""
     if shutil.which("docker") is None:
         return "no docker command"
-    info = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=60)
+    info = subprocess.run(
+        ["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=60
+    )
     if info.returncode != 0:
         return f"no Docker engine: {(info.stderr.strip().splitlines() or ['docker info failed'])[-1]}"
     if subprocess.run(["docker", "compose", "version"], capture_output=True, timeout=60).returncode != 0:
@@ -203,8 +227,16 @@ def test_team_compose_up_with_docker(tmp_path):
     cmd = ["docker", "compose", "-p", project, "-f", str(COMPOSE)]
     env = {**os.environ, "POSTGRES_PASSWORD": "team-test", "ANTHROPIC_API_KEY": ""}
     try:
-        up = subprocess.run([*cmd, "up", "--build", "--abort-on-container-exit", "--exit-code-from", "agent-b"], env=env, capture_output=True, text=True, timeout=3600)
-        logs = subprocess.run([*cmd, "logs", "--no-color", *AGENTS], env=env, capture_output=True, text=True, timeout=120).stdout
+        up = subprocess.run(
+            [*cmd, "up", "--build", "--abort-on-container-exit", "--exit-code-from", "agent-b"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=3600,
+        )
+        logs = subprocess.run(
+            [*cmd, "logs", "--no-color", *AGENTS], env=env, capture_output=True, text=True, timeout=120
+        ).stdout
         assert up.returncode == 0, up.stdout[-4000:] + up.stderr[-4000:]
         # without an API key the LLM host answers 401, but both requests went through the team
         assert re.search(r"agent-b.*headroom: 2 requests", logs), logs[-4000:]

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from headroom_core.ccr import retrieve
-from headroom_core.compress import markers
 from headroom_core.ccr.loop import notice_rounds
+from headroom_core.compress import markers
 from tests.support.clients import anthropic_client, http_client, openai_client
 from tests.support.dialect_e2e import ledger_rows
 from tests.support.upstream import Reply
@@ -41,7 +41,9 @@ def tool_result_of(rec) -> str:
 def test_anthropic_sdk_request_is_compressed_reversibly(upstream, proxy, big_output):
     client = anthropic_client(upstream, proxy)
     body = anthropic_request(big_output)
-    msg = client.messages.create(model=MODEL, max_tokens=100, system=body["system"], tools=body["tools"], messages=body["messages"])
+    msg = client.messages.create(
+        model=MODEL, max_tokens=100, system=body["system"], tools=body["tools"], messages=body["messages"]
+    )
     assert msg.content[0].text.startswith("upstream saw 3 messages")
     rec = upstream.requests[0]
     sent = tool_result_of(rec)
@@ -55,7 +57,10 @@ def test_anthropic_sdk_request_is_compressed_reversibly(upstream, proxy, big_out
 
 def test_retrieve_answered_by_proxy_non_streaming(upstream, proxy, big_output):
     key = markers.offload_key(big_output)
-    upstream.script(Reply.tool_call(retrieve.TOOL_NAME, {"key": key}, text="Let me see everything."), Reply.text("All issues checked."))
+    upstream.script(
+        Reply.tool_call(retrieve.TOOL_NAME, {"key": key}, text="Let me see everything."),
+        Reply.text("All issues checked."),
+    )
     client = anthropic_client(upstream, proxy)
     body = anthropic_request(big_output)
     msg = client.messages.create(model=MODEL, max_tokens=100, tools=body["tools"], messages=body["messages"])
@@ -72,7 +77,9 @@ def test_retrieve_answered_by_proxy_non_streaming(upstream, proxy, big_output):
 
 def test_retrieve_answered_by_proxy_streaming(upstream, proxy, big_output):
     key = markers.offload_key(big_output)
-    upstream.script(Reply.tool_call(retrieve.TOOL_NAME, {"key": key}, text="Checking."), Reply.text("Done: thirteen issues."))
+    upstream.script(
+        Reply.tool_call(retrieve.TOOL_NAME, {"key": key}, text="Checking."), Reply.text("Done: thirteen issues.")
+    )
     client = anthropic_client(upstream, proxy)
     body = anthropic_request(big_output)
     with client.messages.stream(model=MODEL, max_tokens=100, tools=body["tools"], messages=body["messages"]) as stream:
@@ -102,7 +109,11 @@ def test_openai_chat_retrieve_loop(upstream, proxy, big_output, stream):
     client = openai_client(upstream, proxy)
     messages = [
         {"role": "user", "content": "which issues are open?"},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "gh", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "gh", "arguments": "{}"}}],
+        },
         {"role": "tool", "tool_call_id": "call_1", "content": big_output},
     ]
     if stream:
@@ -116,7 +127,11 @@ def test_openai_chat_retrieve_loop(upstream, proxy, big_output, stream):
     assert text == "chat answer"
     first, follow = upstream.requests
     assert len(first.json["messages"][2]["content"]) < len(big_output)
-    assert follow.json["messages"][-1] == {"role": "tool", "tool_call_id": follow.json["messages"][-2]["tool_calls"][0]["id"], "content": big_output}
+    assert follow.json["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": follow.json["messages"][-2]["tool_calls"][0]["id"],
+        "content": big_output,
+    }
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -141,13 +156,21 @@ def test_openai_responses_retrieve_loop(upstream, proxy, big_output, stream):
         assert all(getattr(o, "name", None) != retrieve.TOOL_NAME for o in r.output)
     assert text == "responses answer"
     follow = upstream.requests[1]
-    assert follow.json["input"][-1] == {"type": "function_call_output", "call_id": follow.json["input"][-2]["call_id"], "output": big_output}
+    assert follow.json["input"][-1] == {
+        "type": "function_call_output",
+        "call_id": follow.json["input"][-2]["call_id"],
+        "output": big_output,
+    }
 
 
 def test_bypass_is_byte_identical_and_headers_are_not_forwarded(upstream, proxy, big_output):
     raw = json.dumps(anthropic_request(big_output), indent=3).encode()
     with http_client(proxy) as c:
-        r = c.post(upstream.url + "/v1/messages", content=raw, headers={"content-type": "application/json", "x-headroom-bypass": "true", "x-headroom-session": "s1"})
+        r = c.post(
+            upstream.url + "/v1/messages",
+            content=raw,
+            headers={"content-type": "application/json", "x-headroom-bypass": "true", "x-headroom-session": "s1"},
+        )
     assert r.status_code == 200
     rec = upstream.requests[0]
     assert rec.sha256 == hashlib.sha256(raw).hexdigest()
@@ -156,7 +179,11 @@ def test_bypass_is_byte_identical_and_headers_are_not_forwarded(upstream, proxy,
 
 @pytest.mark.parametrize(
     "path,body",
-    [("/v1/messages", b"{this is not json"), ("/v1/files", json.dumps({"messages": [{"role": "user", "content": "x" * 5000}]}).encode()), ("/v1/messages/count_tokens", b'{"model":"m","messages":[]}')],
+    [
+        ("/v1/messages", b"{this is not json"),
+        ("/v1/files", json.dumps({"messages": [{"role": "user", "content": "x" * 5000}]}).encode()),
+        ("/v1/messages/count_tokens", b'{"model":"m","messages":[]}'),
+    ],
 )
 def test_untouched_requests_arrive_byte_identical(upstream, proxy, path, body):
     with http_client(proxy) as c:
@@ -165,7 +192,9 @@ def test_untouched_requests_arrive_byte_identical(upstream, proxy, path, body):
 
 
 def test_oversized_body_gets_413_and_no_upstream_contact(upstream, proxy):
-    body = json.dumps({"model": MODEL, "max_tokens": 1, "messages": [{"role": "user", "content": "x" * 4_100_000}]}).encode()
+    body = json.dumps(
+        {"model": MODEL, "max_tokens": 1, "messages": [{"role": "user", "content": "x" * 4_100_000}]}
+    ).encode()
     with http_client(proxy) as c:
         r = c.post(upstream.url + "/v1/messages", content=body, headers={"content-type": "application/json"})
     assert r.status_code == 413
@@ -186,8 +215,19 @@ def test_corpus_replay_through_mitmdump(upstream, proxy):
             raw_resp = resp["body"] if isinstance(resp["body"], str) else json.dumps(resp["body"])
             ctype = "text/event-stream" if isinstance(resp["body"], str) else "application/json"
             upstream.raw(200, raw_resp.encode(), {"content-type": ctype})
-            path = "/v1/messages/count_tokens" if set(body) <= {"model", "messages", "tools", "system"} and "max_tokens" not in body else "/v1/messages"
-            r = c.post(upstream.url + path, content=json.dumps(body).encode(), headers={"content-type": "application/json", "user-agent": flow["request"]["headers"].get("user-agent", "")})
+            path = (
+                "/v1/messages/count_tokens"
+                if set(body) <= {"model", "messages", "tools", "system"} and "max_tokens" not in body
+                else "/v1/messages"
+            )
+            r = c.post(
+                upstream.url + path,
+                content=json.dumps(body).encode(),
+                headers={
+                    "content-type": "application/json",
+                    "user-agent": flow["request"]["headers"].get("user-agent", ""),
+                },
+            )
             assert r.status_code == 200, f.name
             assert r.content == raw_resp.encode(), f.name
             got = upstream.requests[-1].json
@@ -199,12 +239,15 @@ def test_corpus_replay_through_mitmdump(upstream, proxy):
                     for m in b["messages"]
                     if isinstance(m["content"], list)
                     for x in m["content"]
-                    if x.get("type") != "text"  # text blocks: a string may be replayed as one block, plus the proxy's context block
+                    if x.get("type")
+                    != "text"  # text blocks: a string may be replayed as one block, plus the proxy's context block
                 ]
 
             assert ids(got) == ids(body), f.name
             if "tools" in body:  # the client's tools (in the project's order), then the proxy's
-                assert sorted(t["name"] for t in got["tools"][: len(body["tools"])]) == sorted(t["name"] for t in body["tools"])
+                assert sorted(t["name"] for t in got["tools"][: len(body["tools"])]) == sorted(
+                    t["name"] for t in body["tools"]
+                )
 
 
 def _outcomes(proxy, n: int):
@@ -225,12 +268,26 @@ def test_ledger_records_outcome_and_provider_usage(upstream, proxy_factory, big_
     body = anthropic_request(big_output)
     client.messages.create(model=MODEL, max_tokens=100, tools=body["tools"], messages=body["messages"])
     (row,) = _outcomes(px, 1)
-    assert (row.dialect, row.client, row.action, row.status_code) == ("anthropic-messages", "anthropic-python", "compressed", 200)
+    assert (row.dialect, row.client, row.action, row.status_code) == (
+        "anthropic-messages",
+        "anthropic-python",
+        "compressed",
+        200,
+    )
     assert row.tokens_before > 2 * row.tokens_after > 0 and row.blocks_compressed == 1
-    assert (row.usage_input_tokens, row.usage_output_tokens, row.usage_cache_read_tokens, row.usage_cache_write_tokens) == (1234, 56, 1000, 200)
+    assert (
+        row.usage_input_tokens,
+        row.usage_output_tokens,
+        row.usage_cache_read_tokens,
+        row.usage_cache_write_tokens,
+    ) == (1234, 56, 1000, 200)
     assert row.body_bytes_after < row.body_bytes_before
     out = subprocess.run(
-        [str(Path(sys.executable).parent / "headroom"), "stats"], env={"HEADROOM_HOME": str(px.home), "HOME": str(Path.home()), "PATH": "/usr/bin:/bin", "COLUMNS": "200"}, capture_output=True, text=True, timeout=60
+        [str(Path(sys.executable).parent / "headroom"), "stats"],
+        env={"HEADROOM_HOME": str(px.home), "HOME": str(Path.home()), "PATH": "/usr/bin:/bin", "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert out.returncode == 0, out.stderr
     shown = out.stdout.replace(",", "")
@@ -242,7 +299,11 @@ def test_secrets_are_never_stored_or_logged(upstream, proxy_factory, big_output)
     database or its own log lines (mitmproxy's per-flow dump is off: flow_detail=0)."""
     from tests.support.proxy import ADDON_SCRIPT
 
-    secret_key, secret_bearer, secret_query = "sk-ant-api03-SECRETKEY-0001", "oauth-SECRETBEARER-0002", "AIzaSECRETQUERY0003"
+    secret_key, secret_bearer, secret_query = (
+        "sk-ant-api03-SECRETKEY-0001",
+        "oauth-SECRETBEARER-0002",
+        "AIzaSECRETQUERY0003",
+    )
     px = proxy_factory(ADDON_SCRIPT, options={"flow_detail": 0})
     key = markers.offload_key(big_output)
     upstream.script(Reply.tool_call(retrieve.TOOL_NAME, {"key": key}), Reply.text("done"))
@@ -251,7 +312,11 @@ def test_secrets_are_never_stored_or_logged(upstream, proxy_factory, big_output)
         r = c.post(
             upstream.url + f"/v1/messages?key={secret_query}",
             content=body,
-            headers={"content-type": "application/json", "x-api-key": secret_key, "authorization": f"Bearer {secret_bearer}"},
+            headers={
+                "content-type": "application/json",
+                "x-api-key": secret_key,
+                "authorization": f"Bearer {secret_bearer}",
+            },
         )
     assert r.status_code == 200
     assert len(upstream.requests) == 2, (r.text, px.log_text()[-3000:])
@@ -271,7 +336,11 @@ def test_proxy_calls_mixed_with_client_calls_never_reach_the_client(upstream, pr
     from tests.support.upstream import ToolCall
 
     key = markers.offload_key(big_output)
-    upstream.script(Reply.tool_calls_reply([ToolCall(retrieve.TOOL_NAME, {"key": key}), ToolCall("github_api", {"path": "/x"})], text="Two things."))
+    upstream.script(
+        Reply.tool_calls_reply(
+            [ToolCall(retrieve.TOOL_NAME, {"key": key}), ToolCall("github_api", {"path": "/x"})], text="Two things."
+        )
+    )
     client = anthropic_client(upstream, proxy)
     body = anthropic_request(big_output)
     if stream:
@@ -287,9 +356,14 @@ def test_proxy_calls_mixed_with_client_calls_never_reach_the_client(upstream, pr
 def test_rounds_exhausted_ends_the_turn_without_the_proxy_call(upstream, proxy_factory, big_output):
     from tests.support.proxy import ADDON_SCRIPT
 
-    px = proxy_factory(ADDON_SCRIPT, options={"headroom_retrieve_max_rounds": 1, "headroom_compress_timeout_seconds": 300})  # the plan must finish to offer the tool
+    px = proxy_factory(
+        ADDON_SCRIPT, options={"headroom_retrieve_max_rounds": 1, "headroom_compress_timeout_seconds": 300}
+    )  # the plan must finish to offer the tool
     key = markers.offload_key(big_output)
-    upstream.script(Reply.tool_call(retrieve.TOOL_NAME, {"key": key}, text="a"), Reply.tool_call(retrieve.TOOL_NAME, {"key": key}, text="b"))
+    upstream.script(
+        Reply.tool_call(retrieve.TOOL_NAME, {"key": key}, text="a"),
+        Reply.tool_call(retrieve.TOOL_NAME, {"key": key}, text="b"),
+    )
     client = anthropic_client(upstream, px)
     body = anthropic_request(big_output)
     with client.messages.stream(model=MODEL, max_tokens=100, tools=body["tools"], messages=body["messages"]) as s:

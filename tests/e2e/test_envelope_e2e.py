@@ -15,7 +15,9 @@ from tests.support.clients import anthropic_client, openai_client
 from tests.support.upstream import Reply
 from tests.unit.test_request_plan import github_scenario
 
-CODEX_HEAD = "Chunk ID: 9b0c2e\nWall time: 0.8807 seconds\nProcess exited with code 0\nOriginal token count: 10654\nOutput:\n"
+CODEX_HEAD = (
+    "Chunk ID: 9b0c2e\nWall time: 0.8807 seconds\nProcess exited with code 0\nOriginal token count: 10654\nOutput:\n"
+)
 REMINDER = "<system-reminder>\nWhenever you read a file, consider whether it looks malicious.\n</system-reminder>\n"
 EXEC_TOOL = {
     "type": "function",
@@ -40,8 +42,17 @@ def issues() -> str:
 
 def codex_items(output: str) -> list[dict]:
     return [
-        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Which issues are still open?"}]},
-        {"type": "function_call", "call_id": "call_7", "name": "exec_command", "arguments": json.dumps({"cmd": "gh api /repos/o/r/issues"})},
+        {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "Which issues are still open?"}],
+        },
+        {
+            "type": "function_call",
+            "call_id": "call_7",
+            "name": "exec_command",
+            "arguments": json.dumps({"cmd": "gh api /repos/o/r/issues"}),
+        },
         {"type": "function_call_output", "call_id": "call_7", "output": output},
     ]
 
@@ -82,10 +93,26 @@ def test_claude_code_reminder_after_a_compressed_output_keeps_its_blank_line(ups
     client.messages.create(
         model="claude-sonnet-4-5",
         max_tokens=100,
-        tools=[{"name": "Bash", "description": "Run a shell command.", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}],
+        tools=[
+            {
+                "name": "Bash",
+                "description": "Run a shell command.",
+                "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}},
+            }
+        ],
         messages=[
             {"role": "user", "content": "Which issues are still open?"},
-            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_01", "name": "Bash", "input": {"command": "gh api /repos/o/r/issues"}}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_01",
+                        "name": "Bash",
+                        "input": {"command": "gh api /repos/o/r/issues"},
+                    }
+                ],
+            },
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": original}]},
         ],
     )

@@ -32,8 +32,8 @@ import pytest
 from headroom_core.ccr import retrieve
 from headroom_core.compress import markers
 from tests.support.clients import anthropic_client, http_client, iter_sse, openai_client
-from tests.support.leaving_clients import H2Client, h1_send
 from tests.support.dialect_e2e import ledger_rows
+from tests.support.leaving_clients import H2Client, h1_send
 from tests.support.proxy import ADDON_SCRIPT
 from tests.support.sse_forms import anthropic_events, anthropic_message, responses_events, responses_response, sse
 from tests.support.upstream import Reply
@@ -58,7 +58,11 @@ def big_output() -> str:
 def chat_messages(big_output: str) -> list[dict]:
     return [
         {"role": "user", "content": "which issues are open?"},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "gh", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "gh", "arguments": "{}"}}],
+        },
         {"role": "tool", "tool_call_id": "call_1", "content": big_output},
     ]
 
@@ -90,7 +94,9 @@ SLOW = 120.0
 
 def _retrieve_again(key: str) -> bytes:
     """A non-streamed answer that calls ``headroom_retrieve`` again (a next round, if asked)."""
-    return json.dumps(anthropic_message([{"type": "tool_use", "id": "toolu_2", "name": R, "input": {"key": key}}], "tool_use")).encode()
+    return json.dumps(
+        anthropic_message([{"type": "tool_use", "id": "toolu_2", "name": R, "input": {"key": key}}], "tool_use")
+    ).encode()
 
 
 def _left_and_nothing_after(upstream, left: float, follow_up: int = 1) -> float:
@@ -153,7 +159,13 @@ def test_an_http2_stream_reset_stops_the_follow_up_and_the_connection_stays(upst
     px = proxy_factory(ADDON_SCRIPT, options={**OPTIONS, "connection_strategy": "lazy"})  # h2 to the client
     key = markers.offload_key(big_output)
     upstream.script(Reply.tool_call(R, {"key": key}, text="Checking."))
-    upstream.raw(200, b"", {"content-type": "text/event-stream"}, chunks=[sse(anthropic_events(anthropic_message([], "end_turn"))[:1])], hang=SLOW)
+    upstream.raw(
+        200,
+        b"",
+        {"content-type": "text/event-stream"},
+        chunks=[sse(anthropic_events(anthropic_message([], "end_turn"))[:1])],
+        hang=SLOW,
+    )
     upstream.script(Reply.text("round 3"))
     body = json.dumps({**anthropic_request(big_output), "model": MODEL, "max_tokens": 100, "stream": True}).encode()
     with H2Client(px, upstream) as c:
@@ -164,25 +176,43 @@ def test_an_http2_stream_reset_stops_the_follow_up_and_the_connection_stays(upst
         c.reset(sid)  # RST_STREAM(CANCEL): the user interrupted; the connection stays
         _left_and_nothing_after(upstream, time.monotonic())
         assert c.alive(0.5)  # the client's other streams may go on
-        sid2 = c.post("/v1/messages", json.dumps({"model": MODEL, "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}).encode())
+        sid2 = c.post(
+            "/v1/messages",
+            json.dumps({"model": MODEL, "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}).encode(),
+        )
         assert c.read_until(sid2, lambda st: st.ended, timeout=60).status == 200
 
 
 # -- item 4: the provider fails a follow-up ----------------------------------------------------
 
-RATE_LIMITED = {"type": "error", "error": {"type": "rate_limit_error", "message": "Number of request tokens has exceeded your per-minute rate limit."}, "request_id": "req_011"}
+RATE_LIMITED = {
+    "type": "error",
+    "error": {
+        "type": "rate_limit_error",
+        "message": "Number of request tokens has exceeded your per-minute rate limit.",
+    },
+    "request_id": "req_011",
+}
 
 
 def test_a_non_streamed_429_reaches_the_client_with_its_retry_after(upstream, proxy, big_output):
     key = markers.offload_key(big_output)
     upstream.script(Reply.tool_call(R, {"key": key}, text="Checking."))
-    upstream.raw(429, RATE_LIMITED, {"retry-after": "7", "anthropic-ratelimit-tokens-remaining": "0", "x-should-retry": "true"})
+    upstream.raw(
+        429, RATE_LIMITED, {"retry-after": "7", "anthropic-ratelimit-tokens-remaining": "0", "x-should-retry": "true"}
+    )
     body = anthropic_request(big_output)
     with pytest.raises(anthropic.RateLimitError) as e:
-        anthropic_client(upstream, proxy).messages.create(model="rate-limited", max_tokens=100, tools=body["tools"], messages=body["messages"])
+        anthropic_client(upstream, proxy).messages.create(
+            model="rate-limited", max_tokens=100, tools=body["tools"], messages=body["messages"]
+        )
     r = e.value.response
     assert e.value.status_code == 429 and e.value.body == RATE_LIMITED  # the provider's error body, as sent
-    assert (r.headers["retry-after"], r.headers["anthropic-ratelimit-tokens-remaining"], r.headers["x-should-retry"]) == ("7", "0", "true")
+    assert (
+        r.headers["retry-after"],
+        r.headers["anthropic-ratelimit-tokens-remaining"],
+        r.headers["x-should-retry"],
+    ) == ("7", "0", "true")
     assert len(upstream.requests) == 2
     (row,) = _rows_of(proxy, "rate-limited")
     assert (row.status_code, row.retrieve_rounds) == (429, 0)
@@ -200,12 +230,17 @@ def test_a_streamed_529_ends_with_the_error_event_after_the_text_so_far(upstream
     assert r.status_code == 200  # sent with the first round
     texts = [e.json["delta"]["text"] for e in events if e.type == "content_block_delta"]
     assert texts == ["Checking."] and "message_stop" not in [e.type for e in events]
-    assert events[-1].event == "error" and events[-1].json == {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded. Please try again in 3s."}}
+    assert events[-1].event == "error" and events[-1].json == {
+        "type": "error",
+        "error": {"type": "overloaded_error", "message": "Overloaded. Please try again in 3s."},
+    }
     # the SDK raises on it (an agent retries)
     upstream.script(Reply.tool_call(R, {"key": key}, text="Checking."))
     upstream.raw(529, overloaded)
     with pytest.raises(anthropic.APIStatusError) as e:
-        with anthropic_client(upstream, proxy).messages.stream(model="overloaded", max_tokens=100, tools=body["tools"], messages=body["messages"]) as s:
+        with anthropic_client(upstream, proxy).messages.stream(
+            model="overloaded", max_tokens=100, tools=body["tools"], messages=body["messages"]
+        ) as s:
             s.get_final_message()
     assert e.value.body == overloaded
     rows = _rows_of(proxy, "overloaded", 2)
@@ -214,25 +249,54 @@ def test_a_streamed_529_ends_with_the_error_event_after_the_text_so_far(upstream
 
 def test_a_chat_streamed_429_ends_with_the_error_chunk(upstream, proxy, big_output):
     key = markers.offload_key(big_output)
-    err = {"error": {"message": "Rate limit reached for gpt-4o.", "type": "requests", "param": None, "code": "rate_limit_exceeded"}}
+    err = {
+        "error": {
+            "message": "Rate limit reached for gpt-4o.",
+            "type": "requests",
+            "param": None,
+            "code": "rate_limit_exceeded",
+        }
+    }
     upstream.script(Reply.tool_call(R, {"key": key}, text="Checking."))
     upstream.raw(429, err, {"retry-after-ms": "1500"})
     text = ""
     with pytest.raises(openai.APIError) as e:
-        for c in openai_client(upstream, proxy).chat.completions.create(model="gpt-4o", messages=chat_messages(big_output), stream=True):
+        for c in openai_client(upstream, proxy).chat.completions.create(
+            model="gpt-4o", messages=chat_messages(big_output), stream=True
+        ):
             text += (c.choices[0].delta.content or "") if c.choices else ""
-    assert text == "Checking." and e.value.body == {**err["error"], "message": "Rate limit reached for gpt-4o. Please try again in 1.5s."}
+    assert text == "Checking." and e.value.body == {
+        **err["error"],
+        "message": "Rate limit reached for gpt-4o. Please try again in 1.5s.",
+    }
 
 
 def test_a_responses_streamed_500_ends_with_response_failed_holding_the_text_so_far(upstream, proxy, big_output):
     key = markers.offload_key(big_output)
     upstream.script(Reply.tool_call(R, {"key": key}, text="Checking."))
-    upstream.raw(500, {"error": {"message": "The server had an error while processing your request.", "type": "server_error", "param": None, "code": None}})
-    events = list(openai_client(upstream, proxy).responses.create(model="gpt-5", input=responses_items(big_output), stream=True))
+    upstream.raw(
+        500,
+        {
+            "error": {
+                "message": "The server had an error while processing your request.",
+                "type": "server_error",
+                "param": None,
+                "code": None,
+            }
+        },
+    )
+    events = list(
+        openai_client(upstream, proxy).responses.create(model="gpt-5", input=responses_items(big_output), stream=True)
+    )
     last = events[-1]
     assert last.type == "response.failed" and last.response.status == "failed"
-    assert last.response.output_text == "Checking." and last.response.error.message == "The server had an error while processing your request."
-    assert not any(e.type == "response.completed" for e in events) and [e.sequence_number for e in events] == list(range(len(events)))
+    assert (
+        last.response.output_text == "Checking."
+        and last.response.error.message == "The server had an error while processing your request."
+    )
+    assert not any(e.type == "response.completed" for e in events) and [e.sequence_number for e in events] == list(
+        range(len(events))
+    )
 
 
 def test_a_follow_up_whose_connection_drops_is_a_502_to_retry(upstream, proxy, big_output):
@@ -241,7 +305,9 @@ def test_a_follow_up_whose_connection_drops_is_a_502_to_retry(upstream, proxy, b
     upstream.raw(abort=True)  # the provider's connection drops without an answer
     body = anthropic_request(big_output)
     with pytest.raises(anthropic.InternalServerError) as e:
-        anthropic_client(upstream, proxy).messages.create(model=MODEL, max_tokens=100, tools=body["tools"], messages=body["messages"])
+        anthropic_client(upstream, proxy).messages.create(
+            model=MODEL, max_tokens=100, tools=body["tools"], messages=body["messages"]
+        )
     assert e.value.status_code == 502 and e.value.body["error"]["type"] == "api_error"  # type: ignore[index]
     assert "retry the request" in e.value.message
 
@@ -288,13 +354,28 @@ def test_chat_retrieve_cut_by_length_is_never_carried_out(upstream, proxy, big_o
 
 def test_responses_retrieve_cut_by_max_output_tokens_is_never_carried_out(upstream, proxy, big_output):
     key = markers.offload_key(big_output)
-    msg = {"type": "message", "id": "msg_1", "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": "Checking.", "annotations": []}]}
-    fc = {"type": "function_call", "id": "fc_1", "call_id": "call_r", "name": R, "arguments": json.dumps({"key": key})[:12], "status": "incomplete"}
+    msg = {
+        "type": "message",
+        "id": "msg_1",
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "Checking.", "annotations": []}],
+    }
+    fc = {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_r",
+        "name": R,
+        "arguments": json.dumps({"key": key})[:12],
+        "status": "incomplete",
+    }
     resp = responses_response([msg, fc], status="incomplete", incomplete_details={"reason": "max_output_tokens"})
     evs = responses_events(resp)
     evs[-1] = {**evs[-1], "type": "response.incomplete"}
     upstream.raw(200, b"", {"content-type": "text/event-stream"}, chunks=[sse(evs)])
-    events = list(openai_client(upstream, proxy).responses.create(model="gpt-5", input=responses_items(big_output), stream=True))
+    events = list(
+        openai_client(upstream, proxy).responses.create(model="gpt-5", input=responses_items(big_output), stream=True)
+    )
     (last,) = [e for e in events if e.type == "response.incomplete"]
     assert last.response.status == "incomplete" and last.response.incomplete_details.reason == "max_output_tokens"
     assert [o.type for o in last.response.output] == ["message"] and last.response.output_text == "Checking."

@@ -34,7 +34,9 @@ def test_lone_surrogates_are_counted_and_embedded(counter):
 def test_decision_cache_memory_holds_no_originals():
     cache = DecisionCache(None)
     original = "line of a log\n" * 5000
-    changed = CompressResult("short [marker]", True, "log", "templates", "r", (Offload("ab" * 12, original, "4990 of 5000 lines"),))
+    changed = CompressResult(
+        "short [marker]", True, "log", "templates", "r", (Offload("ab" * 12, original, "4990 of 5000 lines"),)
+    )
     cache.put("h1", changed, 10_000, 100)
     cache.put("h2", CompressResult.unchanged(original + "x", "text", "no gain"), 10_001, 10_001)
     kept = [e[0] for e in cache._mem.values()]
@@ -66,7 +68,11 @@ def test_proxy_loads_the_embedding_model_only_when_prose_needs_it(upstream, prox
     upstream.responder = lambda rec: Reply.text("ok")
 
     def post(body: dict) -> str:
-        r = c.post(upstream.url + "/v1/messages", content=json.dumps(body).encode(), headers={"content-type": "application/json"})
+        r = c.post(
+            upstream.url + "/v1/messages",
+            content=json.dumps(body).encode(),
+            headers={"content-type": "application/json"},
+        )
         assert r.status_code == 200
         return json.loads(upstream.last.body)["messages"][2]["content"][0]["content"]
 

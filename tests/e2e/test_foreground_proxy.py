@@ -117,7 +117,9 @@ def test_ctrl_c_at_any_moment_of_the_start_is_one_line_and_status_130(tmp_path, 
     # nothing else after the Ctrl-C but the start-up lines it was held behind: no traceback
     # (KeyboardInterrupt in an import, the worker's), no warm-up line, no panic
     assert all(STARTING.match(line) for line in after[:-1]), "\n".join(after)
-    assert not any("Traceback" in line or "panicked" in line or ":root:" in line for line in fg.lines), "\n".join(fg.lines)
+    assert not any("Traceback" in line or "panicked" in line or ":root:" in line for line in fg.lines), "\n".join(
+        fg.lines
+    )
 
 
 def test_the_banner_says_the_ca_is_created_only_when_it_is_not_there_yet(tmp_path):
@@ -142,21 +144,31 @@ def test_doctor_finds_a_proxy_running_in_a_terminal_on_any_port(tmp_path):
     try:
         fg.wait_for("headroom: ready")
         assert record.read_text() == f"{fg.proc.pid}\n"
-        out = subprocess.run([HEADROOM, "doctor", "--no-models", "--json"], env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            [HEADROOM, "doctor", "--no-models", "--json"],
+            env=_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         found = {c["name"]: c for c in json.loads(out.stdout)}
         assert found[f"proxy :{port}"] == {
             "name": f"proxy :{port}", "level": "ok", "fix": "",
             "detail": f"pid {fg.proc.pid} answers at http://127.0.0.1:{port}; it runs in a terminal (Ctrl-C there stops it)",
         }  # fmt: skip
         assert "proxy" not in found  # no guess at 8080 when a running proxy is known
-        stop = subprocess.run([HEADROOM, "proxy", "--stop"], env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+        stop = subprocess.run(
+            [HEADROOM, "proxy", "--stop"], env=_env(tmp_path), capture_output=True, text=True, timeout=120
+        )
         assert stop.returncode == 1 and fg.proc.poll() is None  # --stop is for background proxies
         fg.interrupt()
         assert fg.finish() == 130
     finally:
         fg.kill()
     assert not record.exists()  # removed by the proxy as it stopped
-    out = subprocess.run([HEADROOM, "doctor", "--no-models", "--json"], env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [HEADROOM, "doctor", "--no-models", "--json"], env=_env(tmp_path), capture_output=True, text=True, timeout=120
+    )
     found = {c["name"]: c for c in json.loads(out.stdout)}
     assert f"proxy :{port}" not in found and found["proxy"]["level"] == "warn"
     assert found["proxy"]["fix"].endswith("one on another port: `headroom doctor --port N`")

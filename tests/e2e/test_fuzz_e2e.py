@@ -71,7 +71,14 @@ def log_failures(log: str) -> list[str]:
     out = []
     for i, ln in enumerate(lines):
         if any(m in ln for m in marks):
-            end = next((j for j in range(i + 1, min(len(lines), i + 80)) if lines[j] and not lines[j].startswith((" ", "Traceback"))), i)
+            end = next(
+                (
+                    j
+                    for j in range(i + 1, min(len(lines), i + 80))
+                    if lines[j] and not lines[j].startswith((" ", "Traceback"))
+                ),
+                i,
+            )
             out.append(" | ".join([lines[i - 1] if i else "", ln, lines[end]]))
     return out
 
@@ -79,8 +86,14 @@ def log_failures(log: str) -> list[str]:
 def test_fuzzed_requests_through_mitmdump(fuzz_proxy, upstream):
     with http_client(fuzz_proxy, timeout=300) as client:
 
-        @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None, phases=[Phase.explicit, Phase.generate],
-                  suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=EXAMPLES,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            phases=[Phase.explicit, Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )
         @given(case=fuzz.cases())
         def body_goes_through(case: fuzz.Case) -> None:
             problems = run_case(case, client, upstream)

@@ -23,8 +23,7 @@ import pytest
 from headroom_core.ccr import retrieve
 from headroom_core.compress import markers
 from tests.support.clients import anthropic_client, http_client, ssl_context
-from tests.support.dialect_e2e import OPTIONS, ledger_rows
-from tests.support.dialect_e2e import big_output, proxy  # noqa: F401 (fixtures)
+from tests.support.dialect_e2e import OPTIONS, big_output, ledger_rows, proxy  # noqa: F401 (fixtures)
 from tests.support.proxy import ADDON_SCRIPT
 from tests.support.upstream import Reply
 
@@ -43,11 +42,21 @@ SIGNATURE = "CiQBVKhc7q0Zr8n1c2lnbmF0dXJlLW9wYXF1ZQ=="
 
 def gemini_client(upstream, proxy, *, vertex: bool = False):
     """A real ``genai.Client`` whose requests go to ``upstream`` through ``proxy`` (its CA trusted)."""
-    opts = types.HttpOptions(base_url=upstream.url, client_args={"proxy": proxy.url, "verify": ssl_context(proxy.ca_path)}, async_client_args={})
+    opts = types.HttpOptions(
+        base_url=upstream.url,
+        client_args={"proxy": proxy.url, "verify": ssl_context(proxy.ca_path)},
+        async_client_args={},
+    )
     if vertex:
         from google.oauth2.credentials import Credentials
 
-        return genai.Client(vertexai=True, project="proj-1", location="us-central1", credentials=Credentials(token="ya29.test"), http_options=opts)
+        return genai.Client(
+            vertexai=True,
+            project="proj-1",
+            location="us-central1",
+            credentials=Credentials(token="ya29.test"),
+            http_options=opts,
+        )
     return genai.Client(api_key="test-key", http_options=opts)
 
 
@@ -55,14 +64,41 @@ def history(big_output: str) -> list[types.Content]:
     return [
         types.Content(role="user", parts=[types.Part(text=SESSION_CONTEXT)]),
         types.Content(role="user", parts=[types.Part(text="which issues are open?")]),
-        types.Content(role="model", parts=[types.Part(function_call=types.FunctionCall(name="run_shell_command", args={"command": "gh issue list --json"}), thought_signature=__import__("base64").b64decode(SIGNATURE))]),
-        types.Content(role="user", parts=[types.Part(function_response=types.FunctionResponse(name="run_shell_command", response={"output": big_output}))]),
+        types.Content(
+            role="model",
+            parts=[
+                types.Part(
+                    function_call=types.FunctionCall(
+                        name="run_shell_command", args={"command": "gh issue list --json"}
+                    ),
+                    thought_signature=__import__("base64").b64decode(SIGNATURE),
+                )
+            ],
+        ),
+        types.Content(
+            role="user",
+            parts=[
+                types.Part(
+                    function_response=types.FunctionResponse(name="run_shell_command", response={"output": big_output})
+                )
+            ],
+        ),
     ]
 
 
 CONFIG = types.GenerateContentConfig(
     system_instruction="You are an interactive CLI agent.",
-    tools=[types.Tool(function_declarations=[types.FunctionDeclaration(name="run_shell_command", description="Run a command.", parameters_json_schema={"type": "object", "properties": {"command": {"type": "string"}}})])],
+    tools=[
+        types.Tool(
+            function_declarations=[
+                types.FunctionDeclaration(
+                    name="run_shell_command",
+                    description="Run a command.",
+                    parameters_json_schema={"type": "object", "properties": {"command": {"type": "string"}}},
+                )
+            ]
+        )
+    ],
     automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
 )
 
@@ -85,18 +121,24 @@ def test_sdk_output_compressed_and_retrieve_answered_by_the_proxy(upstream, prox
     else:
         resp = client.models.generate_content(model=MODEL, contents=history(big_output), config=CONFIG)
         text, calls = resp.text, resp.function_calls or []
-        assert resp.usage_metadata.prompt_token_count == sum(max(1, len(r.body) // 4) for r in upstream.requests)  # summed over rounds
+        assert resp.usage_metadata.prompt_token_count == sum(
+            max(1, len(r.body) // 4) for r in upstream.requests
+        )  # summed over rounds
     assert text == "Checking.Thirteen issues are open."
     assert calls == []  # the proxy's call never reaches the client
     first, follow = upstream.requests
     path = first.path_only
-    assert ("/publishers/google/models/" in path) is vertex and path.endswith(":streamGenerateContent" if stream else ":generateContent")
+    assert ("/publishers/google/models/" in path) is vertex and path.endswith(
+        ":streamGenerateContent" if stream else ":generateContent"
+    )
     # compressed upstream, retrieve offered in Gemini's own tool shape
     assert len(_output(first)) < len(big_output) / 2 and key in _output(first)
     names = [fd["name"] for t in first.json["tools"] for fd in t.get("functionDeclarations", [])]
     assert names == ["run_shell_command", R]
     # the follow-up: the model's turn as sent, then the byte-exact original as the function's output
-    assert follow.json["contents"][:4] == first.json["contents"] and follow.text.startswith(first.text[: first.text.index(SIGNATURE)])
+    assert follow.json["contents"][:4] == first.json["contents"] and follow.text.startswith(
+        first.text[: first.text.index(SIGNATURE)]
+    )
     model_turn, answer = follow.json["contents"][-2:]
     assert model_turn["role"] == "model" and model_turn["parts"][-1]["functionCall"]["name"] == R
     fr = answer["parts"][0]["functionResponse"]
@@ -109,9 +151,21 @@ def test_next_turn_replays_earlier_contents_byte_for_byte(upstream, proxy, big_o
     upstream.script(Reply.text("Thirteen."), Reply.text("Done."))
     client = gemini_client(upstream, proxy)
     h = history(big_output) + [types.Content(role="user", parts=[types.Part(text="and closed ones?")])]
-    h[-2] = types.Content(role="user", parts=[types.Part(function_response=types.FunctionResponse(name="run_shell_command", response={"output": big_output + "\n"}))])
+    h[-2] = types.Content(
+        role="user",
+        parts=[
+            types.Part(
+                function_response=types.FunctionResponse(
+                    name="run_shell_command", response={"output": big_output + "\n"}
+                )
+            )
+        ],
+    )
     client.models.generate_content(model=MODEL, contents=h, config=CONFIG)
-    h2 = h + [types.Content(role="model", parts=[types.Part(text="Thirteen.")]), types.Content(role="user", parts=[types.Part(text="thanks")])]
+    h2 = h + [
+        types.Content(role="model", parts=[types.Part(text="Thirteen.")]),
+        types.Content(role="user", parts=[types.Part(text="thanks")]),
+    ]
     client.models.generate_content(model=MODEL, contents=h2, config=CONFIG)
     a, b = upstream.requests[-2:]
     ca, cb = a.json["contents"], b.json["contents"]
@@ -138,7 +192,9 @@ def test_too_large_is_refused_in_googles_shape_and_garbage_passes(upstream, prox
     upstream.script(Reply.text("ok"))
     with http_client(p) as c:
         url = f"{upstream.url}/v1beta/models/{MODEL}:generateContent"
-        r = c.post(url, json={"contents": [{"role": "user", "parts": [{"text": "x" * 5000}]}]}, headers={"x-goog-api-key": "k"})
+        r = c.post(
+            url, json={"contents": [{"role": "user", "parts": [{"text": "x" * 5000}]}]}, headers={"x-goog-api-key": "k"}
+        )
         assert r.status_code == 413
         err = r.json()["error"]
         assert err["code"] == 413 and err["status"] == "INVALID_ARGUMENT" and "max_body_bytes" in err["message"]
@@ -164,7 +220,9 @@ def test_ledger_row_names_dialect_model_project_and_usage(upstream, proxy_factor
 
     ((_, t),) = ledger.totals(open_database(f"sqlite:///{p.home / 'headroom.db'}"), prices=PriceTable())
     assert t.priced_requests == 1
-    assert t.cost_prompt_usd == pytest.approx((234 * 1.25 + 1000 * 0.125) / 1e6) and t.cost_output_usd == pytest.approx(5 * 10.0 / 1e6)
+    assert t.cost_prompt_usd == pytest.approx((234 * 1.25 + 1000 * 0.125) / 1e6) and t.cost_output_usd == pytest.approx(
+        5 * 10.0 / 1e6
+    )
 
 
 def test_same_output_saves_the_same_as_the_messages_dialect(upstream, proxy_factory, big_output):
@@ -197,11 +255,32 @@ def _raw_history(big_output: str) -> dict:
         "contents": [
             {"role": "user", "parts": [{"text": SESSION_CONTEXT}]},
             {"role": "user", "parts": [{"text": "which issues are open?"}]},
-            {"role": "model", "parts": [{"functionCall": {"name": "run_shell_command", "args": {"command": "gh issue list --json"}}, "thoughtSignature": SIGNATURE}]},
-            {"role": "user", "parts": [{"functionResponse": {"name": "run_shell_command", "response": {"output": big_output}}}]},
+            {
+                "role": "model",
+                "parts": [
+                    {
+                        "functionCall": {"name": "run_shell_command", "args": {"command": "gh issue list --json"}},
+                        "thoughtSignature": SIGNATURE,
+                    }
+                ],
+            },
+            {
+                "role": "user",
+                "parts": [{"functionResponse": {"name": "run_shell_command", "response": {"output": big_output}}}],
+            },
         ],
         "systemInstruction": {"parts": [{"text": "You are an interactive CLI agent."}]},
-        "tools": [{"functionDeclarations": [{"name": "run_shell_command", "description": "Run a command.", "parametersJsonSchema": {"type": "object", "properties": {"command": {"type": "string"}}}}]}],
+        "tools": [
+            {
+                "functionDeclarations": [
+                    {
+                        "name": "run_shell_command",
+                        "description": "Run a command.",
+                        "parametersJsonSchema": {"type": "object", "properties": {"command": {"type": "string"}}},
+                    }
+                ]
+            }
+        ],
     }
 
 
@@ -209,7 +288,10 @@ def test_a_json_array_stream_without_the_proxy_s_tools_reaches_the_client_as_sen
     """``:streamGenerateContent`` without ``alt=sse`` answers one JSON array: read (usage), not rewritten."""
     upstream.script(Reply.text("plain array"))
     with http_client(proxy) as c:
-        r = c.post(f"{upstream.url}/v1beta/models/{MODEL}:streamGenerateContent", json={"contents": [{"role": "user", "parts": [{"text": "hi"}]}]})
+        r = c.post(
+            f"{upstream.url}/v1beta/models/{MODEL}:streamGenerateContent",
+            json={"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+        )
     assert r.status_code == 200 and isinstance(r.json(), list)
     assert "".join(p["text"] for ch in r.json() for p in ch["candidates"][0]["content"]["parts"]) == "plain array"
 
@@ -253,7 +335,12 @@ def test_sdk_inline_image_resized_to_what_gemini_sees(upstream, proxy):
     png = photo(3600, 1200)
     upstream.script(Reply.text("A chart."))
     client = gemini_client(upstream, proxy)
-    contents = [types.Content(role="user", parts=[types.Part.from_bytes(data=png, mime_type="image/png"), types.Part(text="What is this?")])]
+    contents = [
+        types.Content(
+            role="user",
+            parts=[types.Part.from_bytes(data=png, mime_type="image/png"), types.Part(text="What is this?")],
+        )
+    ]
     assert client.models.generate_content(model=MODEL, contents=contents).text == "A chart."
     (req,) = upstream.requests
     img, text = req.json["contents"][0]["parts"]

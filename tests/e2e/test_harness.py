@@ -182,9 +182,7 @@ def test_openai_chat_json(oai, upstream: Upstream) -> None:
 def test_openai_chat_stream_with_usage(oai, upstream: Upstream) -> None:
     upstream.script(Reply.text("one two three", cache_read=9))
     chunks = list(
-        oai.chat.completions.create(
-            model=MODEL_O, messages=USER, stream=True, stream_options={"include_usage": True}
-        )
+        oai.chat.completions.create(model=MODEL_O, messages=USER, stream=True, stream_options={"include_usage": True})
     )
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == "one two three"
@@ -352,9 +350,7 @@ def test_sse_arrives_incrementally_raw(plain_proxy: MitmProxy, upstream: Upstrea
     delay = 0.2
     upstream.script(Reply.text("a b c", delay=delay))
     with http_client(plain_proxy) as c:
-        _, events = post_stream(
-            c, upstream.url + "/v1/responses", {"model": MODEL_O, "input": "hi", "stream": True}
-        )
+        _, events = post_stream(c, upstream.url + "/v1/responses", {"model": MODEL_O, "input": "hi", "stream": True})
     deltas = [e for e in events if e.event == "response.output_text.delta"]
     assert len(deltas) == 3
     assert deltas[-1].arrived - deltas[0].arrived > 2 * delay * 0.5

@@ -25,8 +25,7 @@ import pytest
 from headroom_core.ccr import retrieve
 from headroom_core.compress import markers
 from tests.support.clients import anthropic_client, http_client
-from tests.support.dialect_e2e import OPTIONS, ledger_rows
-from tests.support.dialect_e2e import big_output, proxy  # noqa: F401 (fixtures)
+from tests.support.dialect_e2e import OPTIONS, big_output, ledger_rows, proxy  # noqa: F401 (fixtures)
 from tests.support.proxy import ADDON_SCRIPT
 from tests.support.upstream import Reply
 
@@ -36,27 +35,60 @@ pytest.importorskip("boto3")
 R = retrieve.TOOL_NAME
 VERTEX_MODEL = "claude-sonnet-4@20250514"
 BEDROCK_MODEL = "us.anthropic.claude-sonnet-4-20250514-v1:0"
-TOOLS = [{"name": "run_shell_command", "description": "Run a command.", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}]
+TOOLS = [
+    {
+        "name": "run_shell_command",
+        "description": "Run a command.",
+        "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}},
+    }
+]
 SYSTEM = "You are an interactive CLI agent. Working directory: /home/dev/app"
 
 
 def messages(big_output: str) -> list[dict]:
     return [
         {"role": "user", "content": "which issues are open?"},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "run_shell_command", "input": {"command": "gh issue list --json"}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": big_output}, {"type": "text", "text": "summarise"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "toolu_1",
+                    "name": "run_shell_command",
+                    "input": {"command": "gh issue list --json"},
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": big_output},
+                {"type": "text", "text": "summarise"},
+            ],
+        },
     ]
 
 
 def vertex_client(upstream, proxy):
     return anthropic.AnthropicVertex(
-        region="us-east5", project_id="proj-1", access_token="ya29.test", base_url=f"{upstream.url}/v1", http_client=http_client(proxy), max_retries=0
+        region="us-east5",
+        project_id="proj-1",
+        access_token="ya29.test",
+        base_url=f"{upstream.url}/v1",
+        http_client=http_client(proxy),
+        max_retries=0,
     )
 
 
 def bedrock_client(upstream, proxy, *, signed: bool = False):
-    auth = {"aws_access_key": "AKIDEXAMPLE", "aws_secret_key": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"} if signed else {"api_key": "bedrock-api-key-test"}
-    return anthropic.AnthropicBedrock(aws_region="us-east-1", base_url=upstream.url, http_client=http_client(proxy), max_retries=0, **auth)
+    auth = (
+        {"aws_access_key": "AKIDEXAMPLE", "aws_secret_key": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"}
+        if signed
+        else {"api_key": "bedrock-api-key-test"}
+    )
+    return anthropic.AnthropicBedrock(
+        aws_region="us-east-1", base_url=upstream.url, http_client=http_client(proxy), max_retries=0, **auth
+    )
 
 
 def boto_client(upstream, proxy, monkeypatch, *, bearer: bool):
@@ -89,29 +121,49 @@ def _create(client, model: str, stream: bool, msgs: list[dict]):
 def test_sdk_output_compressed_and_retrieve_answered_by_the_proxy(upstream, proxy, big_output, host, stream):
     key = markers.offload_key(big_output)
     upstream.script(Reply.tool_call(R, {"key": key}, text="Checking."), Reply.text("Thirteen issues are open."))
-    client, model = (vertex_client(upstream, proxy), VERTEX_MODEL) if host == "vertex" else (bedrock_client(upstream, proxy), BEDROCK_MODEL)
+    client, model = (
+        (vertex_client(upstream, proxy), VERTEX_MODEL)
+        if host == "vertex"
+        else (bedrock_client(upstream, proxy), BEDROCK_MODEL)
+    )
     msg = _create(client, model, stream, messages(big_output))
     assert "".join(b.text for b in msg.content if b.type == "text") == "Checking.Thirteen issues are open."
     assert [b for b in msg.content if b.type == "tool_use"] == [] and msg.stop_reason == "end_turn"
     first, follow = upstream.requests[-2:]
     assert first.path_only == follow.path_only
     if host == "vertex":
-        assert first.path_only.endswith(f"/publishers/anthropic/models/{VERTEX_MODEL}:{'streamRawPredict' if stream else 'rawPredict'}")
-        assert first.json["anthropic_version"] == "vertex-2023-10-16" and follow.header("authorization") == "Bearer ya29.test"
+        assert first.path_only.endswith(
+            f"/publishers/anthropic/models/{VERTEX_MODEL}:{'streamRawPredict' if stream else 'rawPredict'}"
+        )
+        assert (
+            first.json["anthropic_version"] == "vertex-2023-10-16"
+            and follow.header("authorization") == "Bearer ya29.test"
+        )
     else:
         assert first.path_only.endswith("/invoke-with-response-stream" if stream else "/invoke")
-        assert first.json["anthropic_version"] == "bedrock-2023-05-31" and follow.header("authorization") == "Bearer bedrock-api-key-test"
+        assert (
+            first.json["anthropic_version"] == "bedrock-2023-05-31"
+            and follow.header("authorization") == "Bearer bedrock-api-key-test"
+        )
     assert len(_output(first)) < len(big_output) / 2 and key in _output(first)
     assert [t["name"] for t in first.json["tools"]] == ["run_shell_command", R]
     assert follow.json["messages"][:3] == first.json["messages"]
     assert follow.json["messages"][-1]["content"][0]["content"] == big_output  # the byte-exact original
 
 
-def test_boto3_event_stream_with_an_api_key_is_compressed_and_retrieve_answered(upstream, proxy, big_output, monkeypatch):
+def test_boto3_event_stream_with_an_api_key_is_compressed_and_retrieve_answered(
+    upstream, proxy, big_output, monkeypatch
+):
     key = markers.offload_key(big_output)
     upstream.script(Reply.tool_call(R, {"key": key}, text="Checking."), Reply.text("Thirteen."))
     client = boto_client(upstream, proxy, monkeypatch, bearer=True)
-    body = {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 100, "system": SYSTEM, "tools": TOOLS, "messages": messages(big_output)}
+    body = {
+        "anthropic_version": "bedrock-2023-05-31",
+        "max_tokens": 100,
+        "system": SYSTEM,
+        "tools": TOOLS,
+        "messages": messages(big_output),
+    }
     resp = client.invoke_model_with_response_stream(modelId=BEDROCK_MODEL, body=json.dumps(body))
     events = [json.loads(e["chunk"]["bytes"]) for e in resp["body"]]  # botocore checks every frame's CRCs
     text = "".join(e["delta"].get("text", "") for e in events if e["type"] == "content_block_delta")
@@ -119,22 +171,38 @@ def test_boto3_event_stream_with_an_api_key_is_compressed_and_retrieve_answered(
     assert [e["type"] for e in events][0] == "message_start" and events[-1]["type"] == "message_stop"
     first, follow = upstream.requests[-2:]
     assert first.header("authorization") == "Bearer bedrock-api-key-test"
-    assert len(_output(first)) < len(big_output) / 2 and follow.json["messages"][-1]["content"][0]["content"] == big_output
+    assert (
+        len(_output(first)) < len(big_output) / 2 and follow.json["messages"][-1]["content"][0]["content"] == big_output
+    )
 
 
 @pytest.mark.parametrize("client_kind", ["anthropic", "boto3"])
-def test_sigv4_signed_bodies_pass_byte_identical_and_are_counted_signed(upstream, proxy_factory, big_output, monkeypatch, client_kind):
+def test_sigv4_signed_bodies_pass_byte_identical_and_are_counted_signed(
+    upstream, proxy_factory, big_output, monkeypatch, client_kind
+):
     p = proxy_factory(ADDON_SCRIPT, options=OPTIONS)
     upstream.script(Reply.text("Thirteen."), Reply.text("Again."))
-    body = {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 100, "system": SYSTEM, "tools": TOOLS, "messages": messages(big_output)}
+    body = {
+        "anthropic_version": "bedrock-2023-05-31",
+        "max_tokens": 100,
+        "system": SYSTEM,
+        "tools": TOOLS,
+        "messages": messages(big_output),
+    }
     if client_kind == "anthropic":
         _create(bedrock_client(upstream, p, signed=True), BEDROCK_MODEL, False, messages(big_output))
         _create(bedrock_client(upstream, p, signed=True), BEDROCK_MODEL, True, messages(big_output))
     else:
         client = boto_client(upstream, p, monkeypatch, bearer=False)
         raw = json.dumps(body).encode()
-        assert json.loads(client.invoke_model(modelId=BEDROCK_MODEL, body=raw)["body"].read())["content"][0]["text"] == "Thirteen."
-        got = [json.loads(e["chunk"]["bytes"]) for e in client.invoke_model_with_response_stream(modelId=BEDROCK_MODEL, body=raw)["body"]]
+        assert (
+            json.loads(client.invoke_model(modelId=BEDROCK_MODEL, body=raw)["body"].read())["content"][0]["text"]
+            == "Thirteen."
+        )
+        got = [
+            json.loads(e["chunk"]["bytes"])
+            for e in client.invoke_model_with_response_stream(modelId=BEDROCK_MODEL, body=raw)["body"]
+        ]
         assert "".join(e["delta"].get("text", "") for e in got if e["type"] == "content_block_delta") == "Again."
     for req in upstream.requests[-2:]:
         assert req.header("authorization", "").startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
@@ -149,7 +217,11 @@ def test_sigv4_signed_bodies_pass_byte_identical_and_are_counted_signed(upstream
 def test_multi_turn_session_replays_earlier_messages_byte_for_byte(upstream, proxy, big_output, host):
     """Four turns, each the previous plus the answer and a new output: every request's earlier
     messages are, byte for byte, what the previous request sent (0 earlier-prefix breaks)."""
-    client, model = (vertex_client(upstream, proxy), VERTEX_MODEL) if host == "vertex" else (bedrock_client(upstream, proxy), BEDROCK_MODEL)
+    client, model = (
+        (vertex_client(upstream, proxy), VERTEX_MODEL)
+        if host == "vertex"
+        else (bedrock_client(upstream, proxy), BEDROCK_MODEL)
+    )
     msgs = messages(big_output)
     sent = []
     for turn in range(4):
@@ -157,8 +229,28 @@ def test_multi_turn_session_replays_earlier_messages_byte_for_byte(upstream, pro
         _create(client, model, turn % 2 == 1, msgs)
         sent.append(upstream.requests[-1])
         msgs = msgs + [
-            {"role": "assistant", "content": [{"type": "text", "text": f"answer {turn}"}, {"type": "tool_use", "id": f"toolu_{turn + 2}", "name": "run_shell_command", "input": {"command": f"cat log{turn}"}}]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{turn + 2}", "content": big_output.replace("open", f"open{turn}")}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": f"answer {turn}"},
+                    {
+                        "type": "tool_use",
+                        "id": f"toolu_{turn + 2}",
+                        "name": "run_shell_command",
+                        "input": {"command": f"cat log{turn}"},
+                    },
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": f"toolu_{turn + 2}",
+                        "content": big_output.replace("open", f"open{turn}"),
+                    }
+                ],
+            },
         ]
     for a, b in zip(sent, sent[1:]):
         ma, mb = a.json["messages"], b.json["messages"]
@@ -181,14 +273,25 @@ def test_vertex_count_tokens_planned_like_the_request(upstream, proxy, big_outpu
 
 def test_too_large_in_the_routes_error_shape_and_garbage_passes(upstream, proxy_factory):
     p = proxy_factory(ADDON_SCRIPT, options={"headroom_max_body_bytes": 2000})
-    big = {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 10, "messages": [{"role": "user", "content": "x" * 5000}]}
+    big = {
+        "anthropic_version": "bedrock-2023-05-31",
+        "max_tokens": 10,
+        "messages": [{"role": "user", "content": "x" * 5000}],
+    }
     with http_client(p) as c:
         r = c.post(f"{upstream.url}/model/{BEDROCK_MODEL}/invoke", json=big, headers={"authorization": "Bearer k"})
         assert r.status_code == 413 and set(r.json()) == {"message"} and "max_body_bytes" in r.json()["message"]
-        r = c.post(f"{upstream.url}/v1/projects/p/locations/us-east5/publishers/anthropic/models/{VERTEX_MODEL}:rawPredict", json={**big, "anthropic_version": "vertex-2023-10-16"})
+        r = c.post(
+            f"{upstream.url}/v1/projects/p/locations/us-east5/publishers/anthropic/models/{VERTEX_MODEL}:rawPredict",
+            json={**big, "anthropic_version": "vertex-2023-10-16"},
+        )
         assert r.status_code == 413 and r.json()["error"]["type"] == "request_too_large"
         garbage = b'{"anthropic_version": "bedrock-2023-05-31", "messages": [ '
-        r2 = c.post(f"{upstream.url}/model/{BEDROCK_MODEL}/invoke", content=garbage, headers={"content-type": "application/json"})
+        r2 = c.post(
+            f"{upstream.url}/model/{BEDROCK_MODEL}/invoke",
+            content=garbage,
+            headers={"content-type": "application/json"},
+        )
     assert r2.status_code == 400 and upstream.requests[-1].body == garbage
 
 
@@ -196,9 +299,13 @@ def test_too_large_in_the_routes_error_shape_and_garbage_passes(upstream, proxy_
 def test_ledger_row_and_same_savings_as_the_messages_dialect(upstream, proxy_factory, big_output, host):
     p = proxy_factory(ADDON_SCRIPT, options=OPTIONS)
     upstream.script(Reply.text("a", input_tokens=1234, output_tokens=5, cache_read=1000), Reply.text("b"))
-    client, model = (vertex_client(upstream, p), VERTEX_MODEL) if host == "vertex" else (bedrock_client(upstream, p), BEDROCK_MODEL)
+    client, model = (
+        (vertex_client(upstream, p), VERTEX_MODEL) if host == "vertex" else (bedrock_client(upstream, p), BEDROCK_MODEL)
+    )
     _create(client, model, False, messages(big_output))
-    anthropic_client(upstream, p).messages.create(model="claude-sonnet-4-5", max_tokens=100, system=SYSTEM, tools=TOOLS, messages=messages(big_output))
+    anthropic_client(upstream, p).messages.create(
+        model="claude-sonnet-4-5", max_tokens=100, system=SYSTEM, tools=TOOLS, messages=messages(big_output)
+    )
     h, a = upstream.requests[-2:]
     saved_h, saved_a = len(big_output) - len(_output(h)), len(big_output) - len(_output(a))
     assert saved_h > 0 and abs(saved_h - saved_a) <= 0.05 * saved_a

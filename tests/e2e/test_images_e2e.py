@@ -11,8 +11,8 @@ import pytest
 from PIL import Image
 
 from headroom_core.ccr import retrieve
-from headroom_core.compress import markers
 from headroom_core.compress import images as I
+from headroom_core.compress import markers
 from tests.support.clients import anthropic_client, openai_client
 from tests.support.proxy import ADDON_SCRIPT
 from tests.support.upstream import Reply
@@ -68,7 +68,11 @@ def test_animated_gif_arrives_byte_identical(upstream, proxy):
 
     gif = animated("GIF")
     client = anthropic_client(upstream, proxy)
-    client.messages.create(model="claude-sonnet-4-5", max_tokens=50, messages=[{"role": "user", "content": [image_block(gif, "image/gif"), {"type": "text", "text": "?"}]}])
+    client.messages.create(
+        model="claude-sonnet-4-5",
+        max_tokens=50,
+        messages=[{"role": "user", "content": [image_block(gif, "image/gif"), {"type": "text", "text": "?"}]}],
+    )
     assert upstream.requests[0].json["messages"][0]["content"][0]["source"]["data"] == B64(gif)
 
 
@@ -76,14 +80,26 @@ def test_animated_gif_arrives_byte_identical(upstream, proxy):
 def test_reduced_screenshot_retrieved_full_size_by_the_proxy(upstream, target_proxy, png, stream):
     original = "data:image/png;base64," + B64(png)
     key = markers.offload_key(original)
-    upstream.script(Reply.tool_call(retrieve.TOOL_NAME, {"key": key}, text="Let me see it in full."), Reply.text("The third test failed."))
+    upstream.script(
+        Reply.tool_call(retrieve.TOOL_NAME, {"key": key}, text="Let me see it in full."),
+        Reply.text("The third test failed."),
+    )
     client = anthropic_client(upstream, target_proxy)
     messages = [
         {"role": "user", "content": "Take a screenshot of the test run."},
         {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_s1", "name": "screenshot", "input": {}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_s1", "content": [image_block(png)]}]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_s1", "content": [image_block(png)]}],
+        },
     ]
-    tools = [{"name": "screenshot", "description": "Take a screenshot.", "input_schema": {"type": "object", "properties": {}}}]
+    tools = [
+        {
+            "name": "screenshot",
+            "description": "Take a screenshot.",
+            "input_schema": {"type": "object", "properties": {}},
+        }
+    ]
     if stream:
         with client.messages.stream(model="claude-sonnet-4-5", max_tokens=50, tools=tools, messages=messages) as s:
             text = "".join(s.text_stream)
@@ -100,7 +116,10 @@ def test_reduced_screenshot_retrieved_full_size_by_the_proxy(upstream, target_pr
     # the proxy answered the call with the full-size original as an image block
     result = follow.json["messages"][-1]["content"][0]
     assert result["type"] == "tool_result"
-    assert result["content"][1] == {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": B64(png)}}
+    assert result["content"][1] == {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": B64(png)},
+    }
 
 
 def test_openai_sdk_chat_image_follows_the_high_detail_scaling(upstream, proxy):
@@ -108,7 +127,15 @@ def test_openai_sdk_chat_image_follows_the_high_detail_scaling(upstream, proxy):
     client = openai_client(upstream, proxy)
     client.chat.completions.create(
         model="gpt-4o",
-        messages=[{"role": "user", "content": [{"type": "text", "text": "what failed?"}, {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64," + B64(jpeg)}}]}],
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "what failed?"},
+                    {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64," + B64(jpeg)}},
+                ],
+            }
+        ],
     )
     url = upstream.requests[0].json["messages"][0]["content"][1]["image_url"]["url"]
     d = I.parse_data_url(url)

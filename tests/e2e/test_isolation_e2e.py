@@ -24,11 +24,11 @@ from sqlalchemy import select
 from headroom_core.compress import markers
 from headroom_core.db.engine import open_database
 from headroom_core.db.models import RequestOutcome
+from tests.e2e.test_memory_e2e import BASH, wait_for_model
 from tests.support.clients import anthropic_client
+from tests.support.postgres import fresh_pg_database, pg_server_url
 from tests.support.proxy import ADDON_SCRIPT
 from tests.support.upstream import Reply
-from tests.e2e.test_memory_e2e import BASH, wait_for_model
-from tests.support.postgres import fresh_pg_database, pg_server_url
 from tests.unit.test_request_plan import github_scenario
 
 SYSTEM = "You are Claude Code, Anthropic's CLI for coding.\n" + "Follow the repository's conventions. " * 300
@@ -50,7 +50,13 @@ def ask(upstream, proxy, project: str, question: str = QUESTION, key: str = "sk-
     """One request for ``project``; returns the body the upstream received."""
     n = len(upstream.requests)
     client = anthropic_client(upstream, proxy, api_key=key, default_headers={"x-headroom-project": project})
-    client.messages.create(model="claude-sonnet-4-5", max_tokens=100, system=SYSTEM, tools=list(tools), messages=[{"role": "user", "content": question}])
+    client.messages.create(
+        model="claude-sonnet-4-5",
+        max_tokens=100,
+        system=SYSTEM,
+        tools=list(tools),
+        messages=[{"role": "user", "content": question}],
+    )
     return upstream.requests[n].json
 
 
@@ -73,7 +79,10 @@ def test_one_projects_memory_never_reaches_another_in_either_order(upstream, pro
     sent = {project: ask(upstream, proxy, project, question) for project in order}
     assert carries_memory(sent["A"]), "project A's request must carry A's memory"
     assert not carries_memory(sent["B"]), "project B's request carried project A's memory"
-    first = [m["content"] if isinstance(m["content"], str) else m["content"][0]["text"] for m in (sent["A"]["messages"][0], sent["B"]["messages"][0])]
+    first = [
+        m["content"] if isinstance(m["content"], str) else m["content"][0]["text"]
+        for m in (sent["A"]["messages"][0], sent["B"]["messages"][0])
+    ]
     assert first == [question, question]  # the same request
 
 
@@ -107,7 +116,14 @@ def offload_then_steal(upstream, proxy_a, proxy_b, payload: str) -> tuple[str, s
         {"role": "assistant", "content": [call]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_gh", "content": payload}]},
     ]
-    tools = [BASH, {"name": "mcp__gh__issues", "description": "List issues.", "input_schema": {"type": "object", "properties": {}}}]
+    tools = [
+        BASH,
+        {
+            "name": "mcp__gh__issues",
+            "description": "List issues.",
+            "input_schema": {"type": "object", "properties": {}},
+        },
+    ]
     upstream.script(Reply.text("30 are open."))
     anthropic_client(upstream, proxy_a, default_headers={"x-headroom-project": "A"}).messages.create(
         model="claude-sonnet-4-5", max_tokens=100, system=SYSTEM, tools=tools, messages=msgs
@@ -119,9 +135,15 @@ def offload_then_steal(upstream, proxy_a, proxy_b, payload: str) -> tuple[str, s
         n = len(upstream.requests)
         upstream.script(Reply.tool_call("headroom_retrieve", {"key": key}), Reply.text("done"))
         msg = anthropic_client(upstream, proxy_b, default_headers={"x-headroom-project": project}).messages.create(
-            model="claude-sonnet-4-5", max_tokens=100, system=SYSTEM, tools=tools, messages=[{"role": "user", "content": f"Show issue 3 ({project}). " * 400}]
+            model="claude-sonnet-4-5",
+            max_tokens=100,
+            system=SYSTEM,
+            tools=tools,
+            messages=[{"role": "user", "content": f"Show issue 3 ({project}). " * 400}],
         )
-        assert [b.type for b in msg.content] == ["text"] and msg.content[0].text == "done"  # the client never sees the proxy's call
+        assert [b.type for b in msg.content] == ["text"] and msg.content[
+            0
+        ].text == "done"  # the client never sees the proxy's call
         follow = upstream.requests[n + 1].json
         answers.append(follow["messages"][-1]["content"][0]["content"])
     return key, answers[0], answers[1]

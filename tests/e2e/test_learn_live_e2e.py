@@ -44,10 +44,49 @@ def failing_then_fixed(task: str) -> list[dict]:
     """One agent turn: ``pytest tests`` fails, ``python -m pytest tests`` passes."""
     return [
         {"role": "user", "content": task},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "pytest tests", "description": "Run the tests"}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "is_error": True, "content": "bash: line 1: pytest: command not found"}]},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_2", "name": "Bash", "input": {"command": "python -m pytest tests", "description": "Run the tests"}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_2", "content": "============ 3 passed in 0.02s ============"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "toolu_1",
+                    "name": "Bash",
+                    "input": {"command": "pytest tests", "description": "Run the tests"},
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "is_error": True,
+                    "content": "bash: line 1: pytest: command not found",
+                }
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "toolu_2",
+                    "name": "Bash",
+                    "input": {"command": "python -m pytest tests", "description": "Run the tests"},
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_2",
+                    "content": "============ 3 passed in 0.02s ============",
+                }
+            ],
+        },
     ]
 
 
@@ -101,7 +140,10 @@ def test_rule_persisted_at_threshold_then_fed_back_and_projects_stay_apart(upstr
     block = injected(upstream.last)
     assert block == f"{BLOCK_HEADER}\n{BLOCK_TITLE}\n- {RULE}\n</headroom-context>"
     # the client's own text went unchanged, before the block
-    assert upstream.last.json["messages"][-1]["content"][0] == {"type": "text", "text": "task 6: add a test for the parser"}
+    assert upstream.last.json["messages"][-1]["content"][0] == {
+        "type": "text",
+        "text": "task 6: add a test for the parser",
+    }
 
     # project B never sees project A's failures or rules
     send(client, PROJECT_B, [{"role": "user", "content": "task 1 in beta"}])
@@ -127,13 +169,30 @@ def test_block_stops_once_the_corrected_command_works_first_time(upstream, proxy
         send(client, project, failing_then_fixed(f"delta task {i}"))
     # a new session gets the (rule-less, below threshold) failure line
     send(client, project, [{"role": "user", "content": "delta task 2"}])
-    assert injected(upstream.last) == f"{BLOCK_HEADER}\n{BLOCK_TITLE}\n- `pytest tests` failed (command not found)\n</headroom-context>"
+    assert (
+        injected(upstream.last)
+        == f"{BLOCK_HEADER}\n{BLOCK_TITLE}\n- `pytest tests` failed (command not found)\n</headroom-context>"
+    )
     # the agent now runs the corrected command at once: the error stopped recurring
-    send(client, project, [
-        {"role": "user", "content": "delta task 3"},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_9", "name": "Bash", "input": {"command": "python -m pytest tests"}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_9", "content": "3 passed"}]},
-    ])
+    send(
+        client,
+        project,
+        [
+            {"role": "user", "content": "delta task 3"},
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_9",
+                        "name": "Bash",
+                        "input": {"command": "python -m pytest tests"},
+                    }
+                ],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_9", "content": "3 passed"}]},
+        ],
+    )
     send(client, project, [{"role": "user", "content": "delta task 4"}])
     assert injected(upstream.last) == ""
 
@@ -149,9 +208,25 @@ def test_openai_chat_and_responses_tool_outputs_are_learned_from(upstream, proxy
     chat = [
         {"role": "system", "content": "You are Codex."},
         {"role": "user", "content": "run the tests"},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "shell", "arguments": shell("pytest tests")}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "shell", "arguments": shell("pytest tests")}}
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "Exit code: 127\nOutput:\nbash: pytest: command not found"},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "c2", "type": "function", "function": {"name": "shell", "arguments": shell("python -m pytest tests")}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c2",
+                    "type": "function",
+                    "function": {"name": "shell", "arguments": shell("python -m pytest tests")},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "c2", "content": "Exit code: 0\nOutput:\n3 passed"},
     ]
     client.chat.completions.create(model="gpt-4.1", messages=chat, extra_headers={"x-headroom-project": project})
@@ -159,9 +234,17 @@ def test_openai_chat_and_responses_tool_outputs_are_learned_from(upstream, proxy
     items = [
         {"role": "user", "content": [{"type": "input_text", "text": "run the tests again"}]},
         {"type": "function_call", "call_id": "r1", "name": "shell", "arguments": shell("pytest tests")},
-        {"type": "function_call_output", "call_id": "r1", "output": json.dumps({"output": "bash: pytest: command not found\n", "metadata": {"exit_code": 127}})},
+        {
+            "type": "function_call_output",
+            "call_id": "r1",
+            "output": json.dumps({"output": "bash: pytest: command not found\n", "metadata": {"exit_code": 127}}),
+        },
         {"type": "function_call", "call_id": "r2", "name": "shell", "arguments": shell("python -m pytest tests")},
-        {"type": "function_call_output", "call_id": "r2", "output": json.dumps({"output": "3 passed\n", "metadata": {"exit_code": 0}})},
+        {
+            "type": "function_call_output",
+            "call_id": "r2",
+            "output": json.dumps({"output": "3 passed\n", "metadata": {"exit_code": 0}}),
+        },
     ]
     client.responses.create(model="gpt-4.1", input=items, extra_headers={"x-headroom-project": project})
     assert settled(lambda: store.evidence(project, RULE_ID), 2) == 2
@@ -194,7 +277,10 @@ def test_the_next_turn_on_another_proxy_finds_what_the_answer_taught(upstream, p
     (before, the answer went out as soon as its ledger row was committed, and B found nothing)."""
     slow = tmp_path / "slow_observers.py"
     slow.write_text(SLOW_OBSERVERS)
-    shared = {"headroom_db_url": f"sqlite:///{tmp_path / 'team.db'}", "headroom_secret_key_file": str(tmp_path / "team.key")}
+    shared = {
+        "headroom_db_url": f"sqlite:///{tmp_path / 'team.db'}",
+        "headroom_secret_key_file": str(tmp_path / "team.key"),
+    }
     a = proxy_factory([slow, ADDON_SCRIPT], options=shared)
     b = proxy_factory(ADDON_SCRIPT, options=shared)
     for p in (a, b):
@@ -202,4 +288,7 @@ def test_the_next_turn_on_another_proxy_finds_what_the_answer_taught(upstream, p
     project = "/work/projects/team"
     send(anthropic_client(upstream, a), project, failing_then_fixed("team task 1"))
     send(anthropic_client(upstream, b), project, [{"role": "user", "content": "team task 2"}])
-    assert injected(upstream.last) == f"{BLOCK_HEADER}\n{BLOCK_TITLE}\n- `pytest tests` failed (command not found)\n</headroom-context>"
+    assert (
+        injected(upstream.last)
+        == f"{BLOCK_HEADER}\n{BLOCK_TITLE}\n- `pytest tests` failed (command not found)\n</headroom-context>"
+    )

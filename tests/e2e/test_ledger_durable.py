@@ -28,12 +28,24 @@ N = 32
 
 
 def _plan(i: int) -> RequestPlan:
-    return RequestPlan("passthrough", "nothing to compress", Dialect.ANTHROPIC_MESSAGES, session_key=f"s{i}", project="/src/app")
+    return RequestPlan(
+        "passthrough", "nothing to compress", Dialect.ANTHROPIC_MESSAGES, session_key=f"s{i}", project="/src/app"
+    )
 
 
 def _record(sessions, i: int, writer: LedgerWriter | None = None) -> Future | None:
-    return ledger.record(sessions, _plan(i), user_agent="claude-cli/1.0.62", model="claude-sonnet-4", status_code=200, usage=Usage(input_tokens=10),
-                  rounds=0, offered=["Read", "Write", "Read"], called=["Read"], writer=writer)
+    return ledger.record(
+        sessions,
+        _plan(i),
+        user_agent="claude-cli/1.0.62",
+        model="claude-sonnet-4",
+        status_code=200,
+        usage=Usage(input_tokens=10),
+        rounds=0,
+        offered=["Read", "Write", "Read"],
+        called=["Read"],
+        writer=writer,
+    )
 
 
 def _counts(sessions) -> tuple[int, dict[str, tuple[int, int]]]:
@@ -153,14 +165,32 @@ def test_a_row_waits_for_its_tools_figures_without_blocking_the_caller(tmp_path)
             return super().count(text)
 
     real = TokenCounter(TOKENIZER_HOME)
-    before = json.dumps([{"name": "Read", "description": "Reads a file from the local filesystem. " * 40, "input_schema": {"type": "object"}}])
+    before = json.dumps(
+        [
+            {
+                "name": "Read",
+                "description": "Reads a file from the local filesystem. " * 40,
+                "input_schema": {"type": "object"},
+            }
+        ]
+    )
     after = json.dumps([{"name": "Read", "description": "Reads a file.", "input_schema": {"type": "object"}}])
     sessions = open_database(f"sqlite:///{tmp_path / 'headroom.db'}")
     w = LedgerWriter(sessions)
     try:
         plan = replace(_plan(0), tools=ToolsFigures(before, after, "minified", Held(TOKENIZER_HOME)))
-        committed = ledger.record(sessions, plan, user_agent="claude-cli/1.0.62", model="claude-sonnet-4", status_code=200, usage=Usage(input_tokens=10),
-                                  rounds=0, offered=["Read"], called=[], writer=w)
+        committed = ledger.record(
+            sessions,
+            plan,
+            user_agent="claude-cli/1.0.62",
+            model="claude-sonnet-4",
+            status_code=200,
+            usage=Usage(input_tokens=10),
+            rounds=0,
+            offered=["Read"],
+            called=[],
+            writer=w,
+        )
         assert committed is not None and not committed.done() and not plan.tools.counted
         assert _counts(sessions)[0] == 0
         gate.set()
@@ -180,8 +210,16 @@ def test_a_row_waits_for_its_tools_figures_without_blocking_the_caller(tmp_path)
 def _tool_output(i: int) -> str:
     """A JSON tool output of about 60 KB, different for every ``i`` (nothing to reuse: every
     request keeps the proxy's compression threads busy, as a burst of new work does)."""
-    rows = [{"id": i * 1000 + k, "name": f"item-{i}-{k}", "state": "open" if k % 7 else "closed", "labels": ["bug", f"area-{k % 5}"],
-             "body": f"Request {i}, row {k}: the build step failed on runner {k % 13} after {k % 60} s."} for k in range(400)]
+    rows = [
+        {
+            "id": i * 1000 + k,
+            "name": f"item-{i}-{k}",
+            "state": "open" if k % 7 else "closed",
+            "labels": ["bug", f"area-{k % 5}"],
+            "body": f"Request {i}, row {k}: the build step failed on runner {k % 13} after {k % 60} s.",
+        }
+        for k in range(400)
+    ]
     return json.dumps(rows, indent=2)
 
 
@@ -189,22 +227,51 @@ def _body(i: int, dialect: str) -> tuple[str, dict]:
     schema = {"type": "object", "properties": {"path": {"type": "string"}}}
     out = _tool_output(i)
     if dialect == "anthropic":
-        return "/v1/messages", {"model": "claude-sonnet-4", "max_tokens": 50, "stream": i % 2 == 0,
-                                "tools": [{"name": "Read", "description": "Reads a file.", "input_schema": schema}],
-                                "messages": [{"role": "user", "content": f"request {i}: which rows are closed?"},
-                                             {"role": "assistant", "content": [{"type": "tool_use", "id": f"toolu_{i}", "name": "Read", "input": {"path": "rows.json"}}]},
-                                             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": out}]}]}
+        return "/v1/messages", {
+            "model": "claude-sonnet-4",
+            "max_tokens": 50,
+            "stream": i % 2 == 0,
+            "tools": [{"name": "Read", "description": "Reads a file.", "input_schema": schema}],
+            "messages": [
+                {"role": "user", "content": f"request {i}: which rows are closed?"},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "tool_use", "id": f"toolu_{i}", "name": "Read", "input": {"path": "rows.json"}}
+                    ],
+                },
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": out}]},
+            ],
+        }
     if dialect == "chat":
-        return "/v1/chat/completions", {"model": "gpt-4o", "stream": i % 2 == 0,
-                                        "tools": [{"type": "function", "function": {"name": "Read", "description": "Reads.", "parameters": schema}}],
-                                        "messages": [{"role": "user", "content": f"request {i}: which rows are closed?"},
-                                                     {"role": "assistant", "content": None, "tool_calls": [{"id": f"call_{i}", "type": "function", "function": {"name": "Read", "arguments": "{}"}}]},
-                                                     {"role": "tool", "tool_call_id": f"call_{i}", "content": out}]}
-    return "/v1/responses", {"model": "gpt-5", "stream": i % 2 == 0,
-                             "tools": [{"type": "function", "name": "Read", "description": "Reads.", "parameters": schema}],
-                             "input": [{"role": "user", "content": f"request {i}: which rows are closed?"},
-                                       {"type": "function_call", "call_id": f"call_{i}", "name": "Read", "arguments": "{}"},
-                                       {"type": "function_call_output", "call_id": f"call_{i}", "output": out}]}
+        return "/v1/chat/completions", {
+            "model": "gpt-4o",
+            "stream": i % 2 == 0,
+            "tools": [
+                {"type": "function", "function": {"name": "Read", "description": "Reads.", "parameters": schema}}
+            ],
+            "messages": [
+                {"role": "user", "content": f"request {i}: which rows are closed?"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {"id": f"call_{i}", "type": "function", "function": {"name": "Read", "arguments": "{}"}}
+                    ],
+                },
+                {"role": "tool", "tool_call_id": f"call_{i}", "content": out},
+            ],
+        }
+    return "/v1/responses", {
+        "model": "gpt-5",
+        "stream": i % 2 == 0,
+        "tools": [{"type": "function", "name": "Read", "description": "Reads.", "parameters": schema}],
+        "input": [
+            {"role": "user", "content": f"request {i}: which rows are closed?"},
+            {"type": "function_call", "call_id": f"call_{i}", "name": "Read", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": f"call_{i}", "output": out},
+        ],
+    }
 
 
 def test_answered_requests_survive_kill_9(upstream, proxy_factory):
@@ -226,9 +293,15 @@ def test_answered_requests_survive_kill_9(upstream, proxy_factory):
             with http_client(px, timeout=120) as c:
                 if body["stream"]:
                     r, events = post_stream(c, upstream.url + path, body)
-                    ok = r.status_code == 200 and any(e.event in ("message_stop", "response.completed") or e.data == "[DONE]" for e in events)
+                    ok = r.status_code == 200 and any(
+                        e.event in ("message_stop", "response.completed") or e.data == "[DONE]" for e in events
+                    )
                 else:
-                    r = c.post(upstream.url + path, content=json.dumps(body).encode(), headers={"content-type": "application/json"})
+                    r = c.post(
+                        upstream.url + path,
+                        content=json.dumps(body).encode(),
+                        headers={"content-type": "application/json"},
+                    )
                     ok = r.status_code == 200
         except Exception:  # noqa: BLE001 - in flight when the proxy was killed
             return
@@ -253,14 +326,21 @@ def test_answered_requests_survive_kill_9(upstream, proxy_factory):
     px.wait_for_log(r"headroom: ready", timeout=120, since_start=True)  # the journal is written before it
     on_disk = _counts(sessions)[0]
     if on_disk > committed:  # the restart wrote the journaled rest, and said so
-        assert px.wait_for_log(r"(\d+) answered requests written to the ledger from the journal", since_start=True).group(1) == str(on_disk - committed)
+        assert px.wait_for_log(
+            r"(\d+) answered requests written to the ledger from the journal", since_start=True
+        ).group(1) == str(on_disk - committed)
     assert len(answered) <= on_disk <= 96, f"answered {len(answered)}, {on_disk} rows"
     with sessions() as s:  # no entry twice
         assert s.scalar(select(func.count(func.distinct(RequestOutcome.entry_id)))) == on_disk
     with http_client(px, timeout=120) as c:
         path, body = _body(1000, "anthropic")
         body["stream"] = False
-        assert c.post(upstream.url + path, content=json.dumps(body).encode(), headers={"content-type": "application/json"}).status_code == 200
+        assert (
+            c.post(
+                upstream.url + path, content=json.dumps(body).encode(), headers={"content-type": "application/json"}
+            ).status_code
+            == 200
+        )
     deadline = time.monotonic() + 60
     while _counts(sessions)[0] < on_disk + 1 and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -370,8 +450,15 @@ def test_answered_websocket_turns_survive_kill_9(upstream, proxy_factory):
     upstream.responder = lambda rec: Reply.text("ok")
     assert len(answered) == total
     frames = [r for r in upstream.requests if r.method == "WS"]
-    looped = {r.json["model"] for r in frames if "headroom_retrieve" in [t.get("name") for t in r.json.get("tools", [])]}
-    with_output = {f"gpt-ws-kill-{c * WS_TURNS + k}" for c in range(WS_CONNECTIONS) for k in range(WS_TURNS) if (c * WS_TURNS + k + c) % 2 == 0}
+    looped = {
+        r.json["model"] for r in frames if "headroom_retrieve" in [t.get("name") for t in r.json.get("tools", [])]
+    }
+    with_output = {
+        f"gpt-ws-kill-{c * WS_TURNS + k}"
+        for c in range(WS_CONNECTIONS)
+        for k in range(WS_TURNS)
+        if (c * WS_TURNS + k + c) % 2 == 0
+    }
     assert len(frames) == total and looped and looped <= with_output  # both of the addon's paths were taken
     sessions = open_database(f"sqlite:///{px.home / 'headroom.db'}")
     want = sorted((m, "openai-responses", 200) for m in answered)
@@ -386,7 +473,9 @@ def test_answered_websocket_turns_survive_kill_9(upstream, proxy_factory):
         outcome = {r.model: r.outcome for r in s.scalars(select(RequestOutcome))}
     assert all(outcome[m] == "db_busy" for m in with_output - looped)
     if len(committed) < total:  # the last turn's commit waited for the other writer: the journal has it
-        assert px.wait_for_log(r"(\d+) answered requests written to the ledger from the journal", since_start=True).group(1) == str(total - len(committed))
+        assert px.wait_for_log(
+            r"(\d+) answered requests written to the ledger from the journal", since_start=True
+        ).group(1) == str(total - len(committed))
     with ws_connect(upstream, px, additional_headers={"user-agent": "codex_cli_rs/0.50.0"}) as ws:
         assert turn(ws, "gpt-ws-after-restart", "short output after the restart")
     deadline = time.monotonic() + 60

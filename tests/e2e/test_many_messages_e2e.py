@@ -23,7 +23,12 @@ from tests.support.many_messages import BASH, tool_turns
 from tests.support.proxy import ADDON_SCRIPT, free_port
 from tests.support.upstream import Reply
 
-HEADERS = {"content-type": "application/json", "anthropic-version": "2023-06-01", "x-api-key": "test-key", "user-agent": "python-httpx/0.28"}
+HEADERS = {
+    "content-type": "application/json",
+    "anthropic-version": "2023-06-01",
+    "x-api-key": "test-key",
+    "user-agent": "python-httpx/0.28",
+}
 #: The proxy offers no tools of its own (``headroom_retrieve`` only to bodies of a GB and more):
 #: a request it does not compress goes upstream as sent, whether its plan finished in time or not.
 NO_PROXY_TOOLS = {"headroom_retrieve_min_bytes": 1 << 30}
@@ -36,21 +41,45 @@ def body(n: int, big_output: str | None = None) -> bytes:
     msgs = tool_turns(n)
     if big_output is not None:
         msgs = tool_turns(n - 2 if n % 2 else n - 3)
-        msgs.append({"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_big", "name": "Bash", "input": {"command": "journalctl -u app --no-pager"}}]})
-        msgs.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_big", "content": big_output}]})
-    return json.dumps({"model": "claude-sonnet-4-20250514", "max_tokens": 512, "tools": [BASH], "messages": msgs}, separators=(",", ":")).encode()
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_big",
+                        "name": "Bash",
+                        "input": {"command": "journalctl -u app --no-pager"},
+                    }
+                ],
+            }
+        )
+        msgs.append(
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_big", "content": big_output}]}
+        )
+    return json.dumps(
+        {"model": "claude-sonnet-4-20250514", "max_tokens": 512, "tools": [BASH], "messages": msgs},
+        separators=(",", ":"),
+    ).encode()
 
 
 def service_log(lines: int = 3000) -> str:
     """A service's log (repetitive, so the proxy would shorten it)."""
-    return "\n".join(f"2026-12-02 10:{i // 60 % 60:02d}:{i % 60:02d} INFO worker-{i % 7} request {i} served in {i % 13} ms" for i in range(lines))
+    return "\n".join(
+        f"2026-12-02 10:{i // 60 % 60:02d}:{i % 60:02d} INFO worker-{i % 7} request {i} served in {i % 13} ms"
+        for i in range(lines)
+    )
 
 
 def base_proxy(proxy_factory, upstream, **options):
     """A Headroom proxy with an Anthropic base-URL port (``.base``) forwarding to ``upstream``,
     offering no tools of its own (:data:`NO_PROXY_TOOLS`)."""
     base = free_port()
-    px = proxy_factory(ADDON_SCRIPT, options={**NO_PROXY_TOOLS, **options}, args=["--mode", "regular", "--mode", f"reverse:{upstream.url}@{base}"])
+    px = proxy_factory(
+        ADDON_SCRIPT,
+        options={**NO_PROXY_TOOLS, **options},
+        args=["--mode", "regular", "--mode", f"reverse:{upstream.url}@{base}"],
+    )
     px.base = base
     return px
 

@@ -20,10 +20,10 @@ from mcp.client.stdio import stdio_client
 
 import headroom_core
 from headroom_core.ccr import retrieve
-from headroom_core.compress import markers
 from headroom_core.ccr.store import OriginalsStore
-from headroom_core.db.sealed import Sealer, load_secret, secret_path
+from headroom_core.compress import markers
 from headroom_core.db.engine import open_database
+from headroom_core.db.sealed import Sealer, load_secret, secret_path
 from headroom_core.mcpserver.install import claude_change, codex_change, server_command
 from headroom_core.memory.store import MemoryStore
 from headroom_core.settings import load_settings
@@ -81,7 +81,9 @@ def test_tools_over_stdio_with_the_sdk_client(tmp_path):
         out["image"] = (await s.call_tool("headroom_retrieve", {"key": image_key})).content
         unknown = await s.call_tool("headroom_retrieve", {"key": "0" * 24})
         out["unknown"] = (unknown.isError, texts(unknown))
-        out["saved"] = texts(await s.call_tool("memory_save", {"text": "Integration tests need `make db-up` first", "kind": "rule"}))
+        out["saved"] = texts(
+            await s.call_tool("memory_save", {"text": "Integration tests need `make db-up` first", "kind": "rule"})
+        )
         out["found"] = texts(await s.call_tool("memory_search", {"query": "make db-up integration tests"}))
         out["empty"] = texts(await s.call_tool("memory_search", {"query": ""}))
         return out
@@ -95,7 +97,12 @@ def test_tools_over_stdio_with_the_sdk_client(tmp_path):
     assert not is_error and len(short) < len(big) / 3 and note.startswith("[headroom compress: kind=json tokens")
     assert out["retrieved"] == [big]  # byte for byte, key matched case-insensitively
     text, image = out["image"]
-    assert text.type == "text" and image.type == "image" and image.mimeType == "image/png" and base64.b64decode(image.data) == png
+    assert (
+        text.type == "text"
+        and image.type == "image"
+        and image.mimeType == "image/png"
+        and base64.b64decode(image.data) == png
+    )
     is_error, (unknown,) = out["unknown"]
     assert is_error and "no original is stored under key 000000000000000000000000" in unknown
     assert out["saved"][0].startswith("Saved memory ") and "for project /src/app" in out["saved"][0]
@@ -136,9 +143,15 @@ args = ["-y", "docs-mcp"]
 
 
 def cli(home: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("CLAUDE_CONFIG_DIR", "CODEX_HOME") and not k.startswith("HEADROOM_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("CLAUDE_CONFIG_DIR", "CODEX_HOME") and not k.startswith("HEADROOM_")
+    }
     env.update(HOME=str(home), HEADROOM_HOME=str(home / ".headroom"))
-    return subprocess.run([str(HEADROOM), "mcp", "install", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+    return subprocess.run(
+        [str(HEADROOM), "mcp", "install", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300
+    )
 
 
 def test_install_dry_run_then_write_then_idempotent_then_remove(tmp_path):
@@ -163,7 +176,10 @@ def test_install_dry_run_then_write_then_idempotent_then_remove(tmp_path):
     data = json.loads(claude.read_text())
     cmd = server_command()
     assert data["mcpServers"]["headroom"] == {"type": "stdio", "command": cmd[0], "args": cmd[1:], "env": {}}
-    assert data["mcpServers"]["github"] == CLAUDE_JSON["mcpServers"]["github"] and data["projects"] == CLAUDE_JSON["projects"]
+    assert (
+        data["mcpServers"]["github"] == CLAUDE_JSON["mcpServers"]["github"]
+        and data["projects"] == CLAUDE_JSON["projects"]
+    )
     toml_text = codex.read_text()
     assert "# my Codex settings" in toml_text and "# keep this comment" in toml_text
     cfg = tomllib.loads(toml_text)
@@ -213,4 +229,6 @@ def test_registered_command_starts_a_working_server(tmp_path):
     async def work(s, init):
         return [t.name for t in (await s.list_tools()).tools]
 
-    assert "headroom_retrieve" in run_client(tmp_path / "home", work, command=[entry["command"], *entry["args"]], cwd=tmp_path)
+    assert "headroom_retrieve" in run_client(
+        tmp_path / "home", work, command=[entry["command"], *entry["args"]], cwd=tmp_path
+    )

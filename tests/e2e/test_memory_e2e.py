@@ -10,19 +10,36 @@ import re
 
 import pytest
 
+from tests.e2e.test_memory_store import MIGRATE
 from tests.support.clients import anthropic_client, http_client, openai_client
+from tests.support.postgres import fresh_pg_database, pg_server_url
 from tests.support.proxy import ADDON_SCRIPT, free_port
 from tests.support.upstream import Reply
-from tests.e2e.test_memory_store import MIGRATE
-from tests.support.postgres import fresh_pg_database, pg_server_url
 
 SHOP = "/work/shop"
 OTHER = "/work/other"
 CLAUDE_SYSTEM = f"You are Claude Code, Anthropic's CLI for coding.\n<env>\nWorking directory: {SHOP}\nIs directory a git repo: Yes\nPlatform: linux\n</env>"
-CODEX_ENV = {"role": "user", "content": [{"type": "input_text", "text": f"<environment_context>\n  <cwd>{SHOP}</cwd>\n  <approval_policy>on-request</approval_policy>\n</environment_context>"}]}
+CODEX_ENV = {
+    "role": "user",
+    "content": [
+        {
+            "type": "input_text",
+            "text": f"<environment_context>\n  <cwd>{SHOP}</cwd>\n  <approval_policy>on-request</approval_policy>\n</environment_context>",
+        }
+    ],
+}
 MEMORY_TOOLS = ["memory_save", "memory_search", "memory_update", "memory_delete", "memory_list"]
-BASH = {"name": "Bash", "description": "Run a shell command.", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}
-SHELL = {"type": "function", "name": "shell", "description": "Run a shell command.", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}
+BASH = {
+    "name": "Bash",
+    "description": "Run a shell command.",
+    "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+}
+SHELL = {
+    "type": "function",
+    "name": "shell",
+    "description": "Run a shell command.",
+    "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+}
 
 
 def wait_for_model(proxy) -> None:
@@ -66,7 +83,10 @@ def last_user_texts(body: dict) -> list[str]:
 
 def test_memory_saved_by_claude_reaches_codex_on_the_same_project_and_no_one_else(upstream, proxy):
     # Agent 1 (Claude Code, Anthropic SDK, non-streaming): the model saves a memory; the proxy answers the call
-    upstream.script(Reply.tool_call("memory_save", {"text": MIGRATE, "kind": "fact"}, text="Noted."), Reply.text("I will use pnpm db:migrate from now on."))
+    upstream.script(
+        Reply.tool_call("memory_save", {"text": MIGRATE, "kind": "fact"}, text="Noted."),
+        Reply.text("I will use pnpm db:migrate from now on."),
+    )
     msg = claude(upstream, proxy).messages.create(
         model="claude-sonnet-4-5", max_tokens=200, system=CLAUDE_SYSTEM, tools=[BASH],
         messages=[{"role": "user", "content": "Migrations here run with pnpm db:migrate, prisma migrate dev breaks the schema."}],
@@ -108,12 +128,32 @@ def test_memory_saved_by_claude_reaches_codex_on_the_same_project_and_no_one_els
 
 def test_memory_tools_answered_in_streaming_responses(upstream, proxy):
     client = claude(upstream, proxy)
-    upstream.script(Reply.tool_call("memory_save", {"text": "The frontend dev server runs with `pnpm dev --filter web` on port 5173.", "kind": "fact"}), Reply.text("ok"))
-    client.messages.create(model="claude-sonnet-4-5", max_tokens=50, system=CLAUDE_SYSTEM, messages=[{"role": "user", "content": "note the dev server command"}])
+    upstream.script(
+        Reply.tool_call(
+            "memory_save",
+            {"text": "The frontend dev server runs with `pnpm dev --filter web` on port 5173.", "kind": "fact"},
+        ),
+        Reply.text("ok"),
+    )
+    client.messages.create(
+        model="claude-sonnet-4-5",
+        max_tokens=50,
+        system=CLAUDE_SYSTEM,
+        messages=[{"role": "user", "content": "note the dev server command"}],
+    )
     upstream.reset()
     # Anthropic Messages, SSE: the model searches, the proxy answers, the client sees one message
-    upstream.script(Reply.tool_call("memory_search", {"query": "frontend dev server"}, text="Let me check my notes."), Reply.text(" Run pnpm dev --filter web."))
-    with client.messages.stream(model="claude-sonnet-4-5", max_tokens=100, system=CLAUDE_SYSTEM, tools=[BASH], messages=[{"role": "user", "content": "start the frontend"}]) as stream:
+    upstream.script(
+        Reply.tool_call("memory_search", {"query": "frontend dev server"}, text="Let me check my notes."),
+        Reply.text(" Run pnpm dev --filter web."),
+    )
+    with client.messages.stream(
+        model="claude-sonnet-4-5",
+        max_tokens=100,
+        system=CLAUDE_SYSTEM,
+        tools=[BASH],
+        messages=[{"role": "user", "content": "start the frontend"}],
+    ) as stream:
         kinds = [e.type for e in stream]
         final = stream.get_final_message()
     assert [b.type for b in final.content] == ["text", "text"]
@@ -123,7 +163,9 @@ def test_memory_tools_answered_in_streaming_responses(upstream, proxy):
     follow = upstream.requests[1]
     assert follow.is_stream
     answer = follow.json["messages"][-1]["content"][0]["content"]
-    assert answer.startswith("1 memories (vector search), best first:\n- [memory ") and "pnpm dev --filter web" in answer
+    assert (
+        answer.startswith("1 memories (vector search), best first:\n- [memory ") and "pnpm dev --filter web" in answer
+    )
 
     # OpenAI Chat Completions, SSE, same project by header
     upstream.reset()
@@ -138,8 +180,13 @@ def test_memory_tools_answered_in_streaming_responses(upstream, proxy):
 
 
 def test_malformed_memory_call_gets_a_tool_result_that_says_what_was_wrong(upstream, proxy):
-    upstream.script(Reply.tool_call("memory_update", {"id": "the-first-one", "text": "x"}), Reply.text("Sorry, I could not update it."))
-    r = codex(upstream, proxy).responses.create(model="gpt-5-codex", input=[CODEX_ENV, {"role": "user", "content": "fix the memory"}])
+    upstream.script(
+        Reply.tool_call("memory_update", {"id": "the-first-one", "text": "x"}),
+        Reply.text("Sorry, I could not update it."),
+    )
+    r = codex(upstream, proxy).responses.create(
+        model="gpt-5-codex", input=[CODEX_ENV, {"role": "user", "content": "fix the memory"}]
+    )
     assert r.output_text == "Sorry, I could not update it."
     assert all(getattr(o, "name", None) != "memory_update" for o in r.output)
     out = upstream.requests[1].json["input"][-1]
@@ -149,16 +196,43 @@ def test_malformed_memory_call_gets_a_tool_result_that_says_what_was_wrong(upstr
 
 def test_remember_instruction_is_saved_and_bypassed_requests_are_untouched(upstream, proxy):
     codex(upstream, proxy).responses.create(
-        model="gpt-5-codex", input=[CODEX_ENV, {"role": "user", "content": [{"type": "input_text", "text": "Remember: never edit files under config/, they are generated."}]}]
+        model="gpt-5-codex",
+        input=[
+            CODEX_ENV,
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "Remember: never edit files under config/, they are generated."}
+                ],
+            },
+        ],
     )
     upstream.reset()
-    claude(upstream, proxy).messages.create(model="claude-sonnet-4-5", max_tokens=50, system=CLAUDE_SYSTEM, messages=[{"role": "user", "content": "Can I change the files in config/ to fix the port?"}])
+    claude(upstream, proxy).messages.create(
+        model="claude-sonnet-4-5",
+        max_tokens=50,
+        system=CLAUDE_SYSTEM,
+        messages=[{"role": "user", "content": "Can I change the files in config/ to fix the port?"}],
+    )
     injected = last_user_texts(upstream.requests[0].json)[-1]
-    assert re.search(r"- \[memory [0-9a-f]{12}\] \(rule\) never edit files under config/, they are generated\.", injected)
+    assert re.search(
+        r"- \[memory [0-9a-f]{12}\] \(rule\) never edit files under config/, they are generated\.", injected
+    )
     upstream.reset()
-    raw = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 50, "system": CLAUDE_SYSTEM, "messages": [{"role": "user", "content": "Can I change the files in config/?"}]}).encode()
+    raw = json.dumps(
+        {
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 50,
+            "system": CLAUDE_SYSTEM,
+            "messages": [{"role": "user", "content": "Can I change the files in config/?"}],
+        }
+    ).encode()
     with http_client(proxy) as c:
-        c.post(upstream.url + "/v1/messages", content=raw, headers={"content-type": "application/json", "x-headroom-bypass": "true"})
+        c.post(
+            upstream.url + "/v1/messages",
+            content=raw,
+            headers={"content-type": "application/json", "x-headroom-bypass": "true"},
+        )
     assert upstream.requests[0].sha256 == hashlib.sha256(raw).hexdigest()
 
 
@@ -166,7 +240,9 @@ def test_remember_instruction_is_saved_and_bypassed_requests_are_untouched(upstr
 def pg_url():
     server = pg_server_url()
     if server is None:
-        pytest.skip("needs PostgreSQL: set HEADROOM_TEST_PG_URL (eval \"$(scripts/postgres start)\") or install PostgreSQL")
+        pytest.skip(
+            'needs PostgreSQL: set HEADROOM_TEST_PG_URL (eval "$(scripts/postgres start)") or install PostgreSQL'
+        )
     url, drop = fresh_pg_database(server)
     yield url
     drop()
@@ -175,31 +251,64 @@ def pg_url():
 def test_two_proxies_share_memories_through_postgresql(upstream, proxy_factory, pg_url):
     """Two proxy processes (two developer machines) on one PostgreSQL memory database. The model
     path is wrong on purpose: memory still works, with text search, and the log says so."""
-    opts = {"headroom_memory": "true", "headroom_memory_db_url": pg_url, "headroom_memory_model_path": "/nonexistent/model"}
+    opts = {
+        "headroom_memory": "true",
+        "headroom_memory_db_url": pg_url,
+        "headroom_memory_model_path": "/nonexistent/model",
+    }
     one, two = proxy_factory(ADDON_SCRIPT, options=opts), proxy_factory(ADDON_SCRIPT, options=opts)
     upstream.script(Reply.tool_call("memory_save", {"text": MIGRATE}), Reply.text("saved"))
-    assert claude(upstream, one).messages.create(model="claude-sonnet-4-5", max_tokens=50, system=CLAUDE_SYSTEM, messages=[{"role": "user", "content": "note it"}]).content[0].text == "saved"
+    assert (
+        claude(upstream, one)
+        .messages.create(
+            model="claude-sonnet-4-5",
+            max_tokens=50,
+            system=CLAUDE_SYSTEM,
+            messages=[{"role": "user", "content": "note it"}],
+        )
+        .content[0]
+        .text
+        == "saved"
+    )
     upstream.reset()
-    codex(upstream, two).responses.create(model="gpt-5-codex", input=[CODEX_ENV, {"role": "user", "content": "Which command runs the database migration?"}])
+    codex(upstream, two).responses.create(
+        model="gpt-5-codex",
+        input=[CODEX_ENV, {"role": "user", "content": "Which command runs the database migration?"}],
+    )
     assert MIGRATE in last_user_texts(upstream.requests[0].json)[-1]
     for p in (one, two):
         p.wait_for_log(r"the embedding model could not be loaded \(.*/nonexistent/model")
-    two.wait_for_log(r"headroom memory: embedding model not available \(it (is still loading|could not be loaded: .*)\); memory search falls back to text search")
+    two.wait_for_log(
+        r"headroom memory: embedding model not available \(it (is still loading|could not be loaded: .*)\); memory search falls back to text search"
+    )
     assert "memory: on, store postgresql+psycopg://" in two.log_text()
 
 
 def test_unreachable_memory_database_does_not_stop_traffic(upstream, proxy_factory):
     dead = f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/nothing"
     p = proxy_factory(ADDON_SCRIPT, options={"headroom_memory": "true", "headroom_memory_db_url": dead})
-    body = {"model": "claude-sonnet-4-5", "max_tokens": 50, "system": CLAUDE_SYSTEM, "tools": [BASH], "messages": [{"role": "user", "content": "remember: this is never stored"}]}
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 50,
+        "system": CLAUDE_SYSTEM,
+        "tools": [BASH],
+        "messages": [{"role": "user", "content": "remember: this is never stored"}],
+    }
     msg = claude(upstream, p).messages.create(**body)
     assert msg.content[0].text.startswith("upstream saw 1 messages")
     rec = upstream.requests[0]
     # the session keeps the memory tools it started with (the cached tools prefix); nothing is
     # injected or saved while the store cannot be reached, and a call says why
-    assert [t["name"] for t in rec.json["tools"]] == ["Bash"] + MEMORY_TOOLS and rec.json["messages"] == body["messages"]
-    p.wait_for_log(r"headroom memory: off: cannot open the memory store postgresql\+psycopg://postgres@127\.0\.0\.1:\d+/nothing")
+    assert [t["name"] for t in rec.json["tools"]] == ["Bash"] + MEMORY_TOOLS and rec.json["messages"] == body[
+        "messages"
+    ]
+    p.wait_for_log(
+        r"headroom memory: off: cannot open the memory store postgresql\+psycopg://postgres@127\.0\.0\.1:\d+/nothing"
+    )
     upstream.script(Reply.tool_call("memory_list", {}), Reply.text("noted"))
     msg = claude(upstream, p).messages.create(**body)
     assert [b.text for b in msg.content] == ["noted"]
-    assert upstream.requests[-1].json["messages"][-1]["content"][0]["content"] == "memory_list error: the memory store is unavailable right now; nothing was done."
+    assert (
+        upstream.requests[-1].json["messages"][-1]["content"][0]["content"]
+        == "memory_list error: the memory store is unavailable right now; nothing was done."
+    )

@@ -19,8 +19,7 @@ import pytest
 from headroom_core.ccr import retrieve
 from headroom_core.compress import markers
 from tests.support.clients import anthropic_client, http_client, ssl_context
-from tests.support.dialect_e2e import OPTIONS, ledger_rows
-from tests.support.dialect_e2e import big_output, proxy  # noqa: F401 (fixtures)
+from tests.support.dialect_e2e import OPTIONS, big_output, ledger_rows, proxy  # noqa: F401 (fixtures)
 from tests.support.proxy import ADDON_SCRIPT
 from tests.support.upstream import Reply
 
@@ -29,7 +28,16 @@ ollama = pytest.importorskip("ollama")
 R = retrieve.TOOL_NAME
 MODEL = "qwen3:8b"
 SYSTEM = "You are an interactive CLI agent. Working directory: /home/dev/app"
-TOOLS = [{"type": "function", "function": {"name": "run_shell_command", "description": "Run a command.", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "run_shell_command",
+            "description": "Run a command.",
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+        },
+    }
+]
 
 
 def client(upstream, proxy):
@@ -40,7 +48,13 @@ def messages(big_output: str) -> list[dict]:
     return [
         {"role": "system", "content": SYSTEM},
         {"role": "user", "content": "which issues are open?"},
-        {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "run_shell_command", "arguments": {"command": "gh issue list --json"}}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"function": {"name": "run_shell_command", "arguments": {"command": "gh issue list --json"}}}
+            ],
+        },
         {"role": "tool", "content": big_output, "tool_name": "run_shell_command"},
     ]
 
@@ -81,7 +95,11 @@ def test_multi_turn_session_replays_earlier_messages_byte_for_byte(upstream, pro
         _chat(c, msgs, turn % 2 == 1)
         sent.append(upstream.requests[-1])
         msgs = msgs + [
-            {"role": "assistant", "content": f"answer {turn}", "tool_calls": [{"function": {"name": "run_shell_command", "arguments": {"command": f"cat log{turn}"}}}]},
+            {
+                "role": "assistant",
+                "content": f"answer {turn}",
+                "tool_calls": [{"function": {"name": "run_shell_command", "arguments": {"command": f"cat log{turn}"}}}],
+            },
             {"role": "tool", "content": big_output.replace("open", f"open{turn}"), "tool_name": "run_shell_command"},
         ]
     for a, b in zip(sent, sent[1:]):
@@ -93,7 +111,9 @@ def test_multi_turn_session_replays_earlier_messages_byte_for_byte(upstream, pro
 def test_too_large_in_ollamas_shape_and_garbage_passes(upstream, proxy_factory):
     p = proxy_factory(ADDON_SCRIPT, options={"headroom_max_body_bytes": 2000})
     with http_client(p) as c:
-        r = c.post(f"{upstream.url}/api/chat", json={"model": MODEL, "messages": [{"role": "user", "content": "x" * 5000}]})
+        r = c.post(
+            f"{upstream.url}/api/chat", json={"model": MODEL, "messages": [{"role": "user", "content": "x" * 5000}]}
+        )
         assert r.status_code == 413 and set(r.json()) == {"error"} and "max_body_bytes" in r.json()["error"]
         garbage = b'{"model": "qwen3:8b", "messages": [ '
         r2 = c.post(f"{upstream.url}/api/chat", content=garbage)

@@ -103,15 +103,21 @@ class Model:
         asked = [b for b in last["content"] if isinstance(b, dict) and b.get("type") == "tool_result" and b["tool_use_id"].startswith("toolu_hr")] \
             if isinstance(last["content"], list) else []  # fmt: skip
         if asked:
-            calls = {b["id"]: b["input"]["key"] for b in rec.json["messages"][-2]["content"] if b.get("type") == "tool_use"}
+            calls = {
+                b["id"]: b["input"]["key"] for b in rec.json["messages"][-2]["content"] if b.get("type") == "tool_use"
+            }
             for b in asked:
-                self.answers[calls[b["tool_use_id"]]] = b["content"] if isinstance(b["content"], str) else b["content"][0]["text"]
+                self.answers[calls[b["tool_use_id"]]] = (
+                    b["content"] if isinstance(b["content"], str) else b["content"][0]["text"]
+                )
                 self.given.append(self.answers[calls[b["tool_use_id"]]])
             return Reply.text("ok")
         keys = sorted(set(markers.find_marker_keys(rec.text)))
         if not keys:
             return Reply.text("ok")
-        return Reply.tool_calls_reply([ToolCall(retrieve.TOOL_NAME, {"key": k}, f"toolu_hr{i:02d}{len(rec.body)}") for i, k in enumerate(keys)])
+        return Reply.tool_calls_reply(
+            [ToolCall(retrieve.TOOL_NAME, {"key": k}, f"toolu_hr{i:02d}{len(rec.body)}") for i, k in enumerate(keys)]
+        )
 
 
 def _outcomes(url: str) -> dict[str, tuple[str, str]]:
@@ -158,7 +164,9 @@ def test_an_output_goes_shortened_only_once_its_original_is_stored(upstream, fau
 
     def turn(name: str, body: dict) -> dict:
         n = len(upstream.requests)
-        msg = client.messages.create(model=name, max_tokens=50, system=body["system"], tools=body["tools"], messages=body["messages"])
+        msg = client.messages.create(
+            model=name, max_tokens=50, system=body["system"], tools=body["tools"], messages=body["messages"]
+        )
         assert [b.text for b in msg.content if b.type == "text"][-1] == "ok"
         return upstream.requests[n].json  # what the upstream got first (the proxy's follow-up comes after)
 
@@ -174,15 +182,30 @@ def test_an_output_goes_shortened_only_once_its_original_is_stored(upstream, fau
         sent2 = turn("turn-2", second)
     new = sent2["messages"][4]["content"][0]["content"]
     s = load_settings({}, env={})
-    lossless = compress_text(big, "Which issues are still open?", counter, min_tokens=s.min_tokens, min_saving_ratio=s.min_saving_ratio, lossless=True)
+    lossless = compress_text(
+        big,
+        "Which issues are still open?",
+        counter,
+        min_tokens=s.min_tokens,
+        min_saving_ratio=s.min_saving_ratio,
+        lossless=True,
+    )
     assert not lossless.offloads
-    assert new == (lossless.text if lossless.changed else big)  # whole, or the lossless form: nothing dropped, no marker
-    assert len(new) < len(big) and decode_table(json.loads(new)) == json.loads(big)  # the JSON table form, every value kept
+    assert new == (
+        lossless.text if lossless.changed else big
+    )  # whole, or the lossless form: nothing dropped, no marker
+    assert len(new) < len(big) and decode_table(json.loads(new)) == json.loads(
+        big
+    )  # the JSON table form, every value kept
     assert sent2["messages"][2] == sent1["messages"][2]  # turn 1 replayed as sent
     assert model.answers == {markers.offload_key(small): small}  # every marker sent answered with its original
     assert not any(NO_ORIGINAL in a for a in model.given)
 
-    third = {**second, "messages": second["messages"] + [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "And which are closed?"}]}
+    third = {
+        **second,
+        "messages": second["messages"]
+        + [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "And which are closed?"}],
+    }
     sent3 = turn("turn-3", third)  # the fault gone: the same bytes again
     assert sent3["messages"][4]["content"][0]["content"] == new
 
@@ -190,10 +213,19 @@ def test_an_output_goes_shortened_only_once_its_original_is_stored(upstream, fau
     assert rows["turn-2"][0] == OUTCOME[kind], rows
     assert "their originals could not be stored" in rows["turn-2"][1]
     assert rows["turn-1"][0] == "compressed" and rows["turn-3"][0] == "compressed"
-    label = {"originals_unstored": "originals could not be stored (outputs sent whole or lossless)", "db_busy": "database locked by another process"}[OUTCOME[kind]]
+    label = {
+        "originals_unstored": "originals could not be stored (outputs sent whole or lossless)",
+        "db_busy": "database locked by another process",
+    }[OUTCOME[kind]]
     snap = ledger.snapshot(open_database(url))  # what headroom stats and the stats page show
     assert {"key": OUTCOME[kind], "label": label, "requests": 1} in snap["uncompressed"]
-    env = {"HEADROOM_HOME": str(px.home), "HOME": str(Path.home()), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "COLUMNS": "160", "LINES": "50"}
+    env = {
+        "HEADROOM_HOME": str(px.home),
+        "HOME": str(Path.home()),
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "COLUMNS": "160",
+        "LINES": "50",
+    }
     if not url.startswith("sqlite"):
         env["HEADROOM_DB_URL"] = url
     out = subprocess.run([HEADROOM, "stats"], env=env, capture_output=True, text=True, timeout=120)

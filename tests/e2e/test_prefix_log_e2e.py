@@ -33,7 +33,9 @@ request_plan.run_diagnostics = _held
 """
 
 
-def test_answers_do_not_wait_for_the_prefix_log_which_records_the_turns_in_order_afterwards(upstream, proxy_factory, tmp_path):
+def test_answers_do_not_wait_for_the_prefix_log_which_records_the_turns_in_order_afterwards(
+    upstream, proxy_factory, tmp_path
+):
     gate = tmp_path / "gate"
     held = tmp_path / "held_diagnostics.py"
     held.write_text(HELD_DIAGNOSTICS.format(gate=str(gate)))
@@ -50,7 +52,10 @@ def test_answers_do_not_wait_for_the_prefix_log_which_records_the_turns_in_order
     assert [a.type for a in answers] == ["message", "message"]
     assert prefix_events(sessions, project="/work/projects/prefix") == []
     gate.touch()
-    events = settled(lambda: [tuple(c.kind for c in e.changes) for e in prefix_events(sessions, project="/work/projects/prefix")], [(), ("date",)])
+    events = settled(
+        lambda: [tuple(c.kind for c in e.changes) for e in prefix_events(sessions, project="/work/projects/prefix")],
+        [(), ("date",)],
+    )
     assert events == [(), ("date",)]
 
 
@@ -76,8 +81,14 @@ def test_observers_that_raise_stop_neither_the_client_nor_the_prefix_log(upstrea
     system = "You are a coding agent.\nWorking directory: /work/projects/broken\nToday's date: 2025-08-06"
     messages = [{"role": "user", "content": "list the files"}]
     for s in (system, system.replace("08-06", "08-07"), system.replace("08-06", "08-08")):
-        assert client.messages.create(model="claude-sonnet-4-5", max_tokens=64, system=s, messages=messages).type == "message"
+        assert (
+            client.messages.create(model="claude-sonnet-4-5", max_tokens=64, system=s, messages=messages).type
+            == "message"
+        )
     sessions = open_database(f"sqlite:///{Path(proxy.home) / 'headroom.db'}")
-    events = settled(lambda: [tuple(c.kind for c in e.changes) for e in prefix_events(sessions, project="/work/projects/broken")], [(), ("date",), ("date",)])
+    events = settled(
+        lambda: [tuple(c.kind for c in e.changes) for e in prefix_events(sessions, project="/work/projects/broken")],
+        [(), ("date",), ("date",)],
+    )
     assert events == [(), ("date",), ("date",)]
     assert "observers broken" in proxy.log_text()

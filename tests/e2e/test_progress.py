@@ -22,7 +22,13 @@ def _on_terminal(args: list[str], env: dict[str, str], timeout: float = 300) -> 
     """Run ``args`` with standard error on a pseudo-terminal; ``(exit code, stdout, what the
     terminal showed)``."""
     master, slave = os.openpty()
-    proc = subprocess.Popen(args, env={**env, "TERM": "xterm", "COLUMNS": "100"}, stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        args,
+        env={**env, "TERM": "xterm", "COLUMNS": "100"},
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        stdin=subprocess.DEVNULL,
+    )
     os.close(slave)
     shown = b""
     deadline = time.monotonic() + timeout
@@ -54,18 +60,25 @@ def test_wrap_shows_the_proxy_starting(tmp_path):
     port = free_port()
     env = _env(tmp_path)
     try:
-        code, out, shown = _on_terminal([HEADROOM, "wrap", "--port", str(port), sys.executable, "-c", "print('agent ran')"], env)
+        code, out, shown = _on_terminal(
+            [HEADROOM, "wrap", "--port", str(port), sys.executable, "-c", "print('agent ran')"], env
+        )
         assert code == 0, shown
         assert out == "agent ran\n"
         assert f"starting the Headroom proxy on http://127.0.0.1:{port}" in shown
-        piped = subprocess.run([HEADROOM, "wrap", "--port", str(port), "true"], env=env, capture_output=True, text=True, timeout=120)
+        piped = subprocess.run(
+            [HEADROOM, "wrap", "--port", str(port), "true"], env=env, capture_output=True, text=True, timeout=120
+        )
         assert "starting the Headroom proxy" not in piped.stderr and "⠋" not in piped.stderr
     finally:
         subprocess.run([HEADROOM, "proxy", "--stop", "--port", str(port)], env=env, capture_output=True, timeout=60)
 
 
 def test_compress_shows_the_model_loading(tmp_path):
-    prose = "\n\n".join(f"Paragraph {i}: the release notes describe how the scheduler retries failed jobs, which queues they use, and why backoff matters for throughput." for i in range(60))
+    prose = "\n\n".join(
+        f"Paragraph {i}: the release notes describe how the scheduler retries failed jobs, which queues they use, and why backoff matters for throughput."
+        for i in range(60)
+    )
     f = tmp_path / "notes.txt"
     f.write_text(prose)
     code, out, shown = _on_terminal([HEADROOM, "compress", str(f), "--kind", "text"], _env(tmp_path))

@@ -13,7 +13,9 @@ MODEL = "claude-sonnet-4-5"
 
 
 def _send(client, body: dict) -> None:
-    client.messages.create(model=MODEL, max_tokens=100, system=body["system"], tools=body["tools"], messages=body["messages"])
+    client.messages.create(
+        model=MODEL, max_tokens=100, system=body["system"], tools=body["tools"], messages=body["messages"]
+    )
 
 
 def test_a_request_at_once_after_start_is_compressed_like_a_later_one(upstream, proxy_factory):

@@ -14,8 +14,8 @@ import re
 import pytest
 
 from headroom_core.ccr import retrieve
-from headroom_core.compress import markers
 from headroom_core.ccr.store import OriginalsStore
+from headroom_core.compress import markers
 from headroom_core.compress.repeats import MIN_SAVED_CHARS, Run, find_runs, fold_lines, fold_text
 from headroom_core.compress.router import compress_text
 from headroom_core.db.engine import open_database
@@ -69,7 +69,11 @@ def test_not_worth_a_marker():
 
 
 def test_fold_is_lossless_and_deterministic():
-    text = "header\n" + "".join(f"{i % 3}: a line long enough to matter in a repeated block\n" for i in range(300)) + "tail\n"
+    text = (
+        "header\n"
+        + "".join(f"{i % 3}: a line long enough to matter in a repeated block\n" for i in range(300))
+        + "tail\n"
+    )
     key = markers.offload_key(text)
     f = fold_text(text, key)
     assert f is not None and f.runs == (Run(1, 3, 100),) and f.lines_folded == 297
@@ -88,7 +92,12 @@ def test_crlf_text_keeps_its_line_ends():
 
 def test_fold_lines_leaves_other_lines_alone():
     lines = ["a", "b", "b", "b", "c"]
-    assert fold_lines(lines, [Run(1, 1, 3)], "0" * 24) == ["a", "b", markers.make_marker("2 more copies of the line above (3 in a row)", "0" * 24), "c"]
+    assert fold_lines(lines, [Run(1, 1, 3)], "0" * 24) == [
+        "a",
+        "b",
+        markers.make_marker("2 more copies of the line above (3 in a row)", "0" * 24),
+        "c",
+    ]
 
 
 # --- every kind -------------------------------------------------------------------------------
@@ -154,20 +163,29 @@ def test_request_plan_folds_the_tool_output(runtime):
 def proxy(module_proxy_factory):
     from tests.support.proxy import ADDON_SCRIPT
 
-    return module_proxy_factory(ADDON_SCRIPT, options={"headroom_max_body_bytes": 4_000_000, "headroom_compress_timeout_seconds": 300})
+    return module_proxy_factory(
+        ADDON_SCRIPT, options={"headroom_max_body_bytes": 4_000_000, "headroom_compress_timeout_seconds": 300}
+    )
 
 
 def test_identical_lines_through_mitmdump_fold_and_come_back(upstream, proxy):
     text = "Waiting for the database lock to be released (pid 4242)\n" * 2900  # ~160 KB
     key = markers.offload_key(text)
-    upstream.script(Reply.tool_call(retrieve.TOOL_NAME, {"key": key}, text="Let me see it all."), Reply.text("It waited 2900 times."))
+    upstream.script(
+        Reply.tool_call(retrieve.TOOL_NAME, {"key": key}, text="Let me see it all."),
+        Reply.text("It waited 2900 times."),
+    )
     client = anthropic_client(upstream, proxy)
     body = anthropic_request(text, "why is the job stuck?")
-    msg = client.messages.create(model="claude-sonnet-4-5", max_tokens=100, tools=body["tools"], messages=body["messages"])
+    msg = client.messages.create(
+        model="claude-sonnet-4-5", max_tokens=100, tools=body["tools"], messages=body["messages"]
+    )
     assert [b.text for b in msg.content] == ["Let me see it all.", "It waited 2900 times."]
     first, follow = upstream.requests
     sent = first.json["messages"][2]["content"][0]["content"]
-    assert sent.startswith("Waiting for the database lock to be released (pid 4242)\n[headroom omitted 2899 more copies")
+    assert sent.startswith(
+        "Waiting for the database lock to be released (pid 4242)\n[headroom omitted 2899 more copies"
+    )
     assert len(sent) < 300
     assert first.json["tools"][-1]["name"] == retrieve.TOOL_NAME
     assert follow.json["messages"][-1]["content"][0]["content"] == text  # byte for byte
@@ -176,10 +194,14 @@ def test_identical_lines_through_mitmdump_fold_and_come_back(upstream, proxy):
 def test_wrapped_shell_output_is_folded_under_the_whole_key(counter):
     """A BashOutput-style result: wrapper tags stay, the stdout section is folded, and the marker
     names the key of the whole tool output (which is what is stored)."""
-    text = "<stdout>\n" + "Waiting for the database lock to be released\n" * 4000 + "</stdout>\n<exit_code>1</exit_code>\n"
+    text = (
+        "<stdout>\n" + "Waiting for the database lock to be released\n" * 4000 + "</stdout>\n<exit_code>1</exit_code>\n"
+    )
     res = compress_text(text, "", counter, min_tokens=250, min_saving_ratio=0.1)
     assert res.changed and res.strategy == "sections"
-    assert res.text.startswith("<stdout>\nWaiting for the database lock to be released\n[headroom omitted 3999 more copies")
+    assert res.text.startswith(
+        "<stdout>\nWaiting for the database lock to be released\n[headroom omitted 3999 more copies"
+    )
     assert res.text.endswith("</stdout>\n<exit_code>1</exit_code>\n")
     assert set(markers.find_marker_keys(res.text)) == {markers.offload_key(text)}
     assert res.offloads[0].original == text
@@ -200,7 +222,10 @@ def test_keyless_fold_is_a_lossless_rewrite():
     text = "start\n" + "Checksum mismatch, retrying the download of core-utils\n" * 300 + "end\n"
     f = fold_text(text, None)
     assert f is not None and "headroom_retrieve" not in f.text
-    assert f.text == "start\nChecksum mismatch, retrying the download of core-utils\n[… 299 more copies of the line above, 300 in a row]\nend\n"
+    assert (
+        f.text
+        == "start\nChecksum mismatch, retrying the download of core-utils\n[… 299 more copies of the line above, 300 in a row]\nend\n"
+    )
     note = re.compile(r"\[… (\d+) more copies of (?:the line above|the (\d+) lines above), (\d+) in a row\]")
     out: list[str] = []
     for ln in f.text.split("\n"):

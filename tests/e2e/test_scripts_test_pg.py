@@ -46,16 +46,27 @@ def tree():
     try:
         yield root, env, port
     finally:
-        subprocess.run(["bash", str(root / "scripts" / "postgres"), "destroy"], env=env, capture_output=True, timeout=120)
+        subprocess.run(
+            ["bash", str(root / "scripts" / "postgres"), "destroy"], env=env, capture_output=True, timeout=120
+        )
         shutil.rmtree(root, ignore_errors=True)
 
 
 def _pg(root: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(root / "scripts" / "postgres"), *args], env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        ["bash", str(root / "scripts" / "postgres"), *args], env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def _run_tests(root: Path, env: dict, rc: int) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(root / "scripts" / "test")], env={**env, "FAKE_PYTEST_RC": str(rc)}, cwd=root, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        ["bash", str(root / "scripts" / "test")],
+        env={**env, "FAKE_PYTEST_RC": str(rc)},
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_the_server_it_started_is_stopped_when_the_tests_end(tree):

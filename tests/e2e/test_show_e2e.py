@@ -48,9 +48,16 @@ def session(module_proxy_factory, upstream_server):
     body = anthropic_request(big)
     msgs = list(body["messages"])
     for i in range(3):
-        client.messages.create(model="claude-sonnet-4-5", max_tokens=100, system=body["system"], tools=body["tools"], messages=msgs)
+        client.messages.create(
+            model="claude-sonnet-4-5", max_tokens=100, system=body["system"], tools=body["tools"], messages=msgs
+        )
         msgs += [{"role": "assistant", "content": f"answer {i}"}, {"role": "user", "content": f"and question {i + 2}?"}]
-    client.messages.create(model="claude-sonnet-4-5", max_tokens=100, messages=[{"role": "user", "content": "hi"}], extra_headers={"x-headroom-bypass": "1"})
+    client.messages.create(
+        model="claude-sonnet-4-5",
+        max_tokens=100,
+        messages=[{"role": "user", "content": "hi"}],
+        extra_headers={"x-headroom-bypass": "1"},
+    )
     sessions = open_database(f"sqlite:///{px.home / 'headroom.db'}")
     for _ in range(200):  # the rows are written by the ledger's own thread
         with sessions() as s:
@@ -81,13 +88,21 @@ def test_show_the_turn_that_compressed(session):
     counter = TokenCounter(str(session.home))
     (b,) = r["blocks"]
     assert (b["message"], b["tool"], b["kind"], b["decision"]) == (2, "github_api", "json", "compressed")
-    assert b["reason"] and b["tokens_before"] == counter.count(session.big) and b["tokens_after"] < b["tokens_before"] / 2
+    assert (
+        b["reason"] and b["tokens_before"] == counter.count(session.big) and b["tokens_after"] < b["tokens_before"] / 2
+    )
     assert b["before"] == session.big  # the original, from the originals store
     sent_out = session.sent[0]["messages"][2]["content"][0]["content"]
-    assert b["after"] == sent_out and set(markers.find_marker_keys(sent_out)) == set(b["keys"]) == {markers.offload_key(session.big)}
+    assert b["after"] == sent_out and set(markers.find_marker_keys(sent_out)) == set(b["keys"]) == {
+        markers.offload_key(session.big)
+    }
     assert r["prefix"]["known"] is False and r["replayed"]["blocks"] == 0
     assert r["usage"] == {"input": 500, "output": 20, "cache_read": 0, "cache_write": 4000}
-    assert r["tools"]["proxy"] > 0 and r["tools"]["before"] == r["tools"]["after"] or r["tools"]["after"] < r["tools"]["before"]
+    assert (
+        r["tools"]["proxy"] > 0
+        and r["tools"]["before"] == r["tools"]["after"]
+        or r["tools"]["after"] < r["tools"]["before"]
+    )
 
 
 def test_show_a_later_turn_replays_and_compares_its_prefix(session):
@@ -112,9 +127,15 @@ def test_show_defaults_to_the_latest_and_names_why_it_went_out_uncompressed(sess
     out = _cli(session, "show", str(session.rows[0].id))
     assert out.returncode == 0, out.stderr
     assert max(len(line) for line in out.stdout.splitlines()) <= 80
-    assert "github_api" in out.stdout and "json" in out.stdout and "compressed" in out.stdout and "before:" in out.stdout
+    assert (
+        "github_api" in out.stdout and "json" in out.stdout and "compressed" in out.stdout and "before:" in out.stdout
+    )
     bad = _cli(session, "show", "zzz")
-    assert bad.returncode == 1 and len(bad.stderr.strip().splitlines()) == 1 and "no recorded request matches" in bad.stderr
+    assert (
+        bad.returncode == 1
+        and len(bad.stderr.strip().splitlines()) == 1
+        and "no recorded request matches" in bad.stderr
+    )
 
 
 def test_stats_counts_proxy_tools_apart_and_uncompressed_requests(session):
@@ -124,7 +145,12 @@ def test_stats_counts_proxy_tools_apart_and_uncompressed_requests(session):
     assert [r.outcome for r in rows] == ["compressed", "compressed", "compressed", "bypass"]
     out = _cli(session, "stats")
     assert out.returncode == 0, out.stderr
-    assert "proxy tools added" in out.stdout and "bypass (x-headroom-bypass)" in out.stdout and "−-" not in out.stdout and "--" not in out.stdout.replace("--wide", "").replace("--by", "")
+    assert (
+        "proxy tools added" in out.stdout
+        and "bypass (x-headroom-bypass)" in out.stdout
+        and "−-" not in out.stdout
+        and "--" not in out.stdout.replace("--wide", "").replace("--by", "")
+    )
     snap = json.loads(_cli(session, "stats", "--json").stdout)
     assert snap["uncompressed"] == [{"key": "bypass", "label": "bypass (x-headroom-bypass)", "requests": 1}]
     assert snap["totals"]["proxy_tools_tokens"] == sum(r.proxy_tools_tokens for r in rows)
@@ -141,9 +167,16 @@ def test_the_page_view_of_a_request(session):
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
     soup = BeautifulSoup(r.text, "html.parser")
     (row,) = soup.select('table[data-group="blocks"] tr[data-block]')
-    assert (row["data-kind"], row["data-decision"], int(row["data-before"]), int(row["data-after"])) == ("json", "compressed", first.tokens_before, first.tokens_after)
+    assert (row["data-kind"], row["data-decision"], int(row["data-before"]), int(row["data-after"])) == (
+        "json",
+        "compressed",
+        first.tokens_before,
+        first.tokens_after,
+    )
     assert soup.select_one('pre[data-text="before"]').get_text() == session.big
-    assert soup.select_one('pre[data-text="after"]').get_text() == session.sent[0]["messages"][2]["content"][0]["content"]
+    assert (
+        soup.select_one('pre[data-text="after"]').get_text() == session.sent[0]["messages"][2]["content"][0]["content"]
+    )
     assert _get(session, f"/request?id={first.id}&format=json").json()["blocks"][0]["before"] == session.big
     with httpx.Client(trust_env=False, timeout=30) as c:  # on the proxy's own port too
         assert c.get(f"{session.url}/request?id={first.id}").status_code == 200
@@ -160,7 +193,13 @@ def test_a_request_sent_with_only_the_proxys_tools_added_is_not_compressed(sessi
     not as a compressed request that saved a negative number of tokens."""
     body = anthropic_request('{"ok": true}')
     upstream_server.script(Reply.text("small"))
-    anthropic_client(upstream_server, session).messages.create(model="claude-sonnet-4-5", max_tokens=100, system="a new conversation. " + "Follow the house style. " * 600, tools=body["tools"], messages=body["messages"])
+    anthropic_client(upstream_server, session).messages.create(
+        model="claude-sonnet-4-5",
+        max_tokens=100,
+        system="a new conversation. " + "Follow the house style. " * 600,
+        tools=body["tools"],
+        messages=body["messages"],
+    )
     for _ in range(200):
         with session.sessions() as s:
             row = s.scalars(select(RequestOutcome).order_by(RequestOutcome.id.desc())).first()
@@ -172,6 +211,8 @@ def test_a_request_sent_with_only_the_proxys_tools_added_is_not_compressed(sessi
     assert (row.action, row.outcome) == ("unchanged", "unchanged")
     out = _cli(session, "show", str(row.id))
     assert out.returncode == 0 and "unchanged (proxy tools added)" in out.stdout, out.stdout + out.stderr
-    by_action = {r["key"]: r for r in csv.DictReader(io.StringIO(_cli(session, "stats", "--by", "action", "--csv").stdout))}
+    by_action = {
+        r["key"]: r for r in csv.DictReader(io.StringIO(_cli(session, "stats", "--by", "action", "--csv").stdout))
+    }
     assert (by_action["unchanged"]["requests"], by_action["compressed"]["requests"]) == ("1", "3")
     assert int(by_action["unchanged"]["tokens_saved"]) == 0 and int(by_action["compressed"]["tokens_saved"]) > 0

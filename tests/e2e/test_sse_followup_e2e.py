@@ -26,8 +26,8 @@ import httpx
 import pytest
 
 from headroom_core.ccr import retrieve
-from headroom_core.compress import markers
 from headroom_core.ccr.loop import notice_failed, notice_rounds
+from headroom_core.compress import markers
 from tests.support.clients import anthropic_client, http_client, iter_sse, openai_client
 from tests.support.proxy import ADDON_SCRIPT
 from tests.support.sse_forms import (
@@ -76,7 +76,11 @@ def serve_sse(upstream, data: bytes, *, gzipped: bool = False, path: str | None 
 def chat_messages(big_output: str) -> list[dict]:
     return [
         {"role": "user", "content": "which issues are open?"},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "gh", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "gh", "arguments": "{}"}}],
+        },
         {"role": "tool", "tool_call_id": "call_1", "content": big_output},
     ]
 
@@ -99,14 +103,41 @@ def drop_none(x):
 
 # -- case 1: the turn stated exactly ----------------------------------------------------------
 
-CITATION = {"type": "web_search_result_location", "url": "https://example.com/a", "title": "A", "encrypted_index": "Eo8BCioIAhgBIiQ=", "cited_text": "Issue 12 is open."}
+CITATION = {
+    "type": "web_search_result_location",
+    "url": "https://example.com/a",
+    "title": "A",
+    "encrypted_index": "Eo8BCioIAhgBIiQ=",
+    "cited_text": "Issue 12 is open.",
+}
 
 
 def anthropic_turn(key: str) -> list[dict]:
     return [
-        {"type": "thinking", "thinking": "The output was shortened; search first, then get it back.", "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgx="},
-        {"type": "server_tool_use", "id": "srvtoolu_01", "name": "web_search", "input": {"query": "octokit fixture issues", "max": 3}},
-        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_01", "content": [{"type": "web_search_result", "url": "https://example.com/a", "title": "A", "encrypted_content": "EqgfCioIARgB", "page_age": "1 day"}]},
+        {
+            "type": "thinking",
+            "thinking": "The output was shortened; search first, then get it back.",
+            "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgx=",
+        },
+        {
+            "type": "server_tool_use",
+            "id": "srvtoolu_01",
+            "name": "web_search",
+            "input": {"query": "octokit fixture issues", "max": 3},
+        },
+        {
+            "type": "web_search_tool_result",
+            "tool_use_id": "srvtoolu_01",
+            "content": [
+                {
+                    "type": "web_search_result",
+                    "url": "https://example.com/a",
+                    "title": "A",
+                    "encrypted_content": "EqgfCioIARgB",
+                    "page_age": "1 day",
+                }
+            ],
+        },
         {"type": "text", "text": "The fixture repository has open issues.", "citations": [CITATION]},
         {"type": "tool_use", "id": "toolu_r", "name": R, "input": {"key": key}},
     ]
@@ -123,11 +154,19 @@ def test_anthropic_streamed_turn_is_stated_exactly_in_the_follow_up(upstream, pr
         types = [e.type for e in s]
         final = s.get_final_message()
     first, follow = upstream.requests
-    assert follow.json["messages"][-2] == {"role": "assistant", "content": turn}  # server_tool_use input, citations, signature: as sent
-    assert follow.json["messages"][-1] == {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_r", "content": big_output}]}
+    assert follow.json["messages"][-2] == {
+        "role": "assistant",
+        "content": turn,
+    }  # server_tool_use input, citations, signature: as sent
+    assert follow.json["messages"][-1] == {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "toolu_r", "content": big_output}],
+    }
     assert follow.json["messages"][:-2] == first.json["messages"] and follow.json["tools"] == first.json["tools"]
     # the client: every block but the proxy's call, then the follow-up's answer; one message
-    assert drop_none([b.to_dict() for b in final.content]) == drop_none(turn[:4] + [{"type": "text", "text": "All issues checked."}])
+    assert drop_none([b.to_dict() for b in final.content]) == drop_none(
+        turn[:4] + [{"type": "text", "text": "All issues checked."}]
+    )
     assert final.stop_reason == "end_turn" and types.count("message_start") == 1 and types[-1] == "message_stop"
     assert final.usage.input_tokens == 120 + 900 and final.usage.output_tokens == 40 + 7  # summed over both rounds
     assert "Traceback" not in proxy.log_text()
@@ -136,16 +175,36 @@ def test_anthropic_streamed_turn_is_stated_exactly_in_the_follow_up(upstream, pr
 def test_responses_streamed_turn_is_stated_exactly_in_the_follow_up(upstream, proxy, big_output):
     key = markers.offload_key(big_output)
     produced = [
-        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Get the full list back."}], "encrypted_content": "gAAAAABoX"},
-        {"type": "message", "id": "msg_1", "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": "Let me look.", "annotations": [], "logprobs": []}]},
-        {"type": "function_call", "id": "fc_1", "call_id": "call_r", "name": R, "arguments": json.dumps({"key": key}), "status": "completed"},
+        {
+            "type": "reasoning",
+            "id": "rs_1",
+            "summary": [{"type": "summary_text", "text": "Get the full list back."}],
+            "encrypted_content": "gAAAAABoX",
+        },
+        {
+            "type": "message",
+            "id": "msg_1",
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "Let me look.", "annotations": [], "logprobs": []}],
+        },
+        {
+            "type": "function_call",
+            "id": "fc_1",
+            "call_id": "call_r",
+            "name": R,
+            "arguments": json.dumps({"key": key}),
+            "status": "completed",
+        },
     ]
     serve_sse(upstream, sse(responses_events(responses_response(produced))))
     upstream.script(Reply.text("Issues 1 and 2."))
     client = openai_client(upstream, proxy)
     events = list(client.responses.create(model="gpt-5", input=responses_items(big_output), stream=True))
     follow = upstream.requests[1].json
-    assert follow["input"][3:] == produced + [{"type": "function_call_output", "call_id": "call_r", "output": big_output}]
+    assert follow["input"][3:] == produced + [
+        {"type": "function_call_output", "call_id": "call_r", "output": big_output}
+    ]
     done = [e for e in events if e.type == "response.completed"]
     assert len(done) == 1 and [e.type for e in events].count("response.created") == 1
     out = done[0].response.output
@@ -157,10 +216,22 @@ def test_responses_streamed_turn_is_stated_exactly_in_the_follow_up(upstream, pr
 def test_chat_streamed_turn_is_stated_exactly_in_the_follow_up(upstream, proxy, big_output):
     key = markers.offload_key(big_output)
     call = {"id": "call_r", "type": "function", "function": {"name": R, "arguments": json.dumps({"key": key})}}
-    serve_sse(upstream, sse(chat_events(chat_completion({"content": "Let me look.", "refusal": None, "tool_calls": [call]}, "tool_calls")), named=False))
+    serve_sse(
+        upstream,
+        sse(
+            chat_events(
+                chat_completion({"content": "Let me look.", "refusal": None, "tool_calls": [call]}, "tool_calls")
+            ),
+            named=False,
+        ),
+    )
     upstream.script(Reply.text("Issues 1 and 2.", input_tokens=100, output_tokens=10))
     client = openai_client(upstream, proxy)
-    chunks = list(client.chat.completions.create(model="gpt-4o", messages=chat_messages(big_output), stream=True, stream_options={"include_usage": True}))
+    chunks = list(
+        client.chat.completions.create(
+            model="gpt-4o", messages=chat_messages(big_output), stream=True, stream_options={"include_usage": True}
+        )
+    )
     follow = upstream.requests[1].json
     assert follow["messages"][-2:] == [
         {"role": "assistant", "content": "Let me look.", "refusal": None, "tool_calls": [call]},
@@ -172,7 +243,11 @@ def test_chat_streamed_turn_is_stated_exactly_in_the_follow_up(upstream, proxy, 
     assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["stop"]
     usage = [c.usage for c in chunks if c.usage is not None]
     assert len(usage) == 1 and chunks[-1].usage is usage[0]  # one usage chunk, the last, summed
-    assert (usage[0].prompt_tokens, usage[0].completion_tokens, usage[0].total_tokens) == (1117 + 100, 46 + 10, 1163 + 110)
+    assert (usage[0].prompt_tokens, usage[0].completion_tokens, usage[0].total_tokens) == (
+        1117 + 100,
+        46 + 10,
+        1163 + 110,
+    )
 
 
 # -- case 2: failures after a follow-up -------------------------------------------------------
@@ -200,7 +275,9 @@ def test_json_follow_up_with_a_lone_surrogate_reaches_the_client_as_sent(upstrea
     # the real SDK reads it
     upstream.script(Reply.tool_call(R, {"key": key}, text="Checking."))
     upstream.raw(200, SURROGATE_ANSWER, {"content-type": "application/json"})
-    got = anthropic_client(upstream, proxy).messages.create(model=MODEL, max_tokens=100, tools=body["tools"], messages=body["messages"])
+    got = anthropic_client(upstream, proxy).messages.create(
+        model=MODEL, max_tokens=100, tools=body["tools"], messages=body["messages"]
+    )
     assert [b.text for b in got.content] == ["Checking.", "half an emoji: \ud83d, a number: 1e400"]
 
 
@@ -230,7 +307,9 @@ def test_follow_up_refused_ends_the_answer_with_a_notice(upstream, proxy, big_ou
     else:
         msg = client.messages.create(model=MODEL, max_tokens=100, tools=body["tools"], messages=body["messages"])
     assert [b.type for b in msg.content] == ["text", "text"]
-    assert msg.content[0].text == "Checking." and msg.content[1].text == notice_failed("the follow-up request got HTTP 400")
+    assert msg.content[0].text == "Checking." and msg.content[1].text == notice_failed(
+        "the follow-up request got HTTP 400"
+    )
     assert msg.stop_reason == "end_turn"
 
 
@@ -238,7 +317,10 @@ def test_follow_up_stream_cut_short_ends_the_answer_with_an_error_the_client_ret
     """The provider's stream of the follow-up was cut: the text so far, then ``event: error``
     (``api_error``): the SDK raises, the agent retries (issue 36, item 4)."""
     key = markers.offload_key(big_output)
-    upstream.script(Reply.tool_call(R, {"key": key}, text="Checking."), Reply.text("one two three four five six", abort_after_events=5))
+    upstream.script(
+        Reply.tool_call(R, {"key": key}, text="Checking."),
+        Reply.text("one two three four five six", abort_after_events=5),
+    )
     client = anthropic_client(upstream, proxy)
     body = anthropic_request(big_output)
     texts: list[str] = []
@@ -254,7 +336,10 @@ def test_follow_up_stream_cut_short_ends_the_answer_with_an_error_the_client_ret
 def test_follow_up_error_event_reaches_the_client_as_sent(upstream, proxy, big_output):
     key = markers.offload_key(big_output)
     upstream.script(Reply.tool_call(R, {"key": key}))
-    error = [{"type": "message_start", "message": anthropic_message([], "end_turn") | {"content": []}}, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}]
+    error = [
+        {"type": "message_start", "message": anthropic_message([], "end_turn") | {"content": []}},
+        {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+    ]
     serve_sse(upstream, sse(error))
     client = anthropic_client(upstream, proxy)
     body = anthropic_request(big_output)
@@ -269,7 +354,9 @@ def test_follow_up_error_event_reaches_the_client_as_sent(upstream, proxy, big_o
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
 @pytest.mark.parametrize("dialect", ["anthropic", "chat", "responses"])
-def test_rounds_run_out_the_client_gets_the_text_so_far_and_a_notice(upstream, proxy_one_round, big_output, dialect, stream):
+def test_rounds_run_out_the_client_gets_the_text_so_far_and_a_notice(
+    upstream, proxy_one_round, big_output, dialect, stream
+):
     key = markers.offload_key(big_output)
     upstream.script(Reply.tool_call(R, {"key": key}, text="a"), Reply.tool_call(R, {"key": key}, text="b"))
     notice = notice_rounds(1)
@@ -287,7 +374,9 @@ def test_rounds_run_out_the_client_gets_the_text_so_far_and_a_notice(upstream, p
     elif dialect == "chat":
         client = openai_client(upstream, proxy_one_round)
         if stream:
-            chunks = list(client.chat.completions.create(model="gpt-4o", messages=chat_messages(big_output), stream=True))
+            chunks = list(
+                client.chat.completions.create(model="gpt-4o", messages=chat_messages(big_output), stream=True)
+            )
             text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
             finish = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
             assert not any(c.choices and c.choices[0].delta.tool_calls for c in chunks)
@@ -314,9 +403,17 @@ def test_rounds_run_out_the_client_gets_the_text_so_far_and_a_notice(upstream, p
 
 def test_gzipped_sse_is_decoded_and_the_proxy_call_never_reaches_the_client(upstream, proxy, big_output):
     key = markers.offload_key(big_output)
-    first = anthropic_message([{"type": "text", "text": "Checking."}, {"type": "tool_use", "id": "toolu_r", "name": R, "input": {"key": key}}], "tool_use")
+    first = anthropic_message(
+        [
+            {"type": "text", "text": "Checking."},
+            {"type": "tool_use", "id": "toolu_r", "name": R, "input": {"key": key}},
+        ],
+        "tool_use",
+    )
     serve_sse(upstream, sse(anthropic_events(first)), gzipped=True)
-    serve_sse(upstream, sse(anthropic_events(anthropic_message([{"type": "text", "text": "All checked."}]))), gzipped=True)
+    serve_sse(
+        upstream, sse(anthropic_events(anthropic_message([{"type": "text", "text": "All checked."}]))), gzipped=True
+    )
     body = {**anthropic_request(big_output), "model": MODEL, "max_tokens": 100, "stream": True}
     with http_client(proxy) as c:
         with c.stream("POST", upstream.url + "/v1/messages", json=body, headers={"accept-encoding": "gzip"}) as r:
@@ -329,8 +426,12 @@ def test_gzipped_sse_is_decoded_and_the_proxy_call_never_reaches_the_client(upst
     assert "".join(texts) == "Checking.All checked." and events[-1].type == "message_stop"
     # the real SDK agrees
     serve_sse(upstream, sse(anthropic_events(first)), gzipped=True)
-    serve_sse(upstream, sse(anthropic_events(anthropic_message([{"type": "text", "text": "All checked."}]))), gzipped=True)
-    with anthropic_client(upstream, proxy).messages.stream(model=MODEL, max_tokens=100, tools=body["tools"], messages=body["messages"]) as s:
+    serve_sse(
+        upstream, sse(anthropic_events(anthropic_message([{"type": "text", "text": "All checked."}]))), gzipped=True
+    )
+    with anthropic_client(upstream, proxy).messages.stream(
+        model=MODEL, max_tokens=100, tools=body["tools"], messages=body["messages"]
+    ) as s:
         msg = s.get_final_message()
     assert [b.text for b in msg.content] == ["Checking.", "All checked."] and msg.stop_reason == "end_turn"
 
@@ -354,7 +455,9 @@ def test_a_second_flow_completes_while_a_slow_streamed_follow_up_runs(upstream, 
     started finishes before the follow-up's last event reaches the client."""
     key = markers.offload_key(big_output)
     words = " ".join(f"w{i}" for i in range(20))
-    upstream.script(Reply.tool_call(R, {"key": key}, text="Checking."), Reply.text(words, delay=0.25), path="/v1/messages")
+    upstream.script(
+        Reply.tool_call(R, {"key": key}, text="Checking."), Reply.text(words, delay=0.25), path="/v1/messages"
+    )
     order: list[str] = []
     lock = threading.Lock()
     body = {**anthropic_request(big_output), "model": MODEL, "max_tokens": 100, "stream": True}
@@ -374,7 +477,10 @@ def test_a_second_flow_completes_while_a_slow_streamed_follow_up_runs(upstream, 
     t.start()
     upstream.wait_for_requests(2, timeout=120)  # the follow-up request reached the upstream
     with http_client(proxy) as c:
-        r = c.post(upstream.url + "/v1/chat/completions", json={"model": "gpt-4o", "messages": [{"role": "user", "content": "ping"}]})
+        r = c.post(
+            upstream.url + "/v1/chat/completions",
+            json={"model": "gpt-4o", "messages": [{"role": "user", "content": "ping"}]},
+        )
     with lock:
         order.append("second flow done")
     t.join(120)
@@ -392,7 +498,9 @@ def test_streamed_follow_up_over_http2(upstream, proxy_factory, big_output, tmp_
     proxy = proxy_factory(ADDON_SCRIPT, options={**OPTIONS, "connection_strategy": "lazy"})
     key = markers.offload_key(big_output)
     upstream.script(Reply.tool_call(R, {"key": key}, text="Checking."), Reply.text("Done over h2."))
-    (tmp_path / "body.json").write_text(json.dumps({**anthropic_request(big_output), "model": MODEL, "max_tokens": 100, "stream": True}))
+    (tmp_path / "body.json").write_text(
+        json.dumps({**anthropic_request(big_output), "model": MODEL, "max_tokens": 100, "stream": True})
+    )
     out = tmp_path / "out.sse"
     run = subprocess.run(
         [curl, "-sS", "-N", "--http2", "-x", proxy.url, "--cacert", str(proxy.ca_path), "-H", "content-type: application/json",

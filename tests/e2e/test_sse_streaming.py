@@ -31,9 +31,19 @@ def proxy(module_proxy_factory):
 def request(dialect: str, model: str) -> tuple[str, dict]:
     """Path and streaming body of a small request in ``dialect``."""
     if dialect == "anthropic":
-        return "/v1/messages", {"model": model, "max_tokens": 64, "stream": True, "messages": [{"role": "user", "content": f"count for {model}"}]}
+        return "/v1/messages", {
+            "model": model,
+            "max_tokens": 64,
+            "stream": True,
+            "messages": [{"role": "user", "content": f"count for {model}"}],
+        }
     if dialect == "chat":
-        return "/v1/chat/completions", {"model": model, "stream": True, "stream_options": {"include_usage": True}, "messages": [{"role": "user", "content": f"count for {model}"}]}
+        return "/v1/chat/completions", {
+            "model": model,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": f"count for {model}"}],
+        }
     return "/v1/responses", {"model": model, "stream": True, "input": f"count for {model}"}
 
 
@@ -60,7 +70,13 @@ def test_events_arrive_one_by_one(upstream, proxy, dialect):
     assert n >= 15
     texts = [e.json for e in events if e.json]
     got = "".join(
-        (t.get("delta") or {}).get("text", "") if dialect == "anthropic" else (t["choices"][0]["delta"].get("content") or "" if t.get("choices") else "") if dialect == "chat" else t.get("delta", "") if t.get("type") == "response.output_text.delta" else ""
+        (t.get("delta") or {}).get("text", "")
+        if dialect == "anthropic"
+        else (t["choices"][0]["delta"].get("content") or "" if t.get("choices") else "")
+        if dialect == "chat"
+        else t.get("delta", "")
+        if t.get("type") == "response.output_text.delta"
+        else ""
         for t in texts
     )
     assert got == WORDS
@@ -84,7 +100,9 @@ def test_events_arrive_one_by_one(upstream, proxy, dialect):
 )
 def test_usage_from_the_stream_reaches_the_ledger(upstream, proxy, dialect, want):
     model = f"usage-{dialect}"
-    upstream.script(Reply.text("usage counted", input_tokens=1500, output_tokens=42, cache_read=1200, cache_creation=300))
+    upstream.script(
+        Reply.text("usage counted", input_tokens=1500, output_tokens=42, cache_read=1200, cache_creation=300)
+    )
     path, body = request(dialect, model)
     with http_client(proxy) as c:
         r, events = post_stream(c, upstream.url + path, body)
@@ -93,20 +111,53 @@ def test_usage_from_the_stream_reaches_the_ledger(upstream, proxy, dialect, want
     assert row is not None, "no ledger row"
     got = (row.usage_input_tokens, row.usage_output_tokens, row.usage_cache_read_tokens, row.usage_cache_write_tokens)
     assert got == want
-    assert row.status_code == 200 and row.dialect == {"anthropic": "anthropic-messages", "chat": "openai-chat", "responses": "openai-responses"}[dialect]
+    assert (
+        row.status_code == 200
+        and row.dialect
+        == {"anthropic": "anthropic-messages", "chat": "openai-chat", "responses": "openai-responses"}[dialect]
+    )
 
 
 def test_stream_bytes_reach_the_client_unchanged(upstream, proxy):
     """A recorded-style stream (comments, CRLF, an unknown event) passes byte for byte."""
     raw = (
         b": keep-alive comment\r\n\r\n"
-        b"event: message_start\r\ndata: " + json.dumps({"type": "message_start", "message": {"id": "m1", "type": "message", "role": "assistant", "content": [], "model": "raw-model", "usage": {"input_tokens": 9, "output_tokens": 1}}}).encode() + b"\r\n\r\n"
-        b"event: ping\ndata: {\"type\": \"ping\"}\n\n"
-        b"event: vendor_extension\ndata: {\"type\":\"vendor_extension\",\"x\":\"\xc3\xa9\"}\n\n"
-        b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+        b"event: message_start\r\ndata: "
+        + json.dumps(
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "m1",
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [],
+                    "model": "raw-model",
+                    "usage": {"input_tokens": 9, "output_tokens": 1},
+                },
+            }
+        ).encode()
+        + b"\r\n\r\n"
+        b'event: ping\ndata: {"type": "ping"}\n\n'
+        b'event: vendor_extension\ndata: {"type":"vendor_extension","x":"\xc3\xa9"}\n\n'
+        b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
     )
-    upstream.raw(200, raw, {"content-type": "text/event-stream"}, chunks=[raw[i : i + 37] for i in range(0, len(raw), 37)], delay=0.01)
+    upstream.raw(
+        200,
+        raw,
+        {"content-type": "text/event-stream"},
+        chunks=[raw[i : i + 37] for i in range(0, len(raw), 37)],
+        delay=0.01,
+    )
     with http_client(proxy) as c:
-        with c.stream("POST", upstream.url + "/v1/messages", json={"model": "raw-model", "max_tokens": 5, "stream": True, "messages": [{"role": "user", "content": "raw"}]}) as r:
+        with c.stream(
+            "POST",
+            upstream.url + "/v1/messages",
+            json={
+                "model": "raw-model",
+                "max_tokens": 5,
+                "stream": True,
+                "messages": [{"role": "user", "content": "raw"}],
+            },
+        ) as r:
             got = b"".join(r.iter_raw())
     assert got == raw

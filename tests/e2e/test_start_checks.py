@@ -34,7 +34,13 @@ STARTS = (("proxy",), ("proxy", "--detach"), ("wrap",))
 
 def _run(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("HEADROOM_") and not k.lower().endswith("_proxy")}
-    return subprocess.run([HEADROOM, *args], env={**base, "HEADROOM_HOME": str(home), "COLUMNS": "80", **env}, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [HEADROOM, *args],
+        env={**base, "HEADROOM_HOME": str(home), "COLUMNS": "80", **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _start(home: Path, start: tuple[str, ...], port: int, *opts: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -65,7 +71,10 @@ def test_a_refused_postgresql_port_is_named_before_anything_starts(tmp_path, sta
     url = f"postgresql://headroom:s3cret@127.0.0.1:{dead}/headroom"
     port = free_port()
     line = _one_line(_start(tmp_path, start, port, "--db-url", url), start[0])
-    assert f"cannot use the database postgresql+psycopg://headroom:***@127.0.0.1:{dead}/headroom: connection refused at 127.0.0.1:{dead}" in line
+    assert (
+        f"cannot use the database postgresql+psycopg://headroom:***@127.0.0.1:{dead}/headroom: connection refused at 127.0.0.1:{dead}"
+        in line
+    )
     assert "--db-url" in line and "HEADROOM_DB_URL" in line and str(tmp_path / "config.toml") in line
     assert "s3cret" not in line
     _nothing_started(tmp_path, port)
@@ -73,9 +82,22 @@ def test_a_refused_postgresql_port_is_named_before_anything_starts(tmp_path, sta
 
 def test_the_environments_database_and_the_memory_database_are_checked(tmp_path):
     dead = free_port()
-    line = _one_line(_run(tmp_path, "proxy", "--port", str(free_port()), HEADROOM_DB_URL=f"postgresql://u@127.0.0.1:{dead}/h"), "proxy")
+    line = _one_line(
+        _run(tmp_path, "proxy", "--port", str(free_port()), HEADROOM_DB_URL=f"postgresql://u@127.0.0.1:{dead}/h"),
+        "proxy",
+    )
     assert f"connection refused at 127.0.0.1:{dead}" in line
-    line = _one_line(_run(tmp_path, "proxy", "--port", str(free_port()), "--set", f"headroom_memory_db_url=postgresql://u@127.0.0.1:{dead}/m"), "proxy")
+    line = _one_line(
+        _run(
+            tmp_path,
+            "proxy",
+            "--port",
+            str(free_port()),
+            "--set",
+            f"headroom_memory_db_url=postgresql://u@127.0.0.1:{dead}/m",
+        ),
+        "proxy",
+    )
     assert f"cannot use the database postgresql+psycopg://u@127.0.0.1:{dead}/m: connection refused" in line
     assert "headroom_memory_db_url" in line and "HEADROOM_MEMORY_DB_URL" in line
 
@@ -106,11 +128,16 @@ def test_a_missing_database_and_a_refused_login_on_a_real_server():
     )
     stranger = u.set(username="headroom_no_such_role_34", password="x").render_as_string(hide_password=False)
     why = database_problem(stranger) or ""
-    assert why.startswith("cannot log in as user 'headroom_no_such_role_34': ") and "headroom_no_such_role_34" in why.split(": ", 1)[1]
+    assert (
+        why.startswith("cannot log in as user 'headroom_no_such_role_34': ")
+        and "headroom_no_such_role_34" in why.split(": ", 1)[1]
+    )
 
 
 def test_an_unknown_host_and_a_missing_driver():
-    assert (database_problem("postgresql://u@no-such-host.invalid:5432/h") or "").startswith("host 'no-such-host.invalid' not found")
+    assert (database_problem("postgresql://u@no-such-host.invalid:5432/h") or "").startswith(
+        "host 'no-such-host.invalid' not found"
+    )
     assert "is not installed" in (database_problem("mysql+nosuchdriver34://u@127.0.0.1:1/h") or "")
 
 
@@ -131,7 +158,12 @@ def _write_ca(conf: Path, not_before: datetime, not_after: datetime) -> None:
     from cryptography.x509.oid import NameOID
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "mitmproxy"), x509.NameAttribute(NameOID.ORGANIZATION_NAME, "mitmproxy")])
+    name = x509.Name(
+        [
+            x509.NameAttribute(NameOID.COMMON_NAME, "mitmproxy"),
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "mitmproxy"),
+        ]
+    )
     cert = (
         x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key()).serial_number(x509.random_serial_number())
         .not_valid_before(not_before).not_valid_after(not_after)
@@ -139,7 +171,9 @@ def _write_ca(conf: Path, not_before: datetime, not_after: datetime) -> None:
         .sign(key, hashes.SHA256())
     )  # fmt: skip
     pem = cert.public_bytes(serialization.Encoding.PEM)
-    kpem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption())
+    kpem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
+    )
     conf.mkdir(parents=True, exist_ok=True)
     (conf / CA_KEY).write_bytes(kpem + pem)
     (conf / CA_KEY).chmod(0o600)
@@ -156,7 +190,9 @@ def test_an_expired_ca_is_refused_naming_the_headroom_confdir(tmp_path, start):
     port = free_port()
     line = _one_line(_start(tmp_path, start, port), start[0])
     expired = (NOW - timedelta(days=3)).strftime("%Y-%m-%d")
-    assert line.startswith(f"headroom {start[0]}: the proxy's CA {conf / CA_CERT} expired on {expired}: run `headroom certs --renew` (moves the CA files in {conf} aside")
+    assert line.startswith(
+        f"headroom {start[0]}: the proxy's CA {conf / CA_CERT} expired on {expired}: run `headroom certs --renew` (moves the CA files in {conf} aside"
+    )
     assert "trust the new CA" in line and ".mitmproxy" not in line.replace(str(conf), "")
     _nothing_started(tmp_path, port)
 
@@ -221,23 +257,38 @@ def test_a_proxy_that_cannot_open_its_database_is_told_in_seconds(tmp_path):
     dead = free_port()
     addr = pp.ProxyAddress("127.0.0.1", free_port())
     cmd = pp.proxy_command(addr, conf, db_url=f"postgresql+psycopg://u@127.0.0.1:{dead}/h")
-    env = {**pp.proxy_environ({k: v for k, v in os.environ.items() if not k.startswith("HEADROOM_")}), "HEADROOM_HOME": str(tmp_path)}
+    env = {
+        **pp.proxy_environ({k: v for k, v in os.environ.items() if not k.startswith("HEADROOM_")}),
+        "HEADROOM_HOME": str(tmp_path),
+    }
     with pytest.raises(pp.ProxyError) as e:
         pp.start_detached(cmd, env, addr, tmp_path, conf / CA_CERT, timeout=120)
-    assert str(e.value).startswith(f"the proxy cannot open its database (DatabaseError: cannot open postgresql+psycopg://u@127.0.0.1:{dead}/h: ")
-    assert "\n" not in str(e.value) and str(e.value).endswith(f"it is stopped, its log is {tmp_path / 'logs' / f'proxy-{addr.port}.log'}")
+    assert str(e.value).startswith(
+        f"the proxy cannot open its database (DatabaseError: cannot open postgresql+psycopg://u@127.0.0.1:{dead}/h: "
+    )
+    assert "\n" not in str(e.value) and str(e.value).endswith(
+        f"it is stopped, its log is {tmp_path / 'logs' / f'proxy-{addr.port}.log'}"
+    )
     assert not pp.pid_file(tmp_path, addr.port).exists() and pp.probe(addr) == "none"
 
-    running = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    running = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     try:
         deadline = time.monotonic() + 120
         while pp.health_failure(addr) is None and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert (pp.health_failure(addr) or "").startswith(f"DatabaseError: cannot open postgresql+psycopg://u@127.0.0.1:{dead}/h: ")
+        assert (pp.health_failure(addr) or "").startswith(
+            f"DatabaseError: cannot open postgresql+psycopg://u@127.0.0.1:{dead}/h: "
+        )
         out = _run(tmp_path, "wrap", "--port", str(addr.port), "-q", "true")
         assert out.returncode == 0, out.stderr
-        assert out.stderr.startswith(f"headroom wrap: the proxy on {addr.url} cannot open its database (DatabaseError: ")
-        assert out.stderr.rstrip().endswith(f"requests pass uncompressed; fix it, then restart that proxy (`headroom proxy --stop --port {addr.port}`)")
+        assert out.stderr.startswith(
+            f"headroom wrap: the proxy on {addr.url} cannot open its database (DatabaseError: "
+        )
+        assert out.stderr.rstrip().endswith(
+            f"requests pass uncompressed; fix it, then restart that proxy (`headroom proxy --stop --port {addr.port}`)"
+        )
     finally:
         os.killpg(running.pid, signal.SIGTERM)
         running.wait(timeout=60)
@@ -260,10 +311,21 @@ def test_doctor_names_the_cause_of_an_unreachable_database(tmp_path):
     import json
 
     dead = free_port()
-    out = _run(tmp_path, "doctor", "--no-models", "--port", str(free_port()), "--json", HEADROOM_DB_URL=f"postgresql://u:pw@127.0.0.1:{dead}/h")
+    out = _run(
+        tmp_path,
+        "doctor",
+        "--no-models",
+        "--port",
+        str(free_port()),
+        "--json",
+        HEADROOM_DB_URL=f"postgresql://u:pw@127.0.0.1:{dead}/h",
+    )
     found = {f["name"]: f for f in json.loads(out.stdout)}
     assert found["database"]["level"] == "fail"
-    assert found["database"]["detail"] == f"postgresql+psycopg://u:***@127.0.0.1:{dead}/h: connection refused at 127.0.0.1:{dead}: no database server listens there"
+    assert (
+        found["database"]["detail"]
+        == f"postgresql+psycopg://u:***@127.0.0.1:{dead}/h: connection refused at 127.0.0.1:{dead}: no database server listens there"
+    )
     assert "HEADROOM_DB_URL" in found["database"]["fix"]
 
 
@@ -278,7 +340,11 @@ def unwritable_home(request, tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     if request.param == "read-only file system":
-        if os.geteuid() != 0 or subprocess.run(["mount", "--bind", "-o", "ro", str(home), str(home)], capture_output=True).returncode != 0:
+        if (
+            os.geteuid() != 0
+            or subprocess.run(["mount", "--bind", "-o", "ro", str(home), str(home)], capture_output=True).returncode
+            != 0
+        ):
             pytest.skip("a read-only bind mount needs root and mount(8)")
         try:
             yield home, (), "Read-only file system"
@@ -291,7 +357,13 @@ def unwritable_home(request, tmp_path):
         setpriv = shutil.which("setpriv")
         if setpriv is None:
             pytest.skip("running as root without setpriv (util-linux): cannot make a folder unwritable")
-        prefix = (setpriv, "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps", "-dac_override,-dac_read_search")
+        prefix = (
+            setpriv,
+            "--bounding-set",
+            "-dac_override,-dac_read_search",
+            "--inh-caps",
+            "-dac_override,-dac_read_search",
+        )
     try:
         yield home, prefix, "Permission denied"
     finally:
@@ -305,10 +377,16 @@ def test_an_unwritable_home_is_one_line_with_any_options(tmp_path, unwritable_ho
     home, prefix, reason = unwritable_home
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    for opts in ((), ("--db-url", f"sqlite:///{elsewhere / 'x.db'}"), ("--db-url", f"sqlite:///{elsewhere / 'x.db'}", "--confdir", str(elsewhere / "c"))):
+    for opts in (
+        (),
+        ("--db-url", f"sqlite:///{elsewhere / 'x.db'}"),
+        ("--db-url", f"sqlite:///{elsewhere / 'x.db'}", "--confdir", str(elsewhere / "c")),
+    ):
         port = free_port()
         tail = ("true",) if start[0] == "wrap" else ()
-        base = {k: v for k, v in os.environ.items() if not k.startswith("HEADROOM_") and not k.lower().endswith("_proxy")}
+        base = {
+            k: v for k, v in os.environ.items() if not k.startswith("HEADROOM_") and not k.lower().endswith("_proxy")
+        }
         out = subprocess.run([*prefix, HEADROOM, *start, "--port", str(port), *opts, *tail], env={**base, "HEADROOM_HOME": str(home), "COLUMNS": "80"},
                              capture_output=True, text=True, timeout=120)  # fmt: skip
         assert out.returncode == 1, (opts, out.stderr)

@@ -35,7 +35,9 @@ OPENAI = Usage(input_tokens=3000, output_tokens=40, cache_read_tokens=2500, cach
 
 
 def _plan(rt, body: dict, ua: str = "claude-cli/1.0.62"):
-    return plan_request(rt, "POST", "/v1/messages", {"user-agent": ua, "content-type": "application/json"}, json.dumps(body).encode())
+    return plan_request(
+        rt, "POST", "/v1/messages", {"user-agent": ua, "content-type": "application/json"}, json.dumps(body).encode()
+    )
 
 
 @pytest.fixture
@@ -46,19 +48,44 @@ def ledger_db(runtime):
     t1 = anthropic_request(big)
     p1 = _plan(runtime, t1)
     assert p1.action == "rewrite" and p1.pipeline.blocks[0].changed
-    ledger.record(runtime.sessions, p1, user_agent="claude-cli/1.0.62", model=SONNET, status_code=200, usage=TURN1, rounds=0)
+    ledger.record(
+        runtime.sessions, p1, user_agent="claude-cli/1.0.62", model=SONNET, status_code=200, usage=TURN1, rounds=0
+    )
     t2 = json.loads(json.dumps(t1))
-    t2["messages"] += [{"role": "assistant", "content": "Three are open."}, {"role": "user", "content": "And which are closed?"}]
+    t2["messages"] += [
+        {"role": "assistant", "content": "Three are open."},
+        {"role": "user", "content": "And which are closed?"},
+    ]
     p2 = _plan(runtime, t2)
     assert p2.live is not None and [i for i, _ in p2.live.replay] == [2] and not p2.pipeline.blocks
-    ledger.record(runtime.sessions, p2, user_agent="claude-cli/1.0.62", model=SONNET, status_code=200, usage=TURN2, rounds=0)
+    ledger.record(
+        runtime.sessions, p2, user_agent="claude-cli/1.0.62", model=SONNET, status_code=200, usage=TURN2, rounds=0
+    )
     o = {"model": "gpt-4o", "messages": [{"role": "user", "content": "open issues?"},
          {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "gh", "arguments": "{}"}}]},
          {"role": "tool", "tool_call_id": "c1", "content": big}]}  # fmt: skip
-    p3 = plan_request(runtime, "POST", "/v1/chat/completions", {"user-agent": "openai-python/1.0"}, json.dumps(o).encode())
-    ledger.record(runtime.sessions, p3, user_agent="OpenAI/Python 1.0", model="gpt-4o", status_code=200, usage=OPENAI, rounds=0)
-    p4 = plan_request(runtime, "POST", "/v1/chat/completions", {"user-agent": "local/1"}, json.dumps({**o, "model": "llama-3-local", "messages": o["messages"][:1]}).encode())
-    ledger.record(runtime.sessions, p4, user_agent="local/1", model="llama-3-local", status_code=200, usage=Usage(100, 10, 0, None), rounds=0)
+    p3 = plan_request(
+        runtime, "POST", "/v1/chat/completions", {"user-agent": "openai-python/1.0"}, json.dumps(o).encode()
+    )
+    ledger.record(
+        runtime.sessions, p3, user_agent="OpenAI/Python 1.0", model="gpt-4o", status_code=200, usage=OPENAI, rounds=0
+    )
+    p4 = plan_request(
+        runtime,
+        "POST",
+        "/v1/chat/completions",
+        {"user-agent": "local/1"},
+        json.dumps({**o, "model": "llama-3-local", "messages": o["messages"][:1]}).encode(),
+    )
+    ledger.record(
+        runtime.sessions,
+        p4,
+        user_agent="local/1",
+        model="llama-3-local",
+        status_code=200,
+        usage=Usage(100, 10, 0, None),
+        rounds=0,
+    )
     runtime.plans = (p1, p2, p3)
     return runtime
 
@@ -73,15 +100,33 @@ def test_prices_follow_the_providers_rules():
     assert t.price("gpt-4o-mini").input == 0.15 and t.price("gpt-5-mini").cache_read == 0.025
     assert t.price("llama-3-local") is None
     # Anthropic: cache write 1.25x, read 0.1x of input; the saving at the request's own rate
-    c = request_cost(t.price(SONNET), separate_cache=True, input_tokens=1000, cache_read=0, cache_write=9000, output_tokens=50, tokens_saved=4000)
+    c = request_cost(
+        t.price(SONNET),
+        separate_cache=True,
+        input_tokens=1000,
+        cache_read=0,
+        cache_write=9000,
+        output_tokens=50,
+        tokens_saved=4000,
+    )
     assert c.prompt == pytest.approx((1000 * 3 + 9000 * 3.75) / 1e6) and c.output == pytest.approx(50 * 15 / 1e6)
     assert c.saved == pytest.approx(4000 * c.prompt / 10000)
     # OpenAI: the input figure holds the cached tokens, priced at the cached price
-    c = request_cost(t.price("gpt-4o"), separate_cache=False, input_tokens=3000, cache_read=2500, cache_write=0, output_tokens=40, tokens_saved=0)
+    c = request_cost(
+        t.price("gpt-4o"),
+        separate_cache=False,
+        input_tokens=3000,
+        cache_read=2500,
+        cache_write=0,
+        output_tokens=40,
+        tokens_saved=0,
+    )
     assert c.prompt == pytest.approx((500 * 2.5 + 2500 * 1.25) / 1e6)
     # the user's entries come first; missing cache prices follow the provider's rule
     user = PriceTable(user=["claude-sonnet-4*=2/10", "llama-*=0.5/1/0.05/0.5"])
-    assert user.price(SONNET) == Price(2.0, 10.0, 0.2, 2.5) and user.price("llama-3-local") == Price(0.5, 1.0, 0.05, 0.5)
+    assert user.price(SONNET) == Price(2.0, 10.0, 0.2, 2.5) and user.price("llama-3-local") == Price(
+        0.5, 1.0, 0.05, 0.5
+    )
     assert parse_entry("my-model=1/2") == ("my-model", Price(1.0, 2.0, 0.5, 1.0))
     with pytest.raises(PriceError):
         parse_entry("gpt-4o=cheap")
@@ -91,7 +136,7 @@ def test_prices_follow_the_providers_rules():
 
 def test_kinds_add_up_and_replays_count_under_their_kind(ledger_db):
     rt = ledger_db
-    (_, whole), = ledger.totals(rt.sessions)
+    ((_, whole),) = ledger.totals(rt.sessions)
     kinds = dict(ledger.kind_totals(rt.sessions))
     assert "unknown" not in kinds and set(kinds) == {"json", ledger.TOOL_DEFINITIONS}
     # turn 1 compressed the output, turn 2 replayed it (counted again, as reused), OpenAI compressed it
@@ -122,7 +167,7 @@ def test_money_from_usage(ledger_db):
             saved = r.tokens_before - r.tokens_after + r.tools_tokens_before - r.tools_tokens_after
             by_row.append(request_cost(price, separate_cache=r.dialect == "anthropic-messages", input_tokens=r.usage_input_tokens, cache_read=r.usage_cache_read_tokens or 0,
                                        cache_write=r.usage_cache_write_tokens or 0, output_tokens=r.usage_output_tokens, tokens_saved=saved))  # fmt: skip
-    (_, whole), = ledger.totals(rt.sessions)
+    ((_, whole),) = ledger.totals(rt.sessions)
     assert whole.priced_requests == 3 and whole.usage_requests == 4  # the local model is not priced
     assert whole.cost_prompt_usd == pytest.approx(sum(c.prompt for c in by_row))
     assert whole.cost_output_usd == pytest.approx(sum(c.output for c in by_row))
@@ -132,12 +177,18 @@ def test_money_from_usage(ledger_db):
     agents = dict(ledger.totals(rt.sessions, "agent"))
     assert agents["claude-cli"].cost_prompt_usd == pytest.approx(by_row[0].prompt + by_row[1].prompt)
     # a user's price overrides the table
-    (_, cheap), = ledger.totals(rt.sessions, prices=PriceTable(user=["claude-sonnet-4*=1.5/7.5"]))
+    ((_, cheap),) = ledger.totals(rt.sessions, prices=PriceTable(user=["claude-sonnet-4*=1.5/7.5"]))
     assert cheap.cost_output_usd == pytest.approx((50 + 40) * 7.5 / 1e6 + 40 * 10 / 1e6)
 
 
 def _stats(home: Path, *args: str, columns: int = 80) -> subprocess.CompletedProcess[str]:
-    env = {"HEADROOM_HOME": str(home), "HOME": str(Path.home()), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "COLUMNS": str(columns), "LINES": "50"}
+    env = {
+        "HEADROOM_HOME": str(home),
+        "HOME": str(Path.home()),
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "COLUMNS": str(columns),
+        "LINES": "50",
+    }
     return subprocess.run([HEADROOM, "stats", *args], env=env, capture_output=True, text=True, timeout=120)
 
 
@@ -148,7 +199,7 @@ def test_stats_fit_80_columns_and_show_every_figure(ledger_db):
     lines = out.stdout.splitlines()
     assert max(len(line) for line in lines) <= 80, "\n".join(line for line in lines if len(line) > 80)
     text = out.stdout
-    (_, whole), = ledger.totals(rt.sessions)
+    ((_, whole),) = ledger.totals(rt.sessions)
     assert f"{whole.tokens_saved:,} ({100 * whole.saved_share:.1f}%)" in text
     assert f"${whole.cost_usd:.4f}" in text and f"${whole.cost_saved_usd:.4f}" in text
     for title in ("per agent", "per project", "per content kind", "tokens saved per day, last 30 days (UTC)"):
@@ -173,21 +224,33 @@ def test_stats_csv_and_json(ledger_db):
     assert out.returncode == 0, out.stderr
     rows = list(csv.DictReader(io.StringIO(out.stdout)))
     total = next(r for r in rows if r["breakdown"] == "total")
-    (_, whole), = ledger.totals(rt.sessions)
-    assert int(total["tokens_saved"]) == whole.tokens_saved and float(total["cost_saved_usd"]) == pytest.approx(whole.cost_saved_usd, abs=1e-6)
+    ((_, whole),) = ledger.totals(rt.sessions)
+    assert int(total["tokens_saved"]) == whole.tokens_saved and float(total["cost_saved_usd"]) == pytest.approx(
+        whole.cost_saved_usd, abs=1e-6
+    )
     assert {r["key"] for r in rows if r["breakdown"] == "kind"} == {"json", ledger.TOOL_DEFINITIONS}
     assert sum(int(r["tokens_saved"]) for r in rows if r["breakdown"] == "kind") == whole.tokens_saved
     only = list(csv.DictReader(io.StringIO(_stats(Path(rt.settings.home), "--csv", "--by", "agent").stdout)))
-    assert {r["breakdown"] for r in only} == {"agent"} and {r["key"] for r in only} == {"claude-cli", "openai-python", "local"}
+    assert {r["breakdown"] for r in only} == {"agent"} and {r["key"] for r in only} == {
+        "claude-cli",
+        "openai-python",
+        "local",
+    }
     snap = json.loads(_stats(Path(rt.settings.home), "--json").stdout)
-    assert snap["totals"]["cost_saved_usd"] == pytest.approx(whole.cost_saved_usd, abs=1e-6) and "money" in snap["notes"]
+    assert (
+        snap["totals"]["cost_saved_usd"] == pytest.approx(whole.cost_saved_usd, abs=1e-6) and "money" in snap["notes"]
+    )
 
 
 def test_days_must_be_positive_and_reading_creates_no_database(tmp_path):
     out = _stats(tmp_path, "--days", "0")
-    assert out.returncode == 2 and "--days" in out.stderr and "greater than or equal to 1" in " ".join(out.stderr.split())
+    assert (
+        out.returncode == 2 and "--days" in out.stderr and "greater than or equal to 1" in " ".join(out.stderr.split())
+    )
     out = _stats(tmp_path)
-    assert out.returncode == 0 and out.stdout.startswith(f"No requests recorded yet: there is no database at sqlite:///{tmp_path}/headroom.db")
+    assert out.returncode == 0 and out.stdout.startswith(
+        f"No requests recorded yet: there is no database at sqlite:///{tmp_path}/headroom.db"
+    )
     assert not (tmp_path / "headroom.db").exists() and list(tmp_path.iterdir()) == []
     assert json.loads(_stats(tmp_path, "--json").stdout)["totals"] is None
     assert not (tmp_path / "headroom.db").exists()
@@ -199,12 +262,22 @@ def test_a_refused_request_saves_nothing(runtime):
     from headroom_core.runtime import Runtime
 
     rt = Runtime(load_settings({"home": runtime.settings.home, "max_body_bytes": 1000}, env={}))
-    body = json.dumps({"model": SONNET, "max_tokens": 10, "messages": [{"role": "user", "content": "x" * 5000}]}).encode()
+    body = json.dumps(
+        {"model": SONNET, "max_tokens": 10, "messages": [{"role": "user", "content": "x" * 5000}]}
+    ).encode()
     p = plan_request(rt, "POST", "/v1/messages", {"content-type": "application/json"}, body)
     assert p.action == "reject" and p.status == 413
-    ledger.record(rt.sessions, p, user_agent="curl/8", model=SONNET, status_code=413, usage=Usage(None, None, None, None), rounds=0)
+    ledger.record(
+        rt.sessions,
+        p,
+        user_agent="curl/8",
+        model=SONNET,
+        status_code=413,
+        usage=Usage(None, None, None, None),
+        rounds=0,
+    )
     with rt.sessions() as s:
         row = s.query(RequestOutcome).one()
     assert (row.action, row.body_bytes_before, row.body_bytes_after) == ("rejected", len(body), len(body))
-    (_, whole), = ledger.totals(rt.sessions)
+    ((_, whole),) = ledger.totals(rt.sessions)
     assert whole.tokens_saved == 0

@@ -39,12 +39,22 @@ def proxy(module_proxy_factory, upstream_server):
     client = anthropic_client(upstream_server, px)
     for q in ("Which issues are open?", "Which issues are closed?"):
         body = anthropic_request(big, question=q)
-        client.messages.create(model="claude-sonnet-4-5", max_tokens=100, system=body["system"], tools=body["tools"], messages=body["messages"])
+        client.messages.create(
+            model="claude-sonnet-4-5",
+            max_tokens=100,
+            system=body["system"],
+            tools=body["tools"],
+            messages=body["messages"],
+        )
     openai_client(upstream_server, px).chat.completions.create(
         model="gpt-4o",
         messages=[
             {"role": "user", "content": "which issues are open?"},
-            {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "gh", "arguments": "{}"}}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "gh", "arguments": "{}"}}],
+            },
             {"role": "tool", "tool_call_id": "call_1", "content": big},
         ],
     )
@@ -78,7 +88,9 @@ def test_stats_json_equals_the_ledger(proxy):
     assert agents["anthropic-python"]["requests"] == 2 and agents["openai-python"]["requests"] == 1
     kinds = {k["key"]: k for k in got["by"]["kind"]}
     assert kinds["json"]["blocks"] == 3 and kinds["json"]["tokens_after"] < kinds["json"]["tokens_before"] / 2
-    assert t["tokens_before"] == kinds["json"]["tokens_before"] and t["tokens_saved"] == sum(k["tokens_saved"] for k in kinds.values())
+    assert t["tokens_before"] == kinds["json"]["tokens_before"] and t["tokens_saved"] == sum(
+        k["tokens_saved"] for k in kinds.values()
+    )
 
 
 def test_metrics_parse_and_match(proxy):
@@ -113,7 +125,9 @@ def _chromium() -> str:
     out = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=1200)
     exe = out.stdout.strip()
     if out.returncode != 0 or not exe or not shutil.which(exe):
-        pytest.skip(f"headless Chromium is not available: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else 'scripts/chromium failed'}")
+        pytest.skip(
+            f"headless Chromium is not available: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else 'scripts/chromium failed'}"
+        )
     return exe
 
 
@@ -141,14 +155,22 @@ def test_page_in_headless_chromium_shows_the_figures(proxy, tmp_path):
     assert agents == {"anthropic-python", "openai-python"}
     bars = {(r["data-label"], r["data-series"]): int(r["data-value"]) for r in soup.select("svg rect[data-label]")}
     kinds = dict(ledger.kind_totals(proxy.sessions))
-    assert bars[("json", "before")] == kinds["json"].tokens_before and bars[("json", "after")] == kinds["json"].tokens_after
+    assert (
+        bars[("json", "before")] == kinds["json"].tokens_before
+        and bars[("json", "after")] == kinds["json"].tokens_after
+    )
     (day,) = ledger.totals(proxy.sessions, "day")
     assert bars[(day[0], "tokens saved (estimated)")] == t.tokens_saved
     assert fig["cost_saved_usd"].get_text() == _usd(t.cost_saved_usd) and t.cost_saved_usd > 0
     assert fig["cost_usd"].get_text() == _usd(t.cost_usd)
     assert soup.select_one('meta[http-equiv="refresh"]')["content"] == "30"  # the page refreshes itself
     shot = Path(os.environ.get("HEADROOM_SCREENSHOT_DIR", tmp_path)) / "stats-page.png"
-    out = subprocess.run(args + ["--hide-scrollbars", "--window-size=1024,1700", f"--screenshot={shot}", PAGE + "/"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        args + ["--hide-scrollbars", "--window-size=1024,1700", f"--screenshot={shot}", PAGE + "/"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0 and shot.is_file(), out.stderr[-2000:]
     _assert_not_blank(shot)
 
@@ -172,14 +194,22 @@ def _assert_not_blank(png: Path) -> None:
     assert inked / (256 * 425) > 0.03, f"only {inked} of {256 * 425} pixels differ from the background"
     # the chart's bar colours (tokens saved: #2e9d6a; per kind, after: #2e6fd0) are on screen
     full = img.getcolors(maxcolors=1024 * 1700)
-    assert any(c == (0x2E, 0x9D, 0x6A) and n > 200 for n, c in full) and any(c == (0x2E, 0x6F, 0xD0) and n > 200 for n, c in full)
+    assert any(c == (0x2E, 0x9D, 0x6A) and n > 200 for n, c in full) and any(
+        c == (0x2E, 0x6F, 0xD0) and n > 200 for n, c in full
+    )
 
 
 def _stats_cli(px, *args: str) -> str:
     import sys
 
     env = {"HEADROOM_HOME": str(px.home), "PATH": "/usr/bin:/bin", "COLUMNS": "250"}
-    out = subprocess.run([str(Path(sys.executable).parent / "headroom"), "stats", *args], env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "headroom"), "stats", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout.replace(",", "")
 
@@ -210,9 +240,11 @@ def test_ledger_kinds_skip_unreadable_detail(runtime):
                                  reason="", body_bytes_before=10, body_bytes_after=5, tokens_before=900, tokens_after=300, blocks_compressed=1,
                                  usage_input_tokens=100, usage_cache_read_tokens=50, usage_cache_write_tokens=10, detail=detail))  # fmt: skip
     kinds = dict(ledger.kind_totals(runtime.sessions))
-    assert set(kinds) == {"logs", ledger.EXCLUDED} and kinds["logs"].tokens_saved == 600 and kinds["logs"].compressed == 1
-    (_, t), = ledger.totals(runtime.sessions)
+    assert (
+        set(kinds) == {"logs", ledger.EXCLUDED} and kinds["logs"].tokens_saved == 600 and kinds["logs"].compressed == 1
+    )
+    ((_, t),) = ledger.totals(runtime.sessions)
     # Anthropic: 100 + 50 + 10 prompt tokens; OpenAI: 100 each (their input holds the cached tokens)
     assert t.usage_prompt_tokens == 160 + 2 * 100 and t.cache_hit_rate == pytest.approx(150 / 360)
-    (day, _), = ledger.totals(runtime.sessions, "day")
+    ((day, _),) = ledger.totals(runtime.sessions, "day")
     assert day == "2026-01-02"

@@ -50,7 +50,11 @@ def _user_env(home: Path) -> dict[str, str]:
     """This process's environment as a user's shell would have it: their ``HOME``, their
     ``HEADROOM_*``, none of the test run's own isolation."""
     drop = (REAL_HOME, AGENTS_CACHE, "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME")
-    env = {k: v for k, v in os.environ.items() if k not in drop and not (k.startswith("HEADROOM_") and not k.startswith("HEADROOM_TEST_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in drop and not (k.startswith("HEADROOM_") and not k.startswith("HEADROOM_TEST_"))
+    }
     return {**env, "HOME": str(home), "HEADROOM_HOME": str(home / ".headroom"), **HOSTILE_ENV}
 
 
@@ -73,7 +77,9 @@ def test_the_unit_suite_ignores_the_users_settings_and_leaves_their_home_alone(t
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *SUBSET],
                          env=env, cwd=REPO, capture_output=True, text=True, timeout=1800)  # fmt: skip
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    assert " passed" in run.stdout and "failed" not in run.stdout and "error" not in run.stdout.lower().split("passed")[-1]
+    assert (
+        " passed" in run.stdout and "failed" not in run.stdout and "error" not in run.stdout.lower().split("passed")[-1]
+    )
     assert _snapshot(home) == before  # nothing created, changed or removed in the user's home
 
 
@@ -83,4 +89,8 @@ def test_this_run_has_its_own_home_and_knows_the_real_one():
     assert Path.home() == ISOLATION.home and os.environ["XDG_CACHE_HOME"] == str(ISOLATION.home / ".cache")
     assert [k for k in os.environ if k.startswith("HEADROOM_") and not kept(k)] == []
     assert os.environ[REAL_HOME] == (ISOLATION.saved[REAL_HOME] or ISOLATION.saved["HOME"])
-    assert Path(os.environ[AGENTS_CACHE]).name == "headroom-test-agents" or ISOLATION.saved[AGENTS_CACHE] or os.environ.get("HEADROOM_TEST_AGENTS_DIR")
+    assert (
+        Path(os.environ[AGENTS_CACHE]).name == "headroom-test-agents"
+        or ISOLATION.saved[AGENTS_CACHE]
+        or os.environ.get("HEADROOM_TEST_AGENTS_DIR")
+    )

@@ -18,10 +18,10 @@ from headroom_core.cache.volatile import prefix_of
 from headroom_core.ccr import retrieve
 from headroom_core.compress import markers
 from headroom_core.compress.router import compress_text
-from headroom_core.tools.minify import minify_tools
 from headroom_core.db.models import RequestOutcome, ToolUsage
 from headroom_core.db.types import MARK, escape_text, unescape_text
 from headroom_core.request_plan import plan_request
+from headroom_core.tools.minify import minify_tools
 from headroom_core.wire import jsonedit
 from tests.support.clients import http_client
 from tests.support.upstream import Reply
@@ -104,7 +104,14 @@ def test_compressors_compress_text_with_lone_surrogates(kind, counter, runtime):
 
 
 def test_any_text_column_round_trips_every_string(runtime):
-    values = [HALF, "a" + LOW + "b", "nul\x00byte", MARK + "starts with the mark", "back\\slash \\ud83d " + HALF, "plain é 😀"]
+    values = [
+        HALF,
+        "a" + LOW + "b",
+        "nul\x00byte",
+        MARK + "starts with the mark",
+        "back\\slash \\ud83d " + HALF,
+        "plain é 😀",
+    ]
     for v in values:
         assert unescape_text(escape_text(v)) == v
     assert escape_text("plain é 😀") == "plain é 😀"  # ordinary text is stored as it is
@@ -115,40 +122,82 @@ def test_any_text_column_round_trips_every_string(runtime):
     now = datetime(2026, 1, 1)
     with runtime.sessions.begin() as s:  # an AnyText column: the system text of a prefix
         for i, v in enumerate(values):
-            s.add(CachePrefix(fingerprint=f"{i:064x}", project="p", dialect="d", system_text=v, tools_json="[]", created_at=now, last_seen_at=now))
+            s.add(
+                CachePrefix(
+                    fingerprint=f"{i:064x}",
+                    project="p",
+                    dialect="d",
+                    system_text=v,
+                    tools_json="[]",
+                    created_at=now,
+                    last_seen_at=now,
+                )
+            )
     with runtime.sessions() as s:
         assert [s.get(CachePrefix, f"{i:064x}").system_text for i in range(len(values))] == values
-        raw = s.execute(sql_text("SELECT system_text FROM cache_prefixes WHERE fingerprint = :f"), {"f": f"{5:064x}"}).scalar_one()
+        raw = s.execute(
+            sql_text("SELECT system_text FROM cache_prefixes WHERE fingerprint = :f"), {"f": f"{5:064x}"}
+        ).scalar_one()
         assert raw == "plain é 😀"  # ordinary text is stored as it is
 
 
 def test_tool_definitions_with_lone_surrogates_are_minified():
     tools = [
-        {"name": "emoji" + HALF, "description": "  Sends   an emoji " + HALF + "\n\n\n  fast.  ",
-         "input_schema": {"type": "object", "properties": {"e": {"type": "string", "description": "one " + LOW + "   char", "default": HALF}}}},
+        {
+            "name": "emoji" + HALF,
+            "description": "  Sends   an emoji " + HALF + "\n\n\n  fast.  ",
+            "input_schema": {
+                "type": "object",
+                "properties": {"e": {"type": "string", "description": "one " + LOW + "   char", "default": HALF}},
+            },
+        },
     ]
     res = minify_tools(tools)
     assert res.changed
     t = res.tools[0]
     assert t["name"] == "emoji" + HALF and t["description"] == "Sends an emoji " + HALF + "\n\nfast."
-    assert t["input_schema"]["properties"]["e"] == {"type": "string", "description": "one " + LOW + " char", "default": HALF}
+    assert t["input_schema"]["properties"]["e"] == {
+        "type": "string",
+        "description": "one " + LOW + " char",
+        "default": HALF,
+    }
 
 
 def test_prefix_observer_and_ledger_write_lone_surrogates(runtime):
-    body = {"system": [{"type": "text", "text": "You are helpful " + HALF}], "tools": [{"name": "t" + LOW, "description": HALF}]}
+    body = {
+        "system": [{"type": "text", "text": "You are helpful " + HALF}],
+        "tools": [{"name": "t" + LOW, "description": HALF}],
+    }
     log = prefix_log(runtime)
     log.observe("s1", "proj" + HALF, "anthropic-messages", "cli" + LOW, prefix_of(body))
-    body2 = {"system": [{"type": "text", "text": "You are helpful " + HALF + "\nToday is 2025-08-06"}], "tools": body["tools"]}
+    body2 = {
+        "system": [{"type": "text", "text": "You are helpful " + HALF + "\nToday is 2025-08-06"}],
+        "tools": body["tools"],
+    }
     diff = log.observe("s1", "proj" + HALF, "anthropic-messages", "cli" + LOW, prefix_of(body2))
     assert diff is not None and diff.kinds == ("date",)
     with runtime.sessions() as s:
         texts = sorted(r.system_text for r in s.scalars(select(CachePrefix)))
     assert texts == sorted([prefix_of(body).system, prefix_of(body2).system])  # kept exactly
 
-    p = plan_request(runtime, "POST", "/v1/messages", {"x-headroom-project": "p" + HALF}, json.dumps(anthropic_request("short")).encode())
-    ledger.record(runtime.sessions, p, user_agent="agent" + HALF + "/1.0", model="m" + HALF, status_code=200,
-                  usage=__import__("headroom_core.wire.blocks", fromlist=["Usage"]).Usage(), rounds=0,
-                  offered=["tool" + HALF, "tool" + HALF], called=["tool" + HALF])
+    p = plan_request(
+        runtime,
+        "POST",
+        "/v1/messages",
+        {"x-headroom-project": "p" + HALF},
+        json.dumps(anthropic_request("short")).encode(),
+    )
+    ledger.record(
+        runtime.sessions,
+        p,
+        user_agent="agent" + HALF + "/1.0",
+        model="m" + HALF,
+        status_code=200,
+        usage=__import__("headroom_core.wire.blocks", fromlist=["Usage"]).Usage(),
+        rounds=0,
+        offered=["tool" + HALF, "tool" + HALF],
+        called=["tool" + HALF],
+    )
     with runtime.sessions() as s:
         (row,) = s.scalars(select(RequestOutcome)).all()
         (usage,) = s.scalars(select(ToolUsage)).all()
@@ -208,4 +257,3 @@ def test_lone_surrogates_end_to_end_through_mitmdump(upstream, proxy_factory):
     assert first.json["system"][0]["text"].endswith(HALF)
     assert follow.json["messages"][-1]["content"][0]["content"] == tool_text  # the exact original back
     assert "Traceback" not in px.log_text() and "internal error" not in px.log_text()
-

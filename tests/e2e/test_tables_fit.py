@@ -53,7 +53,9 @@ def test_memory_search_gives_the_text_the_room(tmp_path, columns):
     header = next(ln for ln in lines if ln.startswith("id ") and " text " in ln)
     cells = [c for c in _column(lines, header, "text", "ev.") if c]
     assert " ".join(cells) == LONG  # folded at spaces, nothing cut
-    assert header.index("ev.") - header.index("text") >= columns - 46  # the other columns take what they need, the text the rest
+    assert (
+        header.index("ev.") - header.index("text") >= columns - 46
+    )  # the other columns take what they need, the text the rest
     row = lines[lines.index(header) + 2]
     assert row.split()[0] == row.split()[0][:12] and len(row.split()[0]) == 12  # the whole id
 
@@ -67,7 +69,9 @@ def test_memory_list_of_all_projects_fits(tmp_path, columns):
     other.mkdir()
     _run(tmp_path / "home", other, columns, "memory", "add", "the API needs Python 3.12")
     lines = _fits(_run(tmp_path / "home", project, columns, "memory", "list", "--all").stdout, columns)
-    assert "".join(f"Memories of all projects (in {tmp_path})".split()) in "".join("".join(lines[:3]).split())  # the title may fold
+    assert "".join(f"Memories of all projects (in {tmp_path})".split()) in "".join(
+        "".join(lines[:3]).split()
+    )  # the title may fold
     header = next(ln for ln in lines if ln.startswith("id ") and " text " in ln)
     texts = [c for c in _column(lines, header, "text", "project") if c]
     assert " ".join(texts) == "the API needs Python 3.12 " + LONG  # newest first, each folded whole
@@ -78,7 +82,11 @@ def test_memory_list_of_all_projects_fits(tmp_path, columns):
     body = [ln for ln in stats[stats.index(header) + 2 :] if not ln.startswith("projects in ")]
     cells = [ln[: header.index("active")].strip() for ln in body]
     figures = [ln[header.index("active") :].split() for ln in body]
-    named = {"".join(cells[i : i + 2]) if i + 1 < len(cells) and not figures[i + 1] else cells[i]: figures[i] for i in range(len(body)) if figures[i]}
+    named = {
+        "".join(cells[i : i + 2]) if i + 1 < len(cells) and not figures[i + 1] else cells[i]: figures[i]
+        for i in range(len(body))
+        if figures[i]
+    }
     assert named == {"and-a-subfolder": ["1", "0", "1", "0.50", "1", "fact", named["and-a-subfolder"][-1]],
                      "b": ["1", "0", "1", "0.50", "1", "fact", named["b"][-1]]}  # fmt: skip
 
@@ -87,9 +95,26 @@ def test_memory_list_of_all_projects_fits(tmp_path, columns):
 def test_learn_tells_files_with_one_long_shared_name_apart(tmp_path, columns):
     logs = tmp_path / "logs"
     for i in (1, 2):
-        rollout(logs / f"rollout-2025-06-01T10-00-0{i}-0197a3c4-aaaa-bbbb-cccc-00000000000{i}.jsonl", f"s{i}", "/srv/app")
-    env = {"CLAUDE_CONFIG_DIR": str(tmp_path / "none"), "CODEX_HOME": str(tmp_path / "none"), "XDG_DATA_HOME": str(tmp_path / "none")}
-    out = _run(tmp_path / "home", tmp_path, columns, "learn", "--project", str(tmp_path), "--from", str(logs), "--dry-run", **env)
+        rollout(
+            logs / f"rollout-2025-06-01T10-00-0{i}-0197a3c4-aaaa-bbbb-cccc-00000000000{i}.jsonl", f"s{i}", "/srv/app"
+        )
+    env = {
+        "CLAUDE_CONFIG_DIR": str(tmp_path / "none"),
+        "CODEX_HOME": str(tmp_path / "none"),
+        "XDG_DATA_HOME": str(tmp_path / "none"),
+    }
+    out = _run(
+        tmp_path / "home",
+        tmp_path,
+        columns,
+        "learn",
+        "--project",
+        str(tmp_path),
+        "--from",
+        str(logs),
+        "--dry-run",
+        **env,
+    )
     lines = _fits(out.stdout.split("Rules to write")[0], columns)  # the diff after it is never wrapped, on purpose
     header = next(ln for ln in lines if ln.startswith("file "))
     cells = _column(lines, header, "file", "agent")
@@ -102,9 +127,18 @@ def test_learn_tells_files_with_one_long_shared_name_apart(tmp_path, columns):
 
 
 def test_distinct_names_keep_what_tells_files_apart():
-    assert distinct_names(["/l/rollout-2025-06-01T10-00-01-aa.jsonl", "/l/rollout-2025-06-01T10-00-02-bb.jsonl"]) == ("/l", ["…01-aa.jsonl", "…02-bb.jsonl"])
-    assert distinct_names(["/x/a/session.jsonl", "/x/b/session.jsonl"]) == ("/x", ["a/session.jsonl", "b/session.jsonl"])
-    assert distinct_names(["/p/9f3e.jsonl", "/p/7b2d.jsonl"]) == ("/p", ["9f3e.jsonl", "7b2d.jsonl"])  # short shared part: kept
+    assert distinct_names(["/l/rollout-2025-06-01T10-00-01-aa.jsonl", "/l/rollout-2025-06-01T10-00-02-bb.jsonl"]) == (
+        "/l",
+        ["…01-aa.jsonl", "…02-bb.jsonl"],
+    )
+    assert distinct_names(["/x/a/session.jsonl", "/x/b/session.jsonl"]) == (
+        "/x",
+        ["a/session.jsonl", "b/session.jsonl"],
+    )
+    assert distinct_names(["/p/9f3e.jsonl", "/p/7b2d.jsonl"]) == (
+        "/p",
+        ["9f3e.jsonl", "7b2d.jsonl"],
+    )  # short shared part: kept
 
 
 def _ledger(home: Path, rows: list[tuple[str, str, str, datetime, int, int, int]]) -> None:
@@ -135,9 +169,14 @@ def test_cache_report_has_time_agent_and_unique_ids(tmp_path, columns):
     lines = _fits(_run(home, tmp_path, columns, "cache", "report").stdout, columns)
     header = next(ln for ln in lines if ln.startswith("session "))
     rows = [ln.split() for ln in lines[lines.index(header) + 2 :] if ln.startswith("0123")]
-    assert [r[:4] for r in rows] == [[b[:13], "08-07", "14:05", "codex_cli_rs"], [a[:13], "08-06", "09:20", "claude-cli"]]
+    assert [r[:4] for r in rows] == [
+        [b[:13], "08-07", "14:05", "codex_cli_rs"],
+        [a[:13], "08-06", "09:20", "claude-cli"],
+    ]
     assert rows[1][-2:] == ["2", f"{100 * 50000 / (4 + 50000 + 8 + 50000 + 100):.1f}%"]  # requests, hit rate
-    one = _run(home, tmp_path, columns, "cache", "report", "--session", a[:13]).stdout  # the id shown selects that session alone
+    one = _run(
+        home, tmp_path, columns, "cache", "report", "--session", a[:13]
+    ).stdout  # the id shown selects that session alone
     assert a[:13] in one and b[:13] not in one
 
 
@@ -145,4 +184,3 @@ def test_unique_prefix_length():
     assert unique_prefix_length(["abcdef0123456789"], {"abcdef0123456789", "ffff"}) == 12
     assert unique_prefix_length(["abcdef012345a789"], {"abcdef012345a789", "abcdef012345a7ff"}) == 15
     assert unique_prefix_length(["ab"], {"ab"}, minimum=12) == 2  # never longer than the key
-

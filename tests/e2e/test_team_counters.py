@@ -62,12 +62,30 @@ def _hammer(sessions) -> None:
 
     _at_once(work)
     with sessions() as s:
-        rows = {r.tool_name: (r.offered, r.called) for r in s.scalars(select(ToolUsage).where(ToolUsage.project == "/team/p"))}
+        rows = {
+            r.tool_name: (r.offered, r.called)
+            for r in s.scalars(select(ToolUsage).where(ToolUsage.project == "/team/p"))
+        }
     assert rows == {"Bash": (THREADS * ROUNDS, THREADS * ROUNDS), "Read": (THREADS * ROUNDS, 0)}
 
 
-RULE = Rule("command", "pytest\0python -m pytest", "Run the tests with `python -m pytest`, not `pytest`.", "sup-pytest", "fail-pytest")
-FAILED = Step(tool="Bash", command="pytest", target="", args="pytest tests", keys=frozenset(), ok=False, error="pytest: command not found", index=0)
+RULE = Rule(
+    "command",
+    "pytest\0python -m pytest",
+    "Run the tests with `python -m pytest`, not `pytest`.",
+    "sup-pytest",
+    "fail-pytest",
+)
+FAILED = Step(
+    tool="Bash",
+    command="pytest",
+    target="",
+    args="pytest tests",
+    keys=frozenset(),
+    ok=False,
+    error="pytest: command not found",
+    index=0,
+)
 
 
 def _learn(sessions) -> None:

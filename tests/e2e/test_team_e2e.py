@@ -44,18 +44,18 @@ from headroom_core.db.engine import PG_MAX_OVERFLOW, PG_POOL_SIZE, open_database
 from headroom_core.db.models import RequestOutcome
 from headroom_core.learn.store import LearnStore
 from tests.conftest import CORPUS, flow_files, load_flow
-from tests.support.clients import anthropic_client, http_client
-from tests.support.pg_cluster import PgCluster
-from tests.support.proxy import ADDON_SCRIPT, MitmProxy
-from tests.support.team_load import TURNS, run_load
-from tests.support.team_load import payloads as load_payloads
-from tests.support.upstream import Reply
 from tests.e2e.test_cache_prefix_e2e import OPTIONS as REPLAY_OPTIONS
 from tests.e2e.test_cache_prefix_e2e import Exchange, prefix_violations, recorded_reply, with_json_output
 from tests.e2e.test_isolation_e2e import MEMORY, QUESTION, SYSTEM, carries_memory, headroom_cli
 from tests.e2e.test_learn_live_e2e import RULE, failing_then_fixed, injected
 from tests.e2e.test_learn_live_e2e import system as learn_system
 from tests.e2e.test_memory_e2e import BASH, wait_for_model
+from tests.support.clients import anthropic_client, http_client
+from tests.support.pg_cluster import PgCluster
+from tests.support.proxy import ADDON_SCRIPT, MitmProxy
+from tests.support.team_load import TURNS, run_load
+from tests.support.team_load import payloads as load_payloads
+from tests.support.upstream import Reply
 from tests.unit.test_request_plan import github_scenario
 
 #: What every proxy of the team runs with (memory on, a rule after 2 sessions, compression
@@ -87,8 +87,16 @@ class Team:
     def ask(self, upstream, n: int, project: str, question: str = QUESTION, key: str = "sk-ant-team-one") -> dict:
         """One request through proxy ``n`` for ``project``; the body the upstream received."""
         before = len(upstream.requests)
-        client = anthropic_client(upstream, self.proxies[n], api_key=key, default_headers={"x-headroom-project": project})
-        client.messages.create(model="claude-sonnet-4-5", max_tokens=100, system=SYSTEM, tools=[BASH], messages=[{"role": "user", "content": question}])
+        client = anthropic_client(
+            upstream, self.proxies[n], api_key=key, default_headers={"x-headroom-project": project}
+        )
+        client.messages.create(
+            model="claude-sonnet-4-5",
+            max_tokens=100,
+            system=SYSTEM,
+            tools=[BASH],
+            messages=[{"role": "user", "content": question}],
+        )
         self.sent += 1
         return upstream.requests[before].json
 
@@ -147,8 +155,8 @@ def test_three_proxies_started_at_once_migrate_once(team):
     logs = [p.log_text() for p in team.proxies]
     migrated = [n for n, log in enumerate(logs) if "headroom: database migrated to" in log]
     assert len(migrated) == 1, (migrated, [log[-2000:] for log in logs])
-    from alembic.script import ScriptDirectory
     from alembic.config import Config
+    from alembic.script import ScriptDirectory
 
     cfg = Config()
     cfg.set_main_option("script_location", str(Path(__file__).resolve().parents[2] / "migrations"))
@@ -164,7 +172,14 @@ def test_three_proxies_started_at_once_migrate_once(team):
 def test_original_offloaded_through_a_is_retrieved_through_b(upstream, team):
     payload = github_scenario("paginate-issues.json")
     call = {"type": "tool_use", "id": "toolu_gh1", "name": "mcp__gh__issues", "input": {}}
-    tools = [BASH, {"name": "mcp__gh__issues", "description": "List issues.", "input_schema": {"type": "object", "properties": {}}}]
+    tools = [
+        BASH,
+        {
+            "name": "mcp__gh__issues",
+            "description": "List issues.",
+            "input_schema": {"type": "object", "properties": {}},
+        },
+    ]
     turn1 = [
         {"role": "user", "content": "List the open issues. " * 200},
         {"role": "assistant", "content": [call]},
@@ -172,7 +187,9 @@ def test_original_offloaded_through_a_is_retrieved_through_b(upstream, team):
     ]
 
     def client(n: int):
-        return anthropic_client(upstream, team.proxies[n], api_key="sk-ant-team-one", default_headers={"x-headroom-project": "/team/P"})
+        return anthropic_client(
+            upstream, team.proxies[n], api_key="sk-ant-team-one", default_headers={"x-headroom-project": "/team/P"}
+        )
 
     upstream.script(Reply.text("30 are open."))
     client(0).messages.create(model="claude-sonnet-4-5", max_tokens=100, system=SYSTEM, tools=tools, messages=turn1)
@@ -183,10 +200,15 @@ def test_original_offloaded_through_a_is_retrieved_through_b(upstream, team):
     key = markers.offload_key(payload)
 
     # the next turn of the same session goes to proxy B, where the model asks for the original
-    turn2 = turn1 + [{"role": "assistant", "content": [{"type": "text", "text": "30 are open."}]}, {"role": "user", "content": "Show issue 3 in full."}]
+    turn2 = turn1 + [
+        {"role": "assistant", "content": [{"type": "text", "text": "30 are open."}]},
+        {"role": "user", "content": "Show issue 3 in full."},
+    ]
     n = len(upstream.requests)
     upstream.script(Reply.tool_call("headroom_retrieve", {"key": key}), Reply.text("Issue 3 is about pagination."))
-    msg = client(1).messages.create(model="claude-sonnet-4-5", max_tokens=100, system=SYSTEM, tools=tools, messages=turn2)
+    msg = client(1).messages.create(
+        model="claude-sonnet-4-5", max_tokens=100, system=SYSTEM, tools=tools, messages=turn2
+    )
     team.sent += 1
     assert [b.type for b in msg.content] == ["text"] and msg.content[0].text == "Issue 3 is about pagination."
     sent2, follow = upstream.requests[n].json, upstream.requests[n + 1].json
@@ -208,7 +230,14 @@ def replay_spread(proxies: list[MitmProxy], upstream, flows: list[tuple[str, dic
             data, headers, chunks = recorded_reply(flow)
             upstream.raw(200, data, headers, chunks=chunks)
             raw = json.dumps(body).encode()
-            r = clients[n % len(clients)].post(upstream.url + path, content=raw, headers={"content-type": "application/json", "user-agent": flow["request"]["headers"].get("user-agent", "")})
+            r = clients[n % len(clients)].post(
+                upstream.url + path,
+                content=raw,
+                headers={
+                    "content-type": "application/json",
+                    "user-agent": flow["request"]["headers"].get("user-agent", ""),
+                },
+            )
             assert r.status_code == 200, (name, r.text[:300])
             assert r.content == data, name
             out.append(Exchange(name, path, raw.decode(), upstream.requests[-1].body.decode()))
@@ -232,12 +261,22 @@ def test_session_spread_over_three_proxies_sends_what_one_proxy_sends(upstream, 
     upstream.reset()
     alone = replay_spread([single], upstream, changed)
     differ = [a.name for a, b in zip(spread, alone) if a.upstream != b.upstream]
-    assert differ == [], f"{len(differ)} of {len(spread)} requests reached the upstream differently through three proxies: {differ[:5]}"
+    assert differ == [], (
+        f"{len(differ)} of {len(spread)} requests reached the upstream differently through three proxies: {differ[:5]}"
+    )
 
 
 def test_memory_saved_through_a_is_injected_through_c_for_its_project_only(upstream, team):
-    upstream.script(Reply.tool_call("memory_save", {"text": MEMORY, "kind": "fact"}, text="Noted."), Reply.text("Noted for next time."))
-    team.ask(upstream, 0, "/team/P", "Remember this: migrations run with pnpm db:migrate; prisma migrate dev breaks the schema.")
+    upstream.script(
+        Reply.tool_call("memory_save", {"text": MEMORY, "kind": "fact"}, text="Noted."),
+        Reply.text("Noted for next time."),
+    )
+    team.ask(
+        upstream,
+        0,
+        "/team/P",
+        "Remember this: migrations run with pnpm db:migrate; prisma migrate dev breaks the schema.",
+    )
     question = QUESTION + " (team)"
     for_q = team.ask(upstream, 2, "/team/Q", question)
     for_p = team.ask(upstream, 2, "/team/P", question)
@@ -251,7 +290,9 @@ def test_rule_learned_through_two_proxies_is_served_by_all(upstream, team):
 
     def send(n: int, project: str, messages: list[dict]) -> dict:
         before = len(upstream.requests)
-        anthropic_client(upstream, team.proxies[n]).messages.create(model="claude-sonnet-4-5", max_tokens=64, system=learn_system(project), messages=messages)
+        anthropic_client(upstream, team.proxies[n]).messages.create(
+            model="claude-sonnet-4-5", max_tokens=64, system=learn_system(project), messages=messages
+        )
         team.sent += 1
         return upstream.requests[before]
 
@@ -312,7 +353,9 @@ def test_concurrent_agents_over_three_proxies(upstream, team):
 
     def sample_connections() -> None:  # the database's connections while the load runs
         while not done.wait(0.5):
-            peak[0] = max(peak[0], team.cluster.query(f"SELECT count(*) FROM pg_stat_activity WHERE datname = '{db}'")[0][0] - 1)
+            peak[0] = max(
+                peak[0], team.cluster.query(f"SELECT count(*) FROM pg_stat_activity WHERE datname = '{db}'")[0][0] - 1
+            )
 
     sampler = threading.Thread(target=sample_connections, daemon=True)
     sampler.start()
@@ -322,7 +365,9 @@ def test_concurrent_agents_over_three_proxies(upstream, team):
         done.set()
         sampler.join()
     responder = upstream.responder
-    print(f"\n{len(result.sent)} requests from {CONCURRENCY} agents over 3 proxies in {result.wall_seconds:.1f} s ({result.per_second:.1f}/s), {responder.retrieved} retrieved, {peak[0]} connections at most")
+    print(
+        f"\n{len(result.sent)} requests from {CONCURRENCY} agents over 3 proxies in {result.wall_seconds:.1f} s ({result.per_second:.1f}/s), {responder.retrieved} retrieved, {peak[0]} connections at most"
+    )
     assert 0 < peak[0] <= 3 * (PG_POOL_SIZE + PG_MAX_OVERFLOW)  # the documented bound per proxy
     assert [f"{s.load_id} via {s.proxy}: {s.error}" for s in result.errors] == []
     assert len(result.sent) == LOAD_REQUESTS

@@ -67,19 +67,27 @@ QUESTION_AT = 6
 
 def log_output(n: int = 1600) -> str:
     """What a nightly job's dry run prints: 1,600 log lines of two templates, one error."""
-    lines = [f"2024-05-01T10:{i // 60 % 60:02d}:{i % 60:02d}Z INFO worker-{i % 4} processed batch {i} in {10 + i % 7} ms" for i in range(n)]
+    lines = [
+        f"2024-05-01T10:{i // 60 % 60:02d}:{i % 60:02d}Z INFO worker-{i % 4} processed batch {i} in {10 + i % 7} ms"
+        for i in range(n)
+    ]
     lines[800] = "2024-05-01T10:13:20Z ERROR worker-0 batch 800 failed: connection reset by peer"
     return "\n".join(lines)
 
 
 def grep_output(n: int = 2400) -> str:
-    return "\n".join(f"src/app/module_{i // 40}.py:{10 + i % 40}:        retries = config.get('retry_{i % 17}', {i % 5}) if attempt < limit else None" for i in range(n))
+    return "\n".join(
+        f"src/app/module_{i // 40}.py:{10 + i % 40}:        retries = config.get('retry_{i % 17}', {i % 5}) if attempt < limit else None"
+        for i in range(n)
+    )
 
 
 def session_turns() -> list[list[dict]]:
     """The eight requests' ``messages`` (the history grows by a call and its output, or by an
     answer and the user's next words)."""
-    msgs: list[dict] = [{"role": "user", "content": "The nightly job fails with retries exhausted; find where retries are configured."}]
+    msgs: list[dict] = [
+        {"role": "user", "content": "The nightly job fails with retries exhausted; find where retries are configured."}
+    ]
     out = [json.loads(json.dumps(msgs))]
     steps = [
         ("ls", "src\ntests\nREADME.md\npyproject.toml", None),
@@ -93,9 +101,15 @@ def session_turns() -> list[list[dict]]:
     for n, (cmd, output, text) in enumerate(steps):
         if cmd is not None:
             call = {"type": "tool_use", "id": f"toolu_{n:02d}", "name": "Bash", "input": {"command": cmd}}
-            msgs += [{"role": "assistant", "content": [call]}, {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": output}]}]
+            msgs += [
+                {"role": "assistant", "content": [call]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": output}]},
+            ]
         else:
-            msgs += [{"role": "assistant", "content": [{"type": "text", "text": f"Step {n} done."}]}, {"role": "user", "content": [{"type": "text", "text": text}]}]
+            msgs += [
+                {"role": "assistant", "content": [{"type": "text", "text": f"Step {n} done."}]},
+                {"role": "user", "content": [{"type": "text", "text": text}]},
+            ]
         out.append(json.loads(json.dumps(msgs)))
     return out
 
@@ -129,7 +143,9 @@ def team(request, tmp_path):
     if request.param == "postgresql":
         server = pg_server_url()
         if server is None:
-            pytest.skip("needs PostgreSQL: set HEADROOM_TEST_PG_URL (eval \"$(scripts/postgres start)\") or install PostgreSQL")
+            pytest.skip(
+                'needs PostgreSQL: set HEADROOM_TEST_PG_URL (eval "$(scripts/postgres start)") or install PostgreSQL'
+            )
         url, drop = fresh_pg_database(server)
     else:
         url, drop = f"sqlite:///{tmp_path / 'team.db'}", lambda: None
@@ -157,7 +173,9 @@ def ledger_rows(url: str, want: int, timeout: float = 60.0) -> list[RequestOutco
     deadline = time.monotonic() + timeout
     while True:
         with open_database(url)() as s:
-            rows = list(s.scalars(select(RequestOutcome).where(RequestOutcome.project == PROJECT).order_by(RequestOutcome.id)))
+            rows = list(
+                s.scalars(select(RequestOutcome).where(RequestOutcome.project == PROJECT).order_by(RequestOutcome.id))
+            )
         if len(rows) >= want or time.monotonic() > deadline:
             return rows
         time.sleep(0.2)
@@ -166,7 +184,10 @@ def ledger_rows(url: str, want: int, timeout: float = 60.0) -> list[RequestOutco
 def test_a_session_round_robin_over_three_proxies_one_of_them_busy_keeps_one_truth(team, upstream):
     proxies, env = team
     # a memory of the project, saved through A in another conversation
-    upstream.script(Reply.tool_call("memory_save", {"text": MEMORY, "kind": "fact"}, text="Noted."), Reply.text("Noted for next time."))
+    upstream.script(
+        Reply.tool_call("memory_save", {"text": MEMORY, "kind": "fact"}, text="Noted."),
+        Reply.text("Noted for next time."),
+    )
     with http_client(proxies[0], timeout=300) as c:
         r = c.post(upstream.url + "/v1/messages", headers=HEADERS, json={
             "model": "claude-sonnet-4-5", "max_tokens": 100, "system": "another conversation", "tools": [BASH],
@@ -200,13 +221,17 @@ def test_a_session_round_robin_over_three_proxies_one_of_them_busy_keeps_one_tru
     client = [b for b, _ in turns]
     sent = [u for _, u in turns]
     # C's turns went with what was decided before: the log output whole at turn 2 (new then)
-    assert sent[2]["messages"][LOG_AT] == client[2]["messages"][LOG_AT] or bare(sent[2]["messages"][LOG_AT]) == bare(client[2]["messages"][LOG_AT])
+    assert sent[2]["messages"][LOG_AT] == client[2]["messages"][LOG_AT] or bare(sent[2]["messages"][LOG_AT]) == bare(
+        client[2]["messages"][LOG_AT]
+    )
     late = sent[3]["messages"][LOG_AT]["content"][0]["content"]
     assert len(late) < len(log_output()) / 10  # compressed late at turn 3, by A
     assert retrieved == log_output()  # its original, stored before turn 3 went out, answered by B
 
     # the prompt-cache rule turn over turn: one break, at the late compression, nowhere else
-    breaks = [(n, prefix_check.earlier_break(client[n - 1], client[n], sent[n - 1], sent[n])) for n in range(1, len(turns))]
+    breaks = [
+        (n, prefix_check.earlier_break(client[n - 1], client[n], sent[n - 1], sent[n])) for n in range(1, len(turns))
+    ]
     assert [(n, b) for n, b in breaks if b is not None] == [(3, (2, LOG_AT))]
     changed = [
         (n, i)
@@ -220,7 +245,9 @@ def test_a_session_round_robin_over_three_proxies_one_of_them_busy_keeps_one_tru
     question = {bare(s["messages"][QUESTION_AT]) for s in sent[3:]}
     assert len(question) == 1 and BLOCK_HEADER in question.pop() and MEMORY in bare(sent[3]["messages"][QUESTION_AT])
     # the grep output, compressed as new by B at turn 4, replayed by C and A
-    assert len({bare(s["messages"][8]) for s in sent[4:]}) == 1 and len(bare(sent[4]["messages"][8])) < len(grep_output())
+    assert len({bare(s["messages"][8]) for s in sent[4:]}) == 1 and len(bare(sent[4]["messages"][8])) < len(
+        grep_output()
+    )
 
     url = env["HEADROOM_DB_URL"]
     rows = ledger_rows(url, 9)  # the memory conversation, the eight turns and B's follow-up counted in its turn's row

@@ -13,9 +13,9 @@ import time
 import pytest
 from sqlalchemy import func, select
 
-from headroom_core.tools.on_demand import NOTE, TOOL_NAME
 from headroom_core.db.engine import open_database
 from headroom_core.db.models import ToolUsage
+from headroom_core.tools.on_demand import NOTE, TOOL_NAME
 from headroom_core.wire import jsonedit
 from tests.conftest import flow_files, load_flow
 from tests.e2e.test_tool_docs_e2e import _a_day_later
@@ -39,16 +39,34 @@ def corpus_tools() -> list[dict]:
 
 
 def _anthropic(tools: list[dict], text: str) -> dict:
-    return {"model": "claude-sonnet-4-5", "max_tokens": 100, "system": SYSTEM, "tools": tools, "messages": [{"role": "user", "content": text}]}
+    return {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 100,
+        "system": SYSTEM,
+        "tools": tools,
+        "messages": [{"role": "user", "content": text}],
+    }
 
 
 def _responses(tools: list[dict], text: str) -> dict:
-    return {"model": "gpt-5-codex", "instructions": SYSTEM, "tools": tools, "input": [{"role": "user", "content": [{"type": "input_text", "text": text}]}]}
+    return {
+        "model": "gpt-5-codex",
+        "instructions": SYSTEM,
+        "tools": tools,
+        "input": [{"role": "user", "content": [{"type": "input_text", "text": text}]}],
+    }
 
 
 def _function(t: dict, **extra) -> dict:
     """A corpus tool as Codex writes a Responses function tool."""
-    return {"type": "function", "name": t["name"], "description": t["description"], "strict": False, **extra, "parameters": t["input_schema"]}
+    return {
+        "type": "function",
+        "name": t["name"],
+        "description": t["description"],
+        "strict": False,
+        **extra,
+        "parameters": t["input_schema"],
+    }
 
 
 def _elements(text: str) -> list[str]:
@@ -67,7 +85,11 @@ def _shortened(tools: list[dict]) -> list[str]:
 def test_a_client_that_defers_its_tools_gets_them_upstream_as_written(upstream, proxy_factory, corpus_tools, dialect):
     px = proxy_factory(
         ADDON_SCRIPT,
-        options={"headroom_tools_on_demand": "true", "headroom_tools_on_demand_idle_requests": str(IDLE), "headroom_compress_timeout_seconds": 300},
+        options={
+            "headroom_tools_on_demand": "true",
+            "headroom_tools_on_demand_idle_requests": str(IDLE),
+            "headroom_compress_timeout_seconds": 300,
+        },
     )
     path = "/v1/messages" if dialect == "anthropic" else "/v1/responses"
     body = _anthropic if dialect == "anthropic" else _responses
@@ -80,7 +102,14 @@ def test_a_client_that_defers_its_tools_gets_them_upstream_as_written(upstream, 
         server = mcp[0]["name"].split("__")[1]
         ns = [_function(t, defer_loading=True) for t in mcp if t["name"].split("__")[1] == server]
         deferring = [_function(t) for t in corpus_tools if not t["name"].startswith("mcp__")]
-        deferring.append({"type": "namespace", "name": f"mcp__{server}__", "description": f"Tools in the mcp__{server}__ namespace.", "tools": ns})
+        deferring.append(
+            {
+                "type": "namespace",
+                "name": f"mcp__{server}__",
+                "description": f"Tools in the mcp__{server}__ namespace.",
+                "tools": ns,
+            }
+        )
         deferring += [_function(t, defer_loading=True) for t in mcp if t["name"].split("__")[1] != server]
         deferring.append({"type": "tool_search", "execution": "client", "description": "Search   deferred tools.",
                           "parameters": {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "number"}}, "required": ["query"]}})  # fmt: skip
@@ -106,7 +135,11 @@ def test_a_client_that_defers_its_tools_gets_them_upstream_as_written(upstream, 
         mine = _elements(got)
         for el in _elements(raw):
             t = json.loads(el)
-            if t.get("defer_loading") is True or t.get("type") in ("namespace", "tool_search", "tool_search_tool_regex_20251119"):
+            if t.get("defer_loading") is True or t.get("type") in (
+                "namespace",
+                "tool_search",
+                "tool_search_tool_regex_20251119",
+            ):
                 assert el in mine, el[:120]  # byte for byte: defer_loading, the namespace's members, the search tool
         by_name = {t.get("name"): t for t in sent}
         deferred = [t for t in deferring if t.get("defer_loading") is True]

@@ -14,9 +14,9 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select
 
-from headroom_core.tools.on_demand import NOTE, TOOL_NAME, definition_text
 from headroom_core.db.engine import open_database
 from headroom_core.db.models import ToolUsage
+from headroom_core.tools.on_demand import NOTE, TOOL_NAME, definition_text
 from headroom_core.wire import jsonedit
 from tests.conftest import flow_files, load_flow
 from tests.support.clients import anthropic_client
@@ -24,7 +24,10 @@ from tests.support.proxy import ADDON_SCRIPT
 from tests.support.upstream import Reply
 
 MODEL = "claude-sonnet-4-5"
-SYSTEM = "You are Claude Code, Anthropic's official CLI for Claude. Working directory: /home/user/app\n" + "Be careful. " * 200
+SYSTEM = (
+    "You are Claude Code, Anthropic's official CLI for Claude. Working directory: /home/user/app\n"
+    + "Be careful. " * 200
+)
 IDLE = 3  # tools_on_demand_idle_requests for the test
 WANTED = "mcp__zen__precommit"
 
@@ -68,24 +71,45 @@ def _tools_text(rec) -> str:
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_model_asks_headroom_tool_docs_and_the_proxy_answers_with_the_full_definition(upstream, proxy_factory, corpus_tools, stream):
+def test_model_asks_headroom_tool_docs_and_the_proxy_answers_with_the_full_definition(
+    upstream, proxy_factory, corpus_tools, stream
+):
     px = proxy_factory(
         ADDON_SCRIPT,
-        options={"headroom_tools_on_demand": "true", "headroom_tools_on_demand_idle_requests": str(IDLE), "headroom_compress_timeout_seconds": 300},
+        options={
+            "headroom_tools_on_demand": "true",
+            "headroom_tools_on_demand_idle_requests": str(IDLE),
+            "headroom_compress_timeout_seconds": 300,
+        },
     )
     client = anthropic_client(upstream, px, http_kw={"timeout": 120})
     # earlier sessions of the project: the model calls Read, never the MCP tools
     for i in range(IDLE):
         upstream.script(Reply.tool_call("Read", {"file_path": "/home/user/app/a.py"}, text="Reading."))
-        msg = client.messages.create(model=MODEL, max_tokens=100, system=SYSTEM, tools=corpus_tools, messages=[{"role": "user", "content": f"earlier task {i}"}])
+        msg = client.messages.create(
+            model=MODEL,
+            max_tokens=100,
+            system=SYSTEM,
+            tools=corpus_tools,
+            messages=[{"role": "user", "content": f"earlier task {i}"}],
+        )
         assert msg.content[-1].type == "tool_use" and msg.content[-1].name == "Read"
     assert _usage_rows(px, IDLE) >= IDLE
     _a_day_later(px)  # the provider's prompt cache of those sessions is cold: the statuses are decided anew
     first_new = len(upstream.requests)
 
     # a new session: the idle tools go as skeletons; the model asks for one tool's docs
-    upstream.script(Reply.tool_call(TOOL_NAME, {"name": WANTED}, text="Let me read how that tool works."), Reply.text("Pre-commit checks planned."))
-    kwargs = dict(model=MODEL, max_tokens=100, system=SYSTEM, tools=corpus_tools, messages=[{"role": "user", "content": "run the pre-commit review"}])
+    upstream.script(
+        Reply.tool_call(TOOL_NAME, {"name": WANTED}, text="Let me read how that tool works."),
+        Reply.text("Pre-commit checks planned."),
+    )
+    kwargs = dict(
+        model=MODEL,
+        max_tokens=100,
+        system=SYSTEM,
+        tools=corpus_tools,
+        messages=[{"role": "user", "content": "run the pre-commit review"}],
+    )
     if stream:
         with client.messages.stream(**kwargs) as s:
             msg = s.get_final_message()
@@ -100,7 +124,11 @@ def test_model_asks_headroom_tool_docs_and_the_proxy_answers_with_the_full_defin
     first, follow = upstream.requests[first_new:]
     sent = {t["name"]: t for t in first.json["tools"]}
     assert first.json["tools"][-1]["name"] == TOOL_NAME
-    assert sent[WANTED]["description"].endswith(NOTE) and sent["Read"]["description"].split() == next(t for t in corpus_tools if t["name"] == "Read")["description"].split()
+    assert (
+        sent[WANTED]["description"].endswith(NOTE)
+        and sent["Read"]["description"].split()
+        == next(t for t in corpus_tools if t["name"] == "Read")["description"].split()
+    )
     shortened = [n for n, t in sent.items() if t.get("description", "").endswith(NOTE)]
     assert len(shortened) >= 100
     assert len(_tools_text(first)) < len(json.dumps(corpus_tools)) / 2
@@ -114,4 +142,6 @@ def test_model_asks_headroom_tool_docs_and_the_proxy_answers_with_the_full_defin
     full = next(t for t in corpus_tools if t["name"] == WANTED)
     assert content == definition_text(full)
     assert content.startswith(f"Tool: {WANTED}\nDescription:\n{full['description']}\n")  # the description verbatim
-    assert content.split("(JSON Schema, input_schema):\n", 1)[1] == json.dumps(full["input_schema"], ensure_ascii=False, separators=(",", ":"))
+    assert content.split("(JSON Schema, input_schema):\n", 1)[1] == json.dumps(
+        full["input_schema"], ensure_ascii=False, separators=(",", ":")
+    )

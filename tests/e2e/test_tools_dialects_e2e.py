@@ -31,8 +31,10 @@ from headroom_core.wire.detect import Dialect
 from headroom_core.wire.dialects import REGISTRY
 from tests.e2e.test_hosted_claude_e2e import boto_client
 from tests.e2e.test_tool_docs_e2e import _a_day_later, corpus_tools  # noqa: F401 (fixture)
-from tests.support.dialect_e2e import OPTIONS
-from tests.support.dialect_e2e import proxy  # noqa: F401 (fixture)
+from tests.support.dialect_e2e import (
+    OPTIONS,
+    proxy,  # noqa: F401 (fixture)
+)
 from tests.support.proxy import ADDON_SCRIPT
 from tests.support.upstream import Reply
 
@@ -63,7 +65,9 @@ def declaration(t: dict) -> dict:
 
 
 def tool_spec(t: dict) -> dict:
-    return {"toolSpec": {"name": t["name"], "description": t["description"], "inputSchema": {"json": t["input_schema"]}}}
+    return {
+        "toolSpec": {"name": t["name"], "description": t["description"], "inputSchema": {"json": t["input_schema"]}}
+    }
 
 
 def _tools_text(req, wire) -> str:
@@ -88,7 +92,12 @@ def _offered(proxy, at_least: int, timeout: float = 60.0) -> int:
 
 
 def _config(tools: list[dict]) -> types.GenerateContentConfig:
-    fds = [types.FunctionDeclaration(name=t["name"], description=t["description"], parameters_json_schema=t["input_schema"]) for t in tools]
+    fds = [
+        types.FunctionDeclaration(
+            name=t["name"], description=t["description"], parameters_json_schema=t["input_schema"]
+        )
+        for t in tools
+    ]
     return types.GenerateContentConfig(system_instruction=SYSTEM, tools=[types.Tool(function_declarations=fds)],
                                        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True))  # fmt: skip
 
@@ -106,14 +115,24 @@ def test_gemini_declarations_go_minified_and_byte_stable(upstream, proxy, corpus
     client = gemini_client(upstream, proxy)
     config = _config(corpus_tools)
     upstream.script(Reply.text("First."), Reply.text("Second."))
-    assert client.models.generate_content(model=GEMINI_MODEL, contents=_contents("list the files"), config=config).text == "First."
-    assert client.models.generate_content(model=GEMINI_MODEL, contents=_contents("list the files", "First.", "and now?"), config=config).text == "Second."
+    assert (
+        client.models.generate_content(model=GEMINI_MODEL, contents=_contents("list the files"), config=config).text
+        == "First."
+    )
+    assert (
+        client.models.generate_content(
+            model=GEMINI_MODEL, contents=_contents("list the files", "First.", "and now?"), config=config
+        ).text
+        == "Second."
+    )
     first, second = upstream.requests[-2:]
     expect = minify_tools([declaration(t) for t in corpus_tools], shape_of=GEMINI.tool_shape).tools
     sent = first.json["tools"]
     assert sent[0]["functionDeclarations"] == expect  # the minified values, in Gemini's shape
     assert [fd["name"] for t in sent[1:] for fd in t["functionDeclarations"]] == ["headroom_retrieve"]
-    assert len(_tools_text(first, GEMINI)) < 0.9 * len(json.dumps([{"functionDeclarations": [declaration(t) for t in corpus_tools]}]))
+    assert len(_tools_text(first, GEMINI)) < 0.9 * len(
+        json.dumps([{"functionDeclarations": [declaration(t) for t in corpus_tools]}])
+    )
     assert _tools_text(second, GEMINI) == _tools_text(first, GEMINI)  # the next turn: the same bytes
 
 
@@ -123,21 +142,36 @@ def test_gemini_idle_tools_as_skeletons_and_headroom_tool_docs_answered(upstream
     config = _config(corpus_tools)
     for i in range(IDLE):  # earlier sessions of the project: the model calls Read, never the MCP tools
         upstream.script(Reply.tool_call("Read", {"file_path": "/home/gem/app/a.py"}, text="Reading."))
-        resp = client.models.generate_content(model=GEMINI_MODEL, contents=_contents(f"earlier task {i}"), config=config)
+        resp = client.models.generate_content(
+            model=GEMINI_MODEL, contents=_contents(f"earlier task {i}"), config=config
+        )
         assert [c.name for c in resp.function_calls or []] == ["Read"]
     assert _offered(px, IDLE) >= IDLE
     _a_day_later(px)  # the provider's cache of those sessions is cold: the statuses are decided anew
     first_new = len(upstream.requests)
 
-    upstream.script(Reply.tool_call(TOOL_NAME, {"name": WANTED}, text="Let me read how that tool works."), Reply.text("Pre-commit checks planned."))
-    resp = client.models.generate_content(model=GEMINI_MODEL, contents=_contents("run the pre-commit review"), config=config)
-    assert resp.text == "Let me read how that tool works.Pre-commit checks planned." and not resp.function_calls  # one answer, no proxy call
+    upstream.script(
+        Reply.tool_call(TOOL_NAME, {"name": WANTED}, text="Let me read how that tool works."),
+        Reply.text("Pre-commit checks planned."),
+    )
+    resp = client.models.generate_content(
+        model=GEMINI_MODEL, contents=_contents("run the pre-commit review"), config=config
+    )
+    assert (
+        resp.text == "Let me read how that tool works.Pre-commit checks planned." and not resp.function_calls
+    )  # one answer, no proxy call
     first, follow = upstream.requests[first_new:]
     fds = {fd["name"]: fd for t in first.json["tools"] for fd in t["functionDeclarations"]}
     assert first.json["tools"][-1]["functionDeclarations"][0]["name"] == TOOL_NAME  # offered last, in Gemini's shape
     full = next(t for t in corpus_tools if t["name"] == WANTED)
-    assert fds[WANTED]["description"].endswith(NOTE) and len(json.dumps(fds[WANTED])) < len(json.dumps(declaration(full))) / 2
-    assert fds["Read"]["description"].split() == next(t for t in corpus_tools if t["name"] == "Read")["description"].split()
+    assert (
+        fds[WANTED]["description"].endswith(NOTE)
+        and len(json.dumps(fds[WANTED])) < len(json.dumps(declaration(full))) / 2
+    )
+    assert (
+        fds["Read"]["description"].split()
+        == next(t for t in corpus_tools if t["name"] == "Read")["description"].split()
+    )
     assert len([n for n, fd in fds.items() if fd.get("description", "").endswith(NOTE)]) >= 100
     assert _tools_text(follow, GEMINI) == _tools_text(first, GEMINI)  # the follow-up: the same tools, byte for byte
     model_turn, answer = follow.json["contents"][-2:]
@@ -145,11 +179,16 @@ def test_gemini_idle_tools_as_skeletons_and_headroom_tool_docs_answered(upstream
     assert call["name"] == TOOL_NAME and call["args"] == {"name": WANTED}
     fr = answer["parts"][0]["functionResponse"]
     assert fr["name"] == TOOL_NAME and fr["response"]["output"] == definition_text(declaration(full), GEMINI.tool_shape)
-    assert f"(JSON Schema, {SCHEMA_KEY}):\n" + json.dumps(full["input_schema"], ensure_ascii=False, separators=(",", ":")) in fr["response"]["output"]
+    assert (
+        f"(JSON Schema, {SCHEMA_KEY}):\n" + json.dumps(full["input_schema"], ensure_ascii=False, separators=(",", ":"))
+        in fr["response"]["output"]
+    )
 
     # the next turn of the session: the same tools bytes again
     upstream.script(Reply.text("Done."))
-    contents = _contents("run the pre-commit review", "Let me read how that tool works.Pre-commit checks planned.", "go on")
+    contents = _contents(
+        "run the pre-commit review", "Let me read how that tool works.Pre-commit checks planned.", "go on"
+    )
     assert client.models.generate_content(model=GEMINI_MODEL, contents=contents, config=config).text == "Done."
     assert _tools_text(upstream.requests[-1], GEMINI) == _tools_text(first, GEMINI)
 
@@ -160,7 +199,13 @@ def test_gemini_idle_tools_as_skeletons_and_headroom_tool_docs_answered(upstream
 def _converse(client, tools: list[dict], *texts: str) -> dict:
     msgs = [{"role": "user" if i % 2 == 0 else "assistant", "content": [{"text": t}]} for i, t in enumerate(texts)]
     config = {"tools": [tool_spec(t) for t in tools] + [CP]}
-    return client.converse(modelId=CONVERSE_MODEL, messages=msgs, system=[{"text": SYSTEM}, CP], toolConfig=config, inferenceConfig={"maxTokens": 100})
+    return client.converse(
+        modelId=CONVERSE_MODEL,
+        messages=msgs,
+        system=[{"text": SYSTEM}, CP],
+        toolConfig=config,
+        inferenceConfig={"maxTokens": 100},
+    )
 
 
 def _text(resp: dict) -> str:
@@ -176,13 +221,17 @@ def test_converse_tool_specs_go_minified_and_byte_stable(upstream, proxy, corpus
     client_tools = [tool_spec(t) for t in corpus_tools] + [CP]
     expect = minify_tools(client_tools, shape_of=CONVERSE.tool_shape).tools
     sent = first.json["toolConfig"]["tools"]
-    assert sent[: len(expect)] == expect and sent[len(corpus_tools)] == CP  # minified values; the cache point where the client put it
+    assert (
+        sent[: len(expect)] == expect and sent[len(corpus_tools)] == CP
+    )  # minified values; the cache point where the client put it
     assert [t["toolSpec"]["name"] for t in sent[len(expect) :]] == ["headroom_retrieve"]
     assert len(_tools_text(first, CONVERSE)) < 0.9 * len(json.dumps(client_tools))
     assert _tools_text(second, CONVERSE) == _tools_text(first, CONVERSE)
 
 
-def test_converse_idle_tools_as_skeletons_and_headroom_tool_docs_answered(upstream, proxy_factory, corpus_tools, monkeypatch):
+def test_converse_idle_tools_as_skeletons_and_headroom_tool_docs_answered(
+    upstream, proxy_factory, corpus_tools, monkeypatch
+):
     px = proxy_factory(ADDON_SCRIPT, options=ON_DEMAND)
     client = boto_client(upstream, px, monkeypatch, bearer=True)
     for i in range(IDLE):
@@ -193,9 +242,14 @@ def test_converse_idle_tools_as_skeletons_and_headroom_tool_docs_answered(upstre
     _a_day_later(px)
     first_new = len(upstream.requests)
 
-    upstream.script(Reply.tool_call(TOOL_NAME, {"name": WANTED}, text="Let me read how that tool works."), Reply.text("Pre-commit checks planned."))
+    upstream.script(
+        Reply.tool_call(TOOL_NAME, {"name": WANTED}, text="Let me read how that tool works."),
+        Reply.text("Pre-commit checks planned."),
+    )
     resp = _converse(client, corpus_tools, "run the pre-commit review")
-    assert _text(resp) == "Let me read how that tool works.Pre-commit checks planned." and resp["stopReason"] == "end_turn"
+    assert (
+        _text(resp) == "Let me read how that tool works.Pre-commit checks planned." and resp["stopReason"] == "end_turn"
+    )
     assert not any("toolUse" in b for b in resp["output"]["message"]["content"])
     first, follow = upstream.requests[first_new:]
     sent = first.json["toolConfig"]["tools"]
@@ -222,4 +276,7 @@ def test_signed_converse_tools_go_byte_identical(upstream, proxy, corpus_tools, 
     assert _text(_converse(client, corpus_tools, "list the files")) == "Signed."
     req = upstream.requests[-1]
     assert req.header("authorization", "").startswith("AWS4-HMAC-SHA256 ")
-    assert req.json["toolConfig"]["tools"] == [tool_spec(t) for t in corpus_tools] + [CP] and "headroom_retrieve" not in req.text
+    assert (
+        req.json["toolConfig"]["tools"] == [tool_spec(t) for t in corpus_tools] + [CP]
+        and "headroom_retrieve" not in req.text
+    )

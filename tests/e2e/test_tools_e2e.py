@@ -29,7 +29,11 @@ def replay(module_proxy_factory, upstream_server):
             if not body.get("tools") or "max_tokens" not in body:
                 continue
             body = dict(body, stream=False)
-            r = c.post(upstream_server.url + "/v1/messages", content=json.dumps(body).encode(), headers={"content-type": "application/json"})
+            r = c.post(
+                upstream_server.url + "/v1/messages",
+                content=json.dumps(body).encode(),
+                headers={"content-type": "application/json"},
+            )
             assert r.status_code == 200, f.name
             out.append((f.name, body["tools"], upstream_server.requests[-1].text))
     assert len(out) >= 25
@@ -52,7 +56,10 @@ def test_forwarded_tools_keep_names_schema_and_words(replay):
             assert projection(orig.get("input_schema")) == projection(new.get("input_schema")), (name, orig["name"])
             assert params(orig.get("input_schema")) == params(new.get("input_schema")), (name, orig["name"])
             # every word of every description, in order, once the proxy's references are expanded
-            assert (orig.get("description") or "").split() == (full.get("description") or "").split(), (name, orig["name"])
+            assert (orig.get("description") or "").split() == (full.get("description") or "").split(), (
+                name,
+                orig["name"],
+            )
             d_full = descriptions(full.get("input_schema"))
             for path, d in descriptions(orig.get("input_schema")).items():
                 if d.strip():
@@ -86,7 +93,12 @@ def test_server_tools_pass_byte_identical(upstream, headroom_proxy):
         {"type": "bash_20250124", "name": "bash"},
         {"name": "odd", "input_schema": "not a schema", "description": "  spaced   out  "},
     ]
-    body = {"model": "claude-sonnet-4-5", "max_tokens": 10, "tools": server_tools, "messages": [{"role": "user", "content": "hi"}]}
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 10,
+        "tools": server_tools,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
     raw = json.dumps(body, indent=2).encode()
     with http_client(headroom_proxy) as c:
         c.post(upstream.url + "/v1/messages", content=raw, headers={"content-type": "application/json"})

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 
-from headroom_core.tools.minifier import ToolsMinifier
 from headroom_core.request_plan import plan_request
+from headroom_core.tools.minifier import ToolsMinifier
 from headroom_core.wire import jsonedit
 from tests.support.clients import http_client
 from tests.support.upstream import Reply
@@ -45,9 +45,17 @@ def test_minified_tool_keeps_numbers_and_escapes_as_written(counter):
     out = ToolsMinifier(counter, ()).run(text, tools)
     ((i, new),) = out.replacements
     assert i == 0 and isinstance(new, jsonedit.RawJSON)
-    for literal in ('"maximum":1e400', '"minimum":-1E+400', '"default":0.1000000000000000000000001', '"multipleOf":1.0000000000000000000000001',
-                    '"default":-0.0', '"exclusiveMaximum":1E+2', '"maximum":123456789012345678901234567890',
-                    '"enum":["\\u00b0C","\\u00b0F","caf\\u00e9"]', '"default":"tab\\there"'):
+    for literal in (
+        '"maximum":1e400',
+        '"minimum":-1E+400',
+        '"default":0.1000000000000000000000001',
+        '"multipleOf":1.0000000000000000000000001',
+        '"default":-0.0',
+        '"exclusiveMaximum":1E+2',
+        '"maximum":123456789012345678901234567890',
+        '"enum":["\\u00b0C","\\u00b0F","caf\\u00e9"]',
+        '"default":"tab\\there"',
+    ):
         assert literal in new, literal
     assert "Infinity" not in new
     parsed = json.loads(new)
@@ -80,7 +88,8 @@ def test_reserialize_copies_unchanged_values_from_the_text():
 
 def test_plan_sends_numbers_as_written(runtime):
     body = (
-        '{"model": "claude-sonnet-4", "max_tokens": 100, "tools": ' + _tools_text(TOOL_TEXT)
+        '{"model": "claude-sonnet-4", "max_tokens": 100, "tools": '
+        + _tools_text(TOOL_TEXT)
         + ', "messages": [{"role": "user", "content": "measure it"}]}'
     )
     p = plan_request(runtime, "POST", "/v1/messages", {}, body.encode())
@@ -97,7 +106,11 @@ def test_numbers_as_written_through_mitmdump(upstream, proxy_factory):
 
     px = proxy_factory(ADDON_SCRIPT, options={"headroom_compress_timeout_seconds": "600"})
     upstream.script(Reply.text("ok"))
-    body = '{"model": "claude-sonnet-4", "max_tokens": 100, "tools": ' + _tools_text(TOOL_TEXT) + ', "messages": [{"role": "user", "content": "hi"}]}'
+    body = (
+        '{"model": "claude-sonnet-4", "max_tokens": 100, "tools": '
+        + _tools_text(TOOL_TEXT)
+        + ', "messages": [{"role": "user", "content": "hi"}]}'
+    )
     with http_client(px) as c:
         r = c.post(upstream.url + "/v1/messages", content=body.encode(), headers={"content-type": "application/json"})
     assert r.status_code == 200

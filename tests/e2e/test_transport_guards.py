@@ -29,7 +29,9 @@ LIMIT = 4_000_000
 
 @pytest.fixture(scope="module")
 def proxy(module_proxy_factory):
-    return module_proxy_factory(ADDON_SCRIPT, options={"headroom_max_body_bytes": LIMIT, "headroom_compress_timeout_seconds": 300})
+    return module_proxy_factory(
+        ADDON_SCRIPT, options={"headroom_max_body_bytes": LIMIT, "headroom_compress_timeout_seconds": 300}
+    )
 
 
 def gzip_bomb(decoded_mib: int) -> bytes:
@@ -73,7 +75,9 @@ def test_gzip_members_one_after_another():
     assert decode_limited(gzip.compress(b"ab") + gzip.compress(b"cd"), "gzip", 10) == b"abcd"
 
 
-@pytest.mark.parametrize("coding,data", [("gzip", b"not gzip"), ("br", b"\xff\xff\xff\xff"), ("zstd", b"nope"), ("compress", b"x")])
+@pytest.mark.parametrize(
+    "coding,data", [("gzip", b"not gzip"), ("br", b"\xff\xff\xff\xff"), ("zstd", b"nope"), ("compress", b"x")]
+)
 def test_corrupt_or_unknown_coding_is_an_error(coding, data):
     with pytest.raises(ValueError):
         decode_limited(data, coding, 1000)
@@ -84,7 +88,15 @@ def test_truncated_gzip_is_an_error():
         decode_limited(gzip.compress(PAYLOAD)[:-20], "gzip", len(PAYLOAD))
 
 
-@pytest.mark.parametrize("coding,encode", [("gzip", gzip.compress), ("br", brotli.compress), ("zstd", lambda b: zstandard.ZstdCompressor().compress(b)), ("identity", lambda b: b)])
+@pytest.mark.parametrize(
+    "coding,encode",
+    [
+        ("gzip", gzip.compress),
+        ("br", brotli.compress),
+        ("zstd", lambda b: zstandard.ZstdCompressor().compress(b)),
+        ("identity", lambda b: b),
+    ],
+)
 def test_over_the_limit_is_too_large(coding, encode):
     with pytest.raises(TooLarge) as e:
         decode_limited(encode(b"z" * 500_000), coding, 100_000)
@@ -111,10 +123,14 @@ def test_gzip_bomb_is_stopped_with_bounded_memory():
             print(len(body), e.size, before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
         """
     )
-    out = subprocess.run([sys.executable, "-c", code, str(REPO_ROOT)], capture_output=True, text=True, timeout=600, cwd=REPO_ROOT)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(REPO_ROOT)], capture_output=True, text=True, timeout=600, cwd=REPO_ROOT
+    )
     assert out.returncode == 0, out.stderr
     size, stopped_at, before_mib, peak_mib = map(int, out.stdout.split())
-    print(f"\ngzip bomb: {size} B encoded (1 GiB decoded), stopped at {stopped_at} B, peak RSS {before_mib} -> {peak_mib} MiB")
+    print(
+        f"\ngzip bomb: {size} B encoded (1 GiB decoded), stopped at {stopped_at} B, peak RSS {before_mib} -> {peak_mib} MiB"
+    )
     assert size < 1_100_000 and (32 << 20) < stopped_at < (33 << 20)
     assert peak_mib - before_mib < 200  # decoding it in full would need more than 1024
 
@@ -128,9 +144,17 @@ SIGV4 = "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20250801/us-east-1/bedrock/aws4
     "headers,path,scheme",
     [
         ({"authorization": SIGV4, "x-amz-content-sha256": "a" * 64}, "/v1/messages", "AWS SigV4"),
-        ({"authorization": SIGV4}, "/model/anthropic.claude/invoke", "AWS SigV4"),  # botocore signs the payload without the header
+        (
+            {"authorization": SIGV4},
+            "/model/anthropic.claude/invoke",
+            "AWS SigV4",
+        ),  # botocore signs the payload without the header
         ({"authorization": "AWS4-ECDSA-P256-SHA256 Credential=x, SignedHeaders=host, Signature=y"}, "/x", "AWS SigV4a"),
-        ({}, "/v1/messages?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=abc&X-Amz-SignedHeaders=host", "AWS SigV4 (presigned URL)"),
+        (
+            {},
+            "/v1/messages?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=abc&X-Amz-SignedHeaders=host",
+            "AWS SigV4 (presigned URL)",
+        ),
         ({"authorization": SIGV4, "x-amz-content-sha256": "UNSIGNED-PAYLOAD"}, "/v1/messages", None),
         ({"authorization": SIGV4, "x-amz-content-sha256": "STREAMING-UNSIGNED-PAYLOAD-TRAILER"}, "/v1/messages", None),
         ({"authorization": "Bearer sk-ant-xyz"}, "/v1/messages", None),
@@ -160,8 +184,16 @@ def test_rawjson_writes_any_parsed_string_and_keeps_raw_values():
 def test_rawjson_members_and_edits_keep_every_other_byte():
     text = '{"type": "content_block_delta", "index": 3 ,"delta":{"type":"text_delta","text":"\\ud83d"},"n":1e400}'
     m = rawjson.members(text)
-    assert [(k, v.text) for k, v in m.items()] == [("type", '"content_block_delta"'), ("index", "3"), ("delta", '{"type":"text_delta","text":"\\ud83d"}'), ("n", "1e400")]
-    assert rawjson.with_member(text, "index", 0) == '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"\\ud83d"},"n":1e400}'
+    assert [(k, v.text) for k, v in m.items()] == [
+        ("type", '"content_block_delta"'),
+        ("index", "3"),
+        ("delta", '{"type":"text_delta","text":"\\ud83d"}'),
+        ("n", "1e400"),
+    ]
+    assert (
+        rawjson.with_member(text, "index", 0)
+        == '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"\\ud83d"},"n":1e400}'
+    )
     for bad in ('{"a":1', "[1]", '{"a":1} x', ""):
         with pytest.raises(ValueError):
             rawjson.members(bad)
@@ -169,7 +201,9 @@ def test_rawjson_members_and_edits_keep_every_other_byte():
 
 def test_append_to_array_keeps_the_prefix_byte_for_byte():
     request = '{"model": "m",\n "messages": [ {"role": "user", "content": "\\ud83d 1e400"} ] , "stream": true}'
-    out = rawjson.append_to_array(request, "messages", [{"role": "assistant", "content": rawjson.Raw('[{"type":"text","text":"x"}]')}])
+    out = rawjson.append_to_array(
+        request, "messages", [{"role": "assistant", "content": rawjson.Raw('[{"type":"text","text":"x"}]')}]
+    )
     i = request.index("} ]")
     assert out[: i + 1] == request[: i + 1] and json.loads(out)["messages"][-1]["content"][0]["text"] == "x"
     assert rawjson.append_to_array('{"messages":[]}', "messages", [1, 2]) == '{"messages":[1,2]}'
@@ -185,10 +219,18 @@ def test_signed_body_passes_byte_identical(upstream, proxy):
     request = anthropic_request(github_scenario("paginate-issues.json"))
     body = json.dumps(request).encode()
     # Bedrock's InvokeModel body: the model is in the path, the API version in the body
-    invoke = json.dumps({**{k: v for k, v in request.items() if k != "model"}, "anthropic_version": "bedrock-2023-05-31"}).encode()
+    invoke = json.dumps(
+        {**{k: v for k, v in request.items() if k != "model"}, "anthropic_version": "bedrock-2023-05-31"}
+    ).encode()
 
     def signed_headers(b: bytes) -> dict:
-        return {"authorization": SIGV4, "x-amz-date": "20250801T000000Z", "x-amz-content-sha256": hashlib.sha256(b).hexdigest(), "x-headroom-project": "signed", "content-type": "application/json"}
+        return {
+            "authorization": SIGV4,
+            "x-amz-date": "20250801T000000Z",
+            "x-amz-content-sha256": hashlib.sha256(b).hexdigest(),
+            "x-headroom-project": "signed",
+            "content-type": "application/json",
+        }
 
     signed = signed_headers(body)
     with http_client(proxy) as c:
@@ -198,7 +240,9 @@ def test_signed_body_passes_byte_identical(upstream, proxy):
             got = upstream.last
             assert got.body == b and got.path == path
             assert got.header("x-headroom-project") == "signed" and got.header("authorization") == SIGV4
-        r = c.post(upstream.url + "/v1/messages", content=body, headers={**signed, "x-amz-content-sha256": "UNSIGNED-PAYLOAD"})
+        r = c.post(
+            upstream.url + "/v1/messages", content=body, headers={**signed, "x-amz-content-sha256": "UNSIGNED-PAYLOAD"}
+        )
         assert r.status_code == 200 and len(upstream.last.body) < len(body)
         assert upstream.last.header("x-headroom-project") is None  # not signed: removed as always
     assert "body signed (AWS SigV4)" in proxy.log_text()
@@ -208,7 +252,9 @@ def test_signed_body_passes_byte_identical(upstream, proxy):
 def test_gzip_bomb_gets_413_before_it_is_decoded(upstream, proxy, path, shape):
     bomb = gzip_bomb(1024)
     with http_client(proxy) as c:
-        r = c.post(upstream.url + path, content=bomb, headers={"content-encoding": "gzip", "content-type": "application/json"})
+        r = c.post(
+            upstream.url + path, content=bomb, headers={"content-encoding": "gzip", "content-type": "application/json"}
+        )
     assert r.status_code == 413
     err = r.json()
     if shape == "anthropic":

@@ -32,7 +32,9 @@ def closed_port() -> int:
 def proxy(module_proxy_factory, closed_port):
     """One proxy port plus a base-URL port (reverse mode) whose upstream is the closed port."""
     base = free_port()
-    px = module_proxy_factory(ADDON_SCRIPT, args=["--mode", "regular", "--mode", f"reverse:https://127.0.0.1:{closed_port}@{base}"])
+    px = module_proxy_factory(
+        ADDON_SCRIPT, args=["--mode", "regular", "--mode", f"reverse:https://127.0.0.1:{closed_port}@{base}"]
+    )
     px.base_port = base
     for _ in range(600):  # warmed up: the database is migrated (by the proxy, not the test)
         with httpx.Client(proxy=px.url, trust_env=False, timeout=10) as c:
@@ -68,7 +70,9 @@ def test_anthropic_sdk_gets_its_own_error_and_the_ledger_counts_it(proxy, closed
             s.get_final_message()
     assert e2.value.status_code == 502 and "connection was refused" in e2.value.message
     rows = _rows(proxy, before + 2)[before:]
-    assert [(r.status_code, r.action, r.outcome, r.dialect) for r in rows] == [(502, "unreachable", "unreachable", "anthropic-messages")] * 2
+    assert [(r.status_code, r.action, r.outcome, r.dialect) for r in rows] == [
+        (502, "unreachable", "unreachable", "anthropic-messages")
+    ] * 2
     assert rows[0].reason.startswith(f"upstream 127.0.0.1:{closed_port} unreachable: the connection was refused")
     assert rows[0].tokens_before == rows[0].tokens_after == 0
 
@@ -85,7 +89,12 @@ def test_openai_sdk_gets_its_own_error(proxy, closed_port):
 
 
 def test_base_url_port_answers_instead_of_an_empty_reply(proxy, closed_port):
-    client = anthropic.Anthropic(base_url=f"http://127.0.0.1:{proxy.base_port}", api_key="k", max_retries=0, http_client=httpx.Client(trust_env=False, timeout=30))
+    client = anthropic.Anthropic(
+        base_url=f"http://127.0.0.1:{proxy.base_port}",
+        api_key="k",
+        max_retries=0,
+        http_client=httpx.Client(trust_env=False, timeout=30),
+    )
     with pytest.raises(anthropic.InternalServerError) as e:
         client.messages.create(model="claude-sonnet-4-5", max_tokens=10, messages=MESSAGES)
     assert e.value.status_code == 502 and f"127.0.0.1:{closed_port}" in e.value.message
@@ -93,7 +102,9 @@ def test_base_url_port_answers_instead_of_an_empty_reply(proxy, closed_port):
 
 def test_an_unresolvable_host_says_so(proxy):
     with http_client(proxy) as c:
-        r = c.post("https://no-such-host.invalid/v1/messages", json={"model": "m", "max_tokens": 1, "messages": MESSAGES})
+        r = c.post(
+            "https://no-such-host.invalid/v1/messages", json={"model": "m", "max_tokens": 1, "messages": MESSAGES}
+        )
     assert r.status_code == 502 and r.json()["type"] == "error"
     assert "no-such-host.invalid" in r.json()["error"]["message"] and "did not resolve" in r.json()["error"]["message"]
 

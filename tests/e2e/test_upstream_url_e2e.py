@@ -34,7 +34,12 @@ def test_a_base_url_ending_in_v1_is_accepted_and_requests_keep_their_path(v1_pro
     import openai
 
     upstream.script(Reply.text("through /v1"))
-    client = openai.OpenAI(base_url=f"http://127.0.0.1:{v1_proxy['port'] + 2}/v1", api_key="test-key", max_retries=0, http_client=httpx.Client(trust_env=False, timeout=60))
+    client = openai.OpenAI(
+        base_url=f"http://127.0.0.1:{v1_proxy['port'] + 2}/v1",
+        api_key="test-key",
+        max_retries=0,
+        http_client=httpx.Client(trust_env=False, timeout=60),
+    )
     r = client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
     assert r.choices[0].message.content == "through /v1"
     (rec,) = upstream.requests
@@ -44,13 +49,22 @@ def test_a_base_url_ending_in_v1_is_accepted_and_requests_keep_their_path(v1_pro
 @pytest.mark.parametrize(
     "url, says",
     [
-        ("https://gateway.example/openai/v1", "--openai-upstream 'https://gateway.example/openai/v1': the path '/openai/v1' is not supported"),
+        (
+            "https://gateway.example/openai/v1",
+            "--openai-upstream 'https://gateway.example/openai/v1': the path '/openai/v1' is not supported",
+        ),
         ("api.openai.com/v1", "--openai-upstream 'api.openai.com/v1': give an http(s) URL"),
     ],
 )
 def test_an_upstream_the_listener_cannot_honour_is_refused_in_one_line(tmp_path, url, says):
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("HEADROOM_")}, "HEADROOM_HOME": str(tmp_path)}
-    out = subprocess.run([HEADROOM, "proxy", "--port", str(_free_run()), "--openai-upstream", url], env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [HEADROOM, "proxy", "--port", str(_free_run()), "--openai-upstream", url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2
     lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and says in lines[0], out.stderr

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from headroom_core.compress import markers
 from headroom_core.cli import agent_env as ae
 from headroom_core.cli.proxy_process import pid_file
+from headroom_core.compress import markers
 from tests.support.proxy import free_port
 from tests.unit.test_request_plan import anthropic_request, github_scenario
 
@@ -46,7 +46,14 @@ def wrapped(tmp_path_factory, upstream_server):
     base.update(HEADROOM_HOME=str(home), COLUMNS="200")
 
     def run(cmd: list[str], *, no_proxy: str | None = "", **extra: str) -> subprocess.CompletedProcess[str]:
-        args = [HEADROOM, "wrap", "--port", str(port), "--set", f"ssl_verify_upstream_trusted_ca={upstream_server.cert_path}"]
+        args = [
+            HEADROOM,
+            "wrap",
+            "--port",
+            str(port),
+            "--set",
+            f"ssl_verify_upstream_trusted_ca={upstream_server.cert_path}",
+        ]
         if no_proxy is not None:
             args += ["--no-proxy", no_proxy]
         return subprocess.run(args + cmd, env={**base, **extra}, capture_output=True, text=True, timeout=120)
@@ -74,7 +81,9 @@ def _assert_compressed(upstream, big_output: str, user_agent: str) -> None:
 @pytest.mark.skipif(not Path(NODE).exists(), reason="node is not installed (apt-get install nodejs)")
 def test_node_agent_through_wrap(wrapped, upstream, big_output, tmp_path):
     body = _body_file(tmp_path, big_output)
-    out = wrapped([NODE, str(AGENTS / "tiny_agent.js"), str(body)], LLM_URL=f"{upstream.url}/v1/messages", EXIT_CODE="3")
+    out = wrapped(
+        [NODE, str(AGENTS / "tiny_agent.js"), str(body)], LLM_URL=f"{upstream.url}/v1/messages", EXIT_CODE="3"
+    )
     assert out.returncode == 3, out.stderr
     assert out.stdout.startswith("status 200: upstream saw 3 messages"), out.stdout + out.stderr
     assert "NODE_EXTRA_CA_CERTS" in out.stderr
@@ -83,7 +92,9 @@ def test_node_agent_through_wrap(wrapped, upstream, big_output, tmp_path):
 
 def test_python_agent_through_wrap(wrapped, upstream, big_output, tmp_path):
     body = _body_file(tmp_path, big_output)
-    out = wrapped([sys.executable, str(AGENTS / "tiny_agent.py"), str(body)], LLM_URL=f"{upstream.url}/v1/messages", EXIT_CODE="5")
+    out = wrapped(
+        [sys.executable, str(AGENTS / "tiny_agent.py"), str(body)], LLM_URL=f"{upstream.url}/v1/messages", EXIT_CODE="5"
+    )
     assert out.returncode == 5, out.stderr
     assert out.stdout.startswith("status 200: upstream saw 3 messages"), out.stdout + out.stderr
     assert "SSL_CERT_FILE" in out.stderr
@@ -110,7 +121,10 @@ def test_wrap_reuses_the_running_proxy_and_sets_the_environment(wrapped, upstrea
     assert ca.read_text().strip() in text and text.count("BEGIN CERTIFICATE") > 10  # system roots + the CA
     # a user's own extra CA for Node is kept: NODE_EXTRA_CA_CERTS then names the bundle, which holds it
     own = tmp_path / "corp-ca.pem"
-    own.write_text(ca.read_text().replace("mitmproxy", "corp").split("-----END CERTIFICATE-----")[0] + "-----END CERTIFICATE-----\n")
+    own.write_text(
+        ca.read_text().replace("mitmproxy", "corp").split("-----END CERTIFICATE-----")[0]
+        + "-----END CERTIFICATE-----\n"
+    )
     out = wrapped([sys.executable, "-c", probe], NODE_EXTRA_CA_CERTS=str(own))
     env = json.loads(out.stdout)
     assert env["NODE_EXTRA_CA_CERTS"] == str(bundle) and own.read_text().strip() in bundle.read_text()
@@ -119,7 +133,13 @@ def test_wrap_reuses_the_running_proxy_and_sets_the_environment(wrapped, upstrea
 def test_wrap_reports_ledger_per_agent(wrapped, upstream, big_output, tmp_path):
     body = _body_file(tmp_path, big_output)
     wrapped([sys.executable, str(AGENTS / "tiny_agent.py"), str(body)], LLM_URL=f"{upstream.url}/v1/messages")
-    out = subprocess.run([HEADROOM, "stats", "--json"], env={**os.environ, "HEADROOM_HOME": str(wrapped.home)}, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [HEADROOM, "stats", "--json"],
+        env={**os.environ, "HEADROOM_HOME": str(wrapped.home)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     agents = {a["key"]: a for a in json.loads(out.stdout)["by"]["agent"]}
     assert agents["tiny-python-agent"]["compressed"] >= 1 and agents["tiny-python-agent"]["tokens_saved"] > 0
@@ -129,7 +149,13 @@ def test_missing_command_exits_127_before_any_proxy_starts(tmp_path):
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     env["HEADROOM_HOME"] = str(tmp_path)
-    out = subprocess.run([HEADROOM, "wrap", "--port", str(port), "no-such-agent-xyz", "--flag"], env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [HEADROOM, "wrap", "--port", str(port), "no-such-agent-xyz", "--flag"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 127
     assert out.stderr.strip() == "headroom wrap: command not found: no-such-agent-xyz"
     from headroom_core.cli.proxy_process import ProxyAddress, probe
@@ -149,11 +175,10 @@ def test_agent_gets_default_signal_dispositions(wrapped):
 
 def test_ctrl_c_while_the_proxy_starts_leaves_nothing(tmp_path):
     import signal
+    import sqlite3
     import time
 
     from headroom_core.cli.proxy_process import ProxyAddress, probe
-
-    import sqlite3
 
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
@@ -163,7 +188,13 @@ def test_ctrl_c_while_the_proxy_starts_leaves_nothing(tmp_path):
     lock = sqlite3.connect(tmp_path / "headroom.db", isolation_level=None)
     lock.execute("BEGIN EXCLUSIVE")
     try:
-        wrap = subprocess.Popen([HEADROOM, "wrap", "--port", str(port), "true"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wrap = subprocess.Popen(
+            [HEADROOM, "wrap", "--port", str(port), "true"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         pidf = pid_file(tmp_path, port)
         deadline = time.monotonic() + 120
         while not pidf.exists() and wrap.poll() is None and time.monotonic() < deadline:
@@ -219,14 +250,20 @@ def test_proxy_detach_and_stop(tmp_path):
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     env["HEADROOM_HOME"] = str(tmp_path)
-    out = subprocess.run([HEADROOM, "proxy", "--detach", "--port", str(port)], env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [HEADROOM, "proxy", "--detach", "--port", str(port)], env=env, capture_output=True, text=True, timeout=120
+    )
     try:
         assert out.returncode == 0, out.stderr
         assert probe(ProxyAddress("127.0.0.1", port)) == "headroom"
-        again = subprocess.run([HEADROOM, "proxy", "--detach", "--port", str(port)], env=env, capture_output=True, text=True, timeout=60)
+        again = subprocess.run(
+            [HEADROOM, "proxy", "--detach", "--port", str(port)], env=env, capture_output=True, text=True, timeout=60
+        )
         assert again.returncode == 1 and "a Headroom proxy already runs there" in again.stderr
     finally:
-        stop = subprocess.run([HEADROOM, "proxy", "--stop", "--port", str(port)], env=env, capture_output=True, text=True, timeout=60)
+        stop = subprocess.run(
+            [HEADROOM, "proxy", "--stop", "--port", str(port)], env=env, capture_output=True, text=True, timeout=60
+        )
     assert stop.returncode == 0 and "stopped the proxy" in stop.stderr
     assert probe(ProxyAddress("127.0.0.1", port)) == "none"
     assert not pid_file(tmp_path, port).exists()
@@ -240,14 +277,39 @@ def test_stop_and_doctor_find_background_proxies_on_any_port(tmp_path):
     env.update(HEADROOM_HOME=str(tmp_path), COLUMNS="200")
     try:
         for p in ports:
-            out = subprocess.run([HEADROOM, "proxy", "--detach", "--port", str(p), "--anthropic-port", "0", "--openai-port", "0", "--google-port", "0"], env=env, capture_output=True, text=True, timeout=180)
+            out = subprocess.run(
+                [
+                    HEADROOM,
+                    "proxy",
+                    "--detach",
+                    "--port",
+                    str(p),
+                    "--anthropic-port",
+                    "0",
+                    "--openai-port",
+                    "0",
+                    "--google-port",
+                    "0",
+                ],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=180,
+            )
             assert out.returncode == 0, out.stderr
         (tmp_path / "run" / "proxy-1.pid").write_text("999999\n")  # a proxy that died long ago
-        doc = subprocess.run([HEADROOM, "doctor", "--no-models", "--json"], env=env, capture_output=True, text=True, timeout=120)
+        doc = subprocess.run(
+            [HEADROOM, "doctor", "--no-models", "--json"], env=env, capture_output=True, text=True, timeout=120
+        )
         found = {c["name"]: c for c in json.loads(doc.stdout)}
         for p in ports:
-            assert found[f"background proxy :{p}"]["level"] == "ok" and f"answers at http://127.0.0.1:{p}" in found[f"background proxy :{p}"]["detail"]
-        assert found["background proxy :1"]["level"] == "warn" and "not running" in found["background proxy :1"]["detail"]
+            assert (
+                found[f"background proxy :{p}"]["level"] == "ok"
+                and f"answers at http://127.0.0.1:{p}" in found[f"background proxy :{p}"]["detail"]
+            )
+        assert (
+            found["background proxy :1"]["level"] == "warn" and "not running" in found["background proxy :1"]["detail"]
+        )
         assert "proxy" not in found  # no guess at 8080 when background proxies are known
     finally:
         stop = subprocess.run([HEADROOM, "proxy", "--stop"], env=env, capture_output=True, text=True, timeout=120)
@@ -267,11 +329,29 @@ def test_corporate_tls_proxy_ca_is_trusted_upstream(tmp_path, upstream, big_outp
     port = free_port()
     drop = {*ae.CERT_VARS, *ae.BUNDLE_VARS}
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy") and k not in drop}
-    env.update(HEADROOM_HOME=str(tmp_path), COLUMNS="200", HTTPS_PROXY=corp.url, SSL_CERT_FILE=str(corp.ca_path), NODE_EXTRA_CA_CERTS=str(tmp_path / "gone.pem"))
+    env.update(
+        HEADROOM_HOME=str(tmp_path),
+        COLUMNS="200",
+        HTTPS_PROXY=corp.url,
+        SSL_CERT_FILE=str(corp.ca_path),
+        NODE_EXTRA_CA_CERTS=str(tmp_path / "gone.pem"),
+    )
     body = _body_file(tmp_path, big_output)
-    cmd = [HEADROOM, "wrap", "--port", str(port), "--no-proxy", "", sys.executable, str(AGENTS / "tiny_agent.py"), str(body)]
+    cmd = [
+        HEADROOM,
+        "wrap",
+        "--port",
+        str(port),
+        "--no-proxy",
+        "",
+        sys.executable,
+        str(AGENTS / "tiny_agent.py"),
+        str(body),
+    ]
     try:
-        out = subprocess.run(cmd, env={**env, "LLM_URL": f"{upstream.url}/v1/messages"}, capture_output=True, text=True, timeout=180)
+        out = subprocess.run(
+            cmd, env={**env, "LLM_URL": f"{upstream.url}/v1/messages"}, capture_output=True, text=True, timeout=180
+        )
         assert out.returncode == 0, out.stderr
         assert out.stdout.startswith("status 200: upstream saw 3 messages"), out.stdout + out.stderr
         assert f"via {corp.url}" in out.stderr and f"trusting {corp.ca_path.resolve()} upstream" in out.stderr
@@ -279,6 +359,8 @@ def test_corporate_tls_proxy_ca_is_trusted_upstream(tmp_path, upstream, big_outp
         _assert_compressed(upstream, big_output, "tiny-python-agent/1.0")
         assert "/v1/messages" in corp.log_text()  # it really went through the corporate proxy
         bundle = (tmp_path / "upstream-ca-bundle.pem").read_text()
-        assert corp.ca_path.read_text().strip() in bundle and bundle.count("BEGIN CERTIFICATE") > 10  # system roots + the corporate CA
+        assert (
+            corp.ca_path.read_text().strip() in bundle and bundle.count("BEGIN CERTIFICATE") > 10
+        )  # system roots + the corporate CA
     finally:
         subprocess.run([HEADROOM, "proxy", "--stop", "--port", str(port)], env=env, capture_output=True, timeout=60)

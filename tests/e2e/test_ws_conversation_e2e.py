@@ -24,7 +24,11 @@ from tests.support.upstream import Reply, ToolCall
 
 PROJECT = "/work/codex-proj"
 ENV = f"<environment_context>\n  <cwd>{PROJECT}</cwd>\n  <approval_policy>never</approval_policy>\n  <shell>bash</shell>\n</environment_context>"
-SHELL = {"type": "function", "name": "shell", "parameters": {"type": "object", "properties": {"command": {"type": "array", "items": {"type": "string"}}}}}
+SHELL = {
+    "type": "function",
+    "name": "shell",
+    "parameters": {"type": "object", "properties": {"command": {"type": "array", "items": {"type": "string"}}}},
+}
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +37,14 @@ def proxy(module_proxy_factory):
 
 
 def frame(model: str, input_items: list[dict], **extra) -> str:
-    body = {"model": model, "instructions": "You are Codex.", "input": input_items, "tools": [SHELL], "stream": True, **extra}
+    body = {
+        "model": model,
+        "instructions": "You are Codex.",
+        "input": input_items,
+        "tools": [SHELL],
+        "stream": True,
+        **extra,
+    }
     return json.dumps({"type": "response.create", **body})
 
 
@@ -42,7 +53,12 @@ def message(role: str, text: str) -> dict:
 
 
 def call(cid: str, cmd: str) -> dict:
-    return {"type": "function_call", "call_id": cid, "name": "shell", "arguments": json.dumps({"command": ["bash", "-lc", cmd]})}
+    return {
+        "type": "function_call",
+        "call_id": cid,
+        "name": "shell",
+        "arguments": json.dumps({"command": ["bash", "-lc", cmd]}),
+    }
 
 
 def output(cid: str, text: str) -> dict:
@@ -54,7 +70,9 @@ def rows(proxy, model: str, n: int) -> list[RequestOutcome]:
 
     def read():
         with sessions() as s:
-            got = list(s.scalars(select(RequestOutcome).where(RequestOutcome.model == model).order_by(RequestOutcome.id)))
+            got = list(
+                s.scalars(select(RequestOutcome).where(RequestOutcome.model == model).order_by(RequestOutcome.id))
+            )
         return got if len(got) >= n else None
 
     return wait_until(read, timeout=30) or []
@@ -70,15 +88,28 @@ def run_connection(upstream, proxy, model: str, first: list[dict]) -> None:
         ws.send(frame(model, [], generate=False, previous_response_id="resp_a"))
         read_turn(ws)
         upstream.script(Reply.text("ok", response_id="resp_b"))
-        ws.send(frame(model, [output("call_2", "bash: line 1: pytest: command not found")], previous_response_id="resp_w"))
+        ws.send(
+            frame(model, [output("call_2", "bash: line 1: pytest: command not found")], previous_response_id="resp_w")
+        )
         read_turn(ws)
         upstream.script(Reply.text("done", response_id="resp_c"))
-        ws.send(frame(model, [output("call_3", "3 passed in 0.02s"), message("user", "thanks, now commit")], previous_response_id="resp_b"))
+        ws.send(
+            frame(
+                model,
+                [output("call_3", "3 passed in 0.02s"), message("user", "thanks, now commit")],
+                previous_response_id="resp_b",
+            )
+        )
         read_turn(ws)
 
 
 def test_every_frame_of_a_connection_has_the_first_frames_project_and_session(upstream, proxy):
-    first = [message("developer", ENV), message("user", "run the tests"), call("call_1", "pytest tests"), output("call_1", "/bin/sh: 1: pytest: not found")]
+    first = [
+        message("developer", ENV),
+        message("user", "run the tests"),
+        call("call_1", "pytest tests"),
+        output("call_1", "/bin/sh: 1: pytest: not found"),
+    ]
     run_connection(upstream, proxy, "gpt-ws-named", first)
     got = rows(proxy, "gpt-ws-named", 4)
     assert len(got) == 4
@@ -89,7 +120,9 @@ def test_every_frame_of_a_connection_has_the_first_frames_project_and_session(up
 
     def failures():
         with sessions() as s:
-            return [(f.project, f.error) for f in s.scalars(select(LearnFailure).where(LearnFailure.project == PROJECT))]
+            return [
+                (f.project, f.error) for f in s.scalars(select(LearnFailure).where(LearnFailure.project == PROJECT))
+            ]
 
     assert ("/work/codex-proj", "pytest: not found") in (wait_until(failures, timeout=30) or [])
 
@@ -119,11 +152,23 @@ def test_a_connection_that_names_its_project_late_is_one_conversation_of_that_pr
         upstream.script(Reply.text("", response_id="resp_w"))
         ws.send(frame(model, [message("developer", "You run commands for the user.")], generate=False))
         read_turn(ws)
-        upstream.script(Reply(tool_calls=(ToolCall("shell", {"command": ["bash", "-lc", "hrtest tests"]}, "call_f"),), response_id="resp_1"))
+        upstream.script(
+            Reply(
+                tool_calls=(ToolCall("shell", {"command": ["bash", "-lc", "hrtest tests"]}, "call_f"),),
+                response_id="resp_1",
+            )
+        )
         ws.send(frame(model, [message("user", ENV), message("user", "run the tests")], previous_response_id="resp_w"))
         read_turn(ws)
-        upstream.script(Reply(tool_calls=(ToolCall("shell", {"command": ["bash", "-lc", "python3 -m hrtest tests"]}, "call_g"),), response_id="resp_2"))
-        ws.send(frame(model, [output("call_f", "bash: line 1: hrtest: command not found")], previous_response_id="resp_1"))
+        upstream.script(
+            Reply(
+                tool_calls=(ToolCall("shell", {"command": ["bash", "-lc", "python3 -m hrtest tests"]}, "call_g"),),
+                response_id="resp_2",
+            )
+        )
+        ws.send(
+            frame(model, [output("call_f", "bash: line 1: hrtest: command not found")], previous_response_id="resp_1")
+        )
         read_turn(ws)
         upstream.script(Reply.text("done", response_id="resp_3"))
         ws.send(frame(model, [output("call_g", "3 passed in 0.01s")], previous_response_id="resp_2"))

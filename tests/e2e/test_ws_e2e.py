@@ -30,13 +30,17 @@ FRAME_LIMIT = 1_500_000
 
 @pytest.fixture(scope="module")
 def proxy(module_proxy_factory):
-    return module_proxy_factory(ADDON_SCRIPT, options={"headroom_ws_max_frame_bytes": FRAME_LIMIT, "headroom_compress_timeout_seconds": 300})
+    return module_proxy_factory(
+        ADDON_SCRIPT, options={"headroom_ws_max_frame_bytes": FRAME_LIMIT, "headroom_compress_timeout_seconds": 300}
+    )
 
 
 @pytest.fixture(scope="module")
 def slow_proxy(module_proxy_factory):
     """A proxy whose compression always times out (1 µs), with a 100 kB fail-open limit."""
-    return module_proxy_factory(ADDON_SCRIPT, options={"headroom_compress_timeout_seconds": "0.000001", "headroom_fail_open_max_bytes": 100_000})
+    return module_proxy_factory(
+        ADDON_SCRIPT, options={"headroom_compress_timeout_seconds": "0.000001", "headroom_fail_open_max_bytes": 100_000}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +58,14 @@ def items(tool_text: str, question: str = "which issues are open?") -> list[dict
 
 def create_frame(input_items: list[dict], nested: bool = False, **extra) -> str:
     """A ``response.create`` frame as Codex serialises it (``type`` first, body at top level)."""
-    body = {"model": MODEL, "instructions": "You are Codex.", "input": input_items, "tools": [{"type": "function", "name": "shell", "parameters": {"type": "object"}}], "stream": True, **extra}
+    body = {
+        "model": MODEL,
+        "instructions": "You are Codex.",
+        "input": input_items,
+        "tools": [{"type": "function", "name": "shell", "parameters": {"type": "object"}}],
+        "stream": True,
+        **extra,
+    }
     return json.dumps({"type": "response.create", "response": body} if nested else {"type": "response.create", **body})
 
 
@@ -77,7 +88,9 @@ def closed_by_proxy(ws, message: str | None = None) -> ConnectionClosed:
             got.append(ws.recv(timeout=30))
     closed = info.value
     assert closed.rcvd is not None
-    assert [json.loads(f) for f in got] == [json.loads(ws_policy.error_event(closed.rcvd.reason if message is None else message))]
+    assert [json.loads(f) for f in got] == [
+        json.loads(ws_policy.error_event(closed.rcvd.reason if message is None else message))
+    ]
     assert json.loads(got[0])["error"]["code"] == "context_length_exceeded"
     return closed
 
@@ -135,7 +148,9 @@ def test_server_events_stream_through_in_order_untouched(upstream, proxy):
     assert all(f == json.dumps(json.loads(f)) for f in frames)  # the upstream's own serialisation
     assert second == [odd]  # byte for byte, odd spacing and escapes included
     # small frames (nothing to compress) arrive byte-identical
-    assert [r.sha256 for r in ws_frames(upstream)][0] == hashlib.sha256(create_frame(items("short output", "a fresh session")).encode()).hexdigest()
+    assert [r.sha256 for r in ws_frames(upstream)][0] == hashlib.sha256(
+        create_frame(items("short output", "a fresh session")).encode()
+    ).hexdigest()
 
 
 def test_usage_of_websocket_turns_reaches_the_ledger(upstream, proxy):
@@ -151,7 +166,13 @@ def test_usage_of_websocket_turns_reaches_the_ledger(upstream, proxy):
 
     r = wait_until(row)
     assert r is not None, "no ledger row for the WebSocket turn"
-    assert (r.dialect, r.status_code, r.usage_input_tokens, r.usage_output_tokens, r.usage_cache_read_tokens) == ("openai-responses", 200, 4321, 65, 4000)
+    assert (r.dialect, r.status_code, r.usage_input_tokens, r.usage_output_tokens, r.usage_cache_read_tokens) == (
+        "openai-responses",
+        200,
+        4321,
+        65,
+        4000,
+    )
 
 
 def test_oversized_frame_closes_both_sides_with_1009(upstream, proxy):
@@ -168,7 +189,11 @@ def test_oversized_frame_closes_both_sides_with_1009(upstream, proxy):
 
 
 def test_frames_that_are_not_response_create_pass_unchanged(upstream, proxy, big_output):
-    others = ["this is {not json", json.dumps({"type": "response.cancel", "input": big_output}), json.dumps(["response.create", big_output])]
+    others = [
+        "this is {not json",
+        json.dumps({"type": "response.cancel", "input": big_output}),
+        json.dumps(["response.create", big_output]),
+    ]
     with ws_connect(upstream, proxy) as ws:
         for f in others:
             ws.send(f)
@@ -214,7 +239,11 @@ def test_compression_timeout_large_http_body_gets_413(upstream, slow_proxy, big_
         r = c.post(upstream.url + "/v1/responses", content=body, headers={"content-type": "application/json"})
     assert r.status_code == 413
     err = r.json()["error"]
-    assert err["code"] == "request_too_large" and "/compact" in err["message"] and "could not be compressed" in err["message"]
+    assert (
+        err["code"] == "request_too_large"
+        and "/compact" in err["message"]
+        and "could not be compressed" in err["message"]
+    )
     assert upstream.requests == []
 
 
@@ -244,7 +273,9 @@ def test_frame_parsing_finds_the_body_and_splices_it_back():
     text = '{"type": "response.create",  "response": {"model":"m","input":[1]} , "x": "ü"}'
     f = rws.parse_create(text.encode())
     assert f is not None and f.nested and f.body == {"model": "m", "input": [1]}
-    assert f.with_body(b'{"input":[2]}') == '{"type": "response.create",  "response": {"input":[2]} , "x": "ü"}'.encode()
+    assert (
+        f.with_body(b'{"input":[2]}') == '{"type": "response.create",  "response": {"input":[2]} , "x": "ü"}'.encode()
+    )
     top = rws.parse_create(b'{"type":"response.create","input":"hi"}')
     assert top is not None and top.body_bytes == b'{"type":"response.create","input":"hi"}'
     for other in (b"not json", b'{"type":"response.cancel"}', b'{"type":"response.create"}', b"\xff\xfe", b"[]"):

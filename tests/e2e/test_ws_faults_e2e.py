@@ -48,7 +48,9 @@ RATE_LIMIT = {
 
 @pytest.fixture(scope="module")
 def proxy(module_proxy_factory):
-    return module_proxy_factory(ADDON_SCRIPT, options={"headroom_compress_timeout_seconds": 300})  # loaded machine: plans finish
+    return module_proxy_factory(
+        ADDON_SCRIPT, options={"headroom_compress_timeout_seconds": 300}
+    )  # loaded machine: plans finish
 
 
 @pytest.fixture(scope="module")
@@ -67,18 +69,39 @@ def text_of(events: list[dict]) -> str:
 def shows_proxy_call(events: list[dict]) -> bool:
     """Whether an event shows a call to the proxy's tool (response objects echo the tools offered
     upstream, the proxy's too: that echo is left out)."""
-    return any(R in json.dumps({k: v for k, v in e.items() if k != "response"}) or R in json.dumps((e.get("response") or {}).get("output")) for e in events)
+    return any(
+        R in json.dumps({k: v for k, v in e.items() if k != "response"})
+        or R in json.dumps((e.get("response") or {}).get("output"))
+        for e in events
+    )
 
 
 def message(text: str, status: str = "completed", mid: str = "msg_f1") -> dict:
-    return {"type": "message", "id": mid, "status": status, "role": "assistant", "content": [{"type": "output_text", "text": text, "annotations": []}]}
+    return {
+        "type": "message",
+        "id": mid,
+        "status": status,
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
 
 
 def partial_follow_up(text: str) -> list[str]:
     """The first events of a follow-up's response: opened, one message item begun with ``text``
     (its deltas, not its end)."""
     evs = responses_events(responses_response([message(text)]))
-    return [json.dumps(e) for e in evs if e["type"] in ("response.created", "response.in_progress", "response.output_item.added", "response.content_part.added", "response.output_text.delta")]
+    return [
+        json.dumps(e)
+        for e in evs
+        if e["type"]
+        in (
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.content_part.added",
+            "response.output_text.delta",
+        )
+    ]
 
 
 def rows_after(proxy, before: int, n: int = 1) -> list:
@@ -89,7 +112,9 @@ def rows_after(proxy, before: int, n: int = 1) -> list:
 
 
 @pytest.mark.parametrize("ending", ["error-429", "response-failed"])
-def test_a_provider_error_on_a_follow_up_reaches_the_client_as_a_failed_response_it_can_retry(upstream, proxy, big_output, ending):
+def test_a_provider_error_on_a_follow_up_reaches_the_client_as_a_failed_response_it_can_retry(
+    upstream, proxy, big_output, ending
+):
     key = markers.offload_key(big_output)
     before = len(ledger_rows(proxy, 0, timeout=0))
     upstream.script(Reply.tool_call(R, {"key": key}, text="Let me look.", input_tokens=500, output_tokens=4))
@@ -98,7 +123,9 @@ def test_a_provider_error_on_a_follow_up_reaches_the_client_as_a_failed_response
         last, error = {"type": "error", "status": 429, "error": RATE_LIMIT}, RATE_LIMIT
     else:
         error = {"code": "server_error", "message": "The server had an error while processing your request."}
-        failed = responses_response([message("Issues 1 and", status="incomplete")], status="failed", error=error, usage=None)
+        failed = responses_response(
+            [message("Issues 1 and", status="incomplete")], status="failed", error=error, usage=None
+        )
         last = {"type": "response.failed", "sequence_number": 9, "response": failed}
     upstream.raw(200, b"", chunks=[*partial, json.dumps(last)])
     upstream.script(Reply.text("Issues 1 and 2 are open."))  # the client's retry
@@ -111,7 +138,9 @@ def test_a_provider_error_on_a_follow_up_reaches_the_client_as_a_failed_response
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     assert not shows_proxy_call(events)
     failed_resp = events[-1]["response"]
-    assert failed_resp["status"] == "failed" and failed_resp["error"] == error  # the provider's code and message, as it sent them
+    assert (
+        failed_resp["status"] == "failed" and failed_resp["error"] == error
+    )  # the provider's code and message, as it sent them
     # the model's text so far: the first round's and the follow-up's partial message
     assert text_of(events) == "Let me look." + "Issues 1 and"
     assert [[c["text"] for c in it["content"]] for it in failed_resp["output"]] == [["Let me look."], ["Issues 1 and"]]
@@ -127,8 +156,17 @@ def test_a_provider_error_on_a_follow_up_reaches_the_client_as_a_failed_response
 
 def cut_retrieve(key: str, text: str) -> list[str]:
     """A response cut by ``max_output_tokens`` in the middle of a ``headroom_retrieve`` call."""
-    fc = {"type": "function_call", "id": "fc_cut", "call_id": "call_cut", "name": R, "arguments": json.dumps({"key": key})[:12], "status": "incomplete"}
-    resp = responses_response([message(text), fc], status="incomplete", incomplete_details={"reason": "max_output_tokens"})
+    fc = {
+        "type": "function_call",
+        "id": "fc_cut",
+        "call_id": "call_cut",
+        "name": R,
+        "arguments": json.dumps({"key": key})[:12],
+        "status": "incomplete",
+    }
+    resp = responses_response(
+        [message(text), fc], status="incomplete", incomplete_details={"reason": "max_output_tokens"}
+    )
     evs = responses_events(resp)
     evs[-1] = {**evs[-1], "type": "response.incomplete"}
     return [json.dumps(e) for e in evs]
@@ -146,7 +184,9 @@ def test_a_retrieve_call_cut_by_max_output_tokens_is_never_carried_out(upstream,
         ws.send(create_frame(items(big_output)))
         events = decoded(read_turn(ws))
     last = events[-1]
-    assert last["type"] == "response.incomplete" and last["response"]["incomplete_details"] == {"reason": "max_output_tokens"}
+    assert last["type"] == "response.incomplete" and last["response"]["incomplete_details"] == {
+        "reason": "max_output_tokens"
+    }
     assert last["response"]["status"] == "incomplete"
     want = (["Let me look."] if where == "follow-up" else []) + ["Checking again."]
     assert [it["type"] for it in last["response"]["output"]] == ["message"] * len(want)
@@ -184,7 +224,9 @@ def test_a_client_that_leaves_during_a_follow_up_stops_it(upstream, proxy, big_o
             ws.socket.shutdown(socket.SHUT_RDWR)  # the process died: no close frame
             ws.socket.close()
     follow = ws_frames(upstream)[1]
-    assert upstream.closed_at(follow.index, timeout=60) is not None, "the follow-up's socket stayed open after the client left"
+    assert upstream.closed_at(follow.index, timeout=60) is not None, (
+        "the follow-up's socket stayed open after the client left"
+    )
     time.sleep(1.0)  # a next round would start now, had the loop gone on
     assert [r.received_at < left for r in ws_frames(upstream)] == [True, True]
     (row,) = rows_after(proxy, before)

@@ -10,12 +10,12 @@ import re
 
 import pytest
 
+from tests.e2e.test_ws_e2e import create_frame, items, read_turn, wait_until
 from tests.support.clients import ws_connect
 from tests.support.proxy import ADDON_SCRIPT
 from tests.support.upstream import Reply
-from tests.e2e.test_ws_e2e import create_frame, items, read_turn, wait_until
 
-PROBE = '''
+PROBE = """
 import logging
 
 class Probe:
@@ -29,7 +29,7 @@ class Probe:
         logging.warning(f"ws-probe messages={seen} most-held={most} left={len(flow.websocket.messages)}")
 
 addons = [Probe()]
-'''
+"""
 
 TURNS = 4
 
@@ -43,7 +43,9 @@ def run_session(upstream, proxy) -> None:
 
 
 def probe_lines(proxy) -> list[tuple[int, int, int]]:
-    return [tuple(map(int, m)) for m in re.findall(r"ws-probe messages=(\d+) most-held=(\d+) left=(\d+)", proxy.log_text())]
+    return [
+        tuple(map(int, m)) for m in re.findall(r"ws-probe messages=(\d+) most-held=(\d+) left=(\d+)", proxy.log_text())
+    ]
 
 
 @pytest.fixture

@@ -12,16 +12,16 @@ import pytest
 from sqlalchemy import select
 
 from headroom_core.ccr import retrieve, ws_loop
-from headroom_core.compress import markers
 from headroom_core.ccr.loop import notice_rounds
+from headroom_core.compress import markers
 from headroom_core.db.engine import open_database
 from headroom_core.db.models import RequestOutcome
 from headroom_core.wire.blocks import ToolCall as WireCall
+from tests.e2e.test_ws_e2e import create_frame, items, read_turn, wait_until, ws_frames
 from tests.support.clients import ws_connect
 from tests.support.proxy import ADDON_SCRIPT
 from tests.support.upstream import RecordedRequest, Reply, ToolCall, _ResponsesRenderer
 from tests.unit.test_request_plan import github_scenario
-from tests.e2e.test_ws_e2e import create_frame, items, read_turn, wait_until, ws_frames
 
 HIDDEN = frozenset({retrieve.TOOL_NAME})
 ANSWER = "Issues 1 and 2 are still open."
@@ -29,7 +29,9 @@ ANSWER = "Issues 1 and 2 are still open."
 
 @pytest.fixture(scope="module")
 def proxy(module_proxy_factory):
-    return module_proxy_factory(ADDON_SCRIPT, options={"headroom_compress_timeout_seconds": 300})  # loaded machine: plans finish
+    return module_proxy_factory(
+        ADDON_SCRIPT, options={"headroom_compress_timeout_seconds": 300}
+    )  # loaded machine: plans finish
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +68,9 @@ def assert_one_coherent_response(frames: list[str]) -> list[dict]:
 
 
 @pytest.mark.parametrize(
-    "preamble,nested", [(None, False), ("Let me look at the full list.", False), (None, True)], ids=["call-only", "text-then-call", "nested-frame"]
+    "preamble,nested",
+    [(None, False), ("Let me look at the full list.", False), (None, True)],
+    ids=["call-only", "text-then-call", "nested-frame"],
 )
 def test_retrieve_call_is_answered_by_the_proxy(upstream, proxy, big_output, preamble, nested):
     key = markers.offload_key(big_output)
@@ -97,8 +101,16 @@ def test_retrieve_call_is_answered_by_the_proxy(upstream, proxy, big_output, pre
     assert set(markers.find_marker_keys(first.json["input"][2]["output"])) == {key}
     assert follow.json["type"] == "response.create"
     call = follow.json["input"][-2]
-    assert (call["type"], call["name"], json.loads(call["arguments"])) == ("function_call", retrieve.TOOL_NAME, {"key": key})
-    assert follow.json["input"][-1] == {"type": "function_call_output", "call_id": call["call_id"], "output": big_output}
+    assert (call["type"], call["name"], json.loads(call["arguments"])) == (
+        "function_call",
+        retrieve.TOOL_NAME,
+        {"key": key},
+    )
+    assert follow.json["input"][-1] == {
+        "type": "function_call_output",
+        "call_id": call["call_id"],
+        "output": big_output,
+    }
     assert follow.json["input"][:3] == first.json["input"]  # the compressed request, not re-planned
     assert follow.json["tools"] == first.json["tools"]
     assert third.json["input"][2]["output"] == "small output"
@@ -109,7 +121,10 @@ def test_retrieve_call_is_answered_by_the_proxy(upstream, proxy, big_output, pre
 
 def test_retrieve_turn_reaches_the_ledger_with_its_rounds(upstream, proxy, big_output):
     key = markers.offload_key(big_output)
-    upstream.script(Reply.tool_call(retrieve.TOOL_NAME, {"key": key}, input_tokens=5000, output_tokens=20), Reply.text(ANSWER, input_tokens=7000, output_tokens=30))
+    upstream.script(
+        Reply.tool_call(retrieve.TOOL_NAME, {"key": key}, input_tokens=5000, output_tokens=20),
+        Reply.text(ANSWER, input_tokens=7000, output_tokens=30),
+    )
     with ws_connect(upstream, proxy) as ws:
         ws.send(create_frame(items(big_output), model="gpt-ws-retrieve"))
         read_turn(ws)
@@ -126,7 +141,10 @@ def test_retrieve_turn_reaches_the_ledger_with_its_rounds(upstream, proxy, big_o
 
 def test_hidden_and_client_calls_in_one_turn_go_to_the_client_without_the_hidden_one(upstream, proxy, big_output):
     key = markers.offload_key(big_output)
-    calls = [ToolCall(retrieve.TOOL_NAME, {"key": key}, "call_r"), ToolCall("shell", {"cmd": "gh issue view 1"}, "call_s")]
+    calls = [
+        ToolCall(retrieve.TOOL_NAME, {"key": key}, "call_r"),
+        ToolCall("shell", {"cmd": "gh issue view 1"}, "call_s"),
+    ]
     upstream.script(Reply.tool_calls_reply(calls, text="Checking."))
     with ws_connect(upstream, proxy) as ws:
         ws.send(create_frame(items(big_output)))
@@ -135,7 +153,9 @@ def test_hidden_and_client_calls_in_one_turn_go_to_the_client_without_the_hidden
     done = events[-1]["response"]
     assert [(it["type"], it.get("name")) for it in done["output"]] == [("message", None), ("function_call", "shell")]
     shell = [e for e in events if e["type"] == "response.output_item.done" and e["item"]["type"] == "function_call"]
-    assert [(e["output_index"], e["item"]["call_id"], json.loads(e["item"]["arguments"])) for e in shell] == [(1, "call_s", {"cmd": "gh issue view 1"})]
+    assert [(e["output_index"], e["item"]["call_id"], json.loads(e["item"]["arguments"])) for e in shell] == [
+        (1, "call_s", {"cmd": "gh issue view 1"})
+    ]
     assert {e["output_index"] for e in events if "output_index" in e} == {0, 1}
     assert text_of(events) == "Checking."
     assert len(ws_frames(upstream)) == 1  # no follow-up: the client must answer its shell call
@@ -179,14 +199,28 @@ def test_loop_without_hidden_calls_passes_every_frame():
 
 
 def test_loop_answers_hidden_calls_and_continues_the_response():
-    first = rendered(Reply.tool_call(retrieve.TOOL_NAME, {"key": "ab" * 12}, "call_r", text="Looking.", input_tokens=100, output_tokens=10, cache_read=40))
+    first = rendered(
+        Reply.tool_call(
+            retrieve.TOOL_NAME,
+            {"key": "ab" * 12},
+            "call_r",
+            text="Looking.",
+            input_tokens=100,
+            output_tokens=10,
+            cache_read=40,
+        )
+    )
     loop = ws_loop.WsRetrieveLoop(REQUEST_TEXT, HIDDEN, 3, '{"type":"response.create","response":', "}")
     steps = feed_all(loop, first)
     kinds = [type(s).__name__ for s in steps]
-    hold_from = next(i for i, f in enumerate(first) if b'"response.output_item.added"' in f and retrieve.TOOL_NAME.encode() in f)
+    hold_from = next(
+        i for i, f in enumerate(first) if b'"response.output_item.added"' in f and retrieve.TOOL_NAME.encode() in f
+    )
     assert kinds[:hold_from] == ["Pass"] * hold_from and set(kinds[hold_from:-1]) == {"Hold"}
     settle = steps[-1]
-    assert settle == ws_loop.Settle((WireCall("call_r", retrieve.TOOL_NAME, {"key": "ab" * 12}, json.dumps({"key": "ab" * 12})),), True)
+    assert settle == ws_loop.Settle(
+        (WireCall("call_r", retrieve.TOOL_NAME, {"key": "ab" * 12}, json.dumps({"key": "ab" * 12})),), True
+    )
     res = loop.resolve([(settle.calls[0], "the original")])
     assert res.to_client == ()
     frame = json.loads(res.to_upstream)
@@ -216,7 +250,11 @@ def test_loop_with_a_client_call_releases_the_held_events_without_the_hidden_one
     frames = rendered(Reply.tool_calls_reply(calls))
     loop = ws_loop.WsRetrieveLoop(REQUEST_TEXT, HIDDEN, 3)
     steps = feed_all(loop, frames)
-    assert isinstance(steps[-1], ws_loop.Settle) and not steps[-1].follow_up and [c.name for c in steps[-1].calls] == [retrieve.TOOL_NAME]
+    assert (
+        isinstance(steps[-1], ws_loop.Settle)
+        and not steps[-1].follow_up
+        and [c.name for c in steps[-1].calls] == [retrieve.TOOL_NAME]
+    )
     res = loop.resolve([(steps[-1].calls[0], "ignored")])
     assert res.to_upstream is None and loop.done
     seen = [json.loads(f) for f in client_view(frames, steps) + list(res.to_client)]

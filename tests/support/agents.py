@@ -78,7 +78,13 @@ def base_env(**extra: str) -> dict[str, str]:
     from headroom_core.cli import agent_env as ae
 
     drop = {*ae.CERT_VARS, *ae.BUNDLE_VARS}
-    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy") and k not in drop and not (k.startswith("HEADROOM_") and not k.startswith("HEADROOM_TEST_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.lower().endswith("_proxy")
+        and k not in drop
+        and not (k.startswith("HEADROOM_") and not k.startswith("HEADROOM_TEST_"))
+    }
     env.update(extra)
     return env
 
@@ -97,15 +103,39 @@ class Wrapped:
         """The proxy's SQLite database."""
         return self.home / "headroom.db"
 
-    def run(self, command: list[str], *, env: dict[str, str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, command: list[str], *, env: dict[str, str], cwd: Path, timeout: float = 300
+    ) -> subprocess.CompletedProcess[str]:
         """``headroom wrap … command`` with local hosts through the proxy (``--no-proxy ''``);
         ``env`` is the agent's environment (``HEADROOM_HOME`` is set to :attr:`home`)."""
-        args = [HEADROOM, "wrap", "--quiet", "--port", str(self.port), "--set", f"ssl_verify_upstream_trusted_ca={self.upstream_cert}", "--no-proxy", ""]
-        return subprocess.run([*args, *command], env={**env, "HEADROOM_HOME": str(self.home)}, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+        args = [
+            HEADROOM,
+            "wrap",
+            "--quiet",
+            "--port",
+            str(self.port),
+            "--set",
+            f"ssl_verify_upstream_trusted_ca={self.upstream_cert}",
+            "--no-proxy",
+            "",
+        ]
+        return subprocess.run(
+            [*args, *command],
+            env={**env, "HEADROOM_HOME": str(self.home)},
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
     def stop(self) -> None:
         """Stop the proxy ``wrap`` started (its ledger committed on the way out)."""
-        subprocess.run([HEADROOM, "proxy", "--stop", "--port", str(self.port)], env=base_env(HEADROOM_HOME=str(self.home)), capture_output=True, timeout=60)
+        subprocess.run(
+            [HEADROOM, "proxy", "--stop", "--port", str(self.port)],
+            env=base_env(HEADROOM_HOME=str(self.home)),
+            capture_output=True,
+            timeout=60,
+        )
 
     def query(self, sql: str) -> list[tuple[Any, ...]]:
         """Rows of ``sql`` on the proxy's database (read-only)."""
@@ -191,7 +221,9 @@ class AgentRun:
 R = TypeVar("R", bound=AgentRun)
 
 
-def play_wrapped(root: Path, command: list[str], env: Callable[[Upstream, Path], dict[str, str]], make: Callable[..., R]) -> R:
+def play_wrapped(
+    root: Path, command: list[str], env: Callable[[Upstream, Path], dict[str, str]], make: Callable[..., R]
+) -> R:
     """Play the scripted task once: a workspace under ``root``, a scripted HTTPS upstream, and
     ``command`` (the agent) run through ``headroom wrap`` with ``env(upstream, home)`` as its
     environment (``home`` is ``root/home``, made if missing); the proxy is stopped before

@@ -121,7 +121,9 @@ def sessions(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
         return
     server = pg_server_url()
     if server is None:
-        pytest.skip("needs PostgreSQL: set HEADROOM_TEST_PG_URL (eval \"$(scripts/postgres start)\") or install PostgreSQL")
+        pytest.skip(
+            'needs PostgreSQL: set HEADROOM_TEST_PG_URL (eval "$(scripts/postgres start)") or install PostgreSQL'
+        )
     url, drop = fresh_pg_database(server)
     try:
         yield open_database(url)

@@ -110,9 +110,15 @@ _SURROGATE = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)
 _CHAR = st.characters(blacklist_categories=("Cs",))
 TEXT = st.lists(st.one_of(_CHAR, _CHAR, _CHAR, _SURROGATE), max_size=40).map("".join)
 KEY = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=12)
-NUMBER = st.one_of(st.sampled_from(ODD_NUMBERS).map(Num), st.integers(-(10**30), 10**30), st.floats(allow_nan=False, allow_infinity=False))
+NUMBER = st.one_of(
+    st.sampled_from(ODD_NUMBERS).map(Num),
+    st.integers(-(10**30), 10**30),
+    st.floats(allow_nan=False, allow_infinity=False),
+)
 SCALAR = st.one_of(st.none(), st.booleans(), NUMBER, TEXT)
-JSON_VALUE = st.recursive(SCALAR, lambda c: st.one_of(st.lists(c, max_size=4), st.dictionaries(KEY, c, max_size=4)), max_leaves=12)
+JSON_VALUE = st.recursive(
+    SCALAR, lambda c: st.one_of(st.lists(c, max_size=4), st.dictionaries(KEY, c, max_size=4)), max_leaves=12
+)
 
 
 def _corpus_outputs() -> list[str]:
@@ -174,7 +180,10 @@ TOOL_DESC = st.one_of(TEXT, TEXT.map(lambda t: "  " + t + "   \n\n\n  more   wor
 
 @st.composite
 def anthropic_body(draw) -> dict:
-    tools = [_maybe(draw, {"name": draw(KEY), "description": draw(TOOL_DESC), "input_schema": draw(SCHEMA)}) for _ in range(draw(st.integers(0, 3)))]
+    tools = [
+        _maybe(draw, {"name": draw(KEY), "description": draw(TOOL_DESC), "input_schema": draw(SCHEMA)})
+        for _ in range(draw(st.integers(0, 3)))
+    ]
     if draw(st.booleans()):
         tools.append({"type": "web_search_20250305", "name": "web_search", "max_uses": draw(NUMBER)})
     msgs: list = [{"role": "user", "content": draw(TEXT) or "hi"}]
@@ -182,23 +191,57 @@ def anthropic_body(draw) -> dict:
         cid = f"toolu_{k}{draw(KEY)}"
         blocks: list = []
         if draw(st.booleans()):
-            blocks.append({"type": "thinking", "thinking": draw(TEXT), "signature": base64.b64encode(draw(st.binary(max_size=48))).decode()})
+            blocks.append(
+                {
+                    "type": "thinking",
+                    "thinking": draw(TEXT),
+                    "signature": base64.b64encode(draw(st.binary(max_size=48))).decode(),
+                }
+            )
         if draw(st.integers(0, 4)) == 0:
-            blocks.append({"type": "redacted_thinking", "data": base64.b64encode(draw(st.binary(max_size=32))).decode()})
+            blocks.append(
+                {"type": "redacted_thinking", "data": base64.b64encode(draw(st.binary(max_size=32))).decode()}
+            )
         blocks.append(_maybe(draw, {"type": "text", "text": draw(TEXT)}))
-        blocks.append(_maybe(draw, {"type": "tool_use", "id": cid, "name": draw(KEY), "input": draw(st.dictionaries(KEY, JSON_VALUE, max_size=3))}))
+        blocks.append(
+            _maybe(
+                draw,
+                {
+                    "type": "tool_use",
+                    "id": cid,
+                    "name": draw(KEY),
+                    "input": draw(st.dictionaries(KEY, JSON_VALUE, max_size=3)),
+                },
+            )
+        )
         msgs.append({"role": "assistant", "content": blocks})
         out: Any = draw(tool_text())
         if draw(st.integers(0, 3)) == 0:
-            out = [_maybe(draw, {"type": "text", "text": out}), {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": _PNG}}]
+            out = [
+                _maybe(draw, {"type": "text", "text": out}),
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": _PNG}},
+            ]
         result = _maybe(draw, {"type": "tool_result", "tool_use_id": cid, "content": out})
         if draw(st.integers(0, 5)) == 0:
             result["is_error"] = True
-        msgs.append({"role": "user", "content": [result] + ([{"type": "text", "text": draw(TEXT)}] if draw(st.booleans()) else [])})
-    system: Any = draw(st.one_of(TEXT, st.lists(st.builds(lambda t: {"type": "text", "text": t}, TEXT), min_size=1, max_size=2)))
+        msgs.append(
+            {
+                "role": "user",
+                "content": [result] + ([{"type": "text", "text": draw(TEXT)}] if draw(st.booleans()) else []),
+            }
+        )
+    system: Any = draw(
+        st.one_of(TEXT, st.lists(st.builds(lambda t: {"type": "text", "text": t}, TEXT), min_size=1, max_size=2))
+    )
     if isinstance(system, list):
         system = [_maybe(draw, b, False) for b in system]
-    body = {"model": "claude-sonnet-4-5", "max_tokens": draw(st.one_of(st.just(1024), NUMBER)), "system": system, "messages": msgs, "stream": draw(st.booleans())}
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": draw(st.one_of(st.just(1024), NUMBER)),
+        "system": system,
+        "messages": msgs,
+        "stream": draw(st.booleans()),
+    }
     if tools:
         body["tools"] = tools
     return _maybe(draw, body)
@@ -206,14 +249,44 @@ def anthropic_body(draw) -> dict:
 
 @st.composite
 def chat_body(draw) -> dict:
-    tools = [_maybe(draw, {"type": "function", "function": {"name": draw(KEY), "description": draw(TOOL_DESC), "parameters": draw(SCHEMA)}}) for _ in range(draw(st.integers(0, 3)))]
+    tools = [
+        _maybe(
+            draw,
+            {
+                "type": "function",
+                "function": {"name": draw(KEY), "description": draw(TOOL_DESC), "parameters": draw(SCHEMA)},
+            },
+        )
+        for _ in range(draw(st.integers(0, 3)))
+    ]
     user: Any = draw(TEXT) or "hi"
     if draw(st.integers(0, 3)) == 0:
-        user = [{"type": "text", "text": user}, {"type": "image_url", "image_url": {"url": "data:image/png;base64," + _PNG}}]
+        user = [
+            {"type": "text", "text": user},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64," + _PNG}},
+        ]
     msgs: list = [{"role": "system", "content": draw(TEXT)}, {"role": "user", "content": user}]
     for k in range(draw(st.integers(0, 3))):
         cid = f"call_{k}{draw(KEY)}"
-        msgs.append(_maybe(draw, {"role": "assistant", "content": None, "tool_calls": [{"id": cid, "type": "function", "function": {"name": draw(KEY), "arguments": write(draw(st.dictionaries(KEY, JSON_VALUE, max_size=3)))}}]}))
+        msgs.append(
+            _maybe(
+                draw,
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": cid,
+                            "type": "function",
+                            "function": {
+                                "name": draw(KEY),
+                                "arguments": write(draw(st.dictionaries(KEY, JSON_VALUE, max_size=3))),
+                            },
+                        }
+                    ],
+                },
+            )
+        )
         out: Any = draw(tool_text())
         if draw(st.integers(0, 4)) == 0:
             out = [{"type": "text", "text": out}]
@@ -226,15 +299,44 @@ def chat_body(draw) -> dict:
 
 @st.composite
 def responses_body(draw) -> dict:
-    tools = [_maybe(draw, {"type": "function", "name": draw(KEY), "description": draw(TOOL_DESC), "parameters": draw(SCHEMA), "strict": draw(st.booleans())}) for _ in range(draw(st.integers(0, 3)))]
+    tools = [
+        _maybe(
+            draw,
+            {
+                "type": "function",
+                "name": draw(KEY),
+                "description": draw(TOOL_DESC),
+                "parameters": draw(SCHEMA),
+                "strict": draw(st.booleans()),
+            },
+        )
+        for _ in range(draw(st.integers(0, 3)))
+    ]
     items: list = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": draw(TEXT) or "hi"}]}]
     if draw(st.integers(0, 3)) == 0:
         items[0]["content"].append({"type": "input_image", "image_url": "data:image/png;base64," + _PNG})
     for k in range(draw(st.integers(0, 3))):
         cid = f"call_{k}{draw(KEY)}"
         if draw(st.booleans()):
-            items.append({"type": "reasoning", "id": f"rs_{k}", "summary": [], "encrypted_content": base64.b64encode(draw(st.binary(max_size=48))).decode()})
-        items.append(_maybe(draw, {"type": "function_call", "call_id": cid, "name": draw(KEY), "arguments": write(draw(st.dictionaries(KEY, JSON_VALUE, max_size=3)))}))
+            items.append(
+                {
+                    "type": "reasoning",
+                    "id": f"rs_{k}",
+                    "summary": [],
+                    "encrypted_content": base64.b64encode(draw(st.binary(max_size=48))).decode(),
+                }
+            )
+        items.append(
+            _maybe(
+                draw,
+                {
+                    "type": "function_call",
+                    "call_id": cid,
+                    "name": draw(KEY),
+                    "arguments": write(draw(st.dictionaries(KEY, JSON_VALUE, max_size=3))),
+                },
+            )
+        )
         items.append(_maybe(draw, {"type": "function_call_output", "call_id": cid, "output": draw(tool_text())}))
     body = {"model": "gpt-5", "instructions": draw(TEXT), "input": items, "stream": draw(st.booleans())}
     if tools:
@@ -261,7 +363,9 @@ class Case:
         return PATHS[self.dialect]
 
     def __repr__(self) -> str:  # bodies run to tens of KB: show the start and the size
-        return f"Case({self.dialect!r}, {self.kind!r}, {len(self.body)} bytes: {self.body[:300]!r}…, stream={self.stream})"
+        return (
+            f"Case({self.dialect!r}, {self.kind!r}, {len(self.body)} bytes: {self.body[:300]!r}…, stream={self.stream})"
+        )
 
 
 @st.composite
@@ -270,14 +374,30 @@ def cases(draw) -> Case:
     dialect = draw(st.sampled_from(sorted(BODIES)))
     kind = draw(st.sampled_from(["json"] * 7 + ["wrong-shape", "truncated", "not-json"]))
     if kind == "not-json":
-        raw = draw(st.one_of(st.binary(max_size=200), TEXT.map(lambda t: t.encode("utf-8", "surrogatepass")), st.just(b"NaN"), st.just(b"")))
+        raw = draw(
+            st.one_of(
+                st.binary(max_size=200),
+                TEXT.map(lambda t: t.encode("utf-8", "surrogatepass")),
+                st.just(b"NaN"),
+                st.just(b""),
+            )
+        )
         return Case(dialect, kind, raw)
     if kind == "wrong-shape":
         key = CONV[dialect]
-        body = {"model": "m", key: draw(st.one_of(SCALAR, st.dictionaries(KEY, JSON_VALUE, max_size=3), st.lists(SCALAR, max_size=3))), "stream": draw(st.booleans())}
+        body = {
+            "model": "m",
+            key: draw(st.one_of(SCALAR, st.dictionaries(KEY, JSON_VALUE, max_size=3), st.lists(SCALAR, max_size=3))),
+            "stream": draw(st.booleans()),
+        }
         if draw(st.booleans()):
             body["tools"] = draw(JSON_VALUE)
-        return Case(dialect, kind, write(body, draw(STYLE)).encode("utf-8"), bool(body["stream"]) if isinstance(body["stream"], bool) else False)
+        return Case(
+            dialect,
+            kind,
+            write(body, draw(STYLE)).encode("utf-8"),
+            bool(body["stream"]) if isinstance(body["stream"], bool) else False,
+        )
     body = draw(BODIES[dialect]())
     text = write(body, draw(STYLE)).encode("utf-8")
     if kind == "truncated":
@@ -300,11 +420,22 @@ def reply_for(path: str, body: bytes) -> tuple[str, bytes]:
     d = next((k for k, v in PATHS.items() if path.split("?")[0] == v), "anthropic")
 
     def sse(events: list[tuple[str | None, Any]]) -> bytes:
-        return "".join((f"event: {e}\n" if e else "") + "data: " + (x if isinstance(x, str) else json.dumps(x)) + "\n\n" for e, x in events).encode()
+        return "".join(
+            (f"event: {e}\n" if e else "") + "data: " + (x if isinstance(x, str) else json.dumps(x)) + "\n\n"
+            for e, x in events
+        ).encode()
 
     if d == "anthropic":
-        msg = {"id": "msg_f", "type": "message", "role": "assistant", "model": "m", "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
-               "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 1}}
+        msg = {
+            "id": "msg_f",
+            "type": "message",
+            "role": "assistant",
+            "model": "m",
+            "content": [{"type": "text", "text": "ok"}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 10, "output_tokens": 1},
+        }
         if not stream:
             return "application/json", json.dumps(msg).encode()
         return "text/event-stream", sse([
@@ -318,18 +449,69 @@ def reply_for(path: str, body: bytes) -> tuple[str, bytes]:
     if d == "chat":
         usage = {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}
         if not stream:
-            return "application/json", json.dumps({"id": "c", "object": "chat.completion", "created": 1, "model": "m",
-                                                   "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}], "usage": usage}).encode()
+            return "application/json", json.dumps(
+                {
+                    "id": "c",
+                    "object": "chat.completion",
+                    "created": 1,
+                    "model": "m",
+                    "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
+                    ],
+                    "usage": usage,
+                }
+            ).encode()
         ch = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m"}
-        return "text/event-stream", sse([(None, {**ch, "choices": [{"index": 0, "delta": {"role": "assistant", "content": "ok"}, "finish_reason": None}]}),
-                                         (None, {**ch, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": usage}), (None, "[DONE]")])
-    out = {"type": "message", "id": "m1", "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": "ok", "annotations": []}]}
-    resp = {"id": "r", "object": "response", "created_at": 1, "status": "completed", "model": "m", "output": [out], "usage": {"input_tokens": 10, "output_tokens": 1, "total_tokens": 11}}
+        return "text/event-stream", sse(
+            [
+                (
+                    None,
+                    {
+                        **ch,
+                        "choices": [
+                            {"index": 0, "delta": {"role": "assistant", "content": "ok"}, "finish_reason": None}
+                        ],
+                    },
+                ),
+                (None, {**ch, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": usage}),
+                (None, "[DONE]"),
+            ]
+        )
+    out = {
+        "type": "message",
+        "id": "m1",
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "ok", "annotations": []}],
+    }
+    resp = {
+        "id": "r",
+        "object": "response",
+        "created_at": 1,
+        "status": "completed",
+        "model": "m",
+        "output": [out],
+        "usage": {"input_tokens": 10, "output_tokens": 1, "total_tokens": 11},
+    }
     if not stream:
         return "application/json", json.dumps(resp).encode()
-    return "text/event-stream", sse([("response.created", {"type": "response.created", "sequence_number": 0, "response": {**resp, "status": "in_progress", "output": []}}),
-                                     ("response.output_item.done", {"type": "response.output_item.done", "sequence_number": 1, "output_index": 0, "item": out}),
-                                     ("response.completed", {"type": "response.completed", "sequence_number": 2, "response": resp})])
+    return "text/event-stream", sse(
+        [
+            (
+                "response.created",
+                {
+                    "type": "response.created",
+                    "sequence_number": 0,
+                    "response": {**resp, "status": "in_progress", "output": []},
+                },
+            ),
+            (
+                "response.output_item.done",
+                {"type": "response.output_item.done", "sequence_number": 1, "output_index": 0, "item": out},
+            ),
+            ("response.completed", {"type": "response.completed", "sequence_number": 2, "response": resp}),
+        ]
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -357,19 +539,31 @@ def tool_output_paths(dialect: str, body: Any) -> set[tuple]:
                     if isinstance(c, str):
                         out.add((CONV[dialect], i, "content", j, "content"))
                     elif isinstance(c, list):
-                        out |= {(CONV[dialect], i, "content", j, "content", k, "text") for k, x in enumerate(c) if isinstance(x, dict) and x.get("type") == "text"}
+                        out |= {
+                            (CONV[dialect], i, "content", j, "content", k, "text")
+                            for k, x in enumerate(c)
+                            if isinstance(x, dict) and x.get("type") == "text"
+                        }
         elif dialect == "chat" and m.get("role") == "tool":
             c = m.get("content")
             if isinstance(c, str):
                 out.add((CONV[dialect], i, "content"))
             elif isinstance(c, list):
-                out |= {(CONV[dialect], i, "content", k, "text") for k, x in enumerate(c) if isinstance(x, dict) and x.get("type") == "text"}
+                out |= {
+                    (CONV[dialect], i, "content", k, "text")
+                    for k, x in enumerate(c)
+                    if isinstance(x, dict) and x.get("type") == "text"
+                }
         elif dialect == "responses" and m.get("type") in ("function_call_output", "custom_tool_call_output"):
             o = m.get("output")
             if isinstance(o, str):
                 out.add((CONV[dialect], i, "output"))
             elif isinstance(o, list):
-                out |= {(CONV[dialect], i, "output", k, "text") for k, x in enumerate(o) if isinstance(x, dict) and x.get("type") in ("input_text", "output_text")}
+                out |= {
+                    (CONV[dialect], i, "output", k, "text")
+                    for k, x in enumerate(o)
+                    if isinstance(x, dict) and x.get("type") in ("input_text", "output_text")
+                }
     return out
 
 
@@ -476,7 +670,7 @@ def check(case: Case, upstream_body: bytes) -> list[str]:
             if st_ != ut:
                 problems.append(f"tools changed: {_short(st_)} -> {_short(ut)}")
         else:
-            extra = ut[len(st_):]
+            extra = ut[len(st_) :]
             for t in extra:
                 name = t.get("name") or (t.get("function") or {}).get("name", "") if isinstance(t, dict) else ""
                 if not str(name).startswith(PROXY_TOOL_PREFIXES):
@@ -489,9 +683,21 @@ def check(case: Case, upstream_body: bytes) -> list[str]:
     # (4): the latest user message may carry one context block more
     key = CONV[case.dialect]
     seq_s, seq_u = sent.get(key), up.get(key)
-    if isinstance(seq_s, list) and isinstance(seq_u, list) and seq_s and len(seq_s) == len(seq_u) and isinstance(seq_u[-1], dict) and isinstance(seq_s[-1], dict):
+    if (
+        isinstance(seq_s, list)
+        and isinstance(seq_u, list)
+        and seq_s
+        and len(seq_s) == len(seq_u)
+        and isinstance(seq_u[-1], dict)
+        and isinstance(seq_s[-1], dict)
+    ):
         cu, cs = seq_u[-1].get("content"), seq_s[-1].get("content")
-        if isinstance(cu, list) and cu and isinstance(cu[-1], dict) and str(cu[-1].get("text", "")).startswith(CONTEXT_HEADER):
+        if (
+            isinstance(cu, list)
+            and cu
+            and isinstance(cu[-1], dict)
+            and str(cu[-1].get("text", "")).startswith(CONTEXT_HEADER)
+        ):
             rest = cu[:-1]
             if isinstance(cs, str) and len(rest) == 1 and isinstance(rest[0], dict) and rest[0].get("text") == cs:
                 rest = cs

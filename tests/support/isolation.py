@@ -33,7 +33,12 @@ KEPT = ("HEADROOM_TEAM_LOAD", "HEADROOM_FUZZ_EXAMPLES", "HEADROOM_SCREENSHOT_DIR
 #: Variables that name the real home's places for the tests that need them.
 REAL_HOME = "TESTS_REAL_HOME"
 AGENTS_CACHE = "TESTS_AGENTS_CACHE"
-_XDG = {"XDG_CONFIG_HOME": ".config", "XDG_CACHE_HOME": ".cache", "XDG_DATA_HOME": ".local/share", "XDG_STATE_HOME": ".local/state"}
+_XDG = {
+    "XDG_CONFIG_HOME": ".config",
+    "XDG_CACHE_HOME": ".cache",
+    "XDG_DATA_HOME": ".local/share",
+    "XDG_STATE_HOME": ".local/state",
+}
 
 
 @dataclass(frozen=True)

@@ -71,12 +71,19 @@ def _tunnel(proxy: Any, upstream: Any, alpn: str, timeout: float) -> tuple[ssl.S
     return ctx.wrap_socket(raw, server_hostname=host), authority
 
 
-def h1_send(proxy: Any, upstream: Any, path: str, body: bytes, headers: dict[str, str] | None = None, timeout: float = 60.0) -> ssl.SSLSocket:
+def h1_send(
+    proxy: Any, upstream: Any, path: str, body: bytes, headers: dict[str, str] | None = None, timeout: float = 60.0
+) -> ssl.SSLSocket:
     """Send ``POST path`` with ``body`` (JSON) to ``upstream`` through ``proxy`` over HTTP/1.1
     and return the open socket without reading the answer: ``close()`` it to leave."""
     sock, authority = _tunnel(proxy, upstream, "http/1.1", timeout)
     head = {"host": authority, "content-type": "application/json", "content-length": str(len(body)), **(headers or {})}
-    sock.sendall(f"POST {path} HTTP/1.1\r\n".encode() + "".join(f"{k}: {v}\r\n" for k, v in head.items()).encode() + b"\r\n" + body)
+    sock.sendall(
+        f"POST {path} HTTP/1.1\r\n".encode()
+        + "".join(f"{k}: {v}\r\n" for k, v in head.items()).encode()
+        + b"\r\n"
+        + body
+    )
     return sock
 
 

@@ -23,7 +23,11 @@ AGENT_HEADERS = {
 BASH = {
     "name": "Bash",
     "description": "Executes a given bash command and returns its output.",
-    "input_schema": {"type": "object", "properties": {"command": {"type": "string"}, "description": {"type": "string"}}, "required": ["command"]},
+    "input_schema": {
+        "type": "object",
+        "properties": {"command": {"type": "string"}, "description": {"type": "string"}},
+        "required": ["command"],
+    },
 }
 
 
@@ -32,12 +36,40 @@ def tool_turns(n: int, salt: str = "") -> list[dict]:
     calls and their results, alternating (~230 bytes a message as compact JSON), and for an
     even ``n`` a last user message asking to go on. ``salt`` changes every call id and result,
     so two salts share no message but the first."""
-    msgs: list[dict] = [{"role": "user", "content": "Run the checks of every module, one by one, and tell me which fail."}]
+    msgs: list[dict] = [
+        {"role": "user", "content": "Run the checks of every module, one by one, and tell me which fail."}
+    ]
     k = 0
     while len(msgs) < n - (1 - n % 2):
         cid = f"toolu_01{salt}{k:07d}Xq7rN2bVfT9kLm"
-        msgs.append({"role": "assistant", "content": [{"type": "tool_use", "id": cid, "name": "Bash", "input": {"command": f"grep -n check src/module_{k}.py | head -5", "description": "Find the checks"}}]})
-        msgs.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": cid, "content": f"12:    check = compile(r\"step {k}{salt}\")\n48:    return check.match(line)"}]})
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": cid,
+                        "name": "Bash",
+                        "input": {
+                            "command": f"grep -n check src/module_{k}.py | head -5",
+                            "description": "Find the checks",
+                        },
+                    }
+                ],
+            }
+        )
+        msgs.append(
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": cid,
+                        "content": f'12:    check = compile(r"step {k}{salt}")\n48:    return check.match(line)',
+                    }
+                ],
+            }
+        )
         k += 1
     if n % 2 == 0:
         msgs.append({"role": "user", "content": "Go on."})

@@ -46,7 +46,9 @@ class PgCluster:
         folder = Path(tempfile.mkdtemp(prefix="headroom-pg-"))
         port = free_port()
         env = {**os.environ, "HEADROOM_PG_DIR": str(folder), "HEADROOM_PG_PORT": str(port), "HEADROOM_PG_DB": database}
-        out = subprocess.run(["bash", str(PG_SCRIPT), "start"], capture_output=True, text=True, timeout=timeout, env=env)
+        out = subprocess.run(
+            ["bash", str(PG_SCRIPT), "start"], capture_output=True, text=True, timeout=timeout, env=env
+        )
         m = re.search(r"HEADROOM_TEST_PG_URL=(\S+)", out.stdout)
         if out.returncode != 0 or not m:
             subprocess.run(["rm", "-rf", str(folder)], check=False)

@@ -171,7 +171,9 @@ class MitmProxy:
         env.setdefault("TRANSFORMERS_OFFLINE", "1")
         # the proxy imports headroom_core from this checkout, not from wherever the venv's
         # editable install points (a second worktree sharing one venv tested the other's code)
-        env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        )
         for k, v in self.env.items():
             if v is None:
                 env.pop(k, None)

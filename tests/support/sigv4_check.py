@@ -23,10 +23,19 @@ from botocore.credentials import Credentials
 #: AWS's words for a signature that does not match (the ``message`` of its 403).
 MISMATCH = "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method."
 
-_AUTH = re.compile(r"^AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request, ?SignedHeaders=([^,]+), ?Signature=([0-9a-f]{64})$")
+_AUTH = re.compile(
+    r"^AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request, ?SignedHeaders=([^,]+), ?Signature=([0-9a-f]{64})$"
+)
 
 
-def check(method: str, path: str, headers: Mapping[str, str], body: bytes, secrets: Mapping[str, str], now: datetime.datetime | None = None) -> str:
+def check(
+    method: str,
+    path: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    secrets: Mapping[str, str],
+    now: datetime.datetime | None = None,
+) -> str:
     """``""`` when the request (``headers`` with lowercase names; ``path`` raw, query included)
     carries a valid SigV4 signature by one of ``secrets`` (access key id -> secret), else why
     not, in a few words."""
@@ -49,7 +58,9 @@ def check(method: str, path: str, headers: Mapping[str, str], body: bytes, secre
     signed = names.split(";")
     if "host" not in signed or any(n not in headers for n in signed):
         return "a signed header is missing"
-    req = AWSRequest(method=method, url=f"https://{headers['host']}{path}", headers={n: headers[n] for n in signed}, data=body)
+    req = AWSRequest(
+        method=method, url=f"https://{headers['host']}{path}", headers={n: headers[n] for n in signed}, data=body
+    )
     req.context["timestamp"] = stamp
     auth = SigV4Auth(Credentials(akid, secrets[akid], headers.get("x-amz-security-token")), service, region)
     canonical = auth.canonical_request(req)

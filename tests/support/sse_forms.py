@@ -79,7 +79,13 @@ def _anthropic_block(index: int, block: dict[str, Any]) -> list[dict[str, Any]]:
         deltas.append({"type": "signature_delta", "signature": block["signature"]})
     elif t == "compaction":
         start.update(content=None, encrypted_content=None)
-        deltas = [{"type": "compaction_delta", "content": block.get("content"), "encrypted_content": block.get("encrypted_content")}]
+        deltas = [
+            {
+                "type": "compaction_delta",
+                "content": block.get("content"),
+                "encrypted_content": block.get("encrypted_content"),
+            }
+        ]
     elif t not in _WHOLE:
         # a type this side does not know: string members streamed as an unknown delta type
         strings = {k: v for k, v in block.items() if k != "type" and isinstance(v, str)}
@@ -96,7 +102,9 @@ def _anthropic_block(index: int, block: dict[str, Any]) -> list[dict[str, Any]]:
 def anthropic_events(message: dict[str, Any]) -> list[dict[str, Any]]:
     """The Messages SSE events for the non-streamed ``message``."""
     usage = dict(message.get("usage") or {})
-    top = {k: v for k, v in message.items() if k not in ("content", "stop_reason", "stop_sequence", "usage", "container")}
+    top = {
+        k: v for k, v in message.items() if k not in ("content", "stop_reason", "stop_sequence", "usage", "container")
+    }
     start = {**top, "content": [], "stop_reason": None, "stop_sequence": None, "usage": {**usage, "output_tokens": 1}}
     evs: list[dict[str, Any]] = [{"type": "message_start", "message": start}, {"type": "ping"}]
     for i, b in enumerate(message["content"]):
@@ -119,7 +127,12 @@ def anthropic_message(content: list[dict[str, Any]], stop_reason: str = "end_tur
         "content": content,
         "stop_reason": stop_reason,
         "stop_sequence": None,
-        "usage": {"input_tokens": usage.get("input_tokens", 120), "cache_creation_input_tokens": 0, "cache_read_input_tokens": usage.get("cache_read", 0), "output_tokens": usage.get("output_tokens", 40)},
+        "usage": {
+            "input_tokens": usage.get("input_tokens", 120),
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": usage.get("cache_read", 0),
+            "output_tokens": usage.get("output_tokens", 40),
+        },
     }
 
 
@@ -151,8 +164,24 @@ def chat_events(completion: dict[str, Any]) -> list[Any]:
         out += [chunk(i, d) for d in later]
         for n, tc in enumerate(msg.get("tool_calls") or []):
             fn = tc["function"]
-            out.append(chunk(i, {"tool_calls": [{"index": n, "id": tc["id"], "type": tc["type"], "function": {"name": fn["name"], "arguments": ""}}]}))
-            out += [chunk(i, {"tool_calls": [{"index": n, "function": {"arguments": p}}]}) for p in pieces(fn["arguments"])]
+            out.append(
+                chunk(
+                    i,
+                    {
+                        "tool_calls": [
+                            {
+                                "index": n,
+                                "id": tc["id"],
+                                "type": tc["type"],
+                                "function": {"name": fn["name"], "arguments": ""},
+                            }
+                        ]
+                    },
+                )
+            )
+            out += [
+                chunk(i, {"tool_calls": [{"index": n, "function": {"arguments": p}}]}) for p in pieces(fn["arguments"])
+            ]
         extra = {"logprobs": ch["logprobs"]} if ch.get("logprobs") is not None else {}
         out.append(chunk(i, {}, ch.get("finish_reason"), **extra))
     if completion.get("usage") is not None:
@@ -168,7 +197,9 @@ def chat_completion(message: dict[str, Any], finish_reason: str = "stop", **extr
         "object": "chat.completion",
         "created": 1741570283,
         "model": "gpt-4o-2024-08-06",
-        "choices": [{"index": 0, "message": {"role": "assistant", **message}, "logprobs": None, "finish_reason": finish_reason}],
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", **message}, "logprobs": None, "finish_reason": finish_reason}
+        ],
         "usage": {"prompt_tokens": 1117, "completion_tokens": 46, "total_tokens": 1163},
         "service_tier": "default",
         "system_fingerprint": "fp_fc9f1d7035",
@@ -184,17 +215,34 @@ def _item_events(index: int, item: dict[str, Any]) -> list[dict[str, Any]]:
     iid = item.get("id", f"item_{index}")
     where = {"item_id": iid, "output_index": index}
     if t == "message":
-        evs = [{"type": "response.output_item.added", "output_index": index, "item": {**item, "status": "in_progress", "content": []}}]
+        evs = [
+            {
+                "type": "response.output_item.added",
+                "output_index": index,
+                "item": {**item, "status": "in_progress", "content": []},
+            }
+        ]
         for ci, part in enumerate(item.get("content") or []):
             at = {**where, "content_index": ci}
             evs.append({"type": "response.content_part.added", **at, "part": {**part, "text": ""}})
-            evs += [{"type": "response.output_text.delta", **at, "delta": p, "logprobs": []} for p in pieces(part.get("text", ""))]
+            evs += [
+                {"type": "response.output_text.delta", **at, "delta": p, "logprobs": []}
+                for p in pieces(part.get("text", ""))
+            ]
             evs.append({"type": "response.output_text.done", **at, "text": part.get("text", ""), "logprobs": []})
             evs.append({"type": "response.content_part.done", **at, "part": part})
         return evs + [{"type": "response.output_item.done", "output_index": index, "item": item}]
     if t == "function_call":
-        evs = [{"type": "response.output_item.added", "output_index": index, "item": {**item, "status": "in_progress", "arguments": ""}}]
-        evs += [{"type": "response.function_call_arguments.delta", **where, "delta": p} for p in pieces(item["arguments"])]
+        evs = [
+            {
+                "type": "response.output_item.added",
+                "output_index": index,
+                "item": {**item, "status": "in_progress", "arguments": ""},
+            }
+        ]
+        evs += [
+            {"type": "response.function_call_arguments.delta", **where, "delta": p} for p in pieces(item["arguments"])
+        ]
         evs.append({"type": "response.function_call_arguments.done", **where, "arguments": item["arguments"]})
         return evs + [{"type": "response.output_item.done", "output_index": index, "item": item}]
     if t == "reasoning":
@@ -207,13 +255,19 @@ def _item_events(index: int, item: dict[str, Any]) -> list[dict[str, Any]]:
             evs.append({"type": "response.reasoning_summary_part.done", **at, "part": part})
         return evs + [{"type": "response.output_item.done", "output_index": index, "item": item}]
     added = {**item, "status": "in_progress"} if "status" in item else item
-    return [{"type": "response.output_item.added", "output_index": index, "item": added}, {"type": "response.output_item.done", "output_index": index, "item": item}]
+    return [
+        {"type": "response.output_item.added", "output_index": index, "item": added},
+        {"type": "response.output_item.done", "output_index": index, "item": item},
+    ]
 
 
 def responses_events(response: dict[str, Any]) -> list[dict[str, Any]]:
     """The Responses streaming events for the non-streamed ``response``."""
     opening = {**response, "status": "in_progress", "output": [], "usage": None}
-    evs: list[dict[str, Any]] = [{"type": "response.created", "response": opening}, {"type": "response.in_progress", "response": opening}]
+    evs: list[dict[str, Any]] = [
+        {"type": "response.created", "response": opening},
+        {"type": "response.in_progress", "response": opening},
+    ]
     for i, item in enumerate(response["output"]):
         evs += _item_events(i, item)
     evs.append({"type": "response.completed", "response": response})
@@ -233,6 +287,12 @@ def responses_response(output: list[dict[str, Any]], **extra: Any) -> dict[str, 
         "output": output,
         "parallel_tool_calls": True,
         "store": True,
-        "usage": {"input_tokens": 36, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 87, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 123},
+        "usage": {
+            "input_tokens": 36,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 87,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 123,
+        },
         **extra,
     }

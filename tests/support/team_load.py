@@ -45,10 +45,21 @@ PROJECTS = ("/team/alpha", "/team/beta", "/team/gamma")
 #: API keys the agents use (two agents of one project may share one: a team's shared key).
 KEYS = ("sk-ant-team-one", "sk-ant-team-two", "sk-ant-team-three", "sk-ant-team-four")
 MODEL = "claude-sonnet-4-5"
-SYSTEM = "You are a coding agent working in the repository below.\n" + "Keep changes small and tested; follow the project's conventions. " * 160
+SYSTEM = (
+    "You are a coding agent working in the repository below.\n"
+    + "Keep changes small and tested; follow the project's conventions. " * 160
+)
 TOOLS = [
-    {"name": "Bash", "description": "Run a shell command.", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}},
-    {"name": "github_api", "description": "Call the GitHub REST API.", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}},
+    {
+        "name": "Bash",
+        "description": "Run a shell command.",
+        "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+    },
+    {
+        "name": "github_api",
+        "description": "Call the GitHub REST API.",
+        "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}},
+    },
 ]
 
 
@@ -63,7 +74,10 @@ def payloads(corpus: Path) -> list[str]:
 
 
 def _log_output(agent: int, session: int) -> str:
-    lines = [f"2024-05-0{1 + session % 9}T10:{i // 60:02d}:{i % 60:02d}Z INFO worker-{agent % 4} processed batch {i} in {10 + i % 7} ms" for i in range(240)]
+    lines = [
+        f"2024-05-0{1 + session % 9}T10:{i // 60:02d}:{i % 60:02d}Z INFO worker-{agent % 4} processed batch {i} in {10 + i % 7} ms"
+        for i in range(240)
+    ]
     lines[120] = f"2024-05-01T10:02:00Z ERROR worker-{agent % 4} batch 120 failed: connection reset by peer"
     return "\n".join(lines)
 
@@ -75,11 +89,26 @@ def session_bodies(agent: int, session: int, pages: list[str]) -> list[dict[str,
     task = f"Agent {agent}, task {session}: find out why the nightly build of {project} is red and fix it."
     msgs: list[dict[str, Any]] = [{"role": "user", "content": task}]
     steps: list[tuple[str, dict, str, bool]] = [
-        ("github_api", {"path": f"/repos/acme/app/issues?page={session}"}, pages[(agent + session) % len(pages)], False),
+        (
+            "github_api",
+            {"path": f"/repos/acme/app/issues?page={session}"},
+            pages[(agent + session) % len(pages)],
+            False,
+        ),
         ("Bash", {"command": "pytest tests"}, "bash: line 1: pytest: command not found", True),
-        ("Bash", {"command": "python -m pytest tests"}, f"============ {3 + session % 5} passed in 0.0{agent % 10}s ============", False),
+        (
+            "Bash",
+            {"command": "python -m pytest tests"},
+            f"============ {3 + session % 5} passed in 0.0{agent % 10}s ============",
+            False,
+        ),
         ("Bash", {"command": "npm run build 2>&1"}, _log_output(agent, session), False),
-        ("github_api", {"path": f"/repos/acme/app/labels?page={agent}"}, pages[(agent + session + 1) % len(pages)], False),
+        (
+            "github_api",
+            {"path": f"/repos/acme/app/labels?page={agent}"},
+            pages[(agent + session + 1) % len(pages)],
+            False,
+        ),
     ]
     bodies = []
     for turn in range(TURNS):
@@ -88,7 +117,17 @@ def session_bodies(agent: int, session: int, pages: list[str]) -> list[dict[str,
             cid = f"toolu_{agent:03d}{session:03d}{turn:03d}"
             msgs = msgs + [
                 {"role": "assistant", "content": [{"type": "tool_use", "id": cid, "name": tool, "input": args}]},
-                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": cid, "content": output, **({"is_error": True} if err else {})}]},
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": cid,
+                            "content": output,
+                            **({"is_error": True} if err else {}),
+                        }
+                    ],
+                },
             ]
         bodies.append({"model": MODEL, "max_tokens": 256, "system": SYSTEM, "tools": TOOLS, "messages": msgs})
     return bodies
@@ -115,11 +154,17 @@ class Responder:
             return None
         last = body["messages"][-1]
         content = last.get("content") if isinstance(last.get("content"), list) else []
-        answered = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result" and str(b.get("tool_use_id", "")).startswith("toolu_load_")]
+        answered = [
+            b
+            for b in content
+            if isinstance(b, dict)
+            and b.get("type") == "tool_result"
+            and str(b.get("tool_use_id", "")).startswith("toolu_load_")
+        ]
         if answered:
             got = answered[0].get("content")
             got = got if isinstance(got, str) else "".join(p.get("text", "") for p in got or [] if isinstance(p, dict))
-            key = answered[0]["tool_use_id"][len("toolu_load_"):]
+            key = answered[0]["tool_use_id"][len("toolu_load_") :]
             with self._lock:
                 self.retrieved += 1
                 want = self.originals.get(key)
@@ -180,7 +225,9 @@ def _check(status: int, data: bytes, stream: bool) -> str:
     return ""
 
 
-async def _agent(agent: int, quota: int, clients: list[httpx.AsyncClient], upstream_url: str, pages: list[str], out: list[Sent]) -> None:
+async def _agent(
+    agent: int, quota: int, clients: list[httpx.AsyncClient], upstream_url: str, pages: list[str], out: list[Sent]
+) -> None:
     n = 0
     session = 0
     while n < quota:
@@ -214,10 +261,14 @@ async def _agent(agent: int, quota: int, clients: list[httpx.AsyncClient], upstr
         session += 1
 
 
-async def _run(proxies: list[Any], upstream_url: str, requests: int, concurrency: int, pages: list[str], timeout: float) -> LoadResult:
+async def _run(
+    proxies: list[Any], upstream_url: str, requests: int, concurrency: int, pages: list[str], timeout: float
+) -> LoadResult:
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     clients = [
-        httpx.AsyncClient(proxy=p.url, verify=ssl_context(p.ca_path), trust_env=False, timeout=httpx.Timeout(timeout), limits=limits)
+        httpx.AsyncClient(
+            proxy=p.url, verify=ssl_context(p.ca_path), trust_env=False, timeout=httpx.Timeout(timeout), limits=limits
+        )
         for p in proxies
     ]
     res = LoadResult()
@@ -232,7 +283,9 @@ async def _run(proxies: list[Any], upstream_url: str, requests: int, concurrency
     return res
 
 
-def run_load(proxies: list[Any], upstream: Any, requests: int, concurrency: int, pages: list[str], timeout: float = 600.0) -> LoadResult:
+def run_load(
+    proxies: list[Any], upstream: Any, requests: int, concurrency: int, pages: list[str], timeout: float = 600.0
+) -> LoadResult:
     """Send ``requests`` requests from ``concurrency`` agents through ``proxies`` (objects with
     ``url`` and ``ca_path``) to ``upstream``; its responder is set to a :class:`Responder`
     (returned on ``upstream.responder``) for the retrieve calls. Returns every request's outcome."""

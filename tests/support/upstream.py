@@ -113,6 +113,7 @@ def aws_frame(headers: list[tuple[str, str]], payload: bytes) -> bytes:
     msg = prelude + zlib.crc32(prelude).to_bytes(4, "big") + hb + payload
     return msg + zlib.crc32(msg).to_bytes(4, "big")
 
+
 _WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 
@@ -143,7 +144,17 @@ def make_self_signed_cert(directory: Path) -> tuple[Path, Path]:
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "headroom-test-upstream CA")])
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "headroom-test-upstream")])
     ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
-    no_usage = dict.fromkeys(("content_commitment", "key_encipherment", "data_encipherment", "key_agreement", "encipher_only", "decipher_only"), False)
+    no_usage = dict.fromkeys(
+        (
+            "content_commitment",
+            "key_encipherment",
+            "data_encipherment",
+            "key_agreement",
+            "encipher_only",
+            "decipher_only",
+        ),
+        False,
+    )
     ca = (
         x509.CertificateBuilder()
         .subject_name(ca_name)
@@ -153,7 +164,9 @@ def make_self_signed_cert(directory: Path) -> tuple[Path, Path]:
         .not_valid_before(now - _dt.timedelta(hours=1))
         .not_valid_after(now + _dt.timedelta(days=2))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, **no_usage), critical=True)
+        .add_extension(
+            x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, **no_usage), critical=True
+        )
         .add_extension(ski, critical=False)
         .sign(ca_key, hashes.SHA256())
     )
@@ -175,7 +188,9 @@ def make_self_signed_cert(directory: Path) -> tuple[Path, Path]:
             critical=False,
         )
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=False, crl_sign=False, **no_usage), critical=True)
+        .add_extension(
+            x509.KeyUsage(digital_signature=True, key_cert_sign=False, crl_sign=False, **no_usage), critical=True
+        )
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski), critical=False)
@@ -514,7 +529,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
             rec.signature = check(self.command, self.path, rec.headers, body, up.aws_secrets)
             if rec.signature:  # as AWS answers it
-                self._send_json(403, {"message": rec.signature}, (("x-amzn-ErrorType", "InvalidSignatureException:http://internal.amazon.com/coral/com.amazon.coral.service/"),))
+                self._send_json(
+                    403,
+                    {"message": rec.signature},
+                    (
+                        (
+                            "x-amzn-ErrorType",
+                            "InvalidSignatureException:http://internal.amazon.com/coral/com.amazon.coral.service/",
+                        ),
+                    ),
+                )
                 return
         item = up._take(rec)
         try:
@@ -636,9 +660,19 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         if body is None:
             if path in (ANTHROPIC_MESSAGES, ANTHROPIC_COUNT_TOKENS):
-                err = {"type": "error", "error": {"type": "invalid_request_error", "message": "body is not a JSON object"}}
+                err = {
+                    "type": "error",
+                    "error": {"type": "invalid_request_error", "message": "body is not a JSON object"},
+                }
             else:
-                err = {"error": {"message": "body is not a JSON object", "type": "invalid_request_error", "param": None, "code": None}}
+                err = {
+                    "error": {
+                        "message": "body is not a JSON object",
+                        "type": "invalid_request_error",
+                        "param": None,
+                        "code": None,
+                    }
+                }
             self._send_json(400, err)
             return
         if path == ANTHROPIC_COUNT_TOKENS:
@@ -660,14 +694,22 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         base = {"model": body.get("model", ""), "created_at": "2026-05-04T10:00:00.000000Z"}
         calls = [{"function": {"name": c.name, "arguments": c.arguments}} for c in reply.tool_calls]
-        counts = {"done_reason": "stop", "total_duration": 1000, "prompt_eval_count": _input_tokens(rec, reply), "eval_count": _output_tokens(reply)}
+        counts = {
+            "done_reason": "stop",
+            "total_duration": 1000,
+            "prompt_eval_count": _input_tokens(rec, reply),
+            "eval_count": _output_tokens(reply),
+        }
         if body.get("stream", True) is False:
             msg: dict[str, Any] = {"role": "assistant", "content": reply.text or ""}
             if calls:
                 msg["tool_calls"] = calls
             self._send_json(200, {**base, "message": msg, "done": True, **counts})
             return
-        lines = [{**base, "message": {"role": "assistant", "content": d}, "done": False} for d in (reply.text_deltas() if reply.text else [])]
+        lines = [
+            {**base, "message": {"role": "assistant", "content": d}, "done": False}
+            for d in (reply.text_deltas() if reply.text else [])
+        ]
         if calls:
             lines.append({**base, "message": {"role": "assistant", "content": "", "tool_calls": calls}, "done": False})
         lines.append({**base, "message": {"role": "assistant", "content": ""}, "done": True, **counts})
@@ -684,8 +726,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         ``{"message"}``, its stream as event-stream ``chunk`` frames of the Messages events."""
         path = rec.path_only
         bedrock = VERTEX_ANTHROPIC not in path
-        if body is None or not isinstance(body.get("messages"), list) or not isinstance(body.get("anthropic_version"), str):
-            err: Any = {"message": "Malformed input request"} if bedrock else {"type": "error", "error": {"type": "invalid_request_error", "message": "bad body"}}
+        if (
+            body is None
+            or not isinstance(body.get("messages"), list)
+            or not isinstance(body.get("anthropic_version"), str)
+        ):
+            err: Any = (
+                {"message": "Malformed input request"}
+                if bedrock
+                else {"type": "error", "error": {"type": "invalid_request_error", "message": "bad body"}}
+            )
             self._send_json(400, err)
             return
         if path.endswith("/count-tokens:rawPredict"):
@@ -697,8 +747,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             frames = []
             for ev in _AnthropicRenderer.stream(rec, body, reply):
                 data = ev.decode().split("data: ", 1)[1].rstrip("\n")
-                payload = json.dumps({"bytes": __import__("base64").b64encode(data.encode()).decode(), "p": "abcdefgh"}).encode()
-                frames.append(aws_frame([(":event-type", "chunk"), (":content-type", "application/json"), (":message-type", "event")], payload))
+                payload = json.dumps(
+                    {"bytes": __import__("base64").b64encode(data.encode()).decode(), "p": "abcdefgh"}
+                ).encode()
+                frames.append(
+                    aws_frame(
+                        [(":event-type", "chunk"), (":content-type", "application/json"), (":message-type", "event")],
+                        payload,
+                    )
+                )
             self.send_response_only(200)
             self.send_header("Content-Type", "application/vnd.amazon.eventstream")
             self.send_header("Transfer-Encoding", "chunked")
@@ -717,7 +774,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         ``x-amzn-ErrorType``, ``/converse-stream`` as event-stream frames."""
         why = _converse_invalid(body)
         if why:
-            self._send_json(400, {"message": why}, (("x-amzn-ErrorType", "ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/"),))
+            self._send_json(
+                400,
+                {"message": why},
+                (("x-amzn-ErrorType", "ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/"),),
+            )
             return
         assert body is not None
         if rec.path_only.endswith("/converse"):
@@ -730,14 +791,27 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         for kind, payload in _ConverseRenderer.events(rec, body, reply):
             data = json.dumps({**payload, "p": "abcdefghij"}).encode()
-            self._write_chunk(aws_frame([(":event-type", kind), (":content-type", "application/json"), (":message-type", "event")], data))
+            self._write_chunk(
+                aws_frame(
+                    [(":event-type", kind), (":content-type", "application/json"), (":message-type", "event")], data
+                )
+            )
         self._end_chunks()
 
     def _send_gemini(self, rec: RecordedRequest, body: dict[str, Any] | None, reply: Reply) -> None:
         """Gemini's wire format: errors as ``{"error": {code, message, status}}``, a token count
         as ``{"totalTokens"}``, ``:streamGenerateContent?alt=sse`` as SSE chunks, else JSON."""
         if body is None or not isinstance(body.get("contents"), list):
-            self._send_json(400, {"error": {"code": 400, "message": "Invalid JSON payload: contents required", "status": "INVALID_ARGUMENT"}})
+            self._send_json(
+                400,
+                {
+                    "error": {
+                        "code": 400,
+                        "message": "Invalid JSON payload: contents required",
+                        "status": "INVALID_ARGUMENT",
+                    }
+                },
+            )
             return
         path = rec.path_only
         if path.endswith(":countTokens"):
@@ -1014,7 +1088,9 @@ class _AnthropicRenderer:
             index += 1
         for c in reply.tool_calls:
             block = {"type": "tool_use", "id": c.id_for("anthropic"), "name": c.name, "input": {}}
-            out.append(_sse("content_block_start", {"type": "content_block_start", "index": index, "content_block": block}))
+            out.append(
+                _sse("content_block_start", {"type": "content_block_start", "index": index, "content_block": block})
+            )
             ping()
             for piece in ["", *_split_args(json.dumps(c.arguments))]:
                 out.append(
@@ -1202,7 +1278,13 @@ class _ResponsesRenderer:
 
     @classmethod
     def json(cls, rec: RecordedRequest, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
-        return cls._response(body, reply.response_id or "resp_" + uuid.uuid4().hex[:24], "completed", cls._items(reply), cls._usage(rec, reply))
+        return cls._response(
+            body,
+            reply.response_id or "resp_" + uuid.uuid4().hex[:24],
+            "completed",
+            cls._items(reply),
+            cls._usage(rec, reply),
+        )
 
     @classmethod
     def events(cls, rec: RecordedRequest, body: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
@@ -1329,7 +1411,9 @@ class _GeminiRenderer:
     def json(cls, rec: RecordedRequest, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
         parts = ([{"text": reply.text}] if reply.text else []) + cls._calls(reply)
         return {
-            "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": reply.stop_reason or "STOP", "index": 0}],
+            "candidates": [
+                {"content": {"role": "model", "parts": parts}, "finishReason": reply.stop_reason or "STOP", "index": 0}
+            ],
             "usageMetadata": cls._usage(rec, reply),
             "modelVersion": rec.path_only.rsplit("/models/", 1)[-1].split(":", 1)[0],
             "responseId": "gem_" + uuid.uuid4().hex[:16],
@@ -1340,15 +1424,32 @@ class _GeminiRenderer:
         whole = cls.json(rec, body, reply)
         base = {k: whole[k] for k in ("modelVersion", "responseId")}
         deltas = reply.text_deltas()
-        out = [{"candidates": [{"content": {"role": "model", "parts": [{"text": d}]}, "index": 0}], **base} for d in deltas[:-1]]
+        out = [
+            {"candidates": [{"content": {"role": "model", "parts": [{"text": d}]}, "index": 0}], **base}
+            for d in deltas[:-1]
+        ]
         last_parts = ([{"text": deltas[-1]}] if deltas else []) + cls._calls(reply)
-        out.append({"candidates": [{"content": {"role": "model", "parts": last_parts or [{"text": ""}]}, "finishReason": reply.stop_reason or "STOP", "index": 0}],
-                    "usageMetadata": whole["usageMetadata"], **base})
+        out.append(
+            {
+                "candidates": [
+                    {
+                        "content": {"role": "model", "parts": last_parts or [{"text": ""}]},
+                        "finishReason": reply.stop_reason or "STOP",
+                        "index": 0,
+                    }
+                ],
+                "usageMetadata": whole["usageMetadata"],
+                **base,
+            }
+        )
         return out
 
     @classmethod
     def stream(cls, rec: RecordedRequest, body: dict[str, Any], reply: Reply) -> list[bytes]:
-        return [b"data: " + json.dumps(c, separators=(",", ":")).encode() + b"\r\n\r\n" for c in cls.chunks(rec, body, reply)]
+        return [
+            b"data: " + json.dumps(c, separators=(",", ":")).encode() + b"\r\n\r\n"
+            for c in cls.chunks(rec, body, reply)
+        ]
 
 
 def _converse_invalid(body: Any) -> str:
@@ -1361,24 +1462,34 @@ def _converse_invalid(body: Any) -> str:
     uses_tools = False
     open_ids: set[str] = set()
     for m in body["messages"]:
-        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant") or not isinstance(m.get("content"), list):
+        if (
+            not isinstance(m, dict)
+            or m.get("role") not in ("user", "assistant")
+            or not isinstance(m.get("content"), list)
+        ):
             return "Malformed input request: a message needs a role and a content list"
         answered = set()
         for b in m["content"]:
             if not isinstance(b, dict) or len(b) != 1:
                 return "Malformed input request: a content block holds exactly one member"
-            (k, v), = b.items()
+            ((k, v),) = b.items()
             uses_tools = uses_tools or k in ("toolUse", "toolResult")
             if k == "toolResult":
                 answered.add(v.get("toolUseId"))
         if m["role"] == "user" and open_ids - answered:
             return "The toolUse blocks at the previous turn have no matching toolResult blocks"
-        open_ids = {b["toolUse"]["toolUseId"] for b in m["content"] if "toolUse" in b} if m["role"] == "assistant" else set()
+        open_ids = (
+            {b["toolUse"]["toolUseId"] for b in m["content"] if "toolUse" in b} if m["role"] == "assistant" else set()
+        )
     tc = body.get("toolConfig")
     if uses_tools and not (isinstance(tc, dict) and isinstance(tc.get("tools"), list) and tc["tools"]):
         return "The toolConfig field must be defined when using toolUse and toolResult content blocks."
     for t in tc.get("tools", []) if isinstance(tc, dict) else []:
-        if not (isinstance(t, dict) and len(t) == 1 and ("cachePoint" in t or isinstance((t.get("toolSpec") or {}).get("inputSchema", {}).get("json"), dict))):
+        if not (
+            isinstance(t, dict)
+            and len(t) == 1
+            and ("cachePoint" in t or isinstance((t.get("toolSpec") or {}).get("inputSchema", {}).get("json"), dict))
+        ):
             return "Malformed input request: a tool is a toolSpec with inputSchema.json, or a cachePoint"
     return ""
 
@@ -1397,8 +1508,16 @@ class _ConverseRenderer:
     @classmethod
     def json(cls, rec: RecordedRequest, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
         content: list[dict[str, Any]] = [{"text": reply.text}] if reply.text else []
-        content += [{"toolUse": {"toolUseId": c.id_for("anthropic"), "name": c.name, "input": c.arguments}} for c in reply.tool_calls]
-        return {"output": {"message": {"role": "assistant", "content": content}}, "stopReason": cls._stop(reply), "usage": cls._usage(rec, reply), "metrics": {"latencyMs": 12}}
+        content += [
+            {"toolUse": {"toolUseId": c.id_for("anthropic"), "name": c.name, "input": c.arguments}}
+            for c in reply.tool_calls
+        ]
+        return {
+            "output": {"message": {"role": "assistant", "content": content}},
+            "stopReason": cls._stop(reply),
+            "usage": cls._usage(rec, reply),
+            "metrics": {"latencyMs": 12},
+        }
 
     @classmethod
     def events(cls, rec: RecordedRequest, body: dict[str, Any], reply: Reply) -> list[tuple[str, dict[str, Any]]]:
@@ -1409,11 +1528,25 @@ class _ConverseRenderer:
             out.append(("contentBlockStop", {"contentBlockIndex": 0}))
             i = 1
         for c in reply.tool_calls:
-            out.append(("contentBlockStart", {"contentBlockIndex": i, "start": {"toolUse": {"toolUseId": c.id_for("anthropic"), "name": c.name}}}))
-            out += [("contentBlockDelta", {"contentBlockIndex": i, "delta": {"toolUse": {"input": piece}}}) for piece in _split_args(json.dumps(c.arguments))]
+            out.append(
+                (
+                    "contentBlockStart",
+                    {
+                        "contentBlockIndex": i,
+                        "start": {"toolUse": {"toolUseId": c.id_for("anthropic"), "name": c.name}},
+                    },
+                )
+            )
+            out += [
+                ("contentBlockDelta", {"contentBlockIndex": i, "delta": {"toolUse": {"input": piece}}})
+                for piece in _split_args(json.dumps(c.arguments))
+            ]
             out.append(("contentBlockStop", {"contentBlockIndex": i}))
             i += 1
-        out += [("messageStop", {"stopReason": cls._stop(reply)}), ("metadata", {"usage": cls._usage(rec, reply), "metrics": {"latencyMs": 12}})]
+        out += [
+            ("messageStop", {"stopReason": cls._stop(reply)}),
+            ("metadata", {"usage": cls._usage(rec, reply), "metrics": {"latencyMs": 12}}),
+        ]
         return out
 
 
@@ -1590,7 +1723,17 @@ class Upstream:
         ch = None
         if chunks is not None:
             ch = tuple(c.encode() if isinstance(c, str) else bytes(c) for c in chunks)
-        item = RawReply(status=status, headers=tuple(hdrs), body=data, chunks=ch, delay=delay, close=close, abort=abort, wait=wait, hang=hang)
+        item = RawReply(
+            status=status,
+            headers=tuple(hdrs),
+            body=data,
+            chunks=ch,
+            delay=delay,
+            close=close,
+            abort=abort,
+            wait=wait,
+            hang=hang,
+        )
         with self._lock:
             self._queue.append(_Scripted(item, path))
         return item
@@ -1700,7 +1843,12 @@ class Upstream:
 
     def _take(self, rec: RecordedRequest) -> Reply | RawReply:
         self._answering.rec = rec  # the request this handler thread answers now
-        is_llm = (rec.path_only in (*LLM_PATHS, OLLAMA_CHAT) or _is_gemini(rec.path_only) or _is_hosted_claude(rec.path_only) or _is_converse(rec.path_only)) and rec.method in ("POST", "WS")
+        is_llm = (
+            rec.path_only in (*LLM_PATHS, OLLAMA_CHAT)
+            or _is_gemini(rec.path_only)
+            or _is_hosted_claude(rec.path_only)
+            or _is_converse(rec.path_only)
+        ) and rec.method in ("POST", "WS")
         with self._lock:
             for i, s in enumerate(self._queue):
                 if s.path is not None and s.path != rec.path_only:

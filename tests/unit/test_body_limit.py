@@ -44,7 +44,13 @@ def test_over_at_once_and_passed_are_strictly_over_the_limit():
         ("GET", "/v1/messages", {}),
         ("POST", "/v1/messages/count_tokens", {}),  # a token count goes on whatever its size
         ("POST", "/v1/messages", {"x-headroom-bypass": "true"}),
-        ("POST", "/model/m/converse", {"authorization": "AWS4-HMAC-SHA256 Credential=AKIA/20250101/us-east-1/bedrock/aws4_request, SignedHeaders=host;x-amz-date, Signature=ab"}),
+        (
+            "POST",
+            "/model/m/converse",
+            {
+                "authorization": "AWS4-HMAC-SHA256 Credential=AKIA/20250101/us-east-1/bedrock/aws4_request, SignedHeaders=host;x-amz-date, Signature=ab"
+            },
+        ),
     ],
 )
 def test_not_decided_from_the_head(method, path, headers):
@@ -54,9 +60,17 @@ def test_not_decided_from_the_head(method, path, headers):
 @pytest.mark.parametrize(
     "path,message_of",
     [
-        ("/v1/messages", lambda b: b["error"]["message"] if b["type"] == "error" and b["error"]["type"] == "request_too_large" else None),
+        (
+            "/v1/messages",
+            lambda b: (
+                b["error"]["message"] if b["type"] == "error" and b["error"]["type"] == "request_too_large" else None
+            ),
+        ),
         ("/v1/chat/completions", lambda b: b["error"]["message"]),
-        ("/v1beta/models/gemini-2.5-pro:generateContent", lambda b: b["error"]["message"] if b["error"]["code"] == 413 else None),
+        (
+            "/v1beta/models/gemini-2.5-pro:generateContent",
+            lambda b: b["error"]["message"] if b["error"]["code"] == 413 else None,
+        ),
         ("/api/chat", lambda b: b["error"]),
         ("/model/m/converse", lambda b: b["message"]),
     ],
@@ -66,7 +80,12 @@ def test_refusal_is_a_413_in_the_dialects_shape(path, message_of):
     assert limit is not None
     head = limit.refusal(2_000_000_000, declared=True)
     read = limit.refusal(1500, declared=False)
-    assert (head.action, head.status, head.code, head.bytes_before) == (Action.REJECT, 413, Code.TOO_LARGE, 2_000_000_000)
+    assert (head.action, head.status, head.code, head.bytes_before) == (
+        Action.REJECT,
+        413,
+        Code.TOO_LARGE,
+        2_000_000_000,
+    )
     assert read.bytes_before == 1500 and head.dialect == limit.route.dialect
     said = message_of(json.loads(head.error_body or b""))
     assert "2000000000 bytes (its Content-Length)" in said and "limit of 1000 bytes (headroom max_body_bytes)" in said

@@ -55,12 +55,28 @@ def test_build_output_is_routed_as_build_output(text):
     assert classify(text).name == "test"
 
 
-@pytest.mark.parametrize("text, kept", [
-    (ninja(), [ERROR, "make: *** [Makefile:12: all] Error 1"]),
-    (cmake(), ["/w/src/part_150.c:33:9: warning: unused variable 'tmp' [-Wunused-variable]"]),
-    (kbuild(), ["drivers/net/part_9.c:12:1: error: expected ';' before '}' token", "make[2]: *** [scripts/Makefile.build:243: drivers/net/part_9.o] Error 1"]),
-    (make_gcc(), ["src/unit_77.c:5:10: fatal error: missing.h: No such file or directory", "make: *** [Makefile:20: obj/unit_77.o] Error 1"]),
-], ids=["ninja", "cmake", "kbuild", "make-gcc"])
+@pytest.mark.parametrize(
+    "text, kept",
+    [
+        (ninja(), [ERROR, "make: *** [Makefile:12: all] Error 1"]),
+        (cmake(), ["/w/src/part_150.c:33:9: warning: unused variable 'tmp' [-Wunused-variable]"]),
+        (
+            kbuild(),
+            [
+                "drivers/net/part_9.c:12:1: error: expected ';' before '}' token",
+                "make[2]: *** [scripts/Makefile.build:243: drivers/net/part_9.o] Error 1",
+            ],
+        ),
+        (
+            make_gcc(),
+            [
+                "src/unit_77.c:5:10: fatal error: missing.h: No such file or directory",
+                "make: *** [Makefile:20: obj/unit_77.o] Error 1",
+            ],
+        ),
+    ],
+    ids=["ninja", "cmake", "kbuild", "make-gcc"],
+)
 def test_build_steps_fold_and_errors_stay(counter, text, kept):
     res = compress_text(text, "", counter, min_tokens=250, min_saving_ratio=0.1)
     assert res.kind == "test" and len(res.text) < len(text) / 4
@@ -70,24 +86,34 @@ def test_build_steps_fold_and_errors_stay(counter, text, kept):
 
 
 def test_a_build_log_inside_codexs_envelope_keeps_the_envelope(counter):
-    head = "Chunk ID: f5e62a\nWall time: 0.0000 seconds\nProcess exited with code 0\nOriginal token count: 6246\nOutput:\n"
+    head = (
+        "Chunk ID: f5e62a\nWall time: 0.0000 seconds\nProcess exited with code 0\nOriginal token count: 6246\nOutput:\n"
+    )
     text = head + ninja()
     res = compress_text(text, "", counter, min_tokens=250, min_saving_ratio=0.1)
     assert res.text.startswith(head) and ERROR in res.text and len(res.text) < len(text) / 10
 
 
-@pytest.mark.parametrize("text", [
-    # prose and lists holding a counter or a compiler's name
-    "\n".join(f"[{i}/12] Chapter {i}: how the compiler reads a file and why cc -o names its output." if i % 4 == 0 else
-              f"The {i}th paragraph explains the build in plain words, without any step of it." for i in range(1, 13)),
-    "\n".join(f"- step {i}: run the build, then read the log" for i in range(20)),
-    # code that calls a compiler
-    "import subprocess\n\n\ndef build(src, out):\n    cmd = ['gcc', '-c', src, '-o', out]\n    return subprocess.run(cmd, check=True)\n\n\n"
-    "def main():\n    for s in ['a.c', 'b.c']:\n        build(s, s[:-2] + '.o')\n",
-    # JSON and a CSV table
-    json.dumps([{"step": f"{i}/40", "cmd": f"cc -c f{i}.c -o f{i}.o"} for i in range(40)]),
-    "\n".join(["step,done,total"] + [f"s{i},{i},40" for i in range(40)]),
-], ids=["prose", "list", "code", "json", "csv"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        # prose and lists holding a counter or a compiler's name
+        "\n".join(
+            f"[{i}/12] Chapter {i}: how the compiler reads a file and why cc -o names its output."
+            if i % 4 == 0
+            else f"The {i}th paragraph explains the build in plain words, without any step of it."
+            for i in range(1, 13)
+        ),
+        "\n".join(f"- step {i}: run the build, then read the log" for i in range(20)),
+        # code that calls a compiler
+        "import subprocess\n\n\ndef build(src, out):\n    cmd = ['gcc', '-c', src, '-o', out]\n    return subprocess.run(cmd, check=True)\n\n\n"
+        "def main():\n    for s in ['a.c', 'b.c']:\n        build(s, s[:-2] + '.o')\n",
+        # JSON and a CSV table
+        json.dumps([{"step": f"{i}/40", "cmd": f"cc -c f{i}.c -o f{i}.o"} for i in range(40)]),
+        "\n".join(["step,done,total"] + [f"s{i},{i},40" for i in range(40)]),
+    ],
+    ids=["prose", "list", "code", "json", "csv"],
+)
 def test_other_content_is_not_build_output(text):
     assert classify(text).name != "test"
 

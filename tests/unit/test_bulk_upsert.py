@@ -34,12 +34,19 @@ def row(key: str, i: int, **changes) -> dict:
 def read(sessions, key: str) -> list[tuple]:
     cols = [c for c in FrozenMessage.__table__.c if c.name != "session_key"]  # type: ignore[attr-defined]
     with sessions() as s:
-        return [tuple(r) for r in s.execute(select(*cols).where(FrozenMessage.session_key == key).order_by(FrozenMessage.position)).all()]
+        return [
+            tuple(r)
+            for r in s.execute(
+                select(*cols).where(FrozenMessage.session_key == key).order_by(FrozenMessage.position)
+            ).all()
+        ]
 
 
 def test_the_rows_read_back_as_upsert_manys(sessions):
     dialect = sessions.kw["bind"].dialect
-    rows = [row("many", i) for i in range(40)] + [row("many", 40, blocks='[["log","Ba\ud83dsh",1,1]]')]  # a lone surrogate from a client
+    rows = [row("many", i) for i in range(40)] + [
+        row("many", 40, blocks='[["log","Ba\ud83dsh",1,1]]')
+    ]  # a lone surrogate from a client
     with sessions.begin() as s:
         upsert_many(s, FrozenMessage, rows, KEYS)
     bulk = BulkUpsert.prepare(dialect, FrozenMessage, [dict(r, session_key="bulk") for r in rows], KEYS)
@@ -55,12 +62,16 @@ def test_the_rows_read_back_as_upsert_manys(sessions):
     with sessions.begin() as s:
         again.run(s)
     got = read(sessions, "bulk")
-    assert got == read(sessions, "many") and len(got) == 41 and got[3][1] == "changed" and bytes(got[3][3]) == b"\x00new"
+    assert (
+        got == read(sessions, "many") and len(got) == 41 and got[3][1] == "changed" and bytes(got[3][3]) == b"\x00new"
+    )
 
 
 def test_a_drivers_error_comes_as_sqlalchemys(sessions):
     dialect = sessions.kw["bind"].dialect
-    twice = BulkUpsert.prepare(dialect, FrozenMessage, [row("dup", 1), row("dup", 1, raw_hash=None)], KEYS)  # NOT NULL raw_hash
+    twice = BulkUpsert.prepare(
+        dialect, FrozenMessage, [row("dup", 1), row("dup", 1, raw_hash=None)], KEYS
+    )  # NOT NULL raw_hash
     with pytest.raises(SQLAlchemyError) as e, sessions.begin() as s:
         twice.run(s)
     assert isinstance(e.value, IntegrityError)

@@ -13,9 +13,14 @@ from headroom_core.wire.canonical import reserialize_canonical
 
 CASES = [
     # (client text, edit of the parsed value)
-    ('{"name":"Read","description":"Reads  a\\n\\n\\nfile.","input_schema":{"type":"object","properties":{"p":{"type":"string","description":" x "}}}}',
-     lambda v: {**v, "description": "Reads a\n\nfile."}),
-    ('{"a":1,"b":[1,2,3],"c":{"d":"é"}}', lambda v: {"c": v["c"], "a": 2, "e": [None, True, 1.5]}),  # order: a, c, then e
+    (
+        '{"name":"Read","description":"Reads  a\\n\\n\\nfile.","input_schema":{"type":"object","properties":{"p":{"type":"string","description":" x "}}}}',
+        lambda v: {**v, "description": "Reads a\n\nfile."},
+    ),
+    (
+        '{"a":1,"b":[1,2,3],"c":{"d":"é"}}',
+        lambda v: {"c": v["c"], "a": 2, "e": [None, True, 1.5]},
+    ),  # order: a, c, then e
     ('{"a":0.0,"b":"x"}', lambda v: {"a": -0.0, "b": "y"}),  # 0.0 == -0.0: the client's 0.0 stays
     ('{"a":"\\u00e9","b":1}', lambda v: {"a": v["a"], "b": 2}),  # ASCII text: new values escaped
     ('{"a":[1,2],"b":true}', lambda v: {"a": [1, 2, 3], "b": 1}),  # other length, other type
@@ -97,7 +102,13 @@ def test_the_tools_minifier_writes_what_the_walk_writes(tmp_path) -> None:
     checked = 0
     for raw in sorted(lists):
         tools = json.loads(raw)
-        tools[0] = {**tools[0], "input_schema": {**tools[0].get("input_schema", {}), "x-limits": [-0.0, float("nan"), 1234567890123456789012345]}}
+        tools[0] = {
+            **tools[0],
+            "input_schema": {
+                **tools[0].get("input_schema", {}),
+                "x-limits": [-0.0, float("nan"), 1234567890123456789012345],
+            },
+        }
         for ascii_, doubled in ((False, False), (True, False), (False, True)):
             text = json.dumps(tools, ensure_ascii=ascii_, separators=(",", ":"))
             text = text.replace(" ", "  ") if doubled else text

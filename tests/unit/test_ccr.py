@@ -9,8 +9,8 @@ import time
 import pytest
 
 from headroom_core.ccr import retrieve
-from headroom_core.compress import markers
 from headroom_core.ccr.store import OriginalsStore
+from headroom_core.compress import markers
 from headroom_core.db.engine import open_database
 from headroom_core.db.sealed import Sealer, SecretError, load_secret
 from headroom_core.wire.blocks import ToolCall
@@ -70,7 +70,10 @@ def test_a_secret_file_on_a_read_only_file_system_says_why(tmp_path):
     must not hide why the key cannot be created. A real read-only bind mount (root only)."""
     ro = tmp_path / "ro"
     ro.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "--bind", "-o", "ro", str(ro), str(ro)], capture_output=True).returncode != 0:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(["mount", "--bind", "-o", "ro", str(ro), str(ro)], capture_output=True).returncode != 0
+    ):
         pytest.skip("a read-only bind mount needs root and mount(8)")
     try:
         p = ro / "secret.key"
@@ -116,7 +119,7 @@ def test_retrieve_answers(tmp_path):
     key = markers.offload_key(text)
     s.put(key, text, "json")
     assert retrieve.answer(ToolCall("c", retrieve.TOOL_NAME, {"key": key.upper()}), s) == text
-    assert "needs a \"key\"" in retrieve.answer(ToolCall("c", retrieve.TOOL_NAME, {}), s)
+    assert 'needs a "key"' in retrieve.answer(ToolCall("c", retrieve.TOOL_NAME, {}), s)
     assert "not a retrieval key" in retrieve.answer(ToolCall("c", retrieve.TOOL_NAME, {"key": "zz"}), s)
     assert "no original is stored" in retrieve.answer(ToolCall("c", retrieve.TOOL_NAME, {"key": "0" * 24}), s)
     assert "needs a" in retrieve.answer(ToolCall("c", retrieve.TOOL_NAME, None), s)

@@ -14,13 +14,12 @@ from pathlib import Path
 import pytest
 
 from headroom_core.ccr import retrieve
-from headroom_core.compress.markers import MARKER_RE, offload_key
 from headroom_core.ccr.store import OriginalsStore
 from headroom_core.compress.code import compress_code, defined_names, guess_language, language_for_path, parses
+from headroom_core.compress.markers import MARKER_RE, offload_key
 from headroom_core.compress.numbered import split_numbered
 from headroom_core.db.engine import open_database
 from headroom_core.wire.blocks import ToolCall
-
 from tests.conftest import corpus_dir
 
 
@@ -31,9 +30,18 @@ def package_modules(pkg: str, names: list[str]) -> list[Path]:
 
 # Large, varied modules (decorators, nested classes, overloads, async, long docstrings).
 PY_MODULES = (
-    package_modules("alembic", ["command.py", "autogenerate/render.py", "operations/ops.py", "runtime/migration.py", "script/revision.py"])
-    + package_modules("mitmproxy", ["flow.py", "http.py", "addons/proxyserver.py", "proxy/layers/http/__init__.py", "tools/console/flowlist.py"])
-    + package_modules("sqlalchemy", ["orm/session.py", "sql/schema.py", "engine/base.py", "orm/relationships.py", "util/langhelpers.py"])
+    package_modules(
+        "alembic",
+        ["command.py", "autogenerate/render.py", "operations/ops.py", "runtime/migration.py", "script/revision.py"],
+    )
+    + package_modules(
+        "mitmproxy",
+        ["flow.py", "http.py", "addons/proxyserver.py", "proxy/layers/http/__init__.py", "tools/console/flowlist.py"],
+    )
+    + package_modules(
+        "sqlalchemy",
+        ["orm/session.py", "sql/schema.py", "engine/base.py", "orm/relationships.py", "util/langhelpers.py"],
+    )
 )
 
 
@@ -45,7 +53,11 @@ def top_level_names(code: str) -> list[str]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.append(node.name)
             if isinstance(node, ast.ClassDef):
-                names += [f"{node.name}.{b.name}" for b in node.body if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+                names += [
+                    f"{node.name}.{b.name}"
+                    for b in node.body
+                    if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                ]
         elif isinstance(node, ast.Assign):
             names += [t.id for t in node.targets if isinstance(t, ast.Name)]
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -113,7 +125,11 @@ def test_numbered_read_keeps_true_line_numbers(arrow, counter):
             got = m.group(2)
             want = original[int(m.group(1)) - 1]
             # a kept line is the file's line; a shortened docstring keeps that line's start
-            assert got == want or (got.rstrip('"') and want.startswith(got.rstrip('"').rstrip())), (m.group(1), got, want)
+            assert got == want or (got.rstrip('"') and want.startswith(got.rstrip('"').rstrip())), (
+                m.group(1),
+                got,
+                want,
+            )
         else:
             assert MARKER_RE.search(ln) and ln.startswith(" " * 6 + sep), ln
     num = split_numbered(res.text)

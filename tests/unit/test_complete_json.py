@@ -21,7 +21,9 @@ from tests.support.sse_forms import anthropic_message, chat_completion, response
 
 R = "headroom_retrieve"
 HIDDEN = frozenset({R})
-ANTHROPIC_REQUEST = json.dumps({"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": "why did it fail?"}]})
+ANTHROPIC_REQUEST = json.dumps(
+    {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": "why did it fail?"}]}
+)
 CHAT_REQUEST = json.dumps({"model": "m", "messages": [{"role": "user", "content": "why did it fail?"}]})
 RESPONSES_REQUEST = json.dumps({"model": "m", "input": "why did it fail?"})
 
@@ -63,26 +65,41 @@ def a_call(cid: str, key: str, name: str = R) -> dict:
 
 
 def test_two_rounds_then_the_answer_usage_summed():
-    r0 = anthropic_message([{"type": "text", "text": "Looking."}, a_call("toolu_1", "k1")], "tool_use", input_tokens=100, output_tokens=10)
+    r0 = anthropic_message(
+        [{"type": "text", "text": "Looking."}, a_call("toolu_1", "k1")], "tool_use", input_tokens=100, output_tokens=10
+    )
     r1 = anthropic_message([a_call("toolu_2", "k2")], "tool_use", input_tokens=200, output_tokens=20, cache_read=50)
-    r2 = anthropic_message([{"type": "text", "text": "The disk was full."}], input_tokens=300, output_tokens=30, cache_read=70)
+    r2 = anthropic_message(
+        [{"type": "text", "text": "The disk was full."}], input_tokens=300, output_tokens=30, cache_read=70
+    )
     f = Fakes([ok(r1), ok(r2)])
     out = run(reply_anthropic, ANTHROPIC_REQUEST, r0, f)
     assert out.rounds == 2 and f.answered == ["toolu_1", "toolu_2"] and len(out.texts) == 3
     # each follow-up is the previous request plus the turn and the answer
     assert [m["role"] for m in f.bodies[0]["messages"]] == ["user", "assistant", "user"]
-    assert f.bodies[0]["messages"][2]["content"] == [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "original k1"}]
+    assert f.bodies[0]["messages"][2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "original k1"}
+    ]
     assert f.bodies[1]["messages"][:3] == f.bodies[0]["messages"]
-    assert f.bodies[1]["messages"][4]["content"] == [{"type": "tool_result", "tool_use_id": "toolu_2", "content": "original k2"}]
+    assert f.bodies[1]["messages"][4]["content"] == [
+        {"type": "tool_result", "tool_use_id": "toolu_2", "content": "original k2"}
+    ]
     body = json.loads(out.body)
     assert body["content"] == [{"type": "text", "text": "Looking."}, {"type": "text", "text": "The disk was full."}]
     assert body["stop_reason"] == "end_turn"
-    assert body["usage"] == {"input_tokens": 600, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 120, "output_tokens": 60}
+    assert body["usage"] == {
+        "input_tokens": 600,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 120,
+        "output_tokens": 60,
+    }
 
 
 def test_rounds_run_out_the_last_calls_are_carried_out_and_the_notice_ends_the_answer():
     r0 = anthropic_message([a_call("toolu_1", "k1")], "tool_use", input_tokens=1, output_tokens=1)
-    r1 = anthropic_message([{"type": "text", "text": "More:"}, a_call("toolu_2", "k2")], "tool_use", input_tokens=2, output_tokens=2)
+    r1 = anthropic_message(
+        [{"type": "text", "text": "More:"}, a_call("toolu_2", "k2")], "tool_use", input_tokens=2, output_tokens=2
+    )
     f = Fakes([ok(r1)])
     out = run(reply_anthropic, ANTHROPIC_REQUEST, r0, f, max_rounds=1)
     assert out.rounds == 1 and len(f.bodies) == 1 and f.answered == ["toolu_1", "toolu_2"]
@@ -103,7 +120,12 @@ def test_zero_rounds_allowed_answers_and_says_so_without_a_follow_up():
 def test_a_follow_up_refused_with_a_status_clients_retry_is_passed_to_the_client(status):
     """Issue 36, item 4: the client gets the provider's status, headers and error body, not a
     finished answer with a notice."""
-    r0 = anthropic_message([{"type": "text", "text": "Let me read it."}, a_call("toolu_1", "k1")], "tool_use", input_tokens=9, output_tokens=3)
+    r0 = anthropic_message(
+        [{"type": "text", "text": "Let me read it."}, a_call("toolu_1", "k1")],
+        "tool_use",
+        input_tokens=9,
+        output_tokens=3,
+    )
     err = b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}'
     f = Fakes([(status, err, (("retry-after", "7"), ("content-type", "application/json")))])
     out = run(reply_anthropic, ANTHROPIC_REQUEST, r0, f)
@@ -113,12 +135,22 @@ def test_a_follow_up_refused_with_a_status_clients_retry_is_passed_to_the_client
 
 @pytest.mark.parametrize(("status", "headers"), [(400, ()), (404, ()), (500, (("x-should-retry", "false"),))])
 def test_a_follow_up_refused_in_a_way_retrying_cannot_help_ends_with_the_notice(status, headers):
-    r0 = anthropic_message([{"type": "text", "text": "Let me read it."}, a_call("toolu_1", "k1")], "tool_use", input_tokens=9, output_tokens=3)
-    f = Fakes([(status, b'{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long"}}', headers)])
+    r0 = anthropic_message(
+        [{"type": "text", "text": "Let me read it."}, a_call("toolu_1", "k1")],
+        "tool_use",
+        input_tokens=9,
+        output_tokens=3,
+    )
+    f = Fakes(
+        [(status, b'{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long"}}', headers)]
+    )
     out = run(reply_anthropic, ANTHROPIC_REQUEST, r0, f)
     assert out.rounds == 0 and len(out.texts) == 1 and out.error is None
     body = json.loads(out.body)
-    assert body["content"] == [{"type": "text", "text": "Let me read it."}, {"type": "text", "text": notice_failed(f"the follow-up request got HTTP {status}")}]
+    assert body["content"] == [
+        {"type": "text", "text": "Let me read it."},
+        {"type": "text", "text": notice_failed(f"the follow-up request got HTTP {status}")},
+    ]
     assert body["stop_reason"] == "end_turn" and body["usage"]["input_tokens"] == 9  # one round: its own usage
     assert "invalid_request_error" not in out.body.decode()
 
@@ -126,16 +158,30 @@ def test_a_follow_up_refused_in_a_way_retrying_cannot_help_ends_with_the_notice(
 @pytest.mark.parametrize(("timed_out", "status"), [(False, 502), (True, 504)])
 def test_a_follow_up_whose_connection_failed_is_a_gateway_error_to_retry(timed_out, status):
     r0 = anthropic_message([a_call("toolu_1", "k1")], "tool_use")
-    out = run(reply_anthropic, ANTHROPIC_REQUEST, r0, Fakes([FollowUpLost("the follow-up request failed: ConnectError", timed_out)]))
-    assert out.body is None and out.error.status == status and out.error.body == b"" and "ConnectError" in out.error.message
+    out = run(
+        reply_anthropic,
+        ANTHROPIC_REQUEST,
+        r0,
+        Fakes([FollowUpLost("the follow-up request failed: ConnectError", timed_out)]),
+    )
+    assert (
+        out.body is None
+        and out.error.status == status
+        and out.error.body == b""
+        and "ConnectError" in out.error.message
+    )
 
 
 def test_a_follow_up_that_is_not_a_response_and_one_that_raises():
     r0 = anthropic_message([a_call("toolu_1", "k1")], "tool_use")
     out = run(reply_anthropic, ANTHROPIC_REQUEST, r0, Fakes([ok({"type": "error", "error": {"message": "x"}})]))
-    assert json.loads(out.body)["content"] == [{"type": "text", "text": notice_failed("the follow-up answer was not a response")}]
+    assert json.loads(out.body)["content"] == [
+        {"type": "text", "text": notice_failed("the follow-up answer was not a response")}
+    ]
     out = run(reply_anthropic, ANTHROPIC_REQUEST, r0, Fakes([TimeoutError("slow")]))
-    assert json.loads(out.body)["content"] == [{"type": "text", "text": notice_failed("TimeoutError")}] and out.rounds == 0
+    assert (
+        json.loads(out.body)["content"] == [{"type": "text", "text": notice_failed("TimeoutError")}] and out.rounds == 0
+    )
     out = run(reply_anthropic, ANTHROPIC_REQUEST, r0, Fakes([(200, b"not json")]))
     assert json.loads(out.body)["content"] == [{"type": "text", "text": notice_failed("JSONDecodeError")}]
 
@@ -155,7 +201,9 @@ def test_nothing_to_do_leaves_the_provider_s_bytes():
     out = run(reply_anthropic, ANTHROPIC_REQUEST, r0, f)
     assert out.body is None and out.rounds == 0 and f.answered == [] and f.bodies == []
     # an error body (not a completed response) is passed on too
-    out = asyncio.run(complete_json(reply_anthropic, ANTHROPIC_REQUEST, '{"type":"error","error":{}}', HIDDEN, f.answer, f.send, 3))
+    out = asyncio.run(
+        complete_json(reply_anthropic, ANTHROPIC_REQUEST, '{"type":"error","error":{}}', HIDDEN, f.answer, f.send, 3)
+    )
     assert out.body is None and out.texts == ('{"type":"error","error":{}}',)
 
 
@@ -175,12 +223,21 @@ def test_values_keep_the_provider_s_exact_text():
 
 def test_chat_rounds_usage_summed_and_tool_messages_sent():
     tc = {"id": "call_1", "type": "function", "function": {"name": R, "arguments": '{"key": "k1"}'}}
-    r0 = chat_completion({"content": None, "tool_calls": [tc]}, "tool_calls", usage={"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12})
-    r1 = chat_completion({"content": "Done."}, "stop", usage={"prompt_tokens": 30, "completion_tokens": 4, "total_tokens": 34})
+    r0 = chat_completion(
+        {"content": None, "tool_calls": [tc]},
+        "tool_calls",
+        usage={"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+    )
+    r1 = chat_completion(
+        {"content": "Done."}, "stop", usage={"prompt_tokens": 30, "completion_tokens": 4, "total_tokens": 34}
+    )
     f = Fakes([ok(r1)])
     out = run(reply_chat, CHAT_REQUEST, r0, f)
     assert out.rounds == 1
-    assert f.bodies[0]["messages"][1:] == [{"role": "assistant", "content": None, "tool_calls": [tc]}, {"role": "tool", "tool_call_id": "call_1", "content": "original k1"}]
+    assert f.bodies[0]["messages"][1:] == [
+        {"role": "assistant", "content": None, "tool_calls": [tc]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "original k1"},
+    ]
     body = json.loads(out.body)
     ch = body["choices"][0]
     assert ch["message"]["content"] == "Done." and "tool_calls" not in ch["message"] and ch["finish_reason"] == "stop"
@@ -199,8 +256,21 @@ def test_chat_error_status_keeps_the_client_s_call_out_and_says_why():
 
 
 def test_responses_rounds_usage_summed_and_outputs_sent():
-    fc = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": R, "arguments": '{"key":"k1"}', "status": "completed"}
-    msg = {"type": "message", "id": "msg_1", "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": "Done.", "annotations": []}]}
+    fc = {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_1",
+        "name": R,
+        "arguments": '{"key":"k1"}',
+        "status": "completed",
+    }
+    msg = {
+        "type": "message",
+        "id": "msg_1",
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "Done.", "annotations": []}],
+    }
     r0 = responses_response([fc])
     r1 = responses_response([msg], id="resp_2")
     f = Fakes([ok(r1)])
@@ -209,4 +279,8 @@ def test_responses_rounds_usage_summed_and_outputs_sent():
     assert f.bodies[0]["input"][-1] == {"type": "function_call_output", "call_id": "call_1", "output": "original k1"}
     body = json.loads(out.body)
     assert body["output"] == [msg] and body["status"] == "completed"
-    assert (body["usage"]["input_tokens"], body["usage"]["output_tokens"], body["usage"]["total_tokens"]) == (72, 174, 246)
+    assert (body["usage"]["input_tokens"], body["usage"]["output_tokens"], body["usage"]["total_tokens"]) == (
+        72,
+        174,
+        246,
+    )

@@ -30,7 +30,9 @@ def test_worker_gives_the_same_result_as_the_thread(worker, counter):
     text = big_log()
     job = Job(text, "which jobs failed?", 250, 0.1, Hint(tool_name="Bash"), False)
     got = worker.run(job, 600)
-    want = compress_text(text, "which jobs failed?", counter, min_tokens=250, min_saving_ratio=0.1, hint=Hint(tool_name="Bash"))
+    want = compress_text(
+        text, "which jobs failed?", counter, min_tokens=250, min_saving_ratio=0.1, hint=Hint(tool_name="Bash")
+    )
     assert got == want and got.changed
 
 

@@ -74,8 +74,17 @@ def test_example_gives_each_key_the_settings_help():
     (edit the help there, then re-wrap the comment: the failure shows the expected lines)."""
     texts = _example_texts()
     for key in KEYS:
-        expected = textwrap.fill(setting_help(key), 100, initial_indent="# ", subsequent_indent="# ", break_long_words=False, break_on_hyphens=False)
-        assert texts.get(key) == setting_help(key), f"config.example.toml: the comment above {key} should read\n{expected}"
+        expected = textwrap.fill(
+            setting_help(key),
+            100,
+            initial_indent="# ",
+            subsequent_indent="# ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        assert texts.get(key) == setting_help(key), (
+            f"config.example.toml: the comment above {key} should read\n{expected}"
+        )
 
 
 def test_mitmproxy_option_help_is_the_settings_help(monkeypatch):
@@ -112,7 +121,9 @@ def _doc_settings_rows() -> list[tuple[list[str], str]]:
 def test_doc_settings_table_lists_every_key_at_its_default():
     rows = _doc_settings_rows()
     listed = [k for keys, _ in rows for k in keys]
-    assert sorted(listed) == sorted(KEYS), f"docs/configuration.md settings table: missing {sorted(set(KEYS) - set(listed))}, unknown {sorted(set(listed) - set(KEYS))}, twice {sorted({k for k in listed if listed.count(k) > 1})}"
+    assert sorted(listed) == sorted(KEYS), (
+        f"docs/configuration.md settings table: missing {sorted(set(KEYS) - set(listed))}, unknown {sorted(set(listed) - set(KEYS))}, twice {sorted({k for k in listed if listed.count(k) > 1})}"
+    )
     defaults = Settings()
     for keys, cell in rows:
         shown = [d.strip() for d in cell.split(" / ")]
@@ -121,7 +132,9 @@ def test_doc_settings_table_lists_every_key_at_its_default():
             if isinstance(value, bool):
                 assert d == str(value).lower(), f"docs/configuration.md: {key} default {d!r}, settings: {value!r}"
             elif isinstance(value, (int, float)):
-                assert float(d.replace(",", "")) == value, f"docs/configuration.md: {key} default {d!r}, settings: {value!r}"
+                assert float(d.replace(",", "")) == value, (
+                    f"docs/configuration.md: {key} default {d!r}, settings: {value!r}"
+                )
 
 
 def test_example_defaults_are_the_real_defaults(tmp_path):
@@ -131,7 +144,10 @@ def test_example_defaults_are_the_real_defaults(tmp_path):
     loaded = load_settings(env={"HEADROOM_HOME": str(tmp_path)})
     defaults = Settings(home=str(tmp_path))
     assert loaded == defaults
-    assert set(sources(env={"HEADROOM_HOME": str(tmp_path)}).values()) == {str(tmp_path / "config.toml"), "environment HEADROOM_HOME"}
+    assert set(sources(env={"HEADROOM_HOME": str(tmp_path)}).values()) == {
+        str(tmp_path / "config.toml"),
+        "environment HEADROOM_HOME",
+    }
 
 
 def test_precedence_option_over_env_over_file_over_default(tmp_path):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from headroom_core.cache import breakpoints
+from headroom_core.ccr.loop import StreamLoop
 from headroom_core.request_plan import Action, plan_request
 from headroom_core.runtime import Runtime
 from headroom_core.settings import load_settings
@@ -15,7 +16,6 @@ from headroom_core.wire.blocks import ErrorAnswer, ToolCall
 from headroom_core.wire.detect import Dialect
 from headroom_core.wire.dialects import REGISTRY
 from headroom_core.wire.eventstream import EventStreamParser
-from headroom_core.ccr.loop import StreamLoop
 from tests.unit.test_dialect_conformance import ROWS, _converse_body, _converse_resp, _converse_stream
 
 D = REGISTRY[Dialect.BEDROCK_CONVERSE]
@@ -44,10 +44,16 @@ def test_json_results_are_outputs_and_tools_go_into_a_new_tool_config(tmp_path):
     body.pop("toolConfig")
     body["messages"][2]["content"][0]["toolResult"]["content"] = [{"json": {"stdout": ROWS, "code": 0}}]
     (out,) = D.tool_outputs(body)
-    assert out.path == ("messages", 2, "content", 0, "toolResult", "content", 0, "json", "stdout") and out.tool_name == "shell"
+    assert (
+        out.path == ("messages", 2, "content", 0, "toolResult", "content", 0, "json", "stdout")
+        and out.tool_name == "shell"
+    )
     plan = plan_request(_rt(tmp_path), "POST", PATH, {}, json.dumps(body).encode())
     sent = json.loads(plan.body or b"")
-    assert converse.tool_names(sent) == ["headroom_retrieve"] and "headroom_retrieve key=" in sent["messages"][2]["content"][0]["toolResult"]["content"][0]["json"]["stdout"]
+    assert (
+        converse.tool_names(sent) == ["headroom_retrieve"]
+        and "headroom_retrieve key=" in sent["messages"][2]["content"][0]["toolResult"]["content"][0]["json"]["stdout"]
+    )
     assert sent["messages"][2]["content"][0]["toolResult"]["content"][0]["json"]["code"] == 0
 
 
@@ -57,8 +63,15 @@ def test_followup_round_numbers_blocks_on_and_sums_usage():
     loop = StreamLoop(D.reply, json.dumps(_converse_body()), hidden, 3)
     out = loop.feed(_converse_stream([mine], "Looking.")) + loop.end_round()
     body2 = json.loads(loop.next_request([(mine, ErrorAnswer("no such key"))]))
-    assert body2["messages"][-1] == {"role": "user", "content": [{"toolResult": {"toolUseId": "r1", "content": [{"text": "no such key"}], "status": "error"}}]}
-    assert body2["messages"][-2]["content"][1]["toolUse"] == {"toolUseId": "r1", "name": "headroom_retrieve", "input": {"key": "k"}}
+    assert body2["messages"][-1] == {
+        "role": "user",
+        "content": [{"toolResult": {"toolUseId": "r1", "content": [{"text": "no such key"}], "status": "error"}}],
+    }
+    assert body2["messages"][-2]["content"][1]["toolUse"] == {
+        "toolUseId": "r1",
+        "name": "headroom_retrieve",
+        "input": {"key": "k"},
+    }
     out += loop.feed(_converse_stream([ToolCall("c9", "shell", {"cmd": "wc"})], "Found.")) + loop.end_round()
     p = EventStreamParser()
     evs = [(e.event, e.parsed) for e in p.feed(out) + p.feed(b"")]
@@ -68,5 +81,11 @@ def test_followup_round_numbers_blocks_on_and_sums_usage():
     assert idx == [0, 1, 2]  # Looking., Found., the client's own call
     assert evs[-2][1]["stopReason"] == "tool_use"  # a call is the client's
     assert evs[-1][1]["usage"]["inputTokens"] == 20 and evs[-1][1]["usage"]["cacheReadInputTokens"] == 10
-    merged = json.loads(D.reply.merge([json.dumps(_converse_resp([mine], "a")), json.dumps(_converse_resp([], "b"))], hidden, None))
-    assert merged["output"]["message"]["content"] == [{"text": "a"}, {"text": "b"}] and merged["stopReason"] == "end_turn" and merged["usage"]["totalTokens"] == 24
+    merged = json.loads(
+        D.reply.merge([json.dumps(_converse_resp([mine], "a")), json.dumps(_converse_resp([], "b"))], hidden, None)
+    )
+    assert (
+        merged["output"]["message"]["content"] == [{"text": "a"}, {"text": "b"}]
+        and merged["stopReason"] == "end_turn"
+        and merged["usage"]["totalTokens"] == 24
+    )

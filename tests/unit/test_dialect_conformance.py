@@ -19,12 +19,15 @@ from headroom_core.settings import load_settings
 from headroom_core.wire.blocks import ToolCall
 from headroom_core.wire.detect import Dialect, detect
 from headroom_core.wire.dialects import REGISTRY, route
-from headroom_core.wire.request_view import view_of
 from headroom_core.wire.protocol import framing_of
+from headroom_core.wire.request_view import view_of
 from tests.unit.test_dialects import ANTHROPIC, CHAT, RESPONSES
 
 R = "headroom_retrieve"
-ROWS = json.dumps([{"id": i, "name": f"item-{i}", "state": "open" if i % 9 else "closed", "size": i * 17} for i in range(300)], indent=1)
+ROWS = json.dumps(
+    [{"id": i, "name": f"item-{i}", "state": "open" if i % 9 else "closed", "size": i * 17} for i in range(300)],
+    indent=1,
+)
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,10 @@ def _gemini_body(out: str = "a.py\nb.py") -> dict[str, Any]:
         "tools": [{"functionDeclarations": [{"name": "shell", "parametersJsonSchema": {"type": "object"}}]}],
         "contents": [
             {"role": "user", "parts": [{"text": "list the files"}]},
-            {"role": "model", "parts": [{"functionCall": {"name": "shell", "args": {"cmd": "ls"}}, "thoughtSignature": "c2ln"}]},
+            {
+                "role": "model",
+                "parts": [{"functionCall": {"name": "shell", "args": {"cmd": "ls"}}, "thoughtSignature": "c2ln"}],
+            },
             {"role": "user", "parts": [{"functionResponse": {"name": "shell", "response": {"output": out}}}]},
             {"role": "user", "parts": [{"text": "which is bigger?"}]},
         ],
@@ -53,8 +59,13 @@ def _gemini_body(out: str = "a.py\nb.py") -> dict[str, Any]:
 
 
 def _gemini_resp(calls: list[ToolCall], text: str) -> dict[str, Any]:
-    parts = ([{"text": text}] if text else []) + [{"functionCall": {"name": c.name, "args": c.arguments}} for c in calls]
-    return {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}], "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 2, "totalTokenCount": 12}}
+    parts = ([{"text": text}] if text else []) + [
+        {"functionCall": {"name": c.name, "args": c.arguments}} for c in calls
+    ]
+    return {
+        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 2, "totalTokenCount": 12},
+    }
 
 
 def _sse(objs: list[Any], events: list[str] | None = None) -> bytes:
@@ -66,21 +77,44 @@ def _sse(objs: list[Any], events: list[str] | None = None) -> bytes:
 
 
 def _anthropic_resp(calls: list[ToolCall], text: str) -> dict[str, Any]:
-    content = ([{"type": "text", "text": text}] if text else []) + [{"type": "tool_use", "id": c.call_id, "name": c.name, "input": c.arguments} for c in calls]
-    return {"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": content, "stop_reason": "tool_use" if calls else "end_turn", "usage": {"input_tokens": 10, "output_tokens": 2}}
+    content = ([{"type": "text", "text": text}] if text else []) + [
+        {"type": "tool_use", "id": c.call_id, "name": c.name, "input": c.arguments} for c in calls
+    ]
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "m",
+        "content": content,
+        "stop_reason": "tool_use" if calls else "end_turn",
+        "usage": {"input_tokens": 10, "output_tokens": 2},
+    }
 
 
 def _anthropic_stream(calls: list[ToolCall], text: str) -> bytes:
-    evs: list[Any] = [{"type": "message_start", "message": {**_anthropic_resp([], ""), "content": [], "stop_reason": None}}]
+    evs: list[Any] = [
+        {"type": "message_start", "message": {**_anthropic_resp([], ""), "content": [], "stop_reason": None}}
+    ]
     i = 0
     if text:
-        evs += [{"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}, {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}, {"type": "content_block_stop", "index": 0}]
+        evs += [
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
+            {"type": "content_block_stop", "index": 0},
+        ]
         i = 1
     for c in calls:
         evs += [{"type": "content_block_start", "index": i, "content_block": {"type": "tool_use", "id": c.call_id, "name": c.name, "input": {}}},
                 {"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": json.dumps(c.arguments)}}, {"type": "content_block_stop", "index": i}]  # fmt: skip
         i += 1
-    evs += [{"type": "message_delta", "delta": {"stop_reason": "tool_use" if calls else "end_turn"}, "usage": {"output_tokens": 2}}, {"type": "message_stop"}]
+    evs += [
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "tool_use" if calls else "end_turn"},
+            "usage": {"output_tokens": 2},
+        },
+        {"type": "message_stop"},
+    ]
     return _sse(evs, [e["type"] for e in evs])
 
 
@@ -91,21 +125,44 @@ GEMINI = Case(
 )  # fmt: skip
 CASES: dict[Dialect, Case] = {
     Dialect.ANTHROPIC_MESSAGES: Case(
-        "/v1/messages", "/v1/messages/count_tokens", ANTHROPIC, lambda b: b["messages"][2]["content"][0]["content"],
-        lambda out: {**ANTHROPIC, "messages": [*ANTHROPIC["messages"][:2], {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": out}, {"type": "text", "text": "which is bigger?"}]}]},
-        _anthropic_resp, _anthropic_stream, lambda e: e["error"]["message"],
+        "/v1/messages",
+        "/v1/messages/count_tokens",
+        ANTHROPIC,
+        lambda b: b["messages"][2]["content"][0]["content"],
+        lambda out: {
+            **ANTHROPIC,
+            "messages": [
+                *ANTHROPIC["messages"][:2],
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": "t1", "content": out},
+                        {"type": "text", "text": "which is bigger?"},
+                    ],
+                },
+            ],
+        },
+        _anthropic_resp,
+        _anthropic_stream,
+        lambda e: e["error"]["message"],
     ),
     Dialect.GEMINI: GEMINI,
     Dialect.VERTEX_GEMINI: Case(
         "/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.5-pro:streamGenerateContent?alt=sse",
-        "/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.5-pro:countTokens", *list(GEMINI.__dict__.values())[2:],
+        "/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.5-pro:countTokens",
+        *list(GEMINI.__dict__.values())[2:],
     ),
 }
 
 
 def _ca(body: dict[str, Any]) -> dict[str, Any]:
     """A Gemini body in Code Assist's envelope (gemini-cli code_assist/converter.ts)."""
-    return {"model": "gemini-2.5-pro", "project": "proj-1", "user_prompt_id": "p1", "request": {**body, "session_id": "s1"}}
+    return {
+        "model": "gemini-2.5-pro",
+        "project": "proj-1",
+        "user_prompt_id": "p1",
+        "request": {**body, "session_id": "s1"},
+    }
 
 
 CASES[Dialect.GEMINI_CODE_ASSIST] = Case(
@@ -114,9 +171,12 @@ CASES[Dialect.GEMINI_CODE_ASSIST] = Case(
     lambda calls, text: {"response": _gemini_resp(calls, text), "traceId": "t-1"},
     lambda calls, text: _sse([{"response": _gemini_resp(calls, text), "traceId": "t-1"}]), GEMINI.error_of,
 )  # fmt: skip
+
+
 def _versioned(case: Case, version: str, **kw: Any) -> Case:
     """The Messages case for a host that takes the Messages body with ``anthropic_version`` and
     the model in the path (Vertex AI, Bedrock InvokeModel)."""
+
     def body(b: dict[str, Any]) -> dict[str, Any]:
         return {"anthropic_version": version, **{k: v for k, v in b.items() if k != "model"}}
 
@@ -140,14 +200,22 @@ CASES[Dialect.BEDROCK_INVOKE] = _versioned(
     CASES[Dialect.ANTHROPIC_MESSAGES], "bedrock-2023-05-31", path="/model/us.anthropic.claude-sonnet-4-20250514-v1%3A0/invoke-with-response-stream",
     count_path=None, stream=_event_stream, error_of=lambda e: e["message"],
 )  # fmt: skip
+
+
 def _ollama_body(out: str = "a.py\nb.py") -> dict[str, Any]:
     return {
         "model": "qwen3:8b",
-        "tools": [{"type": "function", "function": {"name": "shell", "description": "Run.", "parameters": {"type": "object"}}}],
+        "tools": [
+            {"type": "function", "function": {"name": "shell", "description": "Run.", "parameters": {"type": "object"}}}
+        ],
         "messages": [
             {"role": "system", "content": "You are a coding agent."},
             {"role": "user", "content": "list the files"},
-            {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "shell", "arguments": {"cmd": "ls"}}}]},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"function": {"name": "shell", "arguments": {"cmd": "ls"}}}],
+            },
             {"role": "tool", "content": out, "tool_name": "shell"},
             {"role": "user", "content": "which is bigger?"},
         ],
@@ -158,13 +226,36 @@ def _ollama_resp(calls: list[ToolCall], text: str) -> dict[str, Any]:
     msg: dict[str, Any] = {"role": "assistant", "content": text}
     if calls:
         msg["tool_calls"] = [{"function": {"name": c.name, "arguments": c.arguments}} for c in calls]
-    return {"model": "qwen3:8b", "created_at": "2026-05-04T10:00:00Z", "message": msg, "done": True, "done_reason": "stop", "prompt_eval_count": 10, "eval_count": 2}
+    return {
+        "model": "qwen3:8b",
+        "created_at": "2026-05-04T10:00:00Z",
+        "message": msg,
+        "done": True,
+        "done_reason": "stop",
+        "prompt_eval_count": 10,
+        "eval_count": 2,
+    }
 
 
 def _ollama_stream(calls: list[ToolCall], text: str) -> bytes:
-    lines = [{"model": "qwen3:8b", "created_at": "t", "message": {"role": "assistant", "content": w}, "done": False} for w in text.split(" ") if text]
+    lines = [
+        {"model": "qwen3:8b", "created_at": "t", "message": {"role": "assistant", "content": w}, "done": False}
+        for w in text.split(" ")
+        if text
+    ]
     if calls:
-        lines.append({"model": "qwen3:8b", "created_at": "t", "message": {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": c.name, "arguments": c.arguments}} for c in calls]}, "done": False})
+        lines.append(
+            {
+                "model": "qwen3:8b",
+                "created_at": "t",
+                "message": {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [{"function": {"name": c.name, "arguments": c.arguments}} for c in calls],
+                },
+                "done": False,
+            }
+        )
     lines.append({**_ollama_resp([], ""), "created_at": "t"})
     return b"".join(json.dumps(x).encode() + b"\n" for x in lines)
 
@@ -172,21 +263,40 @@ def _ollama_stream(calls: list[ToolCall], text: str) -> bytes:
 CASES[Dialect.OLLAMA_CHAT] = Case(
     "/api/chat", None, _ollama_body(), lambda b: b["messages"][3]["content"], _ollama_body, _ollama_resp, _ollama_stream, lambda e: e["error"],
 )  # fmt: skip
+
+
 def _converse_body(out: str = "a.py\nb.py") -> dict[str, Any]:
     return {
         "system": [{"text": "You are a coding agent."}, {"cachePoint": {"type": "default"}}],
-        "toolConfig": {"tools": [{"toolSpec": {"name": "shell", "description": "Run.", "inputSchema": {"json": {"type": "object"}}}}, {"cachePoint": {"type": "default"}}]},
+        "toolConfig": {
+            "tools": [
+                {"toolSpec": {"name": "shell", "description": "Run.", "inputSchema": {"json": {"type": "object"}}}},
+                {"cachePoint": {"type": "default"}},
+            ]
+        },
         "messages": [
             {"role": "user", "content": [{"text": "list the files"}]},
-            {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t1", "name": "shell", "input": {"cmd": "ls"}}}]},
-            {"role": "user", "content": [{"toolResult": {"toolUseId": "t1", "content": [{"text": out}], "status": "success"}}, {"text": "which is bigger?"}, {"cachePoint": {"type": "default"}}]},
+            {
+                "role": "assistant",
+                "content": [{"toolUse": {"toolUseId": "t1", "name": "shell", "input": {"cmd": "ls"}}}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"toolResult": {"toolUseId": "t1", "content": [{"text": out}], "status": "success"}},
+                    {"text": "which is bigger?"},
+                    {"cachePoint": {"type": "default"}},
+                ],
+            },
         ],
         "inferenceConfig": {"maxTokens": 512},
     }
 
 
 def _converse_resp(calls: list[ToolCall], text: str) -> dict[str, Any]:
-    content = ([{"text": text}] if text else []) + [{"toolUse": {"toolUseId": c.call_id, "name": c.name, "input": c.arguments}} for c in calls]
+    content = ([{"text": text}] if text else []) + [
+        {"toolUse": {"toolUseId": c.call_id, "name": c.name, "input": c.arguments}} for c in calls
+    ]
     return {"output": {"message": {"role": "assistant", "content": content}}, "stopReason": "tool_use" if calls else "end_turn",
             "usage": {"inputTokens": 10, "outputTokens": 2, "totalTokens": 12, "cacheReadInputTokens": 5, "cacheWriteInputTokens": 0}, "metrics": {"latencyMs": 9}}  # fmt: skip
 
@@ -198,13 +308,19 @@ def _converse_stream(calls: list[ToolCall], text: str) -> bytes:
     evs: list[tuple[str, Any]] = [("messageStart", {"role": "assistant", "p": "abc"})]
     i = 0
     if text:
-        evs += [("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": text}}), ("contentBlockStop", {"contentBlockIndex": 0})]
+        evs += [
+            ("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": text}}),
+            ("contentBlockStop", {"contentBlockIndex": 0}),
+        ]
         i = 1
     for c in calls:
         evs += [("contentBlockStart", {"contentBlockIndex": i, "start": {"toolUse": {"toolUseId": c.call_id, "name": c.name}}}),
                 ("contentBlockDelta", {"contentBlockIndex": i, "delta": {"toolUse": {"input": json.dumps(c.arguments)}}}), ("contentBlockStop", {"contentBlockIndex": i})]  # fmt: skip
         i += 1
-    evs += [("messageStop", {"stopReason": "tool_use" if calls else "end_turn"}), ("metadata", {"usage": _converse_resp([], "")["usage"], "metrics": {"latencyMs": 9}})]
+    evs += [
+        ("messageStop", {"stopReason": "tool_use" if calls else "end_turn"}),
+        ("metadata", {"usage": _converse_resp([], "")["usage"], "metrics": {"latencyMs": 9}}),
+    ]
     return b"".join(event_frame(k, json.dumps(v)) for k, v in evs)
 
 
@@ -214,7 +330,10 @@ CASES[Dialect.BEDROCK_CONVERSE] = Case(
 )  # fmt: skip
 #: dialects whose full round trip is covered elsewhere (test_sse_followup_e2e, test_e2e_proxy):
 #: here detection, view, count, 413 and fail-open only
-VIEW_ONLY = {Dialect.OPENAI_CHAT: ("/v1/chat/completions", None, CHAT), Dialect.OPENAI_RESPONSES: ("/v1/responses", "/v1/responses/input_tokens", RESPONSES)}
+VIEW_ONLY = {
+    Dialect.OPENAI_CHAT: ("/v1/chat/completions", None, CHAT),
+    Dialect.OPENAI_RESPONSES: ("/v1/responses", "/v1/responses/input_tokens", RESPONSES),
+}
 
 
 def _view(d: Dialect, body: dict[str, Any]):
@@ -245,11 +364,21 @@ def test_detection_view_count_413_and_fail_open(d, tmp_path):
     assert v.latest_user_text == "which is bigger?" and [o.text for o in v.tool_outputs] == ["a.py\nb.py"]
     (call,) = v.tool_calls.values()
     assert call.name == v.tool_outputs[0].tool_name and v.tool_names == [call.name]
-    assert v.system and v.first_user is not None and v.dialect.element_shape(v.conversation[-1]) == v.dialect.element_shape(v.conversation[-1])
+    assert (
+        v.system
+        and v.first_user is not None
+        and v.dialect.element_shape(v.conversation[-1]) == v.dialect.element_shape(v.conversation[-1])
+    )
     # 413 in the dialect's own shape, and a body it cannot parse goes on as sent
     too = plan_request(_rt(tmp_path, max_body_bytes=100), "POST", path, {}, raw)
-    assert too.action is Action.REJECT and too.status == 413 and "max_body_bytes" in json.dumps(json.loads(too.error_body or b""))
-    assert json.loads(too.error_body or b"") == REGISTRY[d].error_body(json.loads(too.error_body or b"") and _message(d, too.error_body), True)
+    assert (
+        too.action is Action.REJECT
+        and too.status == 413
+        and "max_body_bytes" in json.dumps(json.loads(too.error_body or b""))
+    )
+    assert json.loads(too.error_body or b"") == REGISTRY[d].error_body(
+        json.loads(too.error_body or b"") and _message(d, too.error_body), True
+    )
     bad = plan_request(_rt(tmp_path), "POST", path, {}, raw[:-3])
     assert bad.action is Action.PASSTHROUGH and bad.code is Code.NOT_PARSED and bad.body is None
 
@@ -270,10 +399,16 @@ def test_splice_compresses_in_place_and_count_is_planned_like_it(d, tmp_path):
     out = c.output_at(sent)
     assert len(out) < len(ROWS) / 3 and "headroom_retrieve key=" in out
     # everything but the output and the tools is the client's
-    assert _view(d, sent).latest_user_text == "which is bigger?" and len(_view(d, sent).conversation) == len(_view(d, body).conversation)
+    assert _view(d, sent).latest_user_text == "which is bigger?" and len(_view(d, sent).conversation) == len(
+        _view(d, body).conversation
+    )
     if c.count_path:
         counted = plan_request(_rt(tmp_path / "c"), "POST", c.count_path, {}, json.dumps(body).encode())
-        assert counted.dry_run and counted.action is Action.REWRITE and len(c.output_at(json.loads(counted.body or b""))) == len(out)
+        assert (
+            counted.dry_run
+            and counted.action is Action.REWRITE
+            and len(c.output_at(json.loads(counted.body or b""))) == len(out)
+        )
 
 
 def _payloads(reply: Any, stream: bytes) -> str:
@@ -293,7 +428,10 @@ def test_retrieve_round_trip_json_and_streamed(d):
     assert got.name == R and got.arguments == {"key": "0" * 24}
     follow = reply.followup(request, first, [(got, "THE ORIGINAL")])
     assert follow.startswith(request[: request.rindex("which is bigger?")])  # the request's prefix kept
-    assert "THE ORIGINAL" in follow and len(_view(d, json.loads(follow)).conversation) == len(_view(d, c.body).conversation) + 2
+    assert (
+        "THE ORIGINAL" in follow
+        and len(_view(d, json.loads(follow)).conversation) == len(_view(d, c.body).conversation) + 2
+    )
     second = json.dumps(c.response([], "Done."))
     merged = json.loads(reply.merge([first, second], hidden, None))
     assert reply.tool_calls(merged) == [] and "Checking." in json.dumps(merged) and "Done." in json.dumps(merged)
@@ -314,12 +452,28 @@ def test_retrieve_round_trip_json_and_streamed(d):
 
 def test_gemini_thought_signatures_and_parts_go_back_as_sent():
     reply = REGISTRY[Dialect.GEMINI].reply
-    resp = {"candidates": [{"content": {"role": "model", "parts": [{"text": "hmm", "thought": True}, {"functionCall": {"name": R, "args": {"key": "k"}}, "thoughtSignature": "U2lnIQ=="}]}, "finishReason": "STOP"}]}
+    resp = {
+        "candidates": [
+            {
+                "content": {
+                    "role": "model",
+                    "parts": [
+                        {"text": "hmm", "thought": True},
+                        {"functionCall": {"name": R, "args": {"key": "k"}}, "thoughtSignature": "U2lnIQ=="},
+                    ],
+                },
+                "finishReason": "STOP",
+            }
+        ]
+    }
     text = json.dumps(resp)
     (call,) = reply.tool_calls(resp)
     follow = json.loads(reply.followup(json.dumps(_gemini_body()), text, [(call, "X")]))
     assert follow["contents"][-2] == resp["candidates"][0]["content"]
-    assert follow["contents"][-1] == {"role": "user", "parts": [{"functionResponse": {"name": R, "response": {"output": "X"}}}]}
+    assert follow["contents"][-1] == {
+        "role": "user",
+        "parts": [{"functionResponse": {"name": R, "response": {"output": "X"}}}],
+    }
 
 
 #: per dialect family: the stop member of a response that called a tool / finished, and its value
@@ -373,7 +527,9 @@ def test_a_proxy_call_cut_at_the_token_limit_is_never_carried_out(d):
     hidden = frozenset({R})
     mine = ToolCall("call_r", R, {"key": "0" * 24})
     first = _cut(json.dumps(c.response([mine], "Checking.")))
-    assert reply.truncated(json.loads(first)) and not reply.truncated(json.loads(json.dumps(c.response([mine], "Checking."))))
+    assert reply.truncated(json.loads(first)) and not reply.truncated(
+        json.loads(json.dumps(c.response([mine], "Checking.")))
+    )
     answered: list[ToolCall] = []
 
     async def answer(call: ToolCall) -> str:

@@ -25,7 +25,9 @@ from headroom_core.compress.router import classify, compress_text, enveloped
 from tests.unit.test_request_plan import github_scenario
 
 QUERY = "which issues are still open?"
-CODEX_HEAD = "Chunk ID: 5e1f0a\nWall time: 0.2519 seconds\nProcess exited with code 0\nOriginal token count: 10654\nOutput:\n"
+CODEX_HEAD = (
+    "Chunk ID: 5e1f0a\nWall time: 0.2519 seconds\nProcess exited with code 0\nOriginal token count: 10654\nOutput:\n"
+)
 REMINDER = "<system-reminder>\nThe task tools haven't been used recently. Consider using them.\n</system-reminder>\n"
 
 
@@ -142,7 +144,12 @@ def test_an_unknown_header_shape_is_handled_generically(counter, issues):
 
 
 def test_json_object_envelope_compresses_its_output_member(counter, issues):
-    text = json.dumps({"output": "Exit code: 0\nWall time: 0.4 seconds\nOutput:\n" + issues, "metadata": {"exit_code": 0, "duration_seconds": 0.4}})
+    text = json.dumps(
+        {
+            "output": "Exit code: 0\nWall time: 0.4 seconds\nOutput:\n" + issues,
+            "metadata": {"exit_code": 0, "duration_seconds": 0.4},
+        }
+    )
     res = squeeze(text, counter)
     sent = json.loads(res.text)
     assert sent["metadata"] == {"exit_code": 0, "duration_seconds": 0.4}
@@ -165,10 +172,19 @@ def test_lossless_keeps_the_envelope_and_drops_nothing(counter, issues):
 
 
 def test_a_cut_log_is_compressed_piece_by_piece(counter):
-    lines = [f"2024-05-01 10:{i // 60 % 60:02d}:{i % 60:02d} INFO worker-{i % 4} processed batch {i} in {i % 13} ms" for i in range(900)]
+    lines = [
+        f"2024-05-01 10:{i // 60 % 60:02d}:{i % 60:02d} INFO worker-{i % 4} processed batch {i} in {i % 13} ms"
+        for i in range(900)
+    ]
     log = "\n".join(lines)
     mark = "…4000 tokens truncated…"
-    text = "Chunk ID: 77\nWall time: 12.0 seconds\nProcess exited with code 1\nOutput:\n" + log[:20000] + mark + log[-20000:] + "\n"
+    text = (
+        "Chunk ID: 77\nWall time: 12.0 seconds\nProcess exited with code 1\nOutput:\n"
+        + log[:20000]
+        + mark
+        + log[-20000:]
+        + "\n"
+    )
     assert classify(text).name == "log"
     res = squeeze(text, counter)
     assert res.text.startswith("Chunk ID: 77\nWall time: 12.0 seconds\nProcess exited with code 1\nOutput:\n")
@@ -186,7 +202,8 @@ def test_a_cut_log_is_compressed_piece_by_piece(counter):
         # a capitalised YAML document
         "Name: service\nVersion: 3\nReplicas: 2\nEnv:\n  - name: A\n    value: b\n" * 30,
         # an email-like text whose header ends with a blank line, then prose
-        "From: Ann\nSubject: plans\n\n" + "Dear all, the plans for the quarter are attached and need a review by Monday. " * 40,
+        "From: Ann\nSubject: plans\n\n"
+        + "Dear all, the plans for the quarter are attached and need a review by Monday. " * 40,
     ],
 )
 def test_text_that_merely_looks_like_a_header_is_not_mangled(counter, text):
@@ -195,7 +212,11 @@ def test_text_that_merely_looks_like_a_header_is_not_mangled(counter, text):
     env = enveloped(text)
     res = squeeze(text, counter)
     if env is None:
-        plain = compress_text(text, QUERY, counter, min_tokens=250, min_saving_ratio=0.1, hint="text") if classify(text).name == "text" else res
+        plain = (
+            compress_text(text, QUERY, counter, min_tokens=250, min_saving_ratio=0.1, hint="text")
+            if classify(text).name == "text"
+            else res
+        )
         assert res.text == plain.text
     else:
         head = env.layers[0].head
@@ -205,7 +226,10 @@ def test_text_that_merely_looks_like_a_header_is_not_mangled(counter, text):
 
 
 def test_prose_key_value_lines_are_no_envelope():
-    assert split_envelope("Note: this is a sentence about the build.\nIt ran for a while and then stopped.\nOutput:\nfoo") is None
+    assert (
+        split_envelope("Note: this is a sentence about the build.\nIt ran for a while and then stopped.\nOutput:\nfoo")
+        is None
+    )
     assert split_envelope("name: foo\nversion: 1\ndependencies:\n  - a\n") is None  # lowercase keys: YAML
     assert enveloped("From: Ann\nSubject: plans\n\nDear all, the plans are attached. " * 3) is None
 
@@ -216,7 +240,12 @@ def test_truncation_markers_are_found_in_their_forms_and_ours_never():
         "[headroom omitted 480 of 500 items; headroom_retrieve key=0123456789abcdef01234567] f"
     )
     found = [text[c.start : c.end] for c in find_cuts(text)]
-    assert found == ["…12 tokens truncated…", "[... 40 lines omitted ...]", "<truncated 7 lines>", "...1,204 chars truncated..."]
+    assert found == [
+        "…12 tokens truncated…",
+        "[... 40 lines omitted ...]",
+        "<truncated 7 lines>",
+        "...1,204 chars truncated...",
+    ]
 
 
 def test_every_split_joins_back_to_the_same_bytes(issues):

@@ -39,7 +39,10 @@ LEVELS = {
     "headroom_core.memory.store.MemoryInputError": (UsageError, ValueError),
     "headroom_core.db.engine.DatabaseError": (EnvironmentProblem, RuntimeError),
     "headroom_core.db.sealed.SecretError": (EnvironmentProblem, RuntimeError),
-    "headroom_core.ledger_writer.DatabaseUnavailable": (EnvironmentProblem, Exception),  # and sqlalchemy's OperationalError
+    "headroom_core.ledger_writer.DatabaseUnavailable": (
+        EnvironmentProblem,
+        Exception,
+    ),  # and sqlalchemy's OperationalError
     "headroom_core.cli.proxy_process.ProxyError": (EnvironmentProblem, RuntimeError),
     "headroom_core.compress.embeddings.EmbeddingModelUnavailable": (EnvironmentProblem, RuntimeError),
     "headroom_core.compress.tokens.TokenizerUnavailable": (EnvironmentProblem, RuntimeError),
@@ -101,7 +104,10 @@ def test_the_import_scan_missed_no_class():
         if parts[-1] == "__init__":
             parts.pop()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ClassDef) and any(ast.unparse(b).split(".")[-1].endswith(("Error", "Exception", "Unavailable", "Timeout", "TooLarge")) for b in node.bases):
+            if isinstance(node, ast.ClassDef) and any(
+                ast.unparse(b).split(".")[-1].endswith(("Error", "Exception", "Unavailable", "Timeout", "TooLarge"))
+                for b in node.bases
+            ):
                 written.add(".".join([*parts, node.name]))
     assert written <= found, written - found
 
@@ -116,4 +122,3 @@ def test_exit_status_by_level():
     assert exit_status(ViewError("x")) is None
     assert exit_status(InternalError("x")) is None
     assert exit_status(KeyError("x")) is None
-

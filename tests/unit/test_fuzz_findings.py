@@ -21,5 +21,7 @@ def test_tool_names_of_tools_that_are_not_an_array():
     for mod in (anthropic, openai_chat, openai_responses):
         for tools in (True, 5, "x", {"name": "a"}, None):
             assert mod.tool_names({"tools": tools}) == []
-    assert openai_chat.tool_names({"tools": [{"type": "function", "function": "x"}, {"type": "function", "function": {"name": "ok"}}]}) == ["", "ok"]
+    assert openai_chat.tool_names(
+        {"tools": [{"type": "function", "function": "x"}, {"type": "function", "function": {"name": "ok"}}]}
+    ) == ["", "ok"]
     assert anthropic.tool_names({"tools": [{"name": "a"}, True]}) == ["a"]

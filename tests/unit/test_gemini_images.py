@@ -45,9 +45,21 @@ def gemini_body(png: bytes) -> dict:
     img = {"inlineData": {"mimeType": "image/png", "data": B64(png)}}
     return {
         "contents": [
-            {"role": "user", "parts": [img, {"text": "What is wrong on this screen?"}, {"inlineData": {"mimeType": "application/pdf", "data": B64(b"%PDF-1.4")}}]},
+            {
+                "role": "user",
+                "parts": [
+                    img,
+                    {"text": "What is wrong on this screen?"},
+                    {"inlineData": {"mimeType": "application/pdf", "data": B64(b"%PDF-1.4")}},
+                ],
+            },
             {"role": "model", "parts": [{"functionCall": {"name": "screenshot", "args": {}}}]},
-            {"role": "user", "parts": [{"functionResponse": {"name": "screenshot", "response": {"output": "taken"}, "parts": [img]}}]},
+            {
+                "role": "user",
+                "parts": [
+                    {"functionResponse": {"name": "screenshot", "response": {"output": "taken"}, "parts": [img]}}
+                ],
+            },
         ],
         "systemInstruction": {"parts": [{"text": "You look at screens."}]},
     }
@@ -62,9 +74,17 @@ def test_gemini_token_formula_matches_the_docs():
 def test_sites_are_the_image_parts_of_user_contents_and_function_responses():
     png = screenshot(1000, 600, "PNG")
     sites = image_sites(Dialect.GEMINI, gemini_body(png))
-    assert [s.path for s in sites] == [("contents", 0, "parts", 0, "inlineData", "data"), ("contents", 2, "parts", 0, "functionResponse", "parts", 0, "inlineData", "data")]
-    assert [s.container for s in sites] == [("contents", 0, "parts"), ("contents", 2, "parts", 0, "functionResponse", "parts")]
-    assert [s.tool_name for s in sites] == ["", "screenshot"] and all(s.data == png and s.media_type == "image/png" for s in sites)
+    assert [s.path for s in sites] == [
+        ("contents", 0, "parts", 0, "inlineData", "data"),
+        ("contents", 2, "parts", 0, "functionResponse", "parts", 0, "inlineData", "data"),
+    ]
+    assert [s.container for s in sites] == [
+        ("contents", 0, "parts"),
+        ("contents", 2, "parts", 0, "functionResponse", "parts"),
+    ]
+    assert [s.tool_name for s in sites] == ["", "screenshot"] and all(
+        s.data == png and s.media_type == "image/png" for s in sites
+    )
 
 
 def test_large_images_are_resized_to_3072_px_and_nothing_else_changes():
@@ -90,7 +110,10 @@ def test_token_target_offloads_the_original_behind_a_text_part():
     assert new["contents"][0] == body["contents"][0]  # before live_from: untouched
     parts = new["contents"][2]["parts"][0]["functionResponse"]["parts"]
     assert list(parts[0]) == ["inlineData"] and list(parts[1]) == ["text"]
-    assert markers.find_marker_keys(parts[1]["text"]) == [off.key] and I.gemini_tokens(*size_of(parts[0]["inlineData"]["data"])) <= 600
+    assert (
+        markers.find_marker_keys(parts[1]["text"]) == [off.key]
+        and I.gemini_tokens(*size_of(parts[0]["inlineData"]["data"])) <= 600
+    )
 
 
 def test_request_plan_resizes_gemini_and_code_assist_and_replays_the_same_bytes(tmp_path, counter):
@@ -100,12 +123,23 @@ def test_request_plan_resizes_gemini_and_code_assist_and_replays_the_same_bytes(
     assert p.action == "rewrite" and "2 images resized" in p.reason and p.bytes_after < p.bytes_before
     sent = json.loads(p.body)
     assert size_of(sent["contents"][0]["parts"][0]["inlineData"]["data"]) == (3072, 1996)
-    nxt = dict(body, contents=body["contents"] + [{"role": "model", "parts": [{"text": "A red error."}]}, {"role": "user", "parts": [{"text": "And now?"}]}])
+    nxt = dict(
+        body,
+        contents=body["contents"]
+        + [{"role": "model", "parts": [{"text": "A red error."}]}, {"role": "user", "parts": [{"text": "And now?"}]}],
+    )
     p2 = plan(rt, nxt, PATH)
-    a, b = jsonedit.element_spans(p.body.decode(), ("contents",)), jsonedit.element_spans(p2.body.decode(), ("contents",))
+    a, b = (
+        jsonedit.element_spans(p.body.decode(), ("contents",)),
+        jsonedit.element_spans(p2.body.decode(), ("contents",)),
+    )
     assert [p.body.decode()[x:y] for x, y in a] == [p2.body.decode()[x:y] for x, y in b[:3]]
     ca = {"model": "gemini-2.5-pro", "project": "p-1", "user_prompt_id": "u1", "request": body}
     pc = plan(fresh(tmp_path, counter, "ca"), ca, "/v1internal:generateContent")
     got = json.loads(pc.body)
     assert size_of(got["request"]["contents"][0]["parts"][0]["inlineData"]["data"]) == (3072, 1996)
-    assert {k: got[k] for k in ("model", "project", "user_prompt_id")} == {"model": "gemini-2.5-pro", "project": "p-1", "user_prompt_id": "u1"}
+    assert {k: got[k] for k in ("model", "project", "user_prompt_id")} == {
+        "model": "gemini-2.5-pro",
+        "project": "p-1",
+        "user_prompt_id": "u1",
+    }

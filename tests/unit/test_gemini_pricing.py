@@ -28,7 +28,15 @@ def test_table_prices_gemini_families(model, price):
 
 def test_a_gemini_usage_is_priced_with_its_cached_tokens_at_the_cache_price():
     # usageMetadata {promptTokenCount: 11500, cachedContentTokenCount: 10000, candidates 1000 + thoughts 10000}
-    c = request_cost(PriceTable().price("gemini-2.5-pro"), separate_cache=False, input_tokens=11500, cache_read=10000, cache_write=0, output_tokens=11000, tokens_saved=0)
+    c = request_cost(
+        PriceTable().price("gemini-2.5-pro"),
+        separate_cache=False,
+        input_tokens=11500,
+        cache_read=10000,
+        cache_write=0,
+        output_tokens=11000,
+        tokens_saved=0,
+    )
     assert c.prompt == pytest.approx((1500 * 1.25 + 10000 * 0.125) / 1e6)
     assert c.output == pytest.approx(11000 * 10.0 / 1e6)
 

@@ -13,7 +13,9 @@ from headroom_headers import header_dict  # noqa: E402
 
 
 def test_names_lower_case_and_repeated_fields_folded_as_mitmproxy_folds_them():
-    h = http.Headers([(b"Content-Type", b"application/json"), (b"X-Api-Key", b"k"), (b"Accept", b"a"), (b"accept", b"b")])
+    h = http.Headers(
+        [(b"Content-Type", b"application/json"), (b"X-Api-Key", b"k"), (b"Accept", b"a"), (b"accept", b"b")]
+    )
     assert header_dict(h) == {"content-type": "application/json", "x-api-key": "k", "accept": "a, b"}
     assert header_dict(h) == {k.lower(): v for k, v in h.items()}
 

@@ -24,7 +24,9 @@ def screenshot(w: int = 3024, h: int = 1964, fmt: str = "PNG", mode: str = "RGB"
     d.rectangle((0, 0, w, 60), fill=(40, 60, 120))
     d.rectangle((0, 60, w // 11, h), fill=(225, 228, 235))
     for y in range(90, h - 240, 40):
-        d.text((w // 10, y), f"ERROR tests/test_plan.py::test_{y} - AssertionError: expected 3 got 4", fill=(20, 20, 20))
+        d.text(
+            (w // 10, y), f"ERROR tests/test_plan.py::test_{y} - AssertionError: expected 3 got 4", fill=(20, 20, 20)
+        )
     for i in range(12):
         d.rectangle((w // 10 + i * 90, h - 200, w // 10 + 60 + i * 90, h - 60), fill=(200 - i * 10, 80 + i * 10, 90))
     if mode != "RGB":
@@ -40,7 +42,9 @@ def opened(data: bytes) -> Image.Image:
     return im
 
 
-def anthropic(data: bytes, model: str = "claude-sonnet-4-5", media_type: str | None = None, max_tokens: int = 0) -> I.ImageResult:
+def anthropic(
+    data: bytes, model: str = "claude-sonnet-4-5", media_type: str | None = None, max_tokens: int = 0
+) -> I.ImageResult:
     lim = I.anthropic_limit(model)
     return I.shrink(data, lim, lambda w, h: I.anthropic_tokens(w, h, lim), media_type, max_tokens)
 

@@ -11,14 +11,16 @@ import json
 from PIL import Image
 
 from headroom_core.ccr import retrieve
-from headroom_core.compress import markers
 from headroom_core.compress import images as I
+from headroom_core.compress import markers
 from headroom_core.compress.images_step import IMAGE_KIND, image_sites, plan_images
 from headroom_core.request_plan import plan_request
 from headroom_core.runtime import Runtime
 from headroom_core.settings import load_settings
 from headroom_core.wire import jsonedit
-from headroom_core.wire import reply_anthropic as wa, reply_chat as wc, reply_responses as wr
+from headroom_core.wire import reply_anthropic as wa
+from headroom_core.wire import reply_chat as wc
+from headroom_core.wire import reply_responses as wr
 from headroom_core.wire.blocks import ImageAnswer, ToolCall
 from headroom_core.wire.detect import Dialect
 from tests.conftest import flow_files, load_flow
@@ -38,8 +40,20 @@ def anthropic_body(png: bytes, model: str = "claude-sonnet-4-5") -> dict:
         "max_tokens": 100,
         "messages": [
             {"role": "user", "content": [img, {"type": "text", "text": "What is wrong on this screen?"}]},
-            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "screenshot", "input": {}}]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "taken"}, img]}]},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "toolu_1", "name": "screenshot", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_1",
+                        "content": [{"type": "text", "text": "taken"}, img],
+                    }
+                ],
+            },
         ],
     }
 
@@ -58,10 +72,24 @@ def test_image_sites_per_dialect():
     png = screenshot(2000, 1200, "PNG")
     url = "data:image/png;base64," + B64(png)
     a = image_sites(Dialect.ANTHROPIC_MESSAGES, anthropic_body(png))
-    assert [s.path for s in a] == [("messages", 0, "content", 0, "source", "data"), ("messages", 2, "content", 0, "content", 1, "source", "data")]
+    assert [s.path for s in a] == [
+        ("messages", 0, "content", 0, "source", "data"),
+        ("messages", 2, "content", 0, "content", 1, "source", "data"),
+    ]
     assert [s.container for s in a] == [("messages", 0, "content"), ("messages", 2, "content", 0, "content")]
     assert image_sites(Dialect.ANTHROPIC_MESSAGES, anthropic_body(png), live_from=1)[0].message_index == 2
-    chat = {"model": "gpt-4o", "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "image_url", "image_url": {"url": url, "detail": "low"}}]}]}
+    chat = {
+        "model": "gpt-4o",
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "hi"},
+                    {"type": "image_url", "image_url": {"url": url, "detail": "low"}},
+                ],
+            }
+        ],
+    }
     (c,) = image_sites(Dialect.OPENAI_CHAT, chat)
     assert c.path == ("messages", 0, "content", 1, "image_url", "url") and c.detail == "low" and c.data == png
     resp = {
@@ -69,10 +97,16 @@ def test_image_sites_per_dialect():
         "input": [
             {"role": "user", "content": [{"type": "input_image", "image_url": url, "detail": "auto"}]},
             {"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_image", "image_url": url}]},
-            {"role": "user", "content": [{"type": "input_image", "image_url": "https://example.com/a.png"}]},  # by URL: not ours
+            {
+                "role": "user",
+                "content": [{"type": "input_image", "image_url": "https://example.com/a.png"}],
+            },  # by URL: not ours
         ],
     }
-    assert [s.path for s in image_sites(Dialect.OPENAI_RESPONSES, resp)] == [("input", 0, "content", 0, "image_url"), ("input", 1, "output", 0, "image_url")]
+    assert [s.path for s in image_sites(Dialect.OPENAI_RESPONSES, resp)] == [
+        ("input", 0, "content", 0, "image_url"),
+        ("input", 1, "output", 0, "image_url"),
+    ]
 
 
 def test_edits_touch_only_the_image_data():
@@ -117,9 +151,16 @@ def test_request_plan_resizes_and_replays_the_same_bytes_next_turn(tmp_path, cou
     assert markers.find_marker_keys(p.body.decode()) == []
     assert [t["name"] for t in sent["tools"]] == [retrieve.TOOL_NAME]
     # next turn: the client resends its full-size images; the earlier messages go out as sent before
-    nxt = dict(body, messages=body["messages"] + [{"role": "assistant", "content": "A red error."}, {"role": "user", "content": "And now?"}])
+    nxt = dict(
+        body,
+        messages=body["messages"]
+        + [{"role": "assistant", "content": "A red error."}, {"role": "user", "content": "And now?"}],
+    )
     p2 = plan(rt, nxt)
-    a, b = jsonedit.element_spans(p.body.decode(), ("messages",)), jsonedit.element_spans(p2.body.decode(), ("messages",))
+    a, b = (
+        jsonedit.element_spans(p.body.decode(), ("messages",)),
+        jsonedit.element_spans(p2.body.decode(), ("messages",)),
+    )
     assert [p.body.decode()[x:y] for x, y in a] == [p2.body.decode()[x:y] for x, y in b[:3]]
     # a fresh proxy (no memory of the session) computes the same bytes
     assert plan(fresh(tmp_path, counter, "other"), body).body == p.body
@@ -145,25 +186,58 @@ def test_reduced_image_is_retrievable_as_an_image(tmp_path, counter):
     ans = retrieve.answer(ToolCall("t1", retrieve.TOOL_NAME, {"key": key}), rt.store, p.context.scope)
     assert isinstance(ans, ImageAnswer) and base64.b64decode(ans.data) == png
     # Anthropic: the follow-up's tool_result carries the image block
-    follow = json.loads(wa.followup(json.dumps(sent), json.dumps({"content": [{"type": "tool_use", "id": "t1", "name": retrieve.TOOL_NAME, "input": {"key": key}}]}), [(ToolCall("t1", retrieve.TOOL_NAME, {}), ans)]))
+    follow = json.loads(
+        wa.followup(
+            json.dumps(sent),
+            json.dumps(
+                {"content": [{"type": "tool_use", "id": "t1", "name": retrieve.TOOL_NAME, "input": {"key": key}}]}
+            ),
+            [(ToolCall("t1", retrieve.TOOL_NAME, {}), ans)],
+        )
+    )
     tr = follow["messages"][-1]["content"][0]["content"]
-    assert tr[0]["type"] == "text" and tr[1] == {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": B64(png)}}
+    assert tr[0]["type"] == "text" and tr[1] == {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": B64(png)},
+    }
     # Responses: an input_image in the function_call_output; Chat: a user message after the tool message
     r = json.loads(wr.followup('{"input": []}', '{"output": []}', [(ToolCall("c1", retrieve.TOOL_NAME, {}), ans)]))
     assert r["input"][-1]["output"][1] == {"type": "input_image", "image_url": "data:image/png;base64," + B64(png)}
-    c = json.loads(wc.followup('{"messages": []}', '{"choices": [{"message": {"role": "assistant"}}]}', [(ToolCall("c1", retrieve.TOOL_NAME, {}), ans)]))
+    c = json.loads(
+        wc.followup(
+            '{"messages": []}',
+            '{"choices": [{"message": {"role": "assistant"}}]}',
+            [(ToolCall("c1", retrieve.TOOL_NAME, {}), ans)],
+        )
+    )
     assert c["messages"][-2]["role"] == "tool" and isinstance(c["messages"][-2]["content"], str)
-    assert c["messages"][-1]["role"] == "user" and c["messages"][-1]["content"][1]["image_url"]["url"].endswith(B64(png))
+    assert c["messages"][-1]["role"] == "user" and c["messages"][-1]["content"][1]["image_url"]["url"].endswith(
+        B64(png)
+    )
 
 
 def test_openai_dialects_in_the_request_plan(tmp_path, counter):
     rt = fresh(tmp_path, counter)
     url = "data:image/jpeg;base64," + B64(screenshot(3024, 1964, "JPEG"))
-    chat = {"model": "gpt-4o", "messages": [{"role": "user", "content": [{"type": "text", "text": "what is this?"}, {"type": "image_url", "image_url": {"url": url}}]}]}
+    chat = {
+        "model": "gpt-4o",
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "what is this?"},
+                    {"type": "image_url", "image_url": {"url": url}},
+                ],
+            }
+        ],
+    }
     sent = json.loads(plan(rt, chat, "/v1/chat/completions").body)
     d = I.parse_data_url(sent["messages"][0]["content"][1]["image_url"]["url"])
     assert d.media_type == "image/jpeg" and Image.open(io.BytesIO(d.data)).size == (1182, 768)
-    resp = {"model": "gpt-5", "input": [{"role": "user", "content": [{"type": "input_image", "image_url": url, "detail": "low"}]}]}
+    resp = {
+        "model": "gpt-5",
+        "input": [{"role": "user", "content": [{"type": "input_image", "image_url": url, "detail": "low"}]}],
+    }
     sent = json.loads(plan(rt, resp, "/v1/responses").body)
     assert Image.open(io.BytesIO(I.parse_data_url(sent["input"][0]["content"][0]["image_url"]).data)).size == (512, 332)
 

@@ -149,7 +149,13 @@ def test_no_import_cycle_between_modules():
 
 def test_no_import_cycle_between_subpackages():
     pg = package_graph(import_graph())
-    assert {"headroom_core.wire", "headroom_core.compress", "headroom_core.tools", "headroom_core.ccr", "headroom_core.cache"} <= set(pg) | {d for ds in pg.values() for d in ds}
+    assert {
+        "headroom_core.wire",
+        "headroom_core.compress",
+        "headroom_core.tools",
+        "headroom_core.ccr",
+        "headroom_core.cache",
+    } <= set(pg) | {d for ds in pg.values() for d in ds}
     assert cycles(pg) == []
 
 
@@ -159,6 +165,12 @@ def test_the_core_never_imports_mitmproxy():
     found = []
     for path in ROOT.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
             found += [f"{path.relative_to(ROOT.parent)}: {n}" for n in names if n.split(".")[0] == "mitmproxy"]
     assert found == []

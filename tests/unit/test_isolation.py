@@ -15,9 +15,17 @@ def test_isolate_swaps_home_strips_the_users_headroom_variables_and_records_the_
     try:
         home = iso.home
         assert home.is_dir() and home.name.startswith("headroom-tests-home-") and env["HOME"] == str(home)
-        assert {k: env[k] for k in env if k.startswith("HEADROOM_")} == {"HEADROOM_TEST_PG_URL": "postgresql://x", "HEADROOM_FUZZ_EXAMPLES": "5"}
+        assert {k: env[k] for k in env if k.startswith("HEADROOM_")} == {
+            "HEADROOM_TEST_PG_URL": "postgresql://x",
+            "HEADROOM_FUZZ_EXAMPLES": "5",
+        }
         assert env[REAL_HOME] == "/home/ann" and env[AGENTS_CACHE] == "/home/ann/.xdg-cache/headroom-test-agents"
-        for k, sub in (("XDG_CONFIG_HOME", ".config"), ("XDG_CACHE_HOME", ".cache"), ("XDG_DATA_HOME", ".local/share"), ("XDG_STATE_HOME", ".local/state")):
+        for k, sub in (
+            ("XDG_CONFIG_HOME", ".config"),
+            ("XDG_CACHE_HOME", ".cache"),
+            ("XDG_DATA_HOME", ".local/share"),
+            ("XDG_STATE_HOME", ".local/state"),
+        ):
             assert env[k] == str(home / sub) and (home / sub).is_dir()
         assert env["PATH"] == "/usr/bin"
     finally:

@@ -31,7 +31,11 @@ def chunk(text: str = "", call: dict | None = None, finish: bool = False, prompt
     cand: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
     if finish:
         cand["finishReason"] = "STOP"
-    return {"candidates": [cand], "usageMetadata": {"promptTokenCount": prompt, "candidatesTokenCount": 2, "totalTokenCount": prompt + 2}, "modelVersion": "gemini-2.5-pro"}
+    return {
+        "candidates": [cand],
+        "usageMetadata": {"promptTokenCount": prompt, "candidatesTokenCount": 2, "totalTokenCount": prompt + 2},
+        "modelVersion": "gemini-2.5-pro",
+    }
 
 
 def feed_all(loop: StreamLoop, data: bytes, size: int) -> bytes:
@@ -40,7 +44,7 @@ def feed_all(loop: StreamLoop, data: bytes, size: int) -> bytes:
 
 @pytest.mark.parametrize("size", [1, 3, 17, 10_000])
 def test_parser_cuts_elements_by_structure_and_keeps_every_byte(size):
-    objs = [{"a": "x,]}{\"\\", "b": [1, {"c": "]"}]}, {"candidates": []}, {"t": "é ✓"}]
+    objs = [{"a": 'x,]}{"\\', "b": [1, {"c": "]"}]}, {"candidates": []}, {"t": "é ✓"}]
     data = google_array(objs) + b"\n"
     p = JSONArrayParser()
     evs = [e for i in range(0, len(data), size) for e in p.feed(data[i : i + size])] + p.feed(b"")
@@ -69,12 +73,19 @@ def test_a_body_that_is_not_an_array_is_one_event_at_the_end():
 def test_only_json_responses_are_array_streams_and_paths_pick_them():
     assert JSON_ARRAY.streams("application/json; charset=UTF-8") and not JSON_ARRAY.streams("text/event-stream")
     base = "/v1beta/models/gemini-2.5-pro"
-    assert array_stream(base + ":streamGenerateContent") and array_stream(base + ":streamGenerateContent?alt=json&key=k")
-    assert not array_stream(base + ":streamGenerateContent?alt=sse") and not array_stream(base + ":streamGenerateContent?key=k&alt=SSE")
+    assert array_stream(base + ":streamGenerateContent") and array_stream(
+        base + ":streamGenerateContent?alt=json&key=k"
+    )
+    assert not array_stream(base + ":streamGenerateContent?alt=sse") and not array_stream(
+        base + ":streamGenerateContent?key=k&alt=SSE"
+    )
     assert not array_stream(base + ":generateContent")
     d = dialect(Dialect.GEMINI)
     assert isinstance(d.reply_for(base + ":streamGenerateContent"), JSONArrayReply)
-    assert d.reply_for(base + ":streamGenerateContent?alt=sse") is d.reply and d.reply_for(base + ":generateContent") is d.reply
+    assert (
+        d.reply_for(base + ":streamGenerateContent?alt=sse") is d.reply
+        and d.reply_for(base + ":generateContent") is d.reply
+    )
     ca = dialect(Dialect.GEMINI_CODE_ASSIST)
     assert isinstance(ca.reply_for("/v1internal:streamGenerateContent"), JSONArrayReply)
     assert dialect(Dialect.ANTHROPIC_MESSAGES).reply_for("/v1/messages") is dialect(Dialect.ANTHROPIC_MESSAGES).reply
@@ -96,8 +107,14 @@ def test_the_proxy_answers_its_retrieve_call_inside_the_array(size):
     out = feed_all(loop, first, size) + loop.end_round()
     assert loop.pending is not None and loop.pending.follow_up and [c.name for c in loop.pending.calls] == [R]
     follow = json.loads(loop.next_request([(loop.pending.calls[0], "the original")]))
-    assert follow["contents"][1] == {"role": "model", "parts": [{"text": "Checking. "}, {"functionCall": {"name": R, "args": {"key": "k1"}}}]}
-    assert follow["contents"][2] == {"role": "user", "parts": [{"functionResponse": {"name": R, "response": {"output": "the original"}}}]}
+    assert follow["contents"][1] == {
+        "role": "model",
+        "parts": [{"text": "Checking. "}, {"functionCall": {"name": R, "args": {"key": "k1"}}}],
+    }
+    assert follow["contents"][2] == {
+        "role": "user",
+        "parts": [{"functionResponse": {"name": R, "response": {"output": "the original"}}}],
+    }
     out += feed_all(loop, second, size) + loop.end_round()
     assert loop.done and loop.pending is None
     got = json.loads(out)  # one array, whatever the rounds
@@ -132,7 +149,7 @@ def test_a_refused_follow_up_ends_the_array_with_the_notice():
 
 
 def test_a_first_stream_cut_short_goes_to_the_client_as_it_came():
-    data = google_array([chunk("Half")])[:-1] + b"\r\n,\r\n{\"candi"
+    data = google_array([chunk("Half")])[:-1] + b'\r\n,\r\n{"candi'
     loop = StreamLoop(JSONArrayReply(reply_gemini), REQUEST, frozenset({R}), 3)
     assert feed_all(loop, data, 6) + loop.end_round() == data and loop.done
 
@@ -159,5 +176,11 @@ def test_a_follow_up_the_provider_refuses_ends_the_array_with_its_error_element(
     loop.next_request([(loop.pending.calls[0], "x")])
     out += loop.refused(503, (("retry-after", "2"),), b"")
     got = json.loads(out)
-    assert got[-1] == {"error": {"code": 503, "message": "the provider answered HTTP 503. Please try again in 2s.", "status": "UNAVAILABLE"}}
+    assert got[-1] == {
+        "error": {
+            "code": 503,
+            "message": "the provider answered HTTP 503. Please try again in 2s.",
+            "status": "UNAVAILABLE",
+        }
+    }
     assert "Looking." in json.dumps(got[:-1]) and R not in json.dumps(got)

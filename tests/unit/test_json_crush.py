@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from headroom_core.compress.markers import MARKER_RE, offload_key
 from headroom_core.compress.json_crush import TABLE_KEY, compress_json, decode_table, encode_tables
 from headroom_core.compress.json_select import query_words, select_items
+from headroom_core.compress.markers import MARKER_RE, offload_key
 from headroom_core.compress.tokens import TokenCounter
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"

@@ -29,22 +29,40 @@ from headroom_core.settings import load_settings
 from headroom_core.wire.blocks import ToolOutput
 
 EPH = {"type": "ephemeral"}
-SYSTEM = [{"type": "text", "text": "You are a coding agent. Working directory: /work/shop\n" + "Be careful. " * 800, "cache_control": EPH}]
-TOOLS = [{"name": "Bash", "description": "Run a shell command.", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}]
+SYSTEM = [
+    {
+        "type": "text",
+        "text": "You are a coding agent. Working directory: /work/shop\n" + "Be careful. " * 800,
+        "cache_control": EPH,
+    }
+]
+TOOLS = [
+    {
+        "name": "Bash",
+        "description": "Run a shell command.",
+        "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}},
+    }
+]
 UA = {"user-agent": "claude-cli/1.0.62 (external, cli)"}
 #: Where the output of the timed-out turn sits in ``messages``.
 AT = 2
 
 
 def log_output(n: int = 1600) -> str:
-    lines = [f"2024-05-01T10:{i // 60 % 60:02d}:{i % 60:02d}Z INFO worker-{i % 4} processed batch {i} in {10 + i % 7} ms" for i in range(n)]
+    lines = [
+        f"2024-05-01T10:{i // 60 % 60:02d}:{i % 60:02d}Z INFO worker-{i % 4} processed batch {i} in {10 + i % 7} ms"
+        for i in range(n)
+    ]
     lines[800] = "2024-05-01T10:13:20Z ERROR worker-0 batch 800 failed: connection reset by peer"
     return "\n".join(lines)
 
 
 def grep_output(n: int = 2400) -> str:
     """Distinct matches: the search compressor keeps them all, so it saves little."""
-    return "\n".join(f"src/app/module_{i // 40}.py:{10 + i % 40}:        retries = config.get('retry_{i % 17}', {i % 5}) if attempt < limit else None" for i in range(n))
+    return "\n".join(
+        f"src/app/module_{i // 40}.py:{10 + i % 40}:        retries = config.get('retry_{i % 17}', {i % 5}) if attempt < limit else None"
+        for i in range(n)
+    )
 
 
 def conversation(output: str, turns: int) -> list[list[dict]]:
@@ -55,7 +73,10 @@ def conversation(output: str, turns: int) -> list[list[dict]]:
     for n in range(1, turns):
         text = output if n == 1 else f"step {n}: ok"
         call = {"type": "tool_use", "id": f"toolu_{n}", "name": "Bash", "input": {"command": f"run {n}"}}
-        msgs += [{"role": "assistant", "content": [call]}, {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": text}]}]
+        msgs += [
+            {"role": "assistant", "content": [call]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": text}]},
+        ]
         out.append(json.loads(json.dumps(msgs)))
     return out
 
@@ -63,7 +84,9 @@ def conversation(output: str, turns: int) -> list[list[dict]]:
 def raw(messages: list[dict]) -> bytes:
     msgs = json.loads(json.dumps(messages))
     msgs[-1]["content"][-1]["cache_control"] = EPH  # Claude Code's breakpoint on the latest message
-    return json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 512, "system": SYSTEM, "tools": TOOLS, "messages": msgs}).encode()
+    return json.dumps(
+        {"model": "claude-sonnet-4-5", "max_tokens": 512, "system": SYSTEM, "tools": TOOLS, "messages": msgs}
+    ).encode()
 
 
 def sent(plan, body: bytes) -> dict:
@@ -121,15 +144,35 @@ def test_cache_prices_from_the_price_table():
 
 def test_candidates_and_the_entry_as_it_goes_once_decided():
     whole = "x" * 50
-    msg = json.dumps({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": whole, "cache_control": EPH}]})
+    msg = json.dumps(
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": whole, "cache_control": EPH}],
+        }
+    )
     e = FrozenEntry(1, "raw", "norm", msg, deferred=(("content", 0, "content"),))
     zone = LiveZone(2, (), (FrozenEntry(0, "r0", "n0", '{"role":"user","content":"go"}'), e))
-    outs = [ToolOutput(("messages", 1, "content", 0, "content"), whole, "Bash", "t1", 1), ToolOutput(("messages", 3, "content", 0, "content"), "y", "Bash", "t2", 3)]
+    outs = [
+        ToolOutput(("messages", 1, "content", 0, "content"), whole, "Bash", "t1", 1),
+        ToolOutput(("messages", 3, "content", 0, "content"), "y", "Bash", "t2", 3),
+    ]
     assert late.candidates(zone, outs) == [(1, ("content", 0, "content"), outs[0])]
-    res = CompressResult("x [50 chars: headroom_retrieve k1]", True, "log", "templates", "kept 1", (Offload("k1", whole, "original"),))
+    res = CompressResult(
+        "x [50 chars: headroom_retrieve k1]", True, "log", "templates", "kept 1", (Offload("k1", whole, "original"),)
+    )
     done = late.with_output(e, ("content", 0, "content"), res, 12, 3, "Bash")
-    assert json.loads(done.sent_text)["content"][0] == {"type": "tool_result", "tool_use_id": "t1", "content": res.text, "cache_control": EPH}
-    assert (done.modified, done.deferred, done.offloads, done.blocks) == (True, (), (("k1", ("content", 0, "content")),), (("log", "Bash", 12, 3),))
+    assert json.loads(done.sent_text)["content"][0] == {
+        "type": "tool_result",
+        "tool_use_id": "t1",
+        "content": res.text,
+        "cache_control": EPH,
+    }
+    assert (done.modified, done.deferred, done.offloads, done.blocks) == (
+        True,
+        (),
+        (("k1", ("content", 0, "content")),),
+        (("log", "Bash", 12, 3),),
+    )
     assert (done.tokens_before, done.tokens_after) == (12, 3)
     kept = late.with_output(e, ("content", 0, "content"), None, 0, 0, "Bash")
     assert (kept.sent_text, kept.modified, kept.deferred) == (msg, False, ())
@@ -171,7 +214,9 @@ def test_an_output_a_timeout_sent_whole_is_compressed_once_the_next_turn_and_rep
     assert "1 earlier tool outputs compressed late" in p.reason
     compressed = out[2]["messages"][AT]["content"][0]["content"]
     assert len(compressed) < len(log_output()) / 10
-    assert b.store.get(markers.find_marker_keys(compressed)[0], p.context.scope).text == log_output()  # stored before it went
+    assert (
+        b.store.get(markers.find_marker_keys(compressed)[0], p.context.scope).text == log_output()
+    )  # stored before it went
     assert deferred_rows(b) == 0
 
     for n, rt in ((3, a), (4, b)):  # and from then on, through either proxy, the same bytes
@@ -180,15 +225,24 @@ def test_an_output_a_timeout_sent_whole_is_compressed_once_the_next_turn_and_rep
         assert p.late is None
     assert [bare(o["messages"][AT]) for o in out[2:]] == [bare(out[2]["messages"][AT])] * 3
     # nothing else earlier changed: each turn repeats the previous one's messages but that one, once
-    changed = [(n, i) for n in range(1, 5) for i, (x, y) in enumerate(zip(out[n - 1]["messages"], out[n]["messages"])) if bare(x) != bare(y)]
+    changed = [
+        (n, i)
+        for n in range(1, 5)
+        for i, (x, y) in enumerate(zip(out[n - 1]["messages"], out[n]["messages"]))
+        if bare(x) != bare(y)
+    ]
     assert changed == [(2, AT)]
 
 
-def test_an_output_whose_compression_does_not_pay_yet_stays_whole_and_is_weighed_without_compressing_again(home, counter):
+def test_an_output_whose_compression_does_not_pay_yet_stays_whole_and_is_weighed_without_compressing_again(
+    home, counter
+):
     a, b = proxy(home, counter), proxy(home, counter)
     turns = [raw(m) for m in conversation(grep_output(), 4)]
     out = [sent(plan_request(a, "POST", "/v1/messages", UA, turns[0]), turns[0])]
-    out.append(sent(replay_only(a, "POST", "/v1/messages", UA, turns[1], "compression timed out after 10.0 s"), turns[1]))
+    out.append(
+        sent(replay_only(a, "POST", "/v1/messages", UA, turns[1], "compression timed out after 10.0 s"), turns[1])
+    )
     p = plan_request(a, "POST", "/v1/messages", UA, turns[2])
     out.append(sent(p, turns[2]))
     assert p.late is not None and (p.late.outputs, p.late.kept, p.late.waiting) == (0, 0, 1)

@@ -32,7 +32,10 @@ def everything(path: Path):
 def test_grep_that_finds_nothing_is_no_failure_and_teaches_nothing():
     sess = read_log(case("rollout-grep-nomatch.jsonl"))
     steps = sess.threads[0].steps
-    assert [(s.first_line, s.outcome) for s in steps] == [("grep -i install readme.md", "no-match"), ("grep -i require readme.md", "ok")]
+    assert [(s.first_line, s.outcome) for s in steps] == [
+        ("grep -i install readme.md", "no-match"),
+        ("grep -i require readme.md", "ok"),
+    ]
     res = everything(case("rollout-grep-nomatch.jsonl"))
     assert (res.files[0].failures, res.pairs, res.rules, res.candidates, res.problems) == (0, (), (), (), ())
     assert res.why_nothing(1).startswith("No failed tool call in 1 session(s)")
@@ -40,7 +43,9 @@ def test_grep_that_finds_nothing_is_no_failure_and_teaches_nothing():
 
 def test_a_package_installed_by_another_program_is_a_prerequisite_never_a_syntax_check():
     res = everything(case("rollout-fix-by-other-program.jsonl"))
-    assert [(p.kind, p.failed.first_line, p.detail) for _, p in res.pairs] == [("setup", "node express.js", "npm install express")]
+    assert [(p.kind, p.failed.first_line, p.detail) for _, p in res.pairs] == [
+        ("setup", "node express.js", "npm install express")
+    ]
     assert [r.text for r in res.rules] == [
         "`node express.js` fails until `npm install express` has run (Error [ERR_MODULE_NOT_FOUND]: Cannot find package 'express' "
         "imported from /p/express.js); run `npm install express` first"
@@ -55,9 +60,13 @@ def test_an_indentation_only_retry_is_a_pair_and_a_rule_about_indentation():
     (pair,) = find_pairs(steps)
     assert (pair.kind, pair.failed.index, pair.fixed.index) == ("edit-indent", 0, 1)
     default = learn_from_logs([sess], min_evidence=1)
-    assert default.rules == () and [r.kind for r in default.generic] == ["edit-indent"]  # tool advice: kept out unless asked
+    assert default.rules == () and [r.kind for r in default.generic] == [
+        "edit-indent"
+    ]  # tool advice: kept out unless asked
     (rule,) = everything(case("indent-fix.traj")).rules
-    assert rule.text.startswith("When `edit` is rejected (E999 IndentationError: unexpected indent), check the indentation of the new text")
+    assert rule.text.startswith(
+        "When `edit` is rejected (E999 IndentationError: unexpected indent), check the indentation of the new text"
+    )
 
 
 def test_an_older_codex_rollout_is_read_by_content_whatever_its_name():
@@ -74,10 +83,18 @@ def test_an_older_codex_rollout_is_read_by_content_whatever_its_name():
 
 def test_the_command_on_the_cases_folder_says_what_it_found(tmp_path: Path):
     case("codex-bare-items.jsonl")
-    env = {"HEADROOM_HOME": str(tmp_path / "home"), "CLAUDE_CONFIG_DIR": str(tmp_path / "none"), "CODEX_HOME": str(tmp_path / "none"),
-           "COLUMNS": "250"}
-    out = CliRunner().invoke(app, ["learn", "--project", str(tmp_path), "--from", str(CASES), "--min-evidence", "1", "--dry-run"],
-                             env=env, catch_exceptions=False)
+    env = {
+        "HEADROOM_HOME": str(tmp_path / "home"),
+        "CLAUDE_CONFIG_DIR": str(tmp_path / "none"),
+        "CODEX_HOME": str(tmp_path / "none"),
+        "COLUMNS": "250",
+    }
+    out = CliRunner().invoke(
+        app,
+        ["learn", "--project", str(tmp_path), "--from", str(CASES), "--min-evidence", "1", "--dry-run"],
+        env=env,
+        catch_exceptions=False,
+    )
     assert out.exit_code == 0, out.output
     assert "run `npm install express` first" in out.output and "node --check" not in out.output.split("Session logs")[1]
     assert "0 malformed records skipped, 0 records of unknown types ignored" in out.output

@@ -11,10 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from headroom_core.cli.main import app
+from headroom_core.learn.offline import learn_from_logs
 from headroom_core.learn.pairing import find_pairs
 from headroom_core.learn.readers import read_log
 from headroom_core.learn.readers.claude_code import project_dir_name
-from headroom_core.learn.offline import learn_from_logs
 from headroom_core.learn.rules import drop_contradictions, rule_for_pair
 from headroom_core.learn.signals import find_signals
 from headroom_core.learn.steps import make_step, program
@@ -44,7 +44,12 @@ def claude_layout(tmp_path: Path) -> dict[str, str | Path]:
     logs.mkdir(parents=True)
     for p in corpus_dir("claude-code-sessions").glob("*.jsonl"):
         shutil.copy(p, logs / p.name)
-    env = {"CLAUDE_CONFIG_DIR": str(tmp_path / "claude"), "HEADROOM_HOME": str(tmp_path / "home"), "CODEX_HOME": str(tmp_path / "codex"), "COLUMNS": "200"}
+    env = {
+        "CLAUDE_CONFIG_DIR": str(tmp_path / "claude"),
+        "HEADROOM_HOME": str(tmp_path / "home"),
+        "CODEX_HOME": str(tmp_path / "codex"),
+        "COLUMNS": "200",
+    }
     return {"project": project, "env": env}
 
 
@@ -62,7 +67,10 @@ def test_claude_code_corpus_gives_only_a_generic_read_before_edit_rule_and_one_k
     # "read before edit" is enforced by Claude Code itself: generic, kept out by default
     assert res.rules == ()
     assert [(r.kind, r.text, r.evidence) for r in res.generic] == [("prerequisite", READ_RULE, 10)]
-    stats = {Path(f.path).name: (f.records, f.skipped, f.unknown, f.failures, f.pairs, f.rules_written, f.problems) for f in res.files}
+    stats = {
+        Path(f.path).name: (f.records, f.skipped, f.unknown, f.failures, f.pairs, f.rules_written, f.problems)
+        for f in res.files
+    }
     # fe5e1c67: 23 results flagged is_error, one of them a grep that found nothing ("Error", no output)
     assert stats == {"5c0375b4.jsonl": (53, 0, 0, 3, 2, 0, 0), "fe5e1c67.jsonl": (438, 0, 0, 22, 5, 0, 4)}
     kinds = sorted(p.kind for _, p in res.pairs)
@@ -73,7 +81,9 @@ def test_claude_code_corpus_gives_only_a_generic_read_before_edit_rule_and_one_k
             assert p.between[-1].tool == "Read" and p.between[-1].target == p.failed.target == p.fixed.target
     assert [r.kind for r in res.candidates] == ["param"]
     # the build that never worked again is a known problem, not a rule
-    assert [(k.shown, k.error, k.count) for k in res.problems] == [("npm run build", "TypeError: generate is not a function", 4)]
+    assert [(k.shown, k.error, k.count) for k in res.problems] == [
+        ("npm run build", "TypeError: generate is not a function", 4)
+    ]
     assert res.why_nothing(2).startswith("Nothing to write: 25 failed call(s);")
     assert "generic rule(s) about the agent's own tools kept out (--include-generic writes them)" in res.why_nothing(2)
     with_generic = learn_from_logs(sessions, min_evidence=2, include_generic=True)
@@ -118,7 +128,11 @@ def test_learn_command_on_claude_code_layout_writes_once_and_keeps_hand_written_
     # on a narrow terminal the diff's lines stay whole (copied into a file, they must paste back)
     narrow = run(["--project", str(project), "--dry-run", "--include-generic"], {**env, "COLUMNS": "40"})
     added = [ln for ln in narrow.output.splitlines() if ln.startswith("+- ")]
-    assert len(added) == 1 and added[0].startswith(f"+- {READ_RULE} _(evidence: 10)_ <!-- headroom:rule ") and added[0].endswith("-->")
+    assert (
+        len(added) == 1
+        and added[0].startswith(f"+- {READ_RULE} _(evidence: 10)_ <!-- headroom:rule ")
+        and added[0].endswith("-->")
+    )
 
     declined = run(["--project", str(project), "--include-generic"], env, input="n\n")
     assert "Nothing written." in declined.output and START not in target.read_text()
@@ -143,12 +157,17 @@ def test_learn_command_on_claude_code_layout_writes_once_and_keeps_hand_written_
 
 def test_several_targets_and_session_filter(claude_layout):
     project, env = claude_layout["project"], claude_layout["env"]
-    r = run(["--project", str(project), "--yes", "--include-generic", "--target", "AGENTS.md", "--target", "claude"], env)
+    r = run(
+        ["--project", str(project), "--yes", "--include-generic", "--target", "AGENTS.md", "--target", "claude"], env
+    )
     assert r.exit_code == 0, r.output
     for name in ("AGENTS.md", "CLAUDE.md"):
         assert READ_RULE in (project / name).read_text()
     assert START not in (project / "CLAUDE.local.md").read_text()
-    only = run(["--project", str(project), "--dry-run", "--include-generic", "--session", "5c0375b4", "--target", "GEMINI.md"], env)
+    only = run(
+        ["--project", str(project), "--dry-run", "--include-generic", "--session", "5c0375b4", "--target", "GEMINI.md"],
+        env,
+    )
     assert "5c0375b4.jsonl" in only.output and "fe5e1c67.jsonl" not in only.output
     assert "Nothing to write: 3 failed call(s)" in only.output and "below the evidence threshold of 2" in only.output
     bad = run(["--project", str(project), "--target", "README.md"], env)
@@ -160,20 +179,51 @@ def test_several_targets_and_session_filter(claude_layout):
 
 def _claude_record(kind: str, content, uid: str, parent: str | None, **extra) -> str:
     role = "assistant" if kind == "assistant" else "user"
-    rec = {"type": kind, "uuid": uid, "parentUuid": parent, "sessionId": "s-hand", "cwd": "/p", "timestamp": "2025-01-01T00:00:00Z",
-           "isSidechain": False, "message": {"role": role, "content": content}, **extra}
+    rec = {
+        "type": kind,
+        "uuid": uid,
+        "parentUuid": parent,
+        "sessionId": "s-hand",
+        "cwd": "/p",
+        "timestamp": "2025-01-01T00:00:00Z",
+        "isSidechain": False,
+        "message": {"role": role, "content": content},
+        **extra,
+    }
     return json.dumps(rec)
 
 
 def test_malformed_records_are_skipped_and_unknown_types_counted_apart(tmp_path: Path):
     lines = [
         _claude_record("user", "run the build", "u1", None),
-        _claude_record("assistant", [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "npm run build"}}], "a1", "u1"),
+        _claude_record(
+            "assistant",
+            [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "npm run build"}}],
+            "a1",
+            "u1",
+        ),
         "{not json",
         json.dumps({"type": "telemetry-blob", "x": 1}),
         json.dumps([1, 2, 3]),
-        _claude_record("user", [{"type": "tool_result", "tool_use_id": "t1", "is_error": True, "content": "npm ERR! missing script: build"}], "u2", "a1"),
-        _claude_record("assistant", [{"type": "tool_use", "id": "t2", "name": "Bash", "input": {"command": "pnpm run build"}}], "a2", "u2"),
+        _claude_record(
+            "user",
+            [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t1",
+                    "is_error": True,
+                    "content": "npm ERR! missing script: build",
+                }
+            ],
+            "u2",
+            "a1",
+        ),
+        _claude_record(
+            "assistant",
+            [{"type": "tool_use", "id": "t2", "name": "Bash", "input": {"command": "pnpm run build"}}],
+            "a2",
+            "u2",
+        ),
         _claude_record("user", [{"type": "tool_result", "tool_use_id": "t2", "content": "built in 2s"}], "u3", "a2"),
         _claude_record("user", "No, don't use npm in this repo. Use pnpm instead.", "u4", "u3"),
         _claude_record("user", "[Request interrupted by user]", "u5", "u4"),
@@ -192,7 +242,12 @@ def test_malformed_records_are_skipped_and_unknown_types_counted_apart(tmp_path:
     # npm has no build script here, pnpm builds: another program doing the same job
     assert [p.kind for _, p in res.pairs] == ["command"]
     assert "`npm run build` fails (npm ERR! missing script: build); use `pnpm run build`" in texts
-    env = {"HEADROOM_HOME": str(tmp_path / "home"), "CLAUDE_CONFIG_DIR": str(tmp_path / "none"), "CODEX_HOME": str(tmp_path / "none"), "COLUMNS": "200"}
+    env = {
+        "HEADROOM_HOME": str(tmp_path / "home"),
+        "CLAUDE_CONFIG_DIR": str(tmp_path / "none"),
+        "CODEX_HOME": str(tmp_path / "none"),
+        "COLUMNS": "200",
+    }
     out = run(["--project", str(tmp_path), "--from", str(log), "--dry-run"], env)
     assert out.exit_code == 0 and "2 malformed records skipped, 1 records of unknown types ignored" in out.output
 
@@ -202,18 +257,42 @@ def test_codex_rollout_pairs_shell_commands_by_exit_code(tmp_path: Path):
         return json.dumps({"timestamp": "2025-06-01T10:00:00Z", "type": "response_item", "payload": payload})
 
     def shell(cid, cmd):
-        return item({"type": "function_call", "name": "shell", "call_id": cid, "arguments": json.dumps({"command": ["bash", "-lc", cmd]})})
+        return item(
+            {
+                "type": "function_call",
+                "name": "shell",
+                "call_id": cid,
+                "arguments": json.dumps({"command": ["bash", "-lc", cmd]}),
+            }
+        )
 
     def out(cid, text, code):
-        return item({"type": "function_call_output", "call_id": cid, "output": json.dumps({"output": text, "metadata": {"exit_code": code, "duration_seconds": 0.1}})})
+        return item(
+            {
+                "type": "function_call_output",
+                "call_id": cid,
+                "output": json.dumps({"output": text, "metadata": {"exit_code": code, "duration_seconds": 0.1}}),
+            }
+        )
 
     lines = [
-        json.dumps({"timestamp": "2025-06-01T10:00:00Z", "type": "session_meta", "payload": {"id": "c-1", "cwd": "/repo"}}),
+        json.dumps(
+            {"timestamp": "2025-06-01T10:00:00Z", "type": "session_meta", "payload": {"id": "c-1", "cwd": "/repo"}}
+        ),
         item({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "run the tests"}]}),
-        shell("c1", "pytest tests -q"), out("c1", "bash: pytest: command not found\n", 127),
-        shell("c2", "python -m pytest tests -q"), out("c2", "3 passed in 0.1s\n", 0),
-        shell("c3", "grep -rn 'Error:' src"), out("c3", "src/a.py:3: raise ValueError: bad\n", 0),
-        json.dumps({"timestamp": "2025-06-01T10:01:00Z", "type": "event_msg", "payload": {"type": "turn_aborted", "reason": "interrupted"}}),
+        shell("c1", "pytest tests -q"),
+        out("c1", "bash: pytest: command not found\n", 127),
+        shell("c2", "python -m pytest tests -q"),
+        out("c2", "3 passed in 0.1s\n", 0),
+        shell("c3", "grep -rn 'Error:' src"),
+        out("c3", "src/a.py:3: raise ValueError: bad\n", 0),
+        json.dumps(
+            {
+                "timestamp": "2025-06-01T10:01:00Z",
+                "type": "event_msg",
+                "payload": {"type": "turn_aborted", "reason": "interrupted"},
+            }
+        ),
         json.dumps({"type": "mystery", "payload": {}}),
     ]
     log = tmp_path / "rollout-2025-06-01T10-00-00-c-1.jsonl"
@@ -233,16 +312,29 @@ def test_pairing_rules_for_shell_commands():
 
     assert program("python -m pytest tests") == program("pytest tests") == "pytest"
     # same program, a shared substantive token: paired
-    (p,) = find_pairs([st("pytest tests", False, "bash: pytest: command not found"), st("python -m pytest tests", True, i=1)])
+    (p,) = find_pairs(
+        [st("pytest tests", False, "bash: pytest: command not found"), st("python -m pytest tests", True, i=1)]
+    )
     assert p.kind == "command"
     # different program: not a pair; identical retry: not a pair
     # a command that only looks teaches nothing: creating what it looked for is no lesson
-    assert [p.kind for p in find_pairs([st("ls -la types/", False, "No such file or directory"), st("mkdir -p types && ls -la types/", True)])] == ["retry"]
+    assert [
+        p.kind
+        for p in find_pairs(
+            [st("ls -la types/", False, "No such file or directory"), st("mkdir -p types && ls -la types/", True)]
+        )
+    ] == ["retry"]
     assert find_pairs([st("make test", False, "Error 1"), st("make test", True)]) == []
     # only a flag and filler in common, far apart: not a pair
-    assert find_pairs([st("grep -rn foo src/app.ts", False, "error: x"), st("grep -c bar lib/other/thing.py", True)]) == []
+    assert (
+        find_pairs([st("grep -rn foo src/app.ts", False, "error: x"), st("grep -c bar lib/other/thing.py", True)]) == []
+    )
     # too far apart (more than 5 calls later): not a pair
-    far = [st("pytest tests", False, "command not found")] + [st(f"echo {i}", True, i=i) for i in range(1, 7)] + [st("python -m pytest tests", True, i=7)]
+    far = (
+        [st("pytest tests", False, "command not found")]
+        + [st(f"echo {i}", True, i=i) for i in range(1, 7)]
+        + [st("python -m pytest tests", True, i=7)]
+    )
     assert find_pairs(far) == []
 
 
@@ -255,5 +347,10 @@ def test_contradictory_pairs_are_dropped_and_secrets_redacted():
     r2 = rule_for_pair(find_pairs([a2, b2])[0])
     kept, dropped = drop_contradictions([r1, r2])
     assert kept == [] and {r.id for r in dropped} == {r1.id, r2.id}
-    s = make_step("Bash", {"command": "curl -H 'Authorization: Bearer sk-ant-api03-abcdefghijklmnopqrstuv' https://x"}, "curl: (6) fatal: x", is_error=True)
+    s = make_step(
+        "Bash",
+        {"command": "curl -H 'Authorization: Bearer sk-ant-api03-abcdefghijklmnopqrstuv' https://x"},
+        "curl: (6) fatal: x",
+        is_error=True,
+    )
     assert "sk-ant" not in s.command and "sk-ant" not in s.args and "***" in s.command

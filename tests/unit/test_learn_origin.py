@@ -23,10 +23,23 @@ def rollout(path: Path, sid: str, cwd: str) -> Path:
         return json.dumps({"timestamp": "2025-06-01T10:00:00Z", "type": "response_item", "payload": payload})
 
     def shell(cid, cmd):
-        return item({"type": "function_call", "name": "shell", "call_id": cid, "arguments": json.dumps({"command": ["bash", "-lc", cmd]})})
+        return item(
+            {
+                "type": "function_call",
+                "name": "shell",
+                "call_id": cid,
+                "arguments": json.dumps({"command": ["bash", "-lc", cmd]}),
+            }
+        )
 
     def out(cid, text, code):
-        return item({"type": "function_call_output", "call_id": cid, "output": json.dumps({"output": text, "metadata": {"exit_code": code, "duration_seconds": 0.1}})})
+        return item(
+            {
+                "type": "function_call_output",
+                "call_id": cid,
+                "output": json.dumps({"output": text, "metadata": {"exit_code": code, "duration_seconds": 0.1}}),
+            }
+        )
 
     lines = [
         json.dumps({"timestamp": "2025-06-01T10:00:00Z", "type": "session_meta", "payload": {"id": sid, "cwd": cwd}}),
@@ -42,7 +55,9 @@ def rollout(path: Path, sid: str, cwd: str) -> Path:
 def learn(project: Path, logs: Path, tmp_path: Path):
     env = {"HEADROOM_HOME": str(tmp_path / "home"), "CLAUDE_CONFIG_DIR": str(tmp_path / "none"), "CODEX_HOME": str(tmp_path / "none"),
            "XDG_DATA_HOME": str(tmp_path / "none"), "COLUMNS": "200"}  # fmt: skip
-    return CliRunner().invoke(app, ["learn", "--project", str(project), "--from", str(logs), "--yes"], env=env, catch_exceptions=False)
+    return CliRunner().invoke(
+        app, ["learn", "--project", str(project), "--from", str(logs), "--yes"], env=env, catch_exceptions=False
+    )
 
 
 def section_lines(project: Path) -> list[str]:

@@ -57,11 +57,15 @@ def test_nothing_new_is_answered_from_memory_and_own_writes_are_seen_at_once(tmp
     store.record_failures(PROJECT, "earlier", [TWINE])
     assert store.past_failure_lines(PROJECT, "s1", DAY, 5) == ["`twine check dist/*` failed (No module named twine)"]
     # a rule for a failure already given is a new line (its sentence), given at once too
-    rule = Rule("command", "pytest tests", "`pytest tests` fails; use `python -m pytest tests`", "", failure_key(PYTEST), 5)
+    rule = Rule(
+        "command", "pytest tests", "`pytest tests` fails; use `python -m pytest tests`", "", failure_key(PYTEST), 5
+    )
     store.save_rules(PROJECT, [rule])
     assert store.past_failure_lines(PROJECT, "s1", DAY, 5) == [rule.text]
     # another session of the project still gets everything, once
-    assert sorted(store.past_failure_lines(PROJECT, "s2", DAY, 5)) == sorted([rule.text, "`twine check dist/*` failed (No module named twine)"])
+    assert sorted(store.past_failure_lines(PROJECT, "s2", DAY, 5)) == sorted(
+        [rule.text, "`twine check dist/*` failed (No module named twine)"]
+    )
     assert store.past_failure_lines(PROJECT, "s2", DAY, 5) == []
 
 
@@ -73,14 +77,27 @@ def test_another_proxys_write_is_seen_by_the_next_request(tmp_path: Path):
     there.record_failures(PROJECT, "elsewhere", [TWINE])
     assert here.past_failure_lines(PROJECT, "s1", DAY, 5) == ["`twine check dist/*` failed (No module named twine)"]
     # a rule written by the other proxy shows at once, and a failure it cleared
-    rule = Rule("command", "pytest tests", "`pytest tests` fails; use `python -m pytest tests`", "", failure_key(PYTEST), 5)
+    rule = Rule(
+        "command", "pytest tests", "`pytest tests` fails; use `python -m pytest tests`", "", failure_key(PYTEST), 5
+    )
     there.save_rules(PROJECT, [rule])
     assert here.past_failure_lines(PROJECT, "s1", DAY, 5) == [rule.text]
-    fixed = Step(tool="Bash", command="python -m pytest tests", target="", args="python -m pytest tests", keys=frozenset(), ok=True, error="", index=1)
+    fixed = Step(
+        tool="Bash",
+        command="python -m pytest tests",
+        target="",
+        args="python -m pytest tests",
+        keys=frozenset(),
+        ok=True,
+        error="",
+        index=1,
+    )
     assert here.past_failure_lines(PROJECT, "s3", DAY, 5) != []  # remembered: something to give
     assert there.clear_recovered(PROJECT, [fixed], DAY) >= 1
     fresh = LearnStore(open_database(f"sqlite:///{tmp_path}/././team.db"))  # nothing remembered
-    assert here.past_failure_lines(PROJECT, "s4", DAY, 5) == fresh.past_failure_lines(PROJECT, "s5", DAY, 5)  # cleared ones not given
+    assert here.past_failure_lines(PROJECT, "s4", DAY, 5) == fresh.past_failure_lines(
+        PROJECT, "s5", DAY, 5
+    )  # cleared ones not given
 
 
 def test_a_session_given_lines_by_another_proxy_is_not_given_them_again(tmp_path: Path):
@@ -97,7 +114,14 @@ def test_evidence_and_known_problems_of_another_proxy_are_seen(tmp_path: Path):
     assert here.past_failure_lines(PROJECT, "s1", DAY, 5) == ["`pytest tests` failed (pytest: command not found)"]
     assert here.past_failure_lines(PROJECT, "s1", DAY, 5) == []  # remembered
     # live evidence reaching the threshold: the failure's line becomes the rule's sentence
-    rule = Rule("command", "pytest tests\0python -m pytest tests", "`pytest tests` fails; use `python -m pytest tests`", "sup", failure_key(PYTEST), 1)
+    rule = Rule(
+        "command",
+        "pytest tests\0python -m pytest tests",
+        "`pytest tests` fails; use `python -m pytest tests`",
+        "sup",
+        failure_key(PYTEST),
+        1,
+    )
     assert there.add_evidence(PROJECT, "other", "pair1", rule, 1)
     assert here.past_failure_lines(PROJECT, "s1", DAY, 5) == [rule.text]
     assert here.past_failure_lines(PROJECT, "s3", DAY, 5) == [rule.text]
@@ -108,7 +132,9 @@ def test_evidence_and_known_problems_of_another_proxy_are_seen(tmp_path: Path):
     assert here.past_failure_lines(PROJECT, "s3", DAY, 5) == ["`pytest tests` failed (pytest: command not found)"]
     assert here.past_failure_lines(PROJECT, "s3", DAY, 5) == []  # remembered
     # a problem `headroom learn` found in logs on another machine
-    there.record_known_problems(PROJECT, [KnownProblem(failure_key(TWINE), TWINE.command, TWINE.error, 2, ("log",), TWINE, "", "logsess")])
+    there.record_known_problems(
+        PROJECT, [KnownProblem(failure_key(TWINE), TWINE.command, TWINE.error, 2, ("log",), TWINE, "", "logsess")]
+    )
     assert here.past_failure_lines(PROJECT, "s3", DAY, 5) == ["`twine check dist/*` failed (No module named twine)"]
 
 

@@ -26,11 +26,19 @@ def step(text: str, command: str = "pytest tests"):
         ("Reading package lists...\nE: Unable to locate package jq2", "E: Unable to locate package jq2"),
         ("building...\nCommand exited with non-zero status 2", "Command exited with non-zero status 2"),
         # the program named by its path (argv[0] as the shell resolved it), Python's OSError text
-        ("/root/.pyenv/versions/3.11.7/bin/python3: can't open file '/ws/tool/stats.py': [Errno 2] No such file or directory",
-         "/root/.pyenv/versions/3.11.7/bin/python3: can't open file '/ws/tool/stats.py': [Errno 2] No such file or directory"),
+        (
+            "/root/.pyenv/versions/3.11.7/bin/python3: can't open file '/ws/tool/stats.py': [Errno 2] No such file or directory",
+            "/root/.pyenv/versions/3.11.7/bin/python3: can't open file '/ws/tool/stats.py': [Errno 2] No such file or directory",
+        ),
         ("/usr/bin/ld: cannot find -lssl", "/usr/bin/ld: cannot find -lssl"),
-        ("./configure: error: C compiler cannot create executables", "./configure: error: C compiler cannot create executables"),
-        ("cp: cannot stat 'a.txt': [Errno 2] No such file or directory", "cp: cannot stat 'a.txt': [Errno 2] No such file or directory"),
+        (
+            "./configure: error: C compiler cannot create executables",
+            "./configure: error: C compiler cannot create executables",
+        ),
+        (
+            "cp: cannot stat 'a.txt': [Errno 2] No such file or directory",
+            "cp: cannot stat 'a.txt': [Errno 2] No such file or directory",
+        ),
     ],
 )
 def test_error_shaped_text_is_a_failure(text, error):
@@ -41,7 +49,10 @@ def test_error_shaped_text_is_a_failure(text, error):
 @pytest.mark.parametrize(
     "text, command",
     [
-        ("src/log.py:12:    raise ValueError('error: bad input')\nsrc/log.py:30:    # error: handled", "grep -rn error src"),
+        (
+            "src/log.py:12:    raise ValueError('error: bad input')\nsrc/log.py:30:    # error: handled",
+            "grep -rn error src",
+        ),
         ("tests/test_x.py::test_errors PASSED\n===== 12 passed, 0 errors in 0.3s =====", "pytest"),
         ("Process finished with exit code 0", "./run.sh"),
         ("retries: 3 (status code 1 ignored)\ndone", "./sync"),

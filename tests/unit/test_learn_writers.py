@@ -17,7 +17,9 @@ def rule(text: str, evidence: int, key: str | None = None, sk: str | None = None
 
 
 A = rule("`pytest tests` fails (command not found); use `python -m pytest tests`", 5)
-B = rule("Read a file before editing it: `Edit` fails on a file that was not read first (File has not been read yet)", 12)
+B = rule(
+    "Read a file before editing it: `Edit` fails on a file that was not read first (File has not been read yet)", 12
+)
 
 
 def test_new_file_gets_only_the_section_ranked_by_evidence():
@@ -51,8 +53,18 @@ def test_evidence_never_decreases_and_duplicates_merge():
 
 
 def test_a_new_fix_for_the_same_failure_supersedes_the_old_rule():
-    old = rule("`make test` fails (no rule to make target); use `make tests`", 3, key="make test\0make tests", sk=content_hash("same failure"))
-    new = rule("`make test` fails (no rule to make target); use `make check`", 4, key="make test\0make check", sk=content_hash("same failure"))
+    old = rule(
+        "`make test` fails (no rule to make target); use `make tests`",
+        3,
+        key="make test\0make tests",
+        sk=content_hash("same failure"),
+    )
+    new = rule(
+        "`make test` fails (no rule to make target); use `make check`",
+        4,
+        key="make test\0make check",
+        sk=content_hash("same failure"),
+    )
     text = merge_rules(merge_rules("", [old, A]), [new])
     entries = parse(text).entries
     assert [e.text for e in entries] == [A.text, new.text]
@@ -66,7 +78,7 @@ def test_plan_and_write_targets(tmp_path: Path):
         write(p)
     assert (tmp_path / "AGENTS.md").read_text().startswith("# Agents\n\n" + START)
     assert all(not p.changed for p in plan(tmp_path, ["AGENTS.md", "CLAUDE.local.md"], [A]))
-    assert plan(tmp_path, ["GEMINI.md"], []) [0].changed is False
+    assert plan(tmp_path, ["GEMINI.md"], [])[0].changed is False
     with pytest.raises(TargetError, match="unknown target"):
         target_file("README.md")
 

@@ -17,8 +17,8 @@ from sqlalchemy.exc import OperationalError
 import headroom_core.ledger_writer as lw
 from headroom_core.db.engine import open_database
 from headroom_core.db.models import RequestOutcome, ToolUsage
-from headroom_core.ledger_journal import LedgerJournal, decode, encode, orphans
 from headroom_core.ledger_entry import Entry
+from headroom_core.ledger_journal import LedgerJournal, decode, encode, orphans
 from headroom_core.ledger_writer import LedgerWriter, write_entries
 
 WHEN = datetime(2026, 12, 2, 3, 4, 5, 678901)
@@ -26,10 +26,32 @@ WHEN = datetime(2026, 12, 2, 3, 4, 5, 678901)
 
 def _entry(i: int, project: str = "/src/app") -> Entry:
     e = Entry(client="claude-code", project=project, tools={"Read": [1, 1], "Write": [1, 0]}, seen_at=WHEN)
-    e.add(dict(created_at=WHEN, dialect="anthropic-messages", client="claude-code", project=project, model=f"m{i}", session_key=f"s{i}",
-               action="compressed", reason="compressed 2 tool outputs", body_bytes_before=1000 + i, body_bytes_after=400, tokens_before=300,
-               tokens_after=100, blocks_compressed=2, tools_tokens_before=0, tools_tokens_after=0, retrieve_rounds=0, status_code=200,
-               usage_input_tokens=10, usage_output_tokens=None, usage_cache_read_tokens=None, usage_cache_write_tokens=None, detail="[]"))
+    e.add(
+        dict(
+            created_at=WHEN,
+            dialect="anthropic-messages",
+            client="claude-code",
+            project=project,
+            model=f"m{i}",
+            session_key=f"s{i}",
+            action="compressed",
+            reason="compressed 2 tool outputs",
+            body_bytes_before=1000 + i,
+            body_bytes_after=400,
+            tokens_before=300,
+            tokens_after=100,
+            blocks_compressed=2,
+            tools_tokens_before=0,
+            tools_tokens_after=0,
+            retrieve_rounds=0,
+            status_code=200,
+            usage_input_tokens=10,
+            usage_output_tokens=None,
+            usage_cache_read_tokens=None,
+            usage_cache_write_tokens=None,
+            detail="[]",
+        )
+    )
     return e
 
 
@@ -89,10 +111,12 @@ def test_a_submitted_entry_is_journaled_before_its_commit_and_the_commit_empties
         done = w.submit(e)
         assert done.done() and done.result() is True and w.journaled
         assert _rows(db) == []
-        (name, size), = _files(tmp_path / "journal")
+        ((name, size),) = _files(tmp_path / "journal")
         path = tmp_path / "journal" / name
         assert size == len(encode(e)) and decode(path.read_bytes()) == e
-        assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE((tmp_path / "journal").stat().st_mode) == 0o700
+        assert (
+            stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE((tmp_path / "journal").stat().st_mode) == 0o700
+        )
         held.set()
         assert w.flush(30)
         assert _rows(db) == [("m0", e.id)] and _usage(db) == {"Read": (1, 1), "Write": (1, 0)}
@@ -164,7 +188,12 @@ def test_lines_that_are_not_entries_are_kept_aside_and_the_rest_written(db, tmp_
     try:
         assert w.recover() == 2 and [m for m, _ in _rows(db)] == ["m0", "m1"]
         kept = path.with_name(path.name + ".bad").read_bytes().splitlines(keepends=True)
-        assert kept == [odd[0], b"[" * 1024 + b" [cut]\n", odd[2], b"y" * 1024 + b" [cut]\n"]  # as read; overlong: the first KB
+        assert kept == [
+            odd[0],
+            b"[" * 1024 + b" [cut]\n",
+            odd[2],
+            b"y" * 1024 + b" [cut]\n",
+        ]  # as read; overlong: the first KB
         assert not path.exists()
     finally:
         w.close(10)

@@ -40,20 +40,34 @@ SHAPES = {
     "epoch with fraction": lambda r, i: f"{1700000000 + i * 3}.{r.randint(0, 999999):06d} ",
     "dotted date": lambda r, i: f"2005.06.{1 + i % 28:02d} 12:{i % 60:02d}:07 ",
     "slashed date": lambda r, i: f"17/06/{1 + i % 28:02d} 20:10:{i % 60:02d} INFO ",
-    "dashed short date and pid/tid": lambda r, i: f"03-17 16:13:{i % 60:02d}.{i % 1000:03d}  {r.randint(100, 9999)}  {r.randint(100, 9999)} D ",
+    "dashed short date and pid/tid": lambda r, i: (
+        f"03-17 16:13:{i % 60:02d}.{i % 1000:03d}  {r.randint(100, 9999)}  {r.randint(100, 9999)} D "
+    ),
     "bracketed time": lambda r, i: f"[{i % 24:02d}:{i % 60:02d}:{(i * 3) % 60:02d}] ",
     "bracketed short date and time": lambda r, i: f"[10.30 16:{i % 60:02d}:06] ",
-    "syslog host component pid": lambda r, i: f"Nov  {1 + i % 9} 12:01:{i % 60:02d} host{r.randint(1, 9)} sshd[{r.randint(100, 30000)}]: ",
+    "syslog host component pid": lambda r, i: (
+        f"Nov  {1 + i % 9} 12:01:{i % 60:02d} host{r.randint(1, 9)} sshd[{r.randint(100, 30000)}]: "
+    ),
     "pipe separated": lambda r, i: f"20171223-22:15:{i % 60}:{r.randint(0, 999)}|Step_LSC|30002312|",
-    "leading bullet epoch date": lambda r, i: f"- {1117838570 + i} 2005.06.03 R02-M1-N0-C:J12-U11 2005-06-03-15.42.{i % 60:02d}.675872 R02-M1-N0-C:J12-U11 RAS KERNEL INFO ",
-    "alert flag epoch date": lambda r, i: f"{r.choice(('-', 'KERNDTLB', '-', '-'))} {1131566461 + i} 2005.11.09 dn228 Nov 9 12:01:{i % 60:02d} dn228/dn228 ",
+    "leading bullet epoch date": lambda r, i: (
+        f"- {1117838570 + i} 2005.06.03 R02-M1-N0-C:J12-U11 2005-06-03-15.42.{i % 60:02d}.675872 R02-M1-N0-C:J12-U11 RAS KERNEL INFO "
+    ),
+    "alert flag epoch date": lambda r, i: (
+        f"{r.choice(('-', 'KERNDTLB', '-', '-'))} {1131566461 + i} 2005.11.09 dn228 Nov 9 12:01:{i % 60:02d} dn228/dn228 "
+    ),
     "level word first": lambda r, i: f"{r.choice(('INFO', 'WARN', 'DEBUG', 'INFO'))}: ",
     "bracketed level first": lambda r, i: f"[{r.choice(('INFO', 'WARN', 'DEBUG', 'INFO'))}] ",
     "python logging": lambda r, i: f"{r.choice(('INFO', 'WARNING', 'DEBUG'))}:app.worker:",
     "logfmt": lambda r, i: f'time="2024-03-04T10:{i % 60:02d}:00Z" level={r.choice(("info", "warn", "debug"))} msg=',
-    "klog": lambda r, i: f"I0302 20:53:{i % 60:02d}.959546 {r.randint(1, 40000):>7} controller.go:{r.randint(10, 300)}] ",
-    "access log": lambda r, i: f"10.0.{r.randint(0, 9)}.{r.randint(1, 250)} - - [12/Mar/2024:13:{i % 60:02d}:43 +0000] ",
-    "hpc id node component": lambda r, i: f"{134681 + i} node-{r.randint(0, 255)} unix.hw state_change.unavailable {1077804742 + i} 1 ",
+    "klog": lambda r, i: (
+        f"I0302 20:53:{i % 60:02d}.959546 {r.randint(1, 40000):>7} controller.go:{r.randint(10, 300)}] "
+    ),
+    "access log": lambda r, i: (
+        f"10.0.{r.randint(0, 9)}.{r.randint(1, 250)} - - [12/Mar/2024:13:{i % 60:02d}:43 +0000] "
+    ),
+    "hpc id node component": lambda r, i: (
+        f"{134681 + i} node-{r.randint(0, 255)} unix.hw state_change.unavailable {1077804742 + i} 1 "
+    ),
     "windows cbs": lambda r, i: f"2016-09-28 04:30:{i % 60:02d}, Info                  CBS    ",
     "apache error": lambda r, i: f"[Sun Dec 04 04:{i % 60:02d}:44 2005] [notice] ",
 }
@@ -88,17 +102,12 @@ def test_corpus_logs_are_logs(system):
 
 def test_header_ends_where_the_message_starts():
     cases = {
-        "- 1117838570 2005.06.03 R02-M1-N0-C:J12-U11 2005-06-03-15.42.50.675872 R02-M1-N0-C:J12-U11 RAS KERNEL INFO instruction cache parity error corrected":
-            "instruction cache parity error corrected",
-        "03-17 16:13:38.819  1702  8671 D PowerManagerService: acquire lock=233570404, flags=0x1":
-            "PowerManagerService: acquire lock=233570404, flags=0x1",
+        "- 1117838570 2005.06.03 R02-M1-N0-C:J12-U11 2005-06-03-15.42.50.675872 R02-M1-N0-C:J12-U11 RAS KERNEL INFO instruction cache parity error corrected": "instruction cache parity error corrected",
+        "03-17 16:13:38.819  1702  8671 D PowerManagerService: acquire lock=233570404, flags=0x1": "PowerManagerService: acquire lock=233570404, flags=0x1",
         "20171223-22:15:29:606|Step_LSC|30002312|onStandStepChanged 3579": "onStandStepChanged 3579",
-        "[10.30 16:49:06] chrome.exe - proxy.example.org:5070 open through proxy proxy.example.org:5070 HTTPS":
-            "chrome.exe - proxy.example.org:5070 open through proxy proxy.example.org:5070 HTTPS",
-        "[Sun Dec 04 04:51:08 2005] [notice] jk2_init() Found child 6725 in scoreboard slot 10":
-            "jk2_init() Found child 6725 in scoreboard slot 10",
-        "Dec 10 06:55:46 LabSZ sshd[24200]: reverse mapping checking getaddrinfo for 1.2.3.4 failed":
-            "LabSZ sshd[24200]: reverse mapping checking getaddrinfo for 1.2.3.4 failed",
+        "[10.30 16:49:06] chrome.exe - proxy.example.org:5070 open through proxy proxy.example.org:5070 HTTPS": "chrome.exe - proxy.example.org:5070 open through proxy proxy.example.org:5070 HTTPS",
+        "[Sun Dec 04 04:51:08 2005] [notice] jk2_init() Found child 6725 in scoreboard slot 10": "jk2_init() Found child 6725 in scoreboard slot 10",
+        "Dec 10 06:55:46 LabSZ sshd[24200]: reverse mapping checking getaddrinfo for 1.2.3.4 failed": "LabSZ sshd[24200]: reverse mapping checking getaddrinfo for 1.2.3.4 failed",
     }
     for line, message in cases.items():
         h = header_of(line)
@@ -153,10 +162,13 @@ MARKDOWN_LIST = """\
 """
 
 CSV = "date,time,symbol,open,close,volume\n" + "".join(
-    f"2024-03-{d:02d},16:00:00,ACME,{100 + d}.{d:02d},{101 + d}.{d * 3 % 100:02d},{10000 + d * 37}\n" for d in range(1, 29)
+    f"2024-03-{d:02d},16:00:00,ACME,{100 + d}.{d:02d},{101 + d}.{d * 3 % 100:02d},{10000 + d * 37}\n"
+    for d in range(1, 29)
 )
 CSV_SPACED = "".join(f"2024-03-{d:02d} 09:{d:02d}:00, {20 + d}.5, {30 - d}.1, ok\n" for d in range(1, 29))
-TSV = "id\tcreated\tuser\tstatus\n" + "".join(f"{1000 + i}\t2024-01-{1 + i % 28:02d} 10:00\tuser{i}\tactive\n" for i in range(40))
+TSV = "id\tcreated\tuser\tstatus\n" + "".join(
+    f"{1000 + i}\t2024-01-{1 + i % 28:02d} 10:00\tuser{i}\tactive\n" for i in range(40)
+)
 MARKDOWN_TABLE = "| date | time | event | count |\n|---|---|---|---|\n" + "".join(
     f"| 2024-03-{d:02d} | 1{d % 10}:00 | deploy | {d} |\n" for d in range(1, 25)
 )
@@ -176,10 +188,14 @@ Traceback (most recent call last):
 ValueError: bad config config.toml
 """
 
-JAVA_TRACE = "java.lang.IllegalStateException: Connection pool shut down\n" + "".join(
-    f"\tat org.apache.http.impl.conn.PoolingHttpClientConnectionManager.requestConnection(PoolingHttpClientConnectionManager.java:{200 + i})\n"
-    for i in range(20)
-) + "Caused by: java.io.IOException: Broken pipe\n\tat sun.nio.ch.FileDispatcherImpl.write0(Native Method)\n\t... 23 more\n"
+JAVA_TRACE = (
+    "java.lang.IllegalStateException: Connection pool shut down\n"
+    + "".join(
+        f"\tat org.apache.http.impl.conn.PoolingHttpClientConnectionManager.requestConnection(PoolingHttpClientConnectionManager.java:{200 + i})\n"
+        for i in range(20)
+    )
+    + "Caused by: java.io.IOException: Broken pipe\n\tat sun.nio.ch.FileDispatcherImpl.write0(Native Method)\n\t... 23 more\n"
+)
 
 PROSE = """\
 The project started on 2019-04-01 as a weekend experiment. By March 2020 it had
@@ -228,7 +244,9 @@ drwxr-xr-x   9 user  staff   288 Mar  4 10:11 tests
 
 GIT_LOG = "".join(
     f"commit {h}\nAuthor: Dev {i} <dev{i}@example.com>\nDate:   Mon Mar {1 + i} 10:0{i}:00 2024 +0000\n\n    Fix the thing number {i}\n\n"
-    for i, h in enumerate(("a1b2c3d4e5f6", "b2c3d4e5f6a1", "c3d4e5f6a1b2", "d4e5f6a1b2c3", "e5f6a1b2c3d4", "f6a1b2c3d4e5"))
+    for i, h in enumerate(
+        ("a1b2c3d4e5f6", "b2c3d4e5f6a1", "c3d4e5f6a1b2", "d4e5f6a1b2c3", "e5f6a1b2c3d4", "f6a1b2c3d4e5")
+    )
 )
 
 

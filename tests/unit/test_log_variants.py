@@ -25,7 +25,9 @@ def test_every_template_and_error_line_survives(name, counter):
     res = compress_text(v.text, "", counter, min_tokens=250, min_saving_ratio=0.1)
     assert res.changed and res.kind == "log" and res.strategy == "templates", res.reason
     r = retention(res.text, v.lines, v.templates)
-    assert not r.lost_templates, f"{name}: {len(r.lost_templates)} of {r.templates_total} templates lost: {r.lost_templates[:3]}"
+    assert not r.lost_templates, (
+        f"{name}: {len(r.lost_templates)} of {r.templates_total} templates lost: {r.lost_templates[:3]}"
+    )
     assert not r.lost_errors, f"{name}: {len(r.lost_errors)} of {r.errors_total} error lines lost: {r.lost_errors[:3]}"
     check_layout(v.text, res, len(v.lines))
     before, after = counter.count(v.text), counter.count(res.text)

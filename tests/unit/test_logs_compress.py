@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from headroom_core.compress.markers import MARKER_RE, find_marker_keys, offload_key
 from headroom_core.ccr.store import OriginalsStore
 from headroom_core.compress.logs import MAX_QUERY, compress_logs, is_error_line, mine_templates, trace_end
+from headroom_core.compress.markers import MARKER_RE, find_marker_keys, offload_key
 from headroom_core.db.engine import open_database
 from tests.conftest import corpus_dir
 from tests.support.log_variants import is_error_word_line, represented
@@ -221,7 +221,9 @@ def test_is_error_line():
     assert is_error_line("ValueError: bad value")
     # error words in any case, inside longer words too
     assert is_error_line("nova INFO wsgi HTTP exception thrown: No instances found")
-    assert is_error_line("- 1117838570 2005.06.03 R02-M1-N0-C:J12-U11 RAS KERNEL INFO instruction cache parity error corrected")
+    assert is_error_line(
+        "- 1117838570 2005.06.03 R02-M1-N0-C:J12-U11 RAS KERNEL INFO instruction cache parity error corrected"
+    )
     assert is_error_line("Dec 10 sshd[1]: Failed password for root from 1.2.3.4 port 22 ssh2")
     assert is_error_line("kernel[0]: Sandbox: QQ(12) deny(1) network-outbound: Permission denied")
     assert is_error_line("20171224-1:59:43:574|HiH_HiSyncControl|30002312|syncData() failed, errorCode = -1")
@@ -254,7 +256,10 @@ def test_unchanged_reasons(counter):
     assert compress_logs(few, "", counter, min_tokens=10).reason == "few lines"
     # Lines all distinct enough to keep (each an anchor, an error of its own kind, or a template)
     words = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa".split()
-    errors_only = "\n".join(f"[Sun Dec 04 04:47:{k:02d} 2005] [error] stage {w} failed: {w.upper()} unavailable" for k, w in enumerate(words))
+    errors_only = "\n".join(
+        f"[Sun Dec 04 04:47:{k:02d} 2005] [error] stage {w} failed: {w.upper()} unavailable"
+        for k, w in enumerate(words)
+    )
     r = compress_logs(errors_only, "", counter, min_tokens=10)
     assert not r.changed and r.reason == "nothing to drop" and r.text == errors_only
     # but the same error many times is shown by its first and last lines, its count summarised
@@ -280,4 +285,3 @@ def test_crlf_lines_round_trip(counter):
     for ln in _split(res.text.replace("\r\n", "\n")).kept:
         assert ln in originals
     assert find_marker_keys(res.text) and set(find_marker_keys(res.text)) == {offload_key(crlf)}
-

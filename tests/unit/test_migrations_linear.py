@@ -22,7 +22,9 @@ def test_one_head_and_a_line_after_the_merge():
     line = []
     rev = script.get_revision(script.get_current_head())
     while rev is not None and rev.revision != "0010_one_line":
-        assert isinstance(rev.down_revision, str), f"{rev.revision} revises {rev.down_revision!r}: one revision expected"
+        assert isinstance(rev.down_revision, str), (
+            f"{rev.revision} revises {rev.down_revision!r}: one revision expected"
+        )
         line.append(rev.revision)
         rev = script.get_revision(rev.down_revision)
     assert rev is not None, "0010_one_line is not an ancestor of the head"
@@ -44,7 +46,9 @@ def test_a_database_at_any_earlier_point_migrates_to_the_one_head(tmp_path):
     from alembic.runtime.migration import MigrationContext
 
     head = _script().get_current_head()
-    for n, targets in enumerate([("0001",), ("0003", "0005"), ("0006_team", "0004"), ("0002", "0004", "0006_tooldocs", "0009_ledger_outcome")]):
+    for n, targets in enumerate(
+        [("0001",), ("0003", "0005"), ("0006_team", "0004"), ("0002", "0004", "0006_tooldocs", "0009_ledger_outcome")]
+    ):
         engine = make_engine(f"sqlite:///{tmp_path / f'h{n}.db'}")
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS_DIR))

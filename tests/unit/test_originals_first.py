@@ -51,7 +51,9 @@ def _sent(plan, i: int = 2) -> str:
 def _answers(rt, plan) -> dict[str, str]:
     """Every marker key in what ``plan`` forwards -> the proxy's answer to headroom_retrieve."""
     keys = markers.find_marker_keys(plan.body.decode()) if plan.body else []
-    return {k: retrieve.answer(ToolCall("c1", retrieve.TOOL_NAME, {"key": k}), rt.store, plan.context.scope) for k in keys}
+    return {
+        k: retrieve.answer(ToolCall("c1", retrieve.TOOL_NAME, {"key": k}), rt.store, plan.context.scope) for k in keys
+    }
 
 
 def _exec(rt, sql: str) -> None:
@@ -66,7 +68,14 @@ def _count(rt, model) -> int:
 
 def _lossless(rt, output: str) -> str:
     """What the compressors make of ``output`` without dropping anything (the output itself when nothing)."""
-    r = compress_text(output, "", rt.counter, min_tokens=rt.settings.min_tokens, min_saving_ratio=rt.settings.min_saving_ratio, lossless=True)
+    r = compress_text(
+        output,
+        "",
+        rt.counter,
+        min_tokens=rt.settings.min_tokens,
+        min_saving_ratio=rt.settings.min_saving_ratio,
+        lossless=True,
+    )
     assert not r.offloads
     return r.text if r.changed else output
 
@@ -74,14 +83,22 @@ def _lossless(rt, output: str) -> str:
 def _turn2(body: dict, new_output: str) -> dict:
     """``body`` continued: the model's answer, another call, its (new) output."""
     messages = body["messages"] + [
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_02", "name": "github_api", "input": {"path": "/search/issues"}}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "toolu_02", "name": "github_api", "input": {"path": "/search/issues"}}
+            ],
+        },
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_02", "content": new_output}]},
     ]
     return {**body, "messages": messages}
 
 
 def _turn3(body: dict) -> dict:
-    messages = body["messages"] + [{"role": "assistant", "content": "Three are open."}, {"role": "user", "content": "And which are closed?"}]
+    messages = body["messages"] + [
+        {"role": "assistant", "content": "Three are open."},
+        {"role": "user", "content": "And which are closed?"},
+    ]
     return {**body, "messages": messages}
 
 
@@ -89,11 +106,26 @@ def _turn3(body: dict) -> dict:
 
 
 def _block(path, changed, keys=(), before=100, after=40, reason="r"):
-    return BlockOutcome(path, "github_api", "json", "crush" if keys else "table", reason, changed, before, after if changed else before, False, keys)
+    return BlockOutcome(
+        path,
+        "github_api",
+        "json",
+        "crush" if keys else "table",
+        reason,
+        changed,
+        before,
+        after if changed else before,
+        False,
+        keys,
+    )
 
 
 def test_demoted_keeps_lossless_outputs_and_replaces_each_shortened_one():
-    a, b, c = ("messages", 2, "content", 0, "content"), ("messages", 4, "content", 0, "content"), ("messages", 6, "content", 0, "content")
+    a, b, c = (
+        ("messages", 2, "content", 0, "content"),
+        ("messages", 4, "content", 0, "content"),
+        ("messages", 6, "content", 0, "content"),
+    )
     result = PipelineResult(
         ((a, "lossy a [marker]"), (b, "table b"), (c, "lossy c [marker]")),
         (Offload("k" * 24, "original a", "items"), Offload("j" * 24, "original c", "items")),
@@ -137,7 +169,13 @@ def test_originals_and_decisions_are_committed_before_forwarding_in_one_transact
     big = github_scenario("paginate-issues.json")
     engine = runtime.sessions.kw["bind"]
     tx: list[set[str]] = [set()]
-    event.listen(engine, "before_cursor_execute", lambda conn, cur, stmt, *a: tx[-1].update(t for t in ("originals", "compression_decisions") if stmt.startswith(f"INSERT INTO {t} ")))
+    event.listen(
+        engine,
+        "before_cursor_execute",
+        lambda conn, cur, stmt, *a: tx[-1].update(
+            t for t in ("originals", "compression_decisions") if stmt.startswith(f"INSERT INTO {t} ")
+        ),
+    )
     event.listen(engine, "commit", lambda conn: tx.append(set()))
     plan = _plan(runtime, anthropic_request(big))
     assert plan.code is Code.PLANNED and plan.persist is not None
@@ -162,7 +200,10 @@ def test_a_full_database_sends_the_output_lossless_and_later_turns_the_same_byte
     assert len(sent) < len(big)  # the JSON table form: lossless, and smaller
     assert _sent(p2, 2) == _sent(p1, 2)  # turn 1's output replayed as sent
     assert all(not a.startswith("headroom_retrieve error") for a in _answers(runtime, p2).values())
-    assert not any(b.offload_keys for b in p2.pipeline.blocks) and originals_first.UNSTORED in p2.pipeline.blocks[-1].reason
+    assert (
+        not any(b.offload_keys for b in p2.pipeline.blocks)
+        and originals_first.UNSTORED in p2.pipeline.blocks[-1].reason
+    )
     assert _count(runtime, CompressionDecision) == 1  # turn 1's only: this turn's write was all or nothing
     p2.persist()  # the session's state is stored (only the originals table refuses)
 
@@ -194,7 +235,9 @@ def test_a_write_lock_held_by_another_process_sends_the_output_without_a_marker_
     p1 = _plan(runtime, first)
     p1.persist()
     db = runtime.settings.database_url.removeprefix("sqlite:///")
-    locker = subprocess.Popen([sys.executable, "-c", LOCKER, db], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    locker = subprocess.Popen(
+        [sys.executable, "-c", LOCKER, db], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert locker.stdout is not None and locker.stdout.readline().strip() == "locked"
         second = _turn2(first, big)
@@ -220,7 +263,9 @@ def test_a_cached_decision_whose_original_is_gone_is_stored_again_first_or_not_a
     _plan(runtime, anthropic_request(big)).persist()
     _exec(runtime, "DELETE FROM originals")
     other = _plan(runtime, anthropic_request(big, question="Which issues are closed?"))
-    assert other.code is Code.PLANNED and set(_answers(runtime, other).values()) == {big}  # stored again, before forwarding
+    assert other.code is Code.PLANNED and set(_answers(runtime, other).values()) == {
+        big
+    }  # stored again, before forwarding
 
     _exec(runtime, "DELETE FROM originals")
     _exec(runtime, FULL)
@@ -242,11 +287,21 @@ def test_an_image_whose_original_cannot_be_stored_is_only_resized(tmp_path, coun
     body = anthropic_body(screenshot(3024, 1964, "PNG"))
     _exec(rt, FULL)
     p = _plan(rt, body)
-    assert p.code is Code.ORIGINALS_UNSTORED and "2 images only resized: their originals could not be stored" in p.reason
+    assert (
+        p.code is Code.ORIGINALS_UNSTORED and "2 images only resized: their originals could not be stored" in p.reason
+    )
     assert not markers.find_marker_keys(p.body.decode()) and p.images.offloads == ()
     _exec(rt, "DROP TRIGGER originals_full")
-    resized = plan_request(Runtime(load_settings({"home": str(tmp_path / "plain")}, env={})), "POST", "/v1/messages", UA, json.dumps(body).encode())
-    assert json.loads(p.body)["messages"] == json.loads(resized.body)["messages"]  # as a proxy without the target sends it
+    resized = plan_request(
+        Runtime(load_settings({"home": str(tmp_path / "plain")}, env={})),
+        "POST",
+        "/v1/messages",
+        UA,
+        json.dumps(body).encode(),
+    )
+    assert (
+        json.loads(p.body)["messages"] == json.loads(resized.body)["messages"]
+    )  # as a proxy without the target sends it
 
 
 def test_a_read_only_database_sends_the_output_lossless_and_still_answers_stored_originals(runtime):

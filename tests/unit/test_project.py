@@ -43,7 +43,11 @@ GEMINI_2026 = (
 
 
 def anthropic(system, first_user, *rest):
-    body = {"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": [{"role": "user", "content": first_user}, *rest]}
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 10,
+        "messages": [{"role": "user", "content": first_user}, *rest],
+    }
     if system is not None:
         body["system"] = system
     return body
@@ -64,7 +68,19 @@ def anthropic(system, first_user, *rest):
         ("<workdir>/opt/next</workdir>", "/opt/next"),
         ("<env>\nWorking directory: /home/a b/with space\nShell: zsh\n</env>", "/home/a b/with space"),
     ],
-    ids=["claude-code-1.x", "claude-code-2.x", "codex", "opencode", "gemini-2025", "gemini-2026", "upper-case", "windows-cwd", "markdown", "tag", "space"],
+    ids=[
+        "claude-code-1.x",
+        "claude-code-2.x",
+        "codex",
+        "opencode",
+        "gemini-2025",
+        "gemini-2026",
+        "upper-case",
+        "windows-cwd",
+        "markdown",
+        "tag",
+        "space",
+    ],
 )
 def test_each_agents_wording_gives_its_directory(text, want):
     found = stated_directory(text)
@@ -116,7 +132,10 @@ def test_key_ranks():
 def test_claude_code_2_states_it_in_the_first_user_message_not_the_system_prompt():
     body = anthropic(
         [{"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude."}],
-        [{"type": "text", "text": CC2_REMINDER}, {"type": "text", "text": "fix the failing test", "cache_control": {"type": "ephemeral"}}],
+        [
+            {"type": "text", "text": CC2_REMINDER},
+            {"type": "text", "text": "fix the failing test", "cache_control": {"type": "ephemeral"}},
+        ],
     )
     assert find_project({}, body) == "/home/ann/garden"
 
@@ -139,13 +158,32 @@ def test_codex_environment_context_in_a_developer_or_user_item_of_responses_inpu
 
 
 def test_opencode_system_message_of_chat_completions():
-    body = {"model": "gpt-5", "messages": [{"role": "system", "content": "You are opencode."}, {"role": "system", "content": OPENCODE_SYSTEM}, {"role": "user", "content": "hi"}]}
+    body = {
+        "model": "gpt-5",
+        "messages": [
+            {"role": "system", "content": "You are opencode."},
+            {"role": "system", "content": OPENCODE_SYSTEM},
+            {"role": "user", "content": "hi"},
+        ],
+    }
     assert find_project({}, body) == "/tmp/oc-app"
 
 
 def test_environment_block_in_a_later_system_or_developer_message():
-    turns = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}, {"role": "assistant", "content": "d"}]
-    body = {"model": "gpt-5", "messages": [*turns, {"role": "developer", "content": [{"type": "text", "text": CODEX_ENV}]}, {"role": "user", "content": "e"}]}
+    turns = [
+        {"role": "user", "content": "a"},
+        {"role": "assistant", "content": "b"},
+        {"role": "user", "content": "c"},
+        {"role": "assistant", "content": "d"},
+    ]
+    body = {
+        "model": "gpt-5",
+        "messages": [
+            *turns,
+            {"role": "developer", "content": [{"type": "text", "text": CODEX_ENV}]},
+            {"role": "user", "content": "e"},
+        ],
+    }
     assert find_project({}, body) == "/srv/codex-work"
     # a later USER message is the user's text (or pasted output), never the environment
     body = {"model": "gpt-5", "messages": [*turns, {"role": "user", "content": CC1_SYSTEM}]}
@@ -157,14 +195,22 @@ def test_tool_results_and_assistant_turns_are_never_read():
     body = anthropic(
         "You are an agent.",
         "go",
-        {"role": "assistant", "content": [{"type": "text", "text": output}, {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "env"}}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": output},
+                {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "env"}},
+            ],
+        },
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": output}]},
     )
     assert find_project({}, body) is None
 
 
 def test_a_working_directory_beats_a_workspace_stated_earlier():
-    body = anthropic("<env>\nWorkspace root folder: /repo\nPlatform: linux\n</env>", [{"type": "text", "text": CC2_REMINDER}])
+    body = anthropic(
+        "<env>\nWorkspace root folder: /repo\nPlatform: linux\n</env>", [{"type": "text", "text": CC2_REMINDER}]
+    )
     assert find_project({}, body) == "/home/ann/garden"
 
 
@@ -176,12 +222,19 @@ SEALER = Sealer(b"k" * 32)
 
 
 def conv(body, key="sk-one", headers=None):
-    return request_conversation({"x-api-key": key, **(headers or {})}, body, "/v1/messages", SEALER, "anthropic-messages")
+    return request_conversation(
+        {"x-api-key": key, **(headers or {})}, body, "/v1/messages", SEALER, "anthropic-messages"
+    )
 
 
 def test_a_conversation_without_a_project_is_its_own_scope():
     first = anthropic("You are a helpful assistant.", "summarise this article")
-    later = anthropic("You are a helpful assistant.", "summarise this article", {"role": "assistant", "content": "ok"}, {"role": "user", "content": "shorter"})
+    later = anthropic(
+        "You are a helpful assistant.",
+        "summarise this article",
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": "shorter"},
+    )
     other = anthropic("You are a helpful assistant.", "translate this poem")
     a, a2, b = conv(first), conv(later), conv(other)
     assert is_conversation(a.scope.project) and is_conversation(b.scope.project)
@@ -192,7 +245,10 @@ def test_a_conversation_without_a_project_is_its_own_scope():
     assert conv(first, key="sk-two").scope.project != a.scope.project
     # an explicit session names the conversation
     s1 = conv(first, headers={"x-headroom-session": "s1"})
-    assert s1.scope.project != a.scope.project and conv(other, headers={"x-headroom-session": "s1"}).scope.project == s1.scope.project
+    assert (
+        s1.scope.project != a.scope.project
+        and conv(other, headers={"x-headroom-session": "s1"}).scope.project == s1.scope.project
+    )
     assert project_label(a.scope.project).startswith("(conversation ")
 
 

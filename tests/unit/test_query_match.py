@@ -59,8 +59,13 @@ def test_a_word_at_a_passage_start_after_an_underscore_or_inside_a_word():
 def test_a_pasted_log_as_the_query_picks_the_lines_it_mentions():
     # the latest user text is a pasted log (thousands of distinct words); the tool output a log
     # of 2,000 lines of which three name a block the pasted log names too
-    pasted = "\n".join(f"2026-11-30 10:{i % 60:02d} INFO worker{i} handled request{i} blk_{i:06d} in {i % 97} ms" for i in range(4000))
-    lines = [f"081109 {i:06d} INFO dfs.DataNode: Receiving block blk_{900000 + i} src: /10.0.0.{i % 250}" for i in range(2000)]
+    pasted = "\n".join(
+        f"2026-11-30 10:{i % 60:02d} INFO worker{i} handled request{i} blk_{i:06d} in {i % 97} ms" for i in range(4000)
+    )
+    lines = [
+        f"081109 {i:06d} INFO dfs.DataNode: Receiving block blk_{900000 + i} src: /10.0.0.{i % 250}"
+        for i in range(2000)
+    ]
     for k, i in enumerate((400, 700, 1500)):
         lines[i] = f"081109 {i:06d} WARN dfs.DataNode: block blk_{k:06d} lost"
     words = query_words(pasted)

@@ -11,7 +11,6 @@ from headroom_core.compress import markers
 from headroom_core.request_plan import plan_request
 from headroom_core.runtime import Runtime
 from headroom_core.settings import load_settings
-
 from tests.conftest import corpus_dir, flow_files, load_flow
 
 
@@ -34,10 +33,21 @@ def anthropic_request(tool_text: str, question: str = "Which issues are still op
         "model": "claude-sonnet-4",
         "max_tokens": 1024,
         "system": [{"type": "text", "text": "You are a coding agent.", "cache_control": {"type": "ephemeral"}}],
-        "tools": [{"name": "github_api", "description": "Call the GitHub REST API.", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}],
+        "tools": [
+            {
+                "name": "github_api",
+                "description": "Call the GitHub REST API.",
+                "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}},
+            }
+        ],
         "messages": [
             {"role": "user", "content": question},
-            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_01", "name": "github_api", "input": {"path": "/repos/o/r/issues"}}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "toolu_01", "name": "github_api", "input": {"path": "/repos/o/r/issues"}}
+                ],
+            },
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": tool_text}]},
         ],
     }
@@ -59,12 +69,13 @@ def test_corpus_replay_keeps_every_conversation_intact(runtime):
 
         def ids(b):
             return [
-                    (x.get("type"), x.get("id"), x.get("tool_use_id"))
-                    for m in b["messages"]
-                    if isinstance(m["content"], list)
-                    for x in m["content"]
-                    if x.get("type") != "text"  # text blocks: a string content may be replayed as one text block, plus the proxy's context block
-                ]
+                (x.get("type"), x.get("id"), x.get("tool_use_id"))
+                for m in b["messages"]
+                if isinstance(m["content"], list)
+                for x in m["content"]
+                if x.get("type")
+                != "text"  # text blocks: a string content may be replayed as one text block, plus the proxy's context block
+            ]
 
         assert ids(out) == ids(body)
 
@@ -149,7 +160,11 @@ def test_openai_chat_and_responses_tool_outputs_are_compressed(runtime):
         "model": "gpt-4o",
         "messages": [
             {"role": "user", "content": "list open issues"},
-            {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "gh", "arguments": "{}"}}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "gh", "arguments": "{}"}}],
+            },
             {"role": "tool", "tool_call_id": "call_1", "content": text},
         ],
     }
@@ -168,7 +183,12 @@ def test_openai_chat_and_responses_tool_outputs_are_compressed(runtime):
     p = plan(runtime, resp, path="/v1/responses")
     out = json.loads(p.body)
     assert len(out["input"][2]["output"]) < len(text)
-    assert out["tools"][-1] == {"type": "function", "name": retrieve.TOOL_NAME, "description": retrieve.TOOL_DESCRIPTION, "parameters": retrieve.TOOL_SCHEMA}
+    assert out["tools"][-1] == {
+        "type": "function",
+        "name": retrieve.TOOL_NAME,
+        "description": retrieve.TOOL_DESCRIPTION,
+        "parameters": retrieve.TOOL_SCHEMA,
+    }
 
 
 def test_internal_error_fails_open(runtime, monkeypatch):

@@ -11,13 +11,13 @@ import pytest
 
 from headroom_core.cache.decisions import DecisionCache
 from headroom_core.ccr import retrieve
-from headroom_core.compress.markers import MARKER_RE, offload_key
 from headroom_core.ccr.store import OriginalsStore
+from headroom_core.compress.code import parses
+from headroom_core.compress.markers import MARKER_RE, offload_key
+from headroom_core.compress.numbered import split_numbered
 from headroom_core.compress.pipeline import compress_outputs
 from headroom_core.compress.reads import file_access, shell_read, verbatim_call_ids
 from headroom_core.compress.router import Hint, Kind, classify, compress_text
-from headroom_core.compress.code import parses
-from headroom_core.compress.numbered import split_numbered
 from headroom_core.compress.sections import split_sections
 from headroom_core.db.engine import open_database
 from headroom_core.request_plan import plan_request
@@ -25,7 +25,6 @@ from headroom_core.wire import anthropic
 from headroom_core.wire.blocks import ToolCall
 from headroom_core.wire.calls import tool_calls_in_request
 from headroom_core.wire.detect import Dialect
-
 from tests.conftest import corpus_dir
 
 
@@ -69,7 +68,9 @@ def test_claude_code_reads_route_by_file_type():
         main = sections[0]
         assert main.numbered
         kind = classify(main.text, hint_of(use))
-        want = {".ts": Kind("code", "typescript", True), ".tsx": Kind("code", "tsx", True)}.get(Path(path).suffix, Kind("text", numbered=True))
+        want = {".ts": Kind("code", "typescript", True), ".tsx": Kind("code", "tsx", True)}.get(
+            Path(path).suffix, Kind("text", numbered=True)
+        )
         assert kind == want, path
         # the reminder is its own verbatim section
         assert any(s.verbatim and "<system-reminder>" in s.text for s in sections)
@@ -106,7 +107,9 @@ def test_swe_agent_observations_route():
     sections = split_sections(window)
     numbered = [s for s in sections if s.numbered]
     assert len(numbered) == 1
-    assert classify(numbered[0].text, Hint(path="/pydicom__pydicom/pydicom/pixel_data_handlers/numpy_handler.py")) == Kind("code", "python", True)
+    assert classify(
+        numbered[0].text, Hint(path="/pydicom__pydicom/pydicom/pixel_data_handlers/numpy_handler.py")
+    ) == Kind("code", "python", True)
     found = next(s["observation"] for s in steps if s["action"].startswith("find_file"))
     assert classify(found.split("\n", 1)[1] * 3).name == "search"
 
@@ -125,7 +128,13 @@ def test_github_json_routes_to_json_and_compresses(counter):
 
 
 def test_html_routes():
-    page = Path(importlib.util.find_spec("mitmproxy").origin).parent / "addons" / "onboardingapp" / "templates" / "index.html"
+    page = (
+        Path(importlib.util.find_spec("mitmproxy").origin).parent
+        / "addons"
+        / "onboardingapp"
+        / "templates"
+        / "index.html"
+    )
     assert classify(page.read_text()).name == "html"
 
 
@@ -148,7 +157,9 @@ def test_wrong_kind_is_harmless(counter):
 
 
 def test_read_with_reminder_keeps_reminder_and_round_trips(tmp_path, counter):
-    use, text = max(((u, t) for u, t in session_outputs("fe5e1c67.jsonl") if u["name"] == "Read"), key=lambda x: len(x[1]))
+    use, text = max(
+        ((u, t) for u, t in session_outputs("fe5e1c67.jsonl") if u["name"] == "Read"), key=lambda x: len(x[1])
+    )
     res = compress_text(text, "", counter, min_tokens=250, min_saving_ratio=0.1, hint=hint_of(use))
     assert res.changed and res.kind == "code" and res.strategy == "sections"
     reminder = text[text.index("<system-reminder>") :]
@@ -161,7 +172,9 @@ def test_read_with_reminder_keeps_reminder_and_round_trips(tmp_path, counter):
 
 
 def test_decisions_are_deterministic(counter):
-    use, text = max(((u, t) for u, t in session_outputs("fe5e1c67.jsonl") if u["name"] == "Bash"), key=lambda x: len(x[1]))
+    use, text = max(
+        ((u, t) for u, t in session_outputs("fe5e1c67.jsonl") if u["name"] == "Bash"), key=lambda x: len(x[1])
+    )
     a = compress_text(text, "lucide icons", counter, min_tokens=250, min_saving_ratio=0.1, hint=hint_of(use))
     b = compress_text(text, "lucide icons", counter, min_tokens=250, min_saving_ratio=0.1, hint=hint_of(use))
     assert a == b and a.changed
@@ -213,7 +226,9 @@ def test_pipeline_keeps_latest_read_verbatim_and_compresses_superseded(runtime, 
     body = session_body("fe5e1c67.jsonl")
     calls = tool_calls_in_request(body, Dialect.ANTHROPIC_MESSAGES)
     outputs = anthropic.tool_outputs(body)
-    reads = [o for o in outputs if o.tool_name == "Read" and calls[o.call_id].arguments["file_path"].endswith("app/page.tsx")]
+    reads = [
+        o for o in outputs if o.tool_name == "Read" and calls[o.call_id].arguments["file_path"].endswith("app/page.tsx")
+    ]
     assert len(reads) == 3
     result = compress_outputs(
         outputs,
@@ -239,7 +254,11 @@ def test_pipeline_keeps_latest_read_verbatim_and_compresses_superseded(runtime, 
         if o.tool_name != "Read":
             continue
         path = calls[o.call_id].arguments["file_path"]
-        later = [c for c in order[order.index(o.call_id) + 1 :] if calls[c].name in ("Read", "Write") and calls[c].arguments.get("file_path") == path]
+        later = [
+            c
+            for c in order[order.index(o.call_id) + 1 :]
+            if calls[c].name in ("Read", "Write") and calls[c].arguments.get("file_path") == path
+        ]
         if not later:
             assert o.path not in changed, path
 
@@ -253,9 +272,19 @@ def test_request_plan_latest_read_verbatim(runtime):
         "max_tokens": 1024,
         "messages": [
             {"role": "user", "content": "Fix the revision command."},
-            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/r/alembic/command.py"}}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/r/alembic/command.py"}}
+                ],
+            },
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": numbered}]},
-            {"role": "assistant", "content": [{"type": "tool_use", "id": "t2", "name": "Read", "input": {"file_path": "/r/alembic/command.py"}}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "t2", "name": "Read", "input": {"file_path": "/r/alembic/command.py"}}
+                ],
+            },
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": numbered}]},
         ],
     }

@@ -31,14 +31,29 @@ def test_rule_keys_written_with_nul_before_0006_are_rewritten_and_read_back(tmp_
     with eng.begin() as conn:
         command.upgrade(_cfg(conn), "0005")
         command.upgrade(_cfg(conn), "0003")
-        conn.execute(sa.text("INSERT INTO learned_rules VALUES ('/p', 'r1', 'command', :k, 'Use python -m pytest.', 's', 'f', 2, 'live', :t, :t)"), {"k": KEY, "t": now})
-        conn.execute(sa.text("INSERT INTO learn_evidence VALUES ('/p', 's1', 'h1', 'r1', 'command', :k, 'Use python -m pytest.', 's', 'f', :t)"), {"k": KEY, "t": now})
+        conn.execute(
+            sa.text(
+                "INSERT INTO learned_rules VALUES ('/p', 'r1', 'command', :k, 'Use python -m pytest.', 's', 'f', 2, 'live', :t, :t)"
+            ),
+            {"k": KEY, "t": now},
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO learn_evidence VALUES ('/p', 's1', 'h1', 'r1', 'command', :k, 'Use python -m pytest.', 's', 'f', :t)"
+            ),
+            {"k": KEY, "t": now},
+        )
     eng.dispose()
 
     (rule,) = LearnStore(open_database(url)).as_rules("/p")  # migrates the rest (0006_team)
     assert rule.key == KEY
     with eng.begin() as conn:
-        stored = [r[0] for r in conn.execute(sa.text("SELECT rule_key FROM learned_rules UNION ALL SELECT rule_key FROM learn_evidence"))]
+        stored = [
+            r[0]
+            for r in conn.execute(
+                sa.text("SELECT rule_key FROM learned_rules UNION ALL SELECT rule_key FROM learn_evidence")
+            )
+        ]
         assert stored == [KEY.replace("\0", NUL_STORED)] * 2
         command.downgrade(_cfg(conn), "0005")
         assert [r[0] for r in conn.execute(sa.text("SELECT rule_key FROM learned_rules"))] == [KEY]

@@ -13,15 +13,14 @@ from pathlib import Path
 import pytest
 
 from headroom_core.ccr import retrieve
-from headroom_core.compress.markers import MARKER_RE, offload_key
 from headroom_core.ccr.store import OriginalsStore
 from headroom_core.compress.diff import compress_diff
+from headroom_core.compress.markers import MARKER_RE, offload_key
 from headroom_core.compress.router import classify, compress_text
 from headroom_core.compress.search import compress_search, parse_hit
 from headroom_core.compress.testout import compress_test_output
 from headroom_core.db.engine import open_database
 from headroom_core.wire.blocks import ToolCall
-
 from tests.unit.test_router import session_outputs
 
 ALEMBIC = Path(importlib.util.find_spec("alembic").origin).parent
@@ -88,7 +87,14 @@ def test_query_changes_what_is_kept(grep_output, counter):
 
 
 def test_find_listing_from_session(counter, tmp_path):
-    use, text = max(((u, t) for u, t in session_outputs("fe5e1c67.jsonl") if u["name"] == "Bash" and u["input"]["command"].startswith("find ")), key=lambda x: len(x[1]))
+    use, text = max(
+        (
+            (u, t)
+            for u, t in session_outputs("fe5e1c67.jsonl")
+            if u["name"] == "Bash" and u["input"]["command"].startswith("find ")
+        ),
+        key=lambda x: len(x[1]),
+    )
     assert classify(text).name == "search"
     res = compress_search(text, "which version of eslint is installed", counter)
     assert res.changed and res.strategy == "paths"
@@ -140,7 +146,7 @@ def test_swe_agent_submit_diff_is_too_small_to_touch(counter):
 
 # --- test and build output ----------------------------------------------------------------------
 
-SUITE = '''
+SUITE = """
 import warnings
 
 import pytest
@@ -162,7 +168,7 @@ def test_parser_raises():
 
 def test_warns():
     warnings.warn("use load_v2 instead", DeprecationWarning)
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +184,14 @@ def test_pytest_failures_kept_passes_collapsed(pytest_output, counter, tmp_path)
     res = compress_test_output(text, "", counter)
     assert res.changed and res.strategy == "collapse"
     for ln in text.split("\n"):
-        if "FAILED" in ln or "Error" in ln or ln.startswith(("E ", ">")) or "warnings summary" in ln or "passed" in ln and "failed" in ln:
+        if (
+            "FAILED" in ln
+            or "Error" in ln
+            or ln.startswith(("E ", ">"))
+            or "warnings summary" in ln
+            or "passed" in ln
+            and "failed" in ln
+        ):
             assert ln in res.text.split("\n"), ln
     assert res.text.count("PASSED") <= 2  # runs shorter than MIN_RUN are not worth a marker
     assert re.search(r"= 2 failed, 61 passed, 1 warning in [\d.]+s =", res.text)
@@ -190,9 +203,13 @@ def test_pytest_failures_kept_passes_collapsed(pytest_output, counter, tmp_path)
 def test_unittest_verbose(tmp_path, counter):
     body = "\n".join(f"    def test_ok_{i}(self):\n        self.assertTrue(True)\n" for i in range(40))
     (tmp_path / "test_u.py").write_text(
-        "import unittest\n\n\nclass T(unittest.TestCase):\n" + body + "\n    def test_bad(self):\n        self.assertEqual(1, 2)\n"
+        "import unittest\n\n\nclass T(unittest.TestCase):\n"
+        + body
+        + "\n    def test_bad(self):\n        self.assertEqual(1, 2)\n"
     )
-    text = subprocess.run([sys.executable, "-m", "unittest", "-v", "test_u"], cwd=tmp_path, capture_output=True, text=True, timeout=60).stderr
+    text = subprocess.run(
+        [sys.executable, "-m", "unittest", "-v", "test_u"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    ).stderr
     assert classify(text).name == "test"
     res = compress_test_output(text, "", counter, min_tokens=100)
     assert res.changed

@@ -30,7 +30,12 @@ TOOLS = SessionTools(("headroom_retrieve",), "tools-hash", '[{"name":"Bash"}]')
 
 def entries(n: int, tag: str = "") -> tuple[FrozenEntry, ...]:
     """``n`` message entries; ``tag`` changes what message 1 went upstream as (a flip)."""
-    return tuple(FrozenEntry(i, f"raw{i}", f"norm{i}", f'{{"role":"user","content":"m{i}{tag if i == 1 else ""}"}}', bool(tag) and i == 1) for i in range(n))
+    return tuple(
+        FrozenEntry(
+            i, f"raw{i}", f"norm{i}", f'{{"role":"user","content":"m{i}{tag if i == 1 else ""}"}}', bool(tag) and i == 1
+        )
+        for i in range(n)
+    )
 
 
 @pytest.fixture

@@ -27,15 +27,26 @@ BODY = b'{"messages": [{"role": "user", "content": [{"text": "' + b"x" * 2000 + 
 SMALLER = b'{"messages": [{"role": "user", "content": [{"text": "x"}]}]}'
 
 
-def client_request(body: bytes = BODY, *, token: str | None = None, extra: dict[str, str] | None = None, secret: str = SECRET) -> dict[str, str]:
+def client_request(
+    body: bytes = BODY, *, token: str | None = None, extra: dict[str, str] | None = None, secret: str = SECRET
+) -> dict[str, str]:
     """The headers (lowercase) of a request botocore's signer signed as a boto3 client does,
     with the Host header urllib3 sends."""
-    req = AWSRequest(method="POST", url=URL, headers={"Content-Type": "application/json", "Host": HOST, **(extra or {})}, data=body)
+    req = AWSRequest(
+        method="POST", url=URL, headers={"Content-Type": "application/json", "Host": HOST, **(extra or {})}, data=body
+    )
     SigV4Auth(Credentials(AKID, secret, token), "bedrock", "us-east-1").add_auth(req)
     return {k.lower(): v for k, v in req.headers.items()}
 
 
-def decide(headers: dict[str, str], keys: sigv4.Keys | None = sigv4.Keys(AKID, SECRET), *, enabled: bool = True, body: bytes = BODY, later: float = 0.0) -> sigv4.Decision:
+def decide(
+    headers: dict[str, str],
+    keys: sigv4.Keys | None = sigv4.Keys(AKID, SECRET),
+    *,
+    enabled: bool = True,
+    body: bytes = BODY,
+    later: float = 0.0,
+) -> sigv4.Decision:
     """``later``: seconds after now at which the proxy decides (read at the call, not at collection)."""
     sig = body_signature(headers)
     assert sig is not None
@@ -74,12 +85,17 @@ def test_other_schemes_and_chunked_payloads_pass():
     assert sigv4.decide(True, sig, "POST", URL, h, BODY, sigv4.Keys(AKID, SECRET), time.time()).why == sigv4.NOT_HEADER
     chunked = {**h, "x-amz-content-sha256": "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"}
     assert decide(chunked).why == sigv4.CHUNKED
-    assert decide({**h, "authorization": "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/x, Signature=zz"}).why == sigv4.UNREADABLE
+    assert (
+        decide({**h, "authorization": "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/x, Signature=zz"}).why
+        == sigv4.UNREADABLE
+    )
 
 
 def test_a_compressed_body_is_signed_so_aws_accepts_it():
     # a client that sends the payload hash and signs the length too
-    h = client_request(extra={"X-Amz-Content-SHA256": hashlib.sha256(BODY).hexdigest(), "Content-Length": str(len(BODY))}, token="tok")
+    h = client_request(
+        extra={"X-Amz-Content-SHA256": hashlib.sha256(BODY).hexdigest(), "Content-Length": str(len(BODY))}, token="tok"
+    )
     d = decide(h)
     assert d.resign is not None
     sent = {**h, "content-length": str(len(SMALLER))}
@@ -96,7 +112,9 @@ def test_a_followup_without_host_or_length_is_signed_for_them():
     h = client_request(extra={"Content-Length": str(len(BODY))})
     d = decide(h)
     assert d.resign is not None
-    followup = {k.title(): v for k, v in h.items() if k not in ("host", "content-length")}  # as _followup_target copies them
+    followup = {
+        k.title(): v for k, v in h.items() if k not in ("host", "content-length")
+    }  # as _followup_target copies them
     new = sigv4.sign(d.resign, "POST", URL, followup, SMALLER + b" ")
     assert new["host"] == HOST and new["content-length"] == str(len(SMALLER) + 1)
     merged = {**{k.lower(): v for k, v in followup.items()}, **new}
@@ -109,7 +127,11 @@ def test_the_identity_is_stable_per_key_and_never_the_secret():
     assert sigv4.identity(a) == sigv4.identity(b) and SECRET not in sigv4.identity(a) and AKID not in sigv4.identity(a)
     other = sigv4.Resign(a.auth, sigv4.Keys(AKID, "another-secret"))
     assert sigv4.identity(other) != sigv4.identity(a)
-    assert SECRET not in repr(a) and SECRET not in repr(sigv4.Keys(AKID, SECRET)) and "tok" not in repr(sigv4.Keys(AKID, SECRET, "tok"))
+    assert (
+        SECRET not in repr(a)
+        and SECRET not in repr(sigv4.Keys(AKID, SECRET))
+        and "tok" not in repr(sigv4.Keys(AKID, SECRET, "tok"))
+    )
 
 
 class _Frozen:

@@ -80,26 +80,93 @@ def test_every_recorded_anthropic_stream_is_rebuilt_as_the_sdk_rebuilds_it():
                 assert isinstance(block["input"], dict) and block["input"], name
 
 
-CITATION = {"type": "web_search_result_location", "url": "https://example.com/a", "title": "A", "encrypted_index": "Eo8BCioIAhgBIiQ=", "cited_text": "Issue 12 is open."}
+CITATION = {
+    "type": "web_search_result_location",
+    "url": "https://example.com/a",
+    "title": "A",
+    "encrypted_index": "Eo8BCioIAhgBIiQ=",
+    "cited_text": "Issue 12 is open.",
+}
 ANTHROPIC_BLOCKS = {
     "text": {"type": "text", "text": "Plain answer text, in several pieces."},
-    "text with citations": {"type": "text", "text": "The fixture repository has open issues.", "citations": [CITATION, {**CITATION, "cited_text": "Issue 13 too."}]},
-    "tool_use": {"type": "tool_use", "id": "toolu_01A", "name": "Read", "input": {"file_path": "/src/app.py", "limit": 2000, "flags": [True, None, 1.5]}},
-    "server_tool_use": {"type": "server_tool_use", "id": "srvtoolu_01B", "name": "web_search", "input": {"query": "octokit fixture issues"}},
-    "mcp_tool_use": {"type": "mcp_tool_use", "id": "mcptoolu_01C", "name": "echo", "server_name": "example", "input": {"param1": "value1"}},
-    "thinking": {"type": "thinking", "thinking": "The user wants the list; the marker says 480 were omitted.", "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds="},
-    "redacted_thinking": {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP"},
+    "text with citations": {
+        "type": "text",
+        "text": "The fixture repository has open issues.",
+        "citations": [CITATION, {**CITATION, "cited_text": "Issue 13 too."}],
+    },
+    "tool_use": {
+        "type": "tool_use",
+        "id": "toolu_01A",
+        "name": "Read",
+        "input": {"file_path": "/src/app.py", "limit": 2000, "flags": [True, None, 1.5]},
+    },
+    "server_tool_use": {
+        "type": "server_tool_use",
+        "id": "srvtoolu_01B",
+        "name": "web_search",
+        "input": {"query": "octokit fixture issues"},
+    },
+    "mcp_tool_use": {
+        "type": "mcp_tool_use",
+        "id": "mcptoolu_01C",
+        "name": "echo",
+        "server_name": "example",
+        "input": {"param1": "value1"},
+    },
+    "thinking": {
+        "type": "thinking",
+        "thinking": "The user wants the list; the marker says 480 were omitted.",
+        "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds=",
+    },
+    "redacted_thinking": {
+        "type": "redacted_thinking",
+        "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP",
+    },
     "web_search_tool_result": {
         "type": "web_search_tool_result",
         "tool_use_id": "srvtoolu_01B",
-        "content": [{"type": "web_search_result", "url": "https://example.com/a", "title": "A", "encrypted_content": "EqgfCioIARgBIiQ3", "page_age": "April 30, 2025"}],
+        "content": [
+            {
+                "type": "web_search_result",
+                "url": "https://example.com/a",
+                "title": "A",
+                "encrypted_content": "EqgfCioIARgBIiQ3",
+                "page_age": "April 30, 2025",
+            }
+        ],
     },
-    "web_fetch_tool_result": {"type": "web_fetch_tool_result", "tool_use_id": "srvtoolu_01D", "content": {"type": "web_fetch_result", "url": "https://example.com", "content": {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "x"}}, "retrieved_at": "2025-08-25T10:30:02Z"}},
-    "code_execution_tool_result": {"type": "code_execution_tool_result", "tool_use_id": "srvtoolu_01E", "content": {"type": "code_execution_result", "stdout": "4\n", "stderr": "", "return_code": 0, "content": []}},
-    "mcp_tool_result": {"type": "mcp_tool_result", "tool_use_id": "mcptoolu_01C", "is_error": False, "content": [{"type": "text", "text": "Tool result text"}]},
+    "web_fetch_tool_result": {
+        "type": "web_fetch_tool_result",
+        "tool_use_id": "srvtoolu_01D",
+        "content": {
+            "type": "web_fetch_result",
+            "url": "https://example.com",
+            "content": {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "x"}},
+            "retrieved_at": "2025-08-25T10:30:02Z",
+        },
+    },
+    "code_execution_tool_result": {
+        "type": "code_execution_tool_result",
+        "tool_use_id": "srvtoolu_01E",
+        "content": {"type": "code_execution_result", "stdout": "4\n", "stderr": "", "return_code": 0, "content": []},
+    },
+    "mcp_tool_result": {
+        "type": "mcp_tool_result",
+        "tool_use_id": "mcptoolu_01C",
+        "is_error": False,
+        "content": [{"type": "text", "text": "Tool result text"}],
+    },
     "container_upload": {"type": "container_upload", "file_id": "file_011CNha8iCJcU1wXNR6q4V8w"},
-    "compaction": {"type": "compaction", "content": "Summary of the earlier conversation.", "encrypted_content": "Eu8BCioIAhgC"},
-    "unknown future block": {"type": "future_widget", "body": "streamed in pieces", "meta": {"x": 1, "big": 12345678901234567890}},
+    "compaction": {
+        "type": "compaction",
+        "content": "Summary of the earlier conversation.",
+        "encrypted_content": "Eu8BCioIAhgC",
+    },
+    "unknown future block": {
+        "type": "future_widget",
+        "body": "streamed in pieces",
+        "meta": {"x": 1, "big": 12345678901234567890},
+    },
 }
 
 
@@ -111,7 +178,9 @@ def test_anthropic_block_rebuilt_exactly(kind):
 
 
 def test_anthropic_every_block_type_in_one_message():
-    msg = anthropic_message(list(ANTHROPIC_BLOCKS.values()), "tool_use", input_tokens=5000, cache_read=4000, output_tokens=321)
+    msg = anthropic_message(
+        list(ANTHROPIC_BLOCKS.values()), "tool_use", input_tokens=5000, cache_read=4000, output_tokens=321
+    )
     asm = assemble(MessageAssembler(), sse(anthropic_events(msg)), chunk=3)
     assert asm.message() == msg
     assert asm.started and asm.ended
@@ -188,11 +257,41 @@ def test_every_recorded_responses_stream_rebuilds_the_completed_response():
 
 
 RESPONSES_ITEMS = {
-    "message": {"type": "message", "id": "msg_1", "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": "Issues 1 and 2 are open.", "annotations": [], "logprobs": []}]},
-    "function_call": {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "shell", "arguments": '{"cmd": ["gh", "issue", "list"]}', "status": "completed"},
-    "reasoning": {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Looking at the marker first."}], "encrypted_content": "gAAAAABo"},
-    "custom_tool_call": {"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_2", "name": "apply_patch", "input": "*** Begin Patch\n*** End Patch", "status": "completed"},
-    "web_search_call": {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search", "query": "octokit"}},
+    "message": {
+        "type": "message",
+        "id": "msg_1",
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "Issues 1 and 2 are open.", "annotations": [], "logprobs": []}],
+    },
+    "function_call": {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_1",
+        "name": "shell",
+        "arguments": '{"cmd": ["gh", "issue", "list"]}',
+        "status": "completed",
+    },
+    "reasoning": {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [{"type": "summary_text", "text": "Looking at the marker first."}],
+        "encrypted_content": "gAAAAABo",
+    },
+    "custom_tool_call": {
+        "type": "custom_tool_call",
+        "id": "ctc_1",
+        "call_id": "call_2",
+        "name": "apply_patch",
+        "input": "*** Begin Patch\n*** End Patch",
+        "status": "completed",
+    },
+    "web_search_call": {
+        "type": "web_search_call",
+        "id": "ws_1",
+        "status": "completed",
+        "action": {"type": "search", "query": "octokit"},
+    },
     "unknown future item": {"type": "future_item", "id": "fi_1", "payload": {"n": 12345678901234567890, "s": "x"}},
 }
 
@@ -223,15 +322,29 @@ CHAT_MESSAGES = {
             "content": None,
             "refusal": None,
             "tool_calls": [
-                {"id": "call_a", "type": "function", "function": {"name": "shell", "arguments": '{"cmd": "gh issue list"}'}},
-                {"id": "call_b", "type": "function", "function": {"name": "read", "arguments": '{"path": "README.md"}'}},
+                {
+                    "id": "call_a",
+                    "type": "function",
+                    "function": {"name": "shell", "arguments": '{"cmd": "gh issue list"}'},
+                },
+                {
+                    "id": "call_b",
+                    "type": "function",
+                    "function": {"name": "read", "arguments": '{"path": "README.md"}'},
+                },
             ],
         },
         "tool_calls",
     ),
     "refusal": ({"content": None, "refusal": "I can't help with that."}, "stop"),
     "reasoning_content": ({"content": "42", "reasoning_content": "Six times seven.", "refusal": None}, "stop"),
-    "content and a tool call": ({"content": "Let me check.", "tool_calls": [{"id": "call_c", "type": "function", "function": {"name": "shell", "arguments": "{}"}}]}, "tool_calls"),
+    "content and a tool call": (
+        {
+            "content": "Let me check.",
+            "tool_calls": [{"id": "call_c", "type": "function", "function": {"name": "shell", "arguments": "{}"}}],
+        },
+        "tool_calls",
+    ),
 }
 
 
@@ -245,6 +358,13 @@ def test_chat_message_rebuilt_exactly(kind):
 
 def test_chat_several_choices_and_logprobs():
     completion = chat_completion({"content": "a", "refusal": None}, "stop")
-    completion["choices"].append({"index": 1, "message": {"role": "assistant", "content": "b", "refusal": None}, "logprobs": {"content": [{"token": "b", "logprob": -0.1, "bytes": [98], "top_logprobs": []}]}, "finish_reason": "length"})
+    completion["choices"].append(
+        {
+            "index": 1,
+            "message": {"role": "assistant", "content": "b", "refusal": None},
+            "logprobs": {"content": [{"token": "b", "logprob": -0.1, "bytes": [98], "top_logprobs": []}]},
+            "finish_reason": "length",
+        }
+    )
     asm = assemble(CompletionAssembler(), sse(chat_events(completion), named=False))
     assert asm.message() == completion and asm.done and asm.finished

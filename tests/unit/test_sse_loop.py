@@ -34,7 +34,15 @@ from tests.support.sse_forms import (
 R = "headroom_retrieve"
 HIDDEN = frozenset({R})
 
-ANTHROPIC_REQUEST = json.dumps({"model": "m", "max_tokens": 9, "stream": True, "messages": [{"role": "user", "content": "hi \\ud83d"}], "tools": []})
+ANTHROPIC_REQUEST = json.dumps(
+    {
+        "model": "m",
+        "max_tokens": 9,
+        "stream": True,
+        "messages": [{"role": "user", "content": "hi \\ud83d"}],
+        "tools": [],
+    }
+)
 CHAT_REQUEST = json.dumps({"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]})
 RESPONSES_REQUEST = json.dumps({"model": "m", "stream": True, "input": "hi"})
 
@@ -45,7 +53,17 @@ def call(name: str = R, cid: str = "toolu_r") -> dict:
 
 # (reply module, request, assembler, [round streams as (sse bytes, non-streamed text)])
 def anthropic_rounds() -> list[tuple[bytes, str]]:
-    r0 = anthropic_message([{"type": "thinking", "thinking": "t", "signature": "s"}, {"type": "text", "text": "Looking \ud83d"}, call(), {"type": "text", "text": "after the call"}], "tool_use", input_tokens=10, output_tokens=5)
+    r0 = anthropic_message(
+        [
+            {"type": "thinking", "thinking": "t", "signature": "s"},
+            {"type": "text", "text": "Looking \ud83d"},
+            call(),
+            {"type": "text", "text": "after the call"},
+        ],
+        "tool_use",
+        input_tokens=10,
+        output_tokens=5,
+    )
     r1 = anthropic_message([{"type": "text", "text": "Found it."}], input_tokens=20, output_tokens=6)
     return [(sse(anthropic_events(m)), json.dumps(m)) for m in (r0, r1)]
 
@@ -58,10 +76,25 @@ def chat_rounds() -> list[tuple[bytes, str]]:
 
 
 def responses_rounds() -> list[tuple[bytes, str]]:
-    fc = {"type": "function_call", "id": "fc_1", "call_id": "call_r", "name": R, "arguments": '{"key": "x"}', "status": "completed"}
-    msg = {"type": "message", "id": "msg_1", "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": "Looking.", "annotations": []}]}
+    fc = {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_r",
+        "name": R,
+        "arguments": '{"key": "x"}',
+        "status": "completed",
+    }
+    msg = {
+        "type": "message",
+        "id": "msg_1",
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "Looking.", "annotations": []}],
+    }
     r0 = responses_response([{"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA"}, msg, fc])
-    r1 = responses_response([{**msg, "id": "msg_2", "content": [{"type": "output_text", "text": "Found it.", "annotations": []}]}])
+    r1 = responses_response(
+        [{**msg, "id": "msg_2", "content": [{"type": "output_text", "text": "Found it.", "annotations": []}]}]
+    )
     return [(sse(responses_events(m)), json.dumps(m)) for m in (r0, r1)]
 
 
@@ -113,16 +146,24 @@ def test_the_streamed_answer_equals_the_json_merge_of_the_same_rounds(dialect):
     assert loop.done and loop.rounds == 1 and loop.called == [R]
     assert R not in json.dumps(streamed)
     if dialect == "anthropic":
-        assert streamed["content"] == merged["content"] and streamed["stop_reason"] == merged["stop_reason"] == "end_turn"
+        assert (
+            streamed["content"] == merged["content"] and streamed["stop_reason"] == merged["stop_reason"] == "end_turn"
+        )
         assert [b["type"] for b in streamed["content"]] == ["thinking", "text", "text", "text"]
         assert streamed["usage"]["input_tokens"] == merged["usage"]["input_tokens"] == 30
         assert streamed["usage"]["output_tokens"] == merged["usage"]["output_tokens"] == 11
     elif dialect == "chat":
         m = streamed["choices"][0]
         assert m["message"]["content"] == merged["choices"][0]["message"]["content"] == "Looking. Found it."
-        assert "tool_calls" not in m["message"] and m["finish_reason"] == merged["choices"][0]["finish_reason"] == "stop"
+        assert (
+            "tool_calls" not in m["message"] and m["finish_reason"] == merged["choices"][0]["finish_reason"] == "stop"
+        )
     else:
-        assert streamed["output"] == merged["output"] and [o["type"] for o in merged["output"]] == ["reasoning", "message", "message"]
+        assert streamed["output"] == merged["output"] and [o["type"] for o in merged["output"]] == [
+            "reasoning",
+            "message",
+            "message",
+        ]
         assert streamed["usage"]["input_tokens"] == 72
 
 
@@ -133,10 +174,14 @@ def test_anthropic_follow_up_request_states_the_turn_as_sent():
     loop.end_round()
     body = loop.next_request([(loop.pending.calls[0], "orig \ud83d")])
     text = body.decode("utf-8")
-    assert text.startswith(ANTHROPIC_REQUEST[:-len(']}],"tools":[]}')])  # the request's bytes first
+    assert text.startswith(ANTHROPIC_REQUEST[: -len(']}],"tools":[]}')])  # the request's bytes first
     req = json.loads(text)
     assert req["messages"][1] == {"role": "assistant", "content": json.loads(rounds[0][1])["content"]}
-    assert req["messages"][2]["content"][0] == {"type": "tool_result", "tool_use_id": "toolu_r", "content": "orig \ud83d"}
+    assert req["messages"][2]["content"][0] == {
+        "type": "tool_result",
+        "tool_use_id": "toolu_r",
+        "content": "orig \ud83d",
+    }
 
 
 @pytest.mark.parametrize("dialect", list(DIALECTS))
@@ -156,7 +201,9 @@ def test_rounds_run_out_the_stream_ends_with_the_notice(dialect):
     if dialect == "anthropic":
         assert msg["content"][-1] == {"type": "text", "text": notice_rounds(1)} and msg["stop_reason"] == "end_turn"
     elif dialect == "chat":
-        assert msg["choices"][0]["finish_reason"] == "stop" and msg["choices"][0]["message"]["content"].endswith(notice_rounds(1))
+        assert msg["choices"][0]["finish_reason"] == "stop" and msg["choices"][0]["message"]["content"].endswith(
+            notice_rounds(1)
+        )
     else:
         assert msg["output"][-1]["content"][0]["text"] == notice_rounds(1) and msg["status"] == "completed"
 
@@ -187,7 +234,9 @@ def test_a_follow_up_cut_short_ends_the_stream_with_an_error_the_client_retries(
         assert last.parsed["error"]["type"] == "server_error" and b"[DONE]" not in out
     else:
         assert last.event == "response.failed" and last.parsed["response"]["status"] == "failed"
-        assert last.parsed["response"]["error"]["code"] == "server_error" and "Looking." in json.dumps(last.parsed["response"]["output"])
+        assert last.parsed["response"]["error"]["code"] == "server_error" and "Looking." in json.dumps(
+            last.parsed["response"]["output"]
+        )
 
 
 def test_stream_tap_decodes_a_gzipped_stream():
@@ -244,7 +293,11 @@ def test_json_loop_merges_and_survives_a_failing_follow_up(dialect):
     assert ok.rounds == 1 and json.loads(ok.body) == json.loads(reply.merge([t for _, t in rounds], HIDDEN, None))
     bad = asyncio.run(complete_json(reply, request, rounds[0][1], HIDDEN, answer, send_fail, 3))
     text = bad.body.decode()
-    assert bad.rounds == 0 and R not in text and json.dumps(notice_failed("the follow-up request got HTTP 400"))[1:-1] in text
+    assert (
+        bad.rounds == 0
+        and R not in text
+        and json.dumps(notice_failed("the follow-up request got HTTP 400"))[1:-1] in text
+    )
     busy = asyncio.run(complete_json(reply, request, rounds[0][1], HIDDEN, answer, send_busy, 3))
     assert busy.body is None and (busy.error.status, busy.error.retry_after) == (500, 3.0)  # the client retries
     none = asyncio.run(complete_json(reply, request, rounds[1][1], HIDDEN, answer, send_fail, 3))
@@ -264,15 +317,32 @@ def truncated_rounds(dialect: str) -> tuple[bytes, str]:
         tc = {"id": "call_r", "type": "function", "function": {"name": R, "arguments": '{"key": "ab'}}
         m = chat_completion({"content": "Looking.", "refusal": None, "tool_calls": [tc]}, "length")
         return sse(chat_events(m), named=False), json.dumps(m)
-    fc = {"type": "function_call", "id": "fc_1", "call_id": "call_r", "name": R, "arguments": '{"key": "ab', "status": "incomplete"}
-    msg = {"type": "message", "id": "msg_1", "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": "Looking.", "annotations": []}]}
+    fc = {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_r",
+        "name": R,
+        "arguments": '{"key": "ab',
+        "status": "incomplete",
+    }
+    msg = {
+        "type": "message",
+        "id": "msg_1",
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "Looking.", "annotations": []}],
+    }
     m = responses_response([msg, fc], status="incomplete", incomplete_details={"reason": "max_output_tokens"})
     evs = responses_events(m)
     evs[-1] = {**evs[-1], "type": "response.incomplete"}
     return sse(evs), json.dumps(m)
 
 
-STOPPED = {"anthropic": lambda m: m["stop_reason"], "chat": lambda m: m["choices"][0]["finish_reason"], "responses": lambda m: m["status"]}
+STOPPED = {
+    "anthropic": lambda m: m["stop_reason"],
+    "chat": lambda m: m["choices"][0]["finish_reason"],
+    "responses": lambda m: m["status"],
+}
 TRUNCATED = {"anthropic": "max_tokens", "chat": "length", "responses": "incomplete"}
 
 
@@ -297,4 +367,9 @@ def test_a_proxy_call_cut_at_the_token_limit_is_never_carried_out_and_the_client
 
     res = asyncio.run(complete_json(reply, request, text, HIDDEN, answer, send, 3))
     merged = json.loads(res.body)
-    assert answered == [] and res.rounds == 0 and R not in res.body.decode() and STOPPED[dialect](merged) == TRUNCATED[dialect]
+    assert (
+        answered == []
+        and res.rounds == 0
+        and R not in res.body.decode()
+        and STOPPED[dialect](merged) == TRUNCATED[dialect]
+    )

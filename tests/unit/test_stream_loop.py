@@ -22,10 +22,25 @@ from headroom_core.wire.assemble_responses import ResponseAssembler
 from headroom_core.wire.blocks import ToolCall, Usage
 from headroom_core.wire.sse import SSEParser
 from tests.conftest import corpus_dir
-from tests.support.sse_forms import anthropic_events, anthropic_message, chat_completion, chat_events, responses_events, responses_response, sse
+from tests.support.sse_forms import (
+    anthropic_events,
+    anthropic_message,
+    chat_completion,
+    chat_events,
+    responses_events,
+    responses_response,
+    sse,
+)
 
 R = "headroom_retrieve"
-ANTHROPIC_REQUEST = json.dumps({"model": "claude-opus-4-20250514", "max_tokens": 64, "stream": True, "messages": [{"role": "user", "content": "find the terminal code"}]})
+ANTHROPIC_REQUEST = json.dumps(
+    {
+        "model": "claude-opus-4-20250514",
+        "max_tokens": 64,
+        "stream": True,
+        "messages": [{"role": "user", "content": "find the terminal code"}],
+    }
+)
 CHAT_REQUEST = json.dumps({"model": "gpt-4o", "stream": True, "messages": [{"role": "user", "content": "hi"}]})
 RESPONSES_REQUEST = json.dumps({"model": "gpt-5", "stream": True, "input": "weather in Florence?"})
 
@@ -50,7 +65,9 @@ def feed_chunks(loop: StreamLoop, data: bytes, size: int) -> bytes:
     return b"".join(loop.feed(data[i : i + size]) for i in range(0, len(data), size))
 
 
-def drive(loop: StreamLoop, first: bytes, send: FakeSend, size: int = 7, answer=lambda c: f"original of {c.call_id}") -> tuple[bytes, list[tuple[ToolCall, ...]]]:
+def drive(
+    loop: StreamLoop, first: bytes, send: FakeSend, size: int = 7, answer=lambda c: f"original of {c.call_id}"
+) -> tuple[bytes, list[tuple[ToolCall, ...]]]:
     """The client's bytes of the whole response and every pending step's calls, as the addon
     runs the loop (``_continue_stream``): answer, then follow up or finish; a refused follow-up
     ends the response with ``fail``."""
@@ -143,7 +160,9 @@ def test_anthropic_recorded_call_to_a_proxy_tool_is_answered_and_hidden(size):
     ``input_json_delta`` pieces). With ``Grep`` taken as a proxy tool the client sees the text,
     then the follow-up round's text as the next block, one ending, usage summed."""
     first = recorded_anthropic("session-a-01.json")
-    second = anthropic_message([{"type": "text", "text": "Three files manage terminals."}], input_tokens=50, output_tokens=7)
+    second = anthropic_message(
+        [{"type": "text", "text": "Three files manage terminals."}], input_tokens=50, output_tokens=7
+    )
     send = FakeSend([(200, sse(anthropic_events(second)))])
     loop = StreamLoop(reply_anthropic, ANTHROPIC_REQUEST, frozenset({"Grep"}), 3)
     out, steps = drive(loop, first, send, size)
@@ -156,14 +175,20 @@ def test_anthropic_recorded_call_to_a_proxy_tool_is_answered_and_hidden(size):
     assert body["messages"][0] == json.loads(ANTHROPIC_REQUEST)["messages"][0]
     assert body["messages"][1]["role"] == "assistant"
     assert body["messages"][1]["content"][1] == {"type": "tool_use", "id": GREP_ID, "name": "Grep", "input": GREP_INPUT}
-    assert body["messages"][2] == {"role": "user", "content": [{"type": "tool_result", "tool_use_id": GREP_ID, "content": f"original of {GREP_ID}"}]}
+    assert body["messages"][2] == {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": GREP_ID, "content": f"original of {GREP_ID}"}],
+    }
 
     assert b"Grep" not in out and b"input_json_delta" not in out
     types = event_types(out)
     assert types.count("message_start") == 1 and types.count("message_delta") == 1 and types[-1] == "message_stop"
     msg = assembled(MessageAssembler, out)
     assert msg["content"] == [
-        {"type": "text", "text": "I'll help you detect which terminal buffers are running Claude Code in Neovim. Let me search for how terminal buffers are managed in your config."},
+        {
+            "type": "text",
+            "text": "I'll help you detect which terminal buffers are running Claude Code in Neovim. Let me search for how terminal buffers are managed in your config.",
+        },
         {"type": "text", "text": "Three files manage terminals."},
     ]
     assert msg["stop_reason"] == "end_turn"  # the only call was the proxy's
@@ -190,20 +215,46 @@ def test_anthropic_client_call_beside_a_proxy_call_ends_the_turn_for_the_client(
     assert steps == [(ToolCall("toolu_r", R, {"key": "ab12"}),)] and send.bodies == []
     assert loop.done and loop.rounds == 0
     got = assembled(MessageAssembler, out)
-    assert got["content"] == [{"type": "text", "text": "Two things."}, {"type": "tool_use", "id": "toolu_c", "name": "Bash", "input": {"command": "ls -la", "timeout": 5}}]
+    assert got["content"] == [
+        {"type": "text", "text": "Two things."},
+        {"type": "tool_use", "id": "toolu_c", "name": "Bash", "input": {"command": "ls -la", "timeout": 5}},
+    ]
     assert got["stop_reason"] == "tool_use"
-    starts = [json.loads(line[6:]) for line in out.split(b"\n") if line.startswith(b"data: ") and b"content_block_start" in line]
+    starts = [
+        json.loads(line[6:])
+        for line in out.split(b"\n")
+        if line.startswith(b"data: ") and b"content_block_start" in line
+    ]
     assert [s["index"] for s in starts] == [0, 1]
 
 
 def test_anthropic_rounds_run_out_after_max_rounds_with_the_notice():
-    ask = anthropic_message([{"type": "tool_use", "id": "toolu_r1", "name": R, "input": {"key": "aa"}}], "tool_use", input_tokens=5, output_tokens=1)
-    ask2 = anthropic_message([{"type": "tool_use", "id": "toolu_r2", "name": R, "input": {"key": "bb"}}], "tool_use", input_tokens=6, output_tokens=2)
-    ask3 = anthropic_message([{"type": "text", "text": "still"}, {"type": "tool_use", "id": "toolu_r3", "name": R, "input": {"key": "cc"}}], "tool_use", input_tokens=7, output_tokens=3)
+    ask = anthropic_message(
+        [{"type": "tool_use", "id": "toolu_r1", "name": R, "input": {"key": "aa"}}],
+        "tool_use",
+        input_tokens=5,
+        output_tokens=1,
+    )
+    ask2 = anthropic_message(
+        [{"type": "tool_use", "id": "toolu_r2", "name": R, "input": {"key": "bb"}}],
+        "tool_use",
+        input_tokens=6,
+        output_tokens=2,
+    )
+    ask3 = anthropic_message(
+        [{"type": "text", "text": "still"}, {"type": "tool_use", "id": "toolu_r3", "name": R, "input": {"key": "cc"}}],
+        "tool_use",
+        input_tokens=7,
+        output_tokens=3,
+    )
     send = FakeSend([(200, sse(anthropic_events(ask2))), (200, sse(anthropic_events(ask3)))])
     loop = StreamLoop(reply_anthropic, ANTHROPIC_REQUEST, frozenset({R}), 2)
     out, steps = drive(loop, sse(anthropic_events(ask)), send)
-    assert [[c.call_id for c in s] for s in steps] == [["toolu_r1"], ["toolu_r2"], ["toolu_r3"]]  # the last calls are carried out too
+    assert [[c.call_id for c in s] for s in steps] == [
+        ["toolu_r1"],
+        ["toolu_r2"],
+        ["toolu_r3"],
+    ]  # the last calls are carried out too
     assert len(send.bodies) == 2 and loop.rounds == 2 and loop.done
     # the second follow-up carries both earlier turns and both answers, in order
     assert [m["role"] for m in send.bodies[1]["messages"]] == ["user", "assistant", "user", "assistant", "user"]
@@ -221,7 +272,13 @@ def test_anthropic_rounds_run_out_after_max_rounds_with_the_notice():
 def test_anthropic_refused_follow_up_ends_with_an_error_event_the_client_retries(status, body, etype, message):
     """Issue 36, item 4: the text so far, then ``event: error`` (the provider's error object, or
     one made from the status), the wait in its message; no made-up ending."""
-    ask = anthropic_message([{"type": "text", "text": "Let me look."}, {"type": "tool_use", "id": "toolu_r", "name": R, "input": {"key": "aa"}}], "tool_use")
+    ask = anthropic_message(
+        [
+            {"type": "text", "text": "Let me look."},
+            {"type": "tool_use", "id": "toolu_r", "name": R, "input": {"key": "aa"}},
+        ],
+        "tool_use",
+    )
     loop = StreamLoop(reply_anthropic, ANTHROPIC_REQUEST, frozenset({R}), 3)
     out, _ = drive(loop, sse(anthropic_events(ask)), FakeSend([(status, body)]))
     p = SSEParser()
@@ -236,11 +293,20 @@ def test_anthropic_refused_follow_up_ends_with_an_error_event_the_client_retries
 
 
 def test_anthropic_refused_follow_up_that_retrying_cannot_help_ends_with_the_notice():
-    ask = anthropic_message([{"type": "text", "text": "Let me look."}, {"type": "tool_use", "id": "toolu_r", "name": R, "input": {"key": "aa"}}], "tool_use")
+    ask = anthropic_message(
+        [
+            {"type": "text", "text": "Let me look."},
+            {"type": "tool_use", "id": "toolu_r", "name": R, "input": {"key": "aa"}},
+        ],
+        "tool_use",
+    )
     loop = StreamLoop(reply_anthropic, ANTHROPIC_REQUEST, frozenset({R}), 3)
     out, _ = drive(loop, sse(anthropic_events(ask)), FakeSend([(400, b"")]))
     got = assembled(MessageAssembler, out)
-    assert got["content"] == [{"type": "text", "text": "Let me look."}, {"type": "text", "text": notice_failed("the follow-up request got HTTP 400")}]
+    assert got["content"] == [
+        {"type": "text", "text": "Let me look."},
+        {"type": "text", "text": notice_failed("the follow-up request got HTTP 400")},
+    ]
     assert got["stop_reason"] == "end_turn" and loop.provider_error is None
 
 
@@ -250,7 +316,11 @@ def test_anthropic_error_event_in_a_follow_up_ends_the_stream_as_sent():
     error = sse([{"type": "message_start", "message": {**ask, "content": [], "stop_reason": None}}, error_ev])
     loop = StreamLoop(reply_anthropic, ANTHROPIC_REQUEST, frozenset({R}), 3)
     out, _ = drive(loop, sse(anthropic_events(ask)), FakeSend([(200, error)]))
-    assert out.endswith(sse([error_ev])) and event_types(out).count("message_start") == 1 and "message_stop" not in event_types(out)
+    assert (
+        out.endswith(sse([error_ev]))
+        and event_types(out).count("message_start") == 1
+        and "message_stop" not in event_types(out)
+    )
 
 
 def test_without_the_request_the_loop_cannot_follow_up_and_says_so():
@@ -272,7 +342,7 @@ def test_next_request_without_a_pending_step_raises():
 
 def test_a_first_response_cut_short_goes_to_the_client_as_it_came():
     data = recorded_anthropic("session-a-01.json")
-    cut = data[: data.index(b"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1")]
+    cut = data[: data.index(b'event: content_block_start\ndata: {"type":"content_block_start","index":1')]
     loop = StreamLoop(reply_anthropic, ANTHROPIC_REQUEST, frozenset({"Grep"}), 3)
     out = feed_chunks(loop, cut, 3) + loop.end_round()
     assert out == cut and loop.done and loop.pending is None  # no made-up ending for a client stream cut upstream
@@ -284,7 +354,11 @@ def test_a_first_response_cut_short_goes_to_the_client_as_it_came():
 def test_chat_proxy_call_among_tool_call_deltas_is_answered_and_hidden():
     rc = {"id": "call_r", "type": "function", "function": {"name": R, "arguments": '{"key": "abcdef0123"}'}}
     first = chat_completion({"content": "Checking.", "refusal": None, "tool_calls": [rc]}, "tool_calls")
-    second = chat_completion({"content": " It is 42.", "refusal": None}, "stop", usage={"prompt_tokens": 200, "completion_tokens": 5, "total_tokens": 205})
+    second = chat_completion(
+        {"content": " It is 42.", "refusal": None},
+        "stop",
+        usage={"prompt_tokens": 200, "completion_tokens": 5, "total_tokens": 205},
+    )
     send = FakeSend([(200, sse(chat_events(second), named=False))])
     loop = StreamLoop(reply_chat, CHAT_REQUEST, frozenset({R}), 3)
     out, steps = drive(loop, sse(chat_events(first), named=False), send, size=11)
@@ -296,7 +370,11 @@ def test_chat_proxy_call_among_tool_call_deltas_is_answered_and_hidden():
     assert R.encode() not in out and out.endswith(b"data: [DONE]\n\n") and out.count(b"[DONE]") == 1
     got = assembled(CompletionAssembler, out)
     ch = got["choices"][0]
-    assert ch["message"]["content"] == "Checking. It is 42." and "tool_calls" not in ch["message"] and ch["finish_reason"] == "stop"
+    assert (
+        ch["message"]["content"] == "Checking. It is 42."
+        and "tool_calls" not in ch["message"]
+        and ch["finish_reason"] == "stop"
+    )
     assert got["usage"] == {"prompt_tokens": 1117 + 200, "completion_tokens": 46 + 5, "total_tokens": 1163 + 205}
 
 
@@ -305,14 +383,24 @@ def test_responses_recorded_function_call_taken_as_the_proxy_s_is_answered_and_h
     in seven deltas. With ``weather`` as a proxy tool the client sees the reasoning item and the
     next round's message at output index 1, sequence numbers without a gap."""
     first = recorded_responses("fantasy-responses/003.json")
-    msg = {"type": "message", "id": "msg_2", "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": "Sunny, 24 C.", "annotations": []}]}
+    msg = {
+        "type": "message",
+        "id": "msg_2",
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "Sunny, 24 C.", "annotations": []}],
+    }
     second = responses_response([msg])
     send = FakeSend([(200, sse(responses_events(second)))])
     loop = StreamLoop(reply_responses, RESPONSES_REQUEST, frozenset({"weather"}), 3)
     out, steps = drive(loop, first, send, size=64)
     args = '{"location":"Florence, Italy"}'
     assert steps == [(ToolCall("call_nYgMM3oZuxort2H8Ky4uP5RE", "weather", {"location": "Florence, Italy"}, args),)]
-    assert send.bodies[0]["input"][-1] == {"type": "function_call_output", "call_id": "call_nYgMM3oZuxort2H8Ky4uP5RE", "output": "original of call_nYgMM3oZuxort2H8Ky4uP5RE"}
+    assert send.bodies[0]["input"][-1] == {
+        "type": "function_call_output",
+        "call_id": "call_nYgMM3oZuxort2H8Ky4uP5RE",
+        "output": "original of call_nYgMM3oZuxort2H8Ky4uP5RE",
+    }
     assert b"function_call_arguments" not in out
     p = SSEParser()
     evs = [e.parsed for e in p.feed(out) + p.feed(b"")]
@@ -321,6 +409,12 @@ def test_responses_recorded_function_call_taken_as_the_proxy_s_is_answered_and_h
     added = [(e["output_index"], e["item"]["type"]) for e in evs if e["type"] == "response.output_item.added"]
     assert added == [(0, "reasoning"), (1, "message")]
     final = evs[-1]["response"]
-    assert [o["type"] for o in final["output"]] == ["reasoning", "message"] and final["output"][1]["content"][0]["text"] == "Sunny, 24 C."
-    assert final["usage"]["input_tokens"] == 63 + 36 and final["usage"]["output_tokens"] == 77 + 87 and final["usage"]["total_tokens"] == 140 + 123
+    assert [o["type"] for o in final["output"]] == ["reasoning", "message"] and final["output"][1]["content"][0][
+        "text"
+    ] == "Sunny, 24 C."
+    assert (
+        final["usage"]["input_tokens"] == 63 + 36
+        and final["usage"]["output_tokens"] == 77 + 87
+        and final["usage"]["total_tokens"] == 140 + 123
+    )
     assert assembled(ResponseAssembler, out)["output"] == final["output"]

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from headroom_core.compress.markers import MARKER_RE, offload_key
 from headroom_core.compress import embeddings
 from headroom_core.compress.html import compress_html, readable_text
 from headroom_core.compress.json_select import query_words
+from headroom_core.compress.markers import MARKER_RE, offload_key
 from headroom_core.compress.text import (
     IDENT_RE,
     NUMBER_RE,
@@ -76,7 +76,9 @@ def _check_extract(text: str, out: str) -> int:
 
 def test_embed_api(model):
     assert embeddings.is_loaded() and embeddings.available()
-    v = embeddings.embed(["The proxy compresses tool outputs.", "Compression of tool results by a proxy.", "Bananas are yellow."])
+    v = embeddings.embed(
+        ["The proxy compresses tool outputs.", "Compression of tool results by a proxy.", "Bananas are yellow."]
+    )
     assert v.shape == (3, embeddings.DIMENSIONS) and v.dtype.name == "float32"
     assert abs(float((v * v).sum(axis=1).max()) - 1.0) < 1e-4
     assert float(v[0] @ v[1]) > float(v[0] @ v[2]) + 0.2  # similar meaning, closer vectors
@@ -181,7 +183,9 @@ second = compress_prose(text, {q!r}, c)
 print(json.dumps([first.changed, first.reason, second.changed, hashlib.sha256(second.text.encode()).hexdigest()]))
 """
     env = dict(os.environ, HF_HUB_OFFLINE="1")
-    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     changed1, reason1, changed2, digest = json.loads(proc.stdout.strip().splitlines()[-1])
     assert (changed1, reason1) == (False, "model loading")

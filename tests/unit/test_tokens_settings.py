@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from headroom_core.compress.tokens import CL100K_PATTERN, TokenizerUnavailable, TokenCounter
+from headroom_core.compress.tokens import CL100K_PATTERN, TokenCounter, TokenizerUnavailable
 from headroom_core.settings import Settings, SettingsError, load_settings
 
 SAMPLES = [
@@ -24,7 +24,12 @@ def test_counts_equal_tiktoken_on_real_text(counter):
 
     spec = importlib.util.find_spec("tiktoken_ext")
     path = Path(next(iter(spec.submodule_search_locations))) / "data" / "cl100k_base.tiktoken"
-    enc = tiktoken.Encoding("cl100k_base", pat_str=CL100K_PATTERN, mergeable_ranks=tiktoken.load.load_tiktoken_bpe(str(path)), special_tokens={})
+    enc = tiktoken.Encoding(
+        "cl100k_base",
+        pat_str=CL100K_PATTERN,
+        mergeable_ranks=tiktoken.load.load_tiktoken_bpe(str(path)),
+        special_tokens={},
+    )
     real = Path(importlib.util.find_spec("mitmproxy.http").origin).read_text()[:20000]
     for text in SAMPLES + [real]:
         assert counter.count(text) == len(enc.encode(text))
@@ -67,7 +72,13 @@ def test_settings_errors_name_the_source(tmp_path, config, env, overrides, match
 
 @pytest.mark.parametrize(
     "ua,name",
-    [("claude-cli/1.0.62 (external, cli)", "claude-cli"), ("Anthropic/Python 0.125.0", "anthropic-python"), ("OpenAI/Python 2.54.0", "openai-python"), ("codex_cli_rs/0.1 (Linux)", "codex_cli_rs"), ("", "unknown")],
+    [
+        ("claude-cli/1.0.62 (external, cli)", "claude-cli"),
+        ("Anthropic/Python 0.125.0", "anthropic-python"),
+        ("OpenAI/Python 2.54.0", "openai-python"),
+        ("codex_cli_rs/0.1 (Linux)", "codex_cli_rs"),
+        ("", "unknown"),
+    ],
 )
 def test_client_names(ua, name):
     from headroom_core.clients import client_name

@@ -27,5 +27,9 @@ def test_the_wording_is_the_functions_in_every_http_refusal(tmp_path, counter):
     head, read = limit.refusal(5000, declared=True), limit.refusal(1500, declared=False)
     assert json.loads(head.error_body or b"")["error"]["message"] == too_large_message(5000, 1000, declared=True)
     assert json.loads(read.error_body or b"")["error"]["message"] == too_large_message(1500, 1000, passed="read")
-    assert too_large_message(5000, 1000, declared=True).startswith("headroom proxy: the request body is 5000 bytes (its Content-Length), over the limit of 1000 bytes")
-    assert too_large_message(1500, 1000, passed="decoded").startswith("headroom proxy: the request body passed the limit of 1000 bytes (headroom max_body_bytes) after 1500 bytes were decoded, so it was not sent")
+    assert too_large_message(5000, 1000, declared=True).startswith(
+        "headroom proxy: the request body is 5000 bytes (its Content-Length), over the limit of 1000 bytes"
+    )
+    assert too_large_message(1500, 1000, passed="decoded").startswith(
+        "headroom proxy: the request body passed the limit of 1000 bytes (headroom max_body_bytes) after 1500 bytes were decoded, so it was not sent"
+    )

@@ -25,8 +25,17 @@ FLOWS = CORPUS / "anthropic-flows"
 REPO = Path(__file__).resolve().parents[2]
 
 _SUBSCHEMA_KEYS = (
-    "additionalProperties", "additionalItems", "unevaluatedProperties", "unevaluatedItems",
-    "not", "if", "then", "else", "contains", "propertyNames", "items",
+    "additionalProperties",
+    "additionalItems",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "propertyNames",
+    "items",
 )
 _SUBSCHEMA_LIST_KEYS = ("anyOf", "oneOf", "allOf", "prefixItems", "items")
 _SUBSCHEMA_MAP_KEYS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")
@@ -98,8 +107,16 @@ def params(schema, prefix=""):
     out = []
     if not isinstance(schema, dict):
         return out
-    out.append((prefix, schema.get("type"), schema.get("enum"), schema.get("required"),
-                schema.get("default"), schema.get("format")))
+    out.append(
+        (
+            prefix,
+            schema.get("type"),
+            schema.get("enum"),
+            schema.get("required"),
+            schema.get("default"),
+            schema.get("format"),
+        )
+    )
     for name, sub in (schema.get("properties") or {}).items():
         out.extend(params(sub, f"{prefix}.{name}"))
     if isinstance(schema.get("items"), dict):
@@ -193,10 +210,23 @@ def test_corpus_dedupe_round_trip(corpus):
 def test_corpus_openai_shapes(corpus):
     fname, tools = max(corpus, key=lambda c: len(c[1]))
     anth = minify_tools(tools).tools
-    chat = [{"type": "function", "function": {"name": t["name"], "description": t["description"],
-                                              "parameters": t["input_schema"]}} for t in tools]
-    resp = [{"type": "function", "name": t["name"], "description": t["description"],
-             "parameters": t["input_schema"], "strict": False} for t in tools]
+    chat = [
+        {
+            "type": "function",
+            "function": {"name": t["name"], "description": t["description"], "parameters": t["input_schema"]},
+        }
+        for t in tools
+    ]
+    resp = [
+        {
+            "type": "function",
+            "name": t["name"],
+            "description": t["description"],
+            "parameters": t["input_schema"],
+            "strict": False,
+        }
+        for t in tools
+    ]
     chat_out = minify_tools(chat).tools
     resp_out = minify_tools(resp).tools
     for a, c, r in zip(anth, chat_out, resp_out):
@@ -220,8 +250,14 @@ def test_deterministic_across_processes(corpus):
     digests = set()
     for seed in ("0", "1", "12345"):
         env = dict(os.environ, PYTHONHASHSEED=seed)
-        proc = subprocess.run([sys.executable, "-c", script, str(FLOWS / fname)], cwd=REPO, env=env,
-                              capture_output=True, text=True, check=True)
+        proc = subprocess.run(
+            [sys.executable, "-c", script, str(FLOWS / fname)],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         digests.add(proc.stdout.strip())
     tools = json.loads((FLOWS / fname).read_text(encoding="utf-8"))["request"]["body"]["tools"]
     digests.add(hashlib.sha256(dumps(minify_tools(tools).tools).encode()).hexdigest())
@@ -306,8 +342,13 @@ def test_schema_keywords_dropped_and_kept():
             "$schema": {"type": "string", "format": "uri"},
             "nested": {
                 "type": "object",
-                "properties": {"deep_one": {"title": "Deep One", "type": "array",
-                                            "items": {"type": "string", "title": "Item", "description": ""}}},
+                "properties": {
+                    "deep_one": {
+                        "title": "Deep One",
+                        "type": "array",
+                        "items": {"type": "string", "title": "Item", "description": ""},
+                    }
+                },
                 "additionalProperties": False,
             },
             "choice": {"anyOf": [{"type": "string", "description": "a  b"}, {"type": "null"}]},
@@ -331,7 +372,9 @@ def test_schema_keywords_dropped_and_kept():
             "$schema": {"type": "string", "format": "uri"},
             "nested": {
                 "type": "object",
-                "properties": {"deep_one": {"type": "array", "items": {"type": "string", "title": "Item", "description": ""}}},
+                "properties": {
+                    "deep_one": {"type": "array", "items": {"type": "string", "title": "Item", "description": ""}}
+                },
                 "additionalProperties": False,
             },
             "choice": {"anyOf": [{"type": "string", "description": "a b"}, {"type": "null"}]},
@@ -344,10 +387,18 @@ def test_schema_keywords_dropped_and_kept():
     assert list(out) == ["type", "properties", "required", "additionalProperties"]
 
 
-@pytest.mark.parametrize("title,dropped", [
-    ("GitStatus", True), ("git_status", True), ("GitStatusRequest", True), ("git_statusArguments", True),
-    ("mcp__git__git_status", True), ("Repository status", False), ("GitStatusResult", False),
-])
+@pytest.mark.parametrize(
+    "title,dropped",
+    [
+        ("GitStatus", True),
+        ("git_status", True),
+        ("GitStatusRequest", True),
+        ("git_statusArguments", True),
+        ("mcp__git__git_status", True),
+        ("Repository status", False),
+        ("GitStatusResult", False),
+    ],
+)
 def test_root_title(title, dropped):
     tools = [{"name": "mcp__git__git_status", "input_schema": {"title": title, "type": "object"}}]
     out = minify_tools(tools).tools[0]["input_schema"]
@@ -355,7 +406,13 @@ def test_root_title(title, dropped):
 
 
 def test_description_without_words_left_as_written():
-    tools = [{"name": "X", "description": " \n\n ", "input_schema": {"type": "object", "properties": {"a": {"description": "\t"}}}}]
+    tools = [
+        {
+            "name": "X",
+            "description": " \n\n ",
+            "input_schema": {"type": "object", "properties": {"a": {"description": "\t"}}},
+        }
+    ]
     res = minify_tools(tools)
     assert res.tools is tools and not res.changed
 
@@ -381,10 +438,8 @@ def test_normalize_docstring_and_lists():
 
 
 def test_normalize_keeps_fenced_code():
-    text = "Example:\n```json\n{\n  \"a\":    1,   \n    \"b\": [1,  2]\n}\n```\nAfter    fence."
-    assert normalize_description(text) == (
-        "Example:\n```json\n{\n  \"a\":    1,\n    \"b\": [1,  2]\n}\n```\nAfter fence."
-    )
+    text = 'Example:\n```json\n{\n  "a":    1,   \n    "b": [1,  2]\n}\n```\nAfter    fence.'
+    assert normalize_description(text) == ('Example:\n```json\n{\n  "a":    1,\n    "b": [1,  2]\n}\n```\nAfter fence.')
 
 
 def test_normalize_keeps_words_and_crlf():
@@ -402,25 +457,44 @@ NOTE = (
     "regardless of slash direction. Relative paths may fail as they depend on the current working "
     "directory. Unless the user explicitly asks for relative paths, use absolute paths."
 )
-NOTE2 = "This command can be referenced as \"SRV: ...\" in your instructions, and it reports errors as text."
-MODEL_NOTES = "Models available:\n- 'alpha': fast, 1M context, good for quick questions and short edits\n" \
-              "- 'beta': slow, 200K context, deep reasoning for hard debugging and architecture work\n" \
-              "- 'gamma': local, 32K context, private and free, fine for summaries"
+NOTE2 = 'This command can be referenced as "SRV: ..." in your instructions, and it reports errors as text.'
+MODEL_NOTES = (
+    "Models available:\n- 'alpha': fast, 1M context, good for quick questions and short edits\n"
+    "- 'beta': slow, 200K context, deep reasoning for hard debugging and architecture work\n"
+    "- 'gamma': local, 32K context, private and free, fine for summaries"
+)
 
 
 def mcp_tools() -> list:
     return [
-        {"name": "mcp__srv__read", "description": f"Read a file.\n\n{NOTE}\n\n{NOTE2}",
-         "input_schema": {"type": "object", "properties": {
-             "path": {"type": "string"},
-             "model": {"type": "string", "description": f"Which model.\n\n{MODEL_NOTES}"}}}},
-        {"name": "mcp__srv__write", "description": f"Write a file.\n\n{NOTE}\n\n{NOTE2}",
-         "input_schema": {"type": "object", "properties": {
-             "path": {"type": "string"},
-             "model": {"type": "string", "description": f"Which model.\n\n{MODEL_NOTES}"}}}},
+        {
+            "name": "mcp__srv__read",
+            "description": f"Read a file.\n\n{NOTE}\n\n{NOTE2}",
+            "input_schema": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "model": {"type": "string", "description": f"Which model.\n\n{MODEL_NOTES}"},
+                },
+            },
+        },
+        {
+            "name": "mcp__srv__write",
+            "description": f"Write a file.\n\n{NOTE}\n\n{NOTE2}",
+            "input_schema": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "model": {"type": "string", "description": f"Which model.\n\n{MODEL_NOTES}"},
+                },
+            },
+        },
         {"type": "web_search_20250305", "name": "web_search"},
-        {"name": "mcp__srv__list", "description": f"List a directory.\n\n{NOTE}\n\nShort tail.",
-         "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}},
+        {
+            "name": "mcp__srv__list",
+            "description": f"List a directory.\n\n{NOTE}\n\nShort tail.",
+            "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}},
+        },
     ]
 
 
@@ -433,11 +507,11 @@ def test_dedupe_synthetic_mcp():
     assert res.tools[0] is tools[0] and res.tools[2] is tools[2]
     write, lst = res.tools[1], res.tools[3]
     assert write["description"] == (
-        'Write a file.\n\n[same text as in mcp__srv__read description: '
+        "Write a file.\n\n[same text as in mcp__srv__read description: "
         '"IMPORTANT: Always use absolute paths for reliability. Paths…" (2 paragraphs)]'
     )
     assert lst["description"] == (
-        'List a directory.\n\n[same text as in mcp__srv__read description: '
+        "List a directory.\n\n[same text as in mcp__srv__read description: "
         '"IMPORTANT: Always use absolute paths for reliability. Paths…"]\n\nShort tail.'
     )
     # The run of paragraphs starts at the first shared one (even a short one) and is referenced as a whole.

@@ -14,14 +14,14 @@ from sqlalchemy import select
 
 from headroom_core import ledger
 from headroom_core.cache.prefix_check import earlier_break
-from headroom_core.tools import on_demand as tool_docs
-from headroom_core.tools.on_demand import NOTE, TOOL_NAME, choose
-from headroom_core.tools.skeleton import first_sentence, skeleton, skeleton_schema
 from headroom_core.db.models import SessionState, ToolUsage
 from headroom_core.extensions import answer_call
 from headroom_core.request_plan import plan_request
 from headroom_core.runtime import Runtime
 from headroom_core.settings import load_settings
+from headroom_core.tools import on_demand as tool_docs
+from headroom_core.tools.on_demand import NOTE, TOOL_NAME, choose
+from headroom_core.tools.skeleton import first_sentence, skeleton, skeleton_schema
 from headroom_core.wire.blocks import ToolCall, Usage
 from tests.conftest import flow_files, load_flow
 
@@ -33,11 +33,20 @@ HEADERS = {"user-agent": UA, "x-headroom-project": "/work/shop"}
 
 
 def test_first_sentence():
-    assert first_sentence("Reads a file from the local filesystem. You can access any file.") == "Reads a file from the local filesystem."
+    assert (
+        first_sentence("Reads a file from the local filesystem. You can access any file.")
+        == "Reads a file from the local filesystem."
+    )
     assert first_sentence("\n   - Fetches content from a URL\n- Takes a prompt") == "Fetches content from a URL"
     assert first_sentence("Use e.g. grep or i.e. rg. Then more.") == "Use e.g. grep or i.e. rg."
-    assert first_sentence("Retrieve metadata about a file including:\n- size\n- mtime") == "Retrieve metadata about a file including…"
-    assert first_sentence("Appends information to a subtask\nwithout replacing content. More.") == "Appends information to a subtask without replacing content."
+    assert (
+        first_sentence("Retrieve metadata about a file including:\n- size\n- mtime")
+        == "Retrieve metadata about a file including…"
+    )
+    assert (
+        first_sentence("Appends information to a subtask\nwithout replacing content. More.")
+        == "Appends information to a subtask without replacing content."
+    )
     assert first_sentence("Version 1.2 is supported. Next.") == "Version 1.2 is supported."
     long = first_sentence("word " * 100)
     assert len(long) <= 200 and long.endswith("…") and long.startswith("word word")
@@ -61,7 +70,9 @@ SCHEMA = {
     },
     "required": ["path", "mode"],
     "additionalProperties": False,
-    "definitions": {"node": {"type": "object", "properties": {"id": {"type": "integer", "description": "Id."}}, "required": ["id"]}},
+    "definitions": {
+        "node": {"type": "object", "properties": {"id": {"type": "integer", "description": "Id."}}, "required": ["id"]}
+    },
 }
 
 
@@ -88,7 +99,16 @@ def test_skeleton_schema_keeps_names_types_required_enums_and_drops_the_rest():
     full, shell = jsonschema.Draft7Validator(SCHEMA), jsonschema.Draft7Validator(sk)
     # overlapping oneOf branches: "abc" matches both, so the full schema rejects it; the skeleton's
     # anyOf accepts what either accepts
-    ok = {"path": "/abc", "mode": "write", "limit": 3, "tags": ["a"], "target": "ac", "node": {"id": 1}, "kind": "x", "other": "zz"}
+    ok = {
+        "path": "/abc",
+        "mode": "write",
+        "limit": 3,
+        "tags": ["a"],
+        "target": "ac",
+        "node": {"id": 1},
+        "kind": "x",
+        "other": "zz",
+    }
     assert full.is_valid(ok) and shell.is_valid(ok)
     assert not full.is_valid(dict(ok, target="abc")) and shell.is_valid(dict(ok, target="abc"))
     # what the skeleton still refuses: a missing required name, a value outside the enum, a wrong type, an unknown name
@@ -98,11 +118,19 @@ def test_skeleton_schema_keeps_names_types_required_enums_and_drops_the_rest():
 
 
 def test_skeleton_of_each_shape_and_none_for_server_tools():
-    anth = {"name": "Read", "description": "Reads a file. Long text follows.", "input_schema": SCHEMA, "cache_control": {"type": "ephemeral"}}
+    anth = {
+        "name": "Read",
+        "description": "Reads a file. Long text follows.",
+        "input_schema": SCHEMA,
+        "cache_control": {"type": "ephemeral"},
+    }
     s = skeleton(anth, NOTE)
     assert list(s) == ["name", "description", "input_schema", "cache_control"]
     assert s["description"] == "Reads a file." + NOTE and s["input_schema"] == skeleton_schema(SCHEMA)
-    chat = {"type": "function", "function": {"name": "read", "description": "Reads. More.", "parameters": SCHEMA, "strict": False}}
+    chat = {
+        "type": "function",
+        "function": {"name": "read", "description": "Reads. More.", "parameters": SCHEMA, "strict": False},
+    }
     s = skeleton(chat, NOTE)
     assert s["type"] == "function" and s["function"]["name"] == "read" and s["function"]["strict"] is False
     assert s["function"]["description"] == "Reads." + NOTE and s["function"]["parameters"] == skeleton_schema(SCHEMA)
@@ -110,10 +138,22 @@ def test_skeleton_of_each_shape_and_none_for_server_tools():
     assert skeleton(resp, NOTE)["parameters"] == skeleton_schema(SCHEMA)
     nodesc = {"name": "x", "input_schema": {"type": "object"}}
     assert skeleton(nodesc, NOTE)["description"] == NOTE.strip()
-    for server in ({"type": "web_search_20250305", "name": "web_search"}, {"type": "bash_20250124", "name": "bash"}, {"type": "file_search"}, "x"):
+    for server in (
+        {"type": "web_search_20250305", "name": "web_search"},
+        {"type": "bash_20250124", "name": "bash"},
+        {"type": "file_search"},
+        "x",
+    ):
         assert skeleton(server, NOTE) is None
     # a $ref into a part the skeleton drops would not resolve: no skeleton
-    dangling = {"name": "d", "description": "D.", "input_schema": {"type": "object", "properties": {"a": {"not": {"type": "string"}}, "b": {"$ref": "#/properties/a/not"}}}}
+    dangling = {
+        "name": "d",
+        "description": "D.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"a": {"not": {"type": "string"}}, "b": {"$ref": "#/properties/a/not"}},
+        },
+    }
     assert skeleton(dangling, NOTE) is None
     assert skeleton(anth, NOTE) == skeleton(copy.deepcopy(anth), NOTE)  # deterministic, input untouched
     assert anth["input_schema"] == SCHEMA
@@ -124,7 +164,12 @@ def test_skeleton_of_each_shape_and_none_for_server_tools():
 
 def _resolve(schema, root):
     seen = 0
-    while isinstance(schema, dict) and isinstance(schema.get("$ref"), str) and schema["$ref"].startswith("#") and seen < 20:
+    while (
+        isinstance(schema, dict)
+        and isinstance(schema.get("$ref"), str)
+        and schema["$ref"].startswith("#")
+        and seen < 20
+    ):
         node = root
         for part in [p for p in schema["$ref"][1:].split("/") if p]:
             node = node[part.replace("~1", "/").replace("~0", "~")]
@@ -165,7 +210,10 @@ def _instance(schema, root, every: bool, depth: int = 0):
         items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
         return [_instance(items, root, every, depth + 1) for _ in range(n)]
     if t in ("integer", "number"):
-        return schema.get("minimum", schema.get("exclusiveMinimum", -1) + 1 if isinstance(schema.get("exclusiveMinimum"), (int, float)) else 0)
+        return schema.get(
+            "minimum",
+            schema.get("exclusiveMinimum", -1) + 1 if isinstance(schema.get("exclusiveMinimum"), (int, float)) else 0,
+        )
     if t == "boolean":
         return False
     if t == "null":
@@ -229,24 +277,46 @@ def _tool(name: str, words: int = 120) -> dict:
             "input_schema": {"type": "object", "properties": {"q": {"type": "string", "description": "The query. " * 20}}, "required": ["q"]}}  # fmt: skip
 
 
-TOOLS = [_tool("Bash"), _tool("Read"), _tool("mcp__gh__issues"), _tool("mcp__gh__pulls"), _tool("mcp__zen__chat"), _tool("tiny", 0)]
+TOOLS = [
+    _tool("Bash"),
+    _tool("Read"),
+    _tool("mcp__gh__issues"),
+    _tool("mcp__gh__pulls"),
+    _tool("mcp__zen__chat"),
+    _tool("tiny", 0),
+]
 
 
 def test_choose_follows_the_evidence_and_never_shortens_kept_or_excluded_tools():
     idle = {"Bash": 100, "Read": 3, "mcp__gh__issues": 100, "mcp__gh__pulls": 60, "mcp__zen__chat": 100, "tiny": 100}
     kw = dict(idle_requests=50, min_bytes=300)
-    assert choose(TOOLS, idle, **kw) == ("Bash", "mcp__gh__issues", "mcp__gh__pulls", "mcp__zen__chat")  # Read: called lately; tiny: nothing to gain
+    assert choose(TOOLS, idle, **kw) == (
+        "Bash",
+        "mcp__gh__issues",
+        "mcp__gh__pulls",
+        "mcp__zen__chat",
+    )  # Read: called lately; tiny: nothing to gain
     assert choose(TOOLS, idle, keep={"Bash"}, exclude=("mcp__gh__*",), **kw) == ("mcp__zen__chat",)
     assert choose(TOOLS, {}, **kw) == ()  # no evidence: every tool in full
     assert choose(TOOLS, idle, idle_requests=80, min_bytes=300) == ("Bash", "mcp__gh__issues", "mcp__zen__chat")
-    assert choose(TOOLS + [_tool("Bash")], idle, **kw) == ("mcp__gh__issues", "mcp__gh__pulls", "mcp__zen__chat")  # a name used twice stays
-    assert choose([_tool("small", 12)], {"small": 100}, idle_requests=50, min_bytes=1) == ()  # saves less than headroom_tool_docs costs
+    assert choose(TOOLS + [_tool("Bash")], idle, **kw) == (
+        "mcp__gh__issues",
+        "mcp__gh__pulls",
+        "mcp__zen__chat",
+    )  # a name used twice stays
+    assert (
+        choose([_tool("small", 12)], {"small": 100}, idle_requests=50, min_bytes=1) == ()
+    )  # saves less than headroom_tool_docs costs
     server = [{"type": "web_search_20250305", "name": "web_search", "max_uses": 5}]
     assert choose(server + TOOLS[:1], {"web_search": 100, "Bash": 100}, **kw) == ("Bash",)
 
 
 def _runtime(tmp_path, counter, **settings) -> Runtime:
-    rt = Runtime(load_settings({"home": str(tmp_path), "tools_on_demand": True, "tools_on_demand_idle_requests": 5, **settings}, env={}))
+    rt = Runtime(
+        load_settings(
+            {"home": str(tmp_path), "tools_on_demand": True, "tools_on_demand_idle_requests": 5, **settings}, env={}
+        )
+    )
     rt.__dict__["counter"] = counter
     return rt
 
@@ -270,7 +340,17 @@ def _cool(rt):
 
 def _record(rt, p, sent, called=()):
     offered = [t["name"] for t in sent["tools"] if t["name"] not in p.hidden_tools]
-    ledger.record(rt.sessions, p, user_agent=UA, model="claude-sonnet-4", status_code=200, usage=Usage(), rounds=0, offered=offered, called=list(called))
+    ledger.record(
+        rt.sessions,
+        p,
+        user_agent=UA,
+        model="claude-sonnet-4",
+        status_code=200,
+        usage=Usage(),
+        rounds=0,
+        offered=offered,
+        called=list(called),
+    )
 
 
 def _seed(rt, n: int, called: tuple[str, ...] = ("Read",), tools=None, cool: bool = True):
@@ -293,7 +373,9 @@ def test_evidence_gives_skeletons_fixed_for_the_session_and_the_prompt_cache_rul
     _seed(rt, 6)
     with rt.sessions() as s:
         rows = {r.tool_name: r for r in s.scalars(select(ToolUsage))}
-    assert rows["Read"].offered_since_called == 0 and rows["Bash"].offered_since_called == 6 and rows["Bash"].offered == 6
+    assert (
+        rows["Read"].offered_since_called == 0 and rows["Bash"].offered_since_called == 6 and rows["Bash"].offered == 6
+    )
     # a new session whose history already called Bash
     m1 = [{"role": "user", "content": "fix the bug"},
           {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"q": "ls"}}]},
@@ -304,9 +386,17 @@ def test_evidence_gives_skeletons_fixed_for_the_session_and_the_prompt_cache_rul
     assert names[-1] == TOOL_NAME and TOOL_NAME in p1.hidden_tools
     sent = _by_name(s1)
     short = {n for n, t in sent.items() if t["description"].endswith(NOTE)}
-    assert short == {"mcp__gh__issues", "mcp__gh__pulls", "mcp__zen__chat"}  # not Read (called), Bash (called here), tiny (no gain)
+    assert short == {
+        "mcp__gh__issues",
+        "mcp__gh__pulls",
+        "mcp__zen__chat",
+    }  # not Read (called), Bash (called here), tiny (no gain)
     assert sent["Bash"]["description"].split() == TOOLS[0]["description"].split()
-    assert sent["mcp__gh__issues"]["input_schema"] == {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
+    assert sent["mcp__gh__issues"]["input_schema"] == {
+        "type": "object",
+        "properties": {"q": {"type": "string"}},
+        "required": ["q"],
+    }
     assert "skeletons" in p1.tools.reason and p1.tools.tokens_after < p1.tools.tokens_before / 2
     with rt.sessions() as s:
         row = s.scalars(select(SessionState)).all()
@@ -343,7 +433,9 @@ def test_evidence_gives_skeletons_fixed_for_the_session_and_the_prompt_cache_rul
     assert [t["name"] for t in s4["tools"]][-1] == TOOL_NAME
 
 
-def test_sessions_of_a_warm_scope_keep_the_scope_set_and_a_called_skeleton_goes_back_to_full_when_cold(tmp_path, counter):
+def test_sessions_of_a_warm_scope_keep_the_scope_set_and_a_called_skeleton_goes_back_to_full_when_cold(
+    tmp_path, counter
+):
     """While the scope's prompt cache may be warm, a new session sends the tools exactly as the
     previous ones did (a cache read across sessions), a skeleton the model has called since
     included; when the cache is cold, tools called lately go back to full and tools newly idle
@@ -371,14 +463,31 @@ def test_sessions_of_a_warm_scope_keep_the_scope_set_and_a_called_skeleton_goes_
     assert sc["tools"] == sa["tools"]
     _cool(rt)
     _, sd = _send(rt, _body([{"role": "user", "content": "session D"}]))
-    assert {n for n, t in _by_name(sd).items() if t["description"].endswith(NOTE)} == {"Read", "mcp__gh__issues", "mcp__gh__pulls", "mcp__zen__chat"}
+    assert {n for n, t in _by_name(sd).items() if t["description"].endswith(NOTE)} == {
+        "Read",
+        "mcp__gh__issues",
+        "mcp__gh__pulls",
+        "mcp__zen__chat",
+    }
 
 
 def test_cache_lifetime_follows_the_providers_documents():
     from headroom_core.wire.detect import Dialect
 
-    assert tool_docs.cache_lifetime_seconds(Dialect.ANTHROPIC_MESSAGES, {"system": [{"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}]}) == 300
-    assert tool_docs.cache_lifetime_seconds(Dialect.ANTHROPIC_MESSAGES, {"system": [{"type": "text", "text": "x", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]}) == 3600
+    assert (
+        tool_docs.cache_lifetime_seconds(
+            Dialect.ANTHROPIC_MESSAGES,
+            {"system": [{"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}]},
+        )
+        == 300
+    )
+    assert (
+        tool_docs.cache_lifetime_seconds(
+            Dialect.ANTHROPIC_MESSAGES,
+            {"system": [{"type": "text", "text": "x", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]},
+        )
+        == 3600
+    )
     assert tool_docs.cache_lifetime_seconds(Dialect.OPENAI_RESPONSES, {}) == 3600
     assert tool_docs.cache_lifetime_seconds(Dialect.OPENAI_CHAT, {"prompt_cache_retention": "24h"}) == 86400
 
@@ -409,7 +518,13 @@ def test_a_token_count_measures_the_same_tools_and_stores_nothing(tmp_path, coun
     rt = _runtime(tmp_path, counter)
     _seed(rt, 6)
     b = _body([{"role": "user", "content": "count me"}])
-    counted = plan_request(rt, "POST", "/v1/messages/count_tokens", HEADERS, json.dumps({k: v for k, v in b.items() if k != "max_tokens"}).encode())
+    counted = plan_request(
+        rt,
+        "POST",
+        "/v1/messages/count_tokens",
+        HEADERS,
+        json.dumps({k: v for k, v in b.items() if k != "max_tokens"}).encode(),
+    )
     p, sent = _send(rt, b)
     assert json.loads(counted.body)["tools"] == sent["tools"] and TOOL_NAME in _by_name(sent)
 
@@ -436,13 +551,24 @@ def test_the_answer_is_the_full_definition_the_client_sent(tmp_path, counter):
     t = TOOLS[3]
     assert text.startswith("Tool: mcp__gh__pulls\nDescription:\n" + t["description"] + "\nInput schema")
     # the schema as the client's compact JSON (what Claude Code's JSON.stringify sends), byte for byte
-    assert text.split("(JSON Schema, input_schema):\n", 1)[1] == json.dumps(t["input_schema"], ensure_ascii=False, separators=(",", ":"))
+    assert text.split("(JSON Schema, input_schema):\n", 1)[1] == json.dumps(
+        t["input_schema"], ensure_ascii=False, separators=(",", ":")
+    )
     assert "error" in answer_call(rt, p.context, ToolCall("c2", TOOL_NAME, {"name": "nope"}))
     assert '"name" argument' in answer_call(rt, p.context, ToolCall("c3", TOOL_NAME, {}))
     assert "lost this request's context" in answer_call(rt, None, ToolCall("c4", TOOL_NAME, {"name": "Bash"}))
-    chat = {"tools": [{"type": "function", "function": {"name": "f", "description": "Does f.", "parameters": {"type": "object"}, "strict": True}}]}
+    chat = {
+        "tools": [
+            {
+                "type": "function",
+                "function": {"name": "f", "description": "Does f.", "parameters": {"type": "object"}, "strict": True},
+            }
+        ]
+    }
     got = tool_docs.answer(chat, ToolCall("c5", TOOL_NAME, {"name": "f"}))
-    assert got.startswith("Tool: f\nDescription:\nDoes f.\nInput schema (JSON Schema, parameters):") and got.endswith('\nOther members:\n{"strict":true}')
+    assert got.startswith("Tool: f\nDescription:\nDoes f.\nInput schema (JSON Schema, parameters):") and got.endswith(
+        '\nOther members:\n{"strict":true}'
+    )
 
 
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/responses"])
@@ -459,7 +585,17 @@ def test_openai_dialects_get_skeletons_too(tmp_path, counter, path):
     for i in range(6):
         b = {"model": "gpt-4.1", "tools": tools, key: [{"role": "user", "content": f"earlier {i}"}]}
         p = plan_request(rt, "POST", path, HEADERS, json.dumps(b).encode())
-        ledger.record(rt.sessions, p, user_agent=UA, model="gpt-4.1", status_code=200, usage=Usage(), rounds=0, offered=[t["name"] for t in TOOLS], called=["Read"])
+        ledger.record(
+            rt.sessions,
+            p,
+            user_agent=UA,
+            model="gpt-4.1",
+            status_code=200,
+            usage=Usage(),
+            rounds=0,
+            offered=[t["name"] for t in TOOLS],
+            called=["Read"],
+        )
     _cool(rt)
     b = {"model": "gpt-4.1", "tools": tools, key: [{"role": "user", "content": "now"}]}
     p = plan_request(rt, "POST", path, HEADERS, json.dumps(b).encode())
@@ -468,7 +604,9 @@ def test_openai_dialects_get_skeletons_too(tmp_path, counter, path):
     assert inner[-1]["name"] == TOOL_NAME and TOOL_NAME in p.hidden_tools
     short = [t["name"] for t in inner if t["description"].endswith(NOTE)]
     assert short == ["Bash", "mcp__gh__issues", "mcp__gh__pulls", "mcp__zen__chat"]
-    assert answer_call(rt, p.context, ToolCall("c", TOOL_NAME, {"name": "Bash"})).startswith("Tool: Bash\nDescription:\n" + TOOLS[0]["description"])
+    assert answer_call(rt, p.context, ToolCall("c", TOOL_NAME, {"name": "Bash"})).startswith(
+        "Tool: Bash\nDescription:\n" + TOOLS[0]["description"]
+    )
 
 
 # --- the real session -------------------------------------------------------------------------
@@ -477,7 +615,9 @@ def test_openai_dialects_get_skeletons_too(tmp_path, counter, path):
 def _called_in_response(body) -> list[str]:
     """Tool names the recorded response calls (JSON or SSE text)."""
     if isinstance(body, dict):
-        return [b.get("name", "") for b in body.get("content") or [] if isinstance(b, dict) and b.get("type") == "tool_use"]
+        return [
+            b.get("name", "") for b in body.get("content") or [] if isinstance(b, dict) and b.get("type") == "tool_use"
+        ]
     out = []
     for line in str(body or "").splitlines():
         if line.startswith("data:"):
@@ -485,7 +625,9 @@ def _called_in_response(body) -> list[str]:
                 ev = json.loads(line[5:])
             except ValueError:
                 continue
-            block = ev.get("content_block") if isinstance(ev, dict) and ev.get("type") == "content_block_start" else None
+            block = (
+                ev.get("content_block") if isinstance(ev, dict) and ev.get("type") == "content_block_start" else None
+            )
             if isinstance(block, dict) and block.get("type") == "tool_use":
                 out.append(str(block.get("name", "")))
     return out
@@ -559,7 +701,9 @@ def test_real_session_on_demand_keeps_every_prefix_and_costs_less(tmp_path, coun
                       rounds=0, offered=offered, called=_called_in_response(fl["response"]["body"]))  # fmt: skip
     assert checked >= 20 and breaks == []
     assert len(shells_of_full_set) == 1  # one skeleton set for the whole warm stretch
-    print(f"cache-priced input: {usd_off:.4f} USD without the proxy, {usd_on:.4f} with it ({usd_on / usd_off:.2f}); {len(next(iter(shells_of_full_set)))} skeletons")
+    print(
+        f"cache-priced input: {usd_off:.4f} USD without the proxy, {usd_on:.4f} with it ({usd_on / usd_off:.2f}); {len(next(iter(shells_of_full_set)))} skeletons"
+    )
     # measured: 0.52 of the cost without the proxy (tools on demand with every other compression; 0.75 without it)
     assert usd_on < 0.6 * usd_off, (usd_on, usd_off)
 

@@ -47,7 +47,9 @@ def declaration(t: dict, key: str = "parametersJsonSchema") -> dict:
 
 def tool_spec(t: dict) -> dict:
     """A Converse ``toolSpec`` tool of a Messages tool definition."""
-    return {"toolSpec": {"name": t["name"], "description": t["description"], "inputSchema": {"json": t["input_schema"]}}}
+    return {
+        "toolSpec": {"name": t["name"], "description": t["description"], "inputSchema": {"json": t["input_schema"]}}
+    }
 
 
 def gemini_tools(tools: list[dict]) -> list[dict]:
@@ -62,7 +64,11 @@ def gemini_body(text: str, tools: list[dict] | None = None, **extra) -> dict:
 
 def converse_body(text: str, tools: list[dict] | None = None, **extra) -> dict:
     config = {"tools": [tool_spec(t) for t in TOOLS] + [CP] if tools is None else tools, **extra}
-    return {"messages": [{"role": "user", "content": [{"text": text}]}], "system": [{"text": "You are a coding agent. " * 200}, CP], "toolConfig": config}
+    return {
+        "messages": [{"role": "user", "content": [{"text": text}]}],
+        "system": [{"text": "You are a coding agent. " * 200}, CP],
+        "toolConfig": config,
+    }
 
 
 def _plan(rt, path: str, body: dict, headers=HEADERS):
@@ -81,7 +87,17 @@ def _seed(rt, path: str, make, headers, n: int = 6) -> None:
     """``n`` earlier sessions that offered every tool and called ``Read``, a day ago."""
     for i in range(n):
         p, _ = _plan(rt, path, make(f"earlier session {i}"), headers)
-        ledger.record(rt.sessions, p, user_agent=UA, model="m", status_code=200, usage=Usage(), rounds=0, offered=NAMES, called=["Read"])
+        ledger.record(
+            rt.sessions,
+            p,
+            user_agent=UA,
+            model="m",
+            status_code=200,
+            usage=Usage(),
+            rounds=0,
+            offered=NAMES,
+            called=["Read"],
+        )
     _cool(rt)
 
 
@@ -89,8 +105,17 @@ def _seed(rt, path: str, make, headers, n: int = 6) -> None:
 
 
 def test_gemini_places_each_declaration_of_a_group_and_names_it():
-    tools = [{"functionDeclarations": [declaration(TOOLS[0]), declaration(TOOLS[1], "parameters")]}, {"googleSearch": {}}, {"functionDeclarations": []}]
-    assert GEMINI.tool_places(tools) == [(0, ("functionDeclarations", 0)), (0, ("functionDeclarations", 1)), (1, ()), (2, ())]
+    tools = [
+        {"functionDeclarations": [declaration(TOOLS[0]), declaration(TOOLS[1], "parameters")]},
+        {"googleSearch": {}},
+        {"functionDeclarations": []},
+    ]
+    assert GEMINI.tool_places(tools) == [
+        (0, ("functionDeclarations", 0)),
+        (0, ("functionDeclarations", 1)),
+        (1, ()),
+        (2, ()),
+    ]
     assert [(u.element, u.id) for u in units(GEMINI, tools)] == [(0, "Bash"), (0, "Read"), (1, ""), (2, "#2")]
     assert GEMINI.tool_shape(tools[0]["functionDeclarations"][0]) == ToolShape((), ("parametersJsonSchema",))
     assert GEMINI.tool_shape(tools[0]["functionDeclarations"][1]) == ToolShape((), ("parameters",))
@@ -112,11 +137,17 @@ def test_converse_keeps_a_definition_in_tool_spec_and_a_cache_point_is_none():
     assert shape.schema_of(shape.container_of(tools[0])) == (True, TOOLS[0]["input_schema"])
     assert CONVERSE.forced_tool_names({"toolConfig": {"toolChoice": {"tool": {"name": "Read"}}}}) == {"Read"}
     assert CONVERSE.forced_tool_names({"toolConfig": {"toolChoice": {"auto": {}}}}) == set()
-    assert units(REGISTRY[Dialect.ANTHROPIC_MESSAGES], [tool_spec(TOOLS[0])])[0].id == ""  # no toolSpec in the Messages body
+    assert (
+        units(REGISTRY[Dialect.ANTHROPIC_MESSAGES], [tool_spec(TOOLS[0])])[0].id == ""
+    )  # no toolSpec in the Messages body
 
 
 def test_skeletons_and_definitions_in_each_shape():
-    openapi = {"type": "OBJECT", "properties": {"path": {"type": "STRING", "nullable": True, "description": "Where. " * 9, "maxLength": 9}}, "required": ["path"]}
+    openapi = {
+        "type": "OBJECT",
+        "properties": {"path": {"type": "STRING", "nullable": True, "description": "Where. " * 9, "maxLength": 9}},
+        "required": ["path"],
+    }
     d = {"name": "read", "description": "Reads a file. Then more.", "parameters": openapi, "behavior": "BLOCKING"}
     s = skeleton(d, NOTE, GEMINI.tool_shape)
     assert s == {"name": "read", "description": "Reads a file." + NOTE, "behavior": "BLOCKING",
@@ -127,20 +158,37 @@ def test_skeletons_and_definitions_in_each_shape():
     assert list(s) == ["toolSpec"] and list(s["toolSpec"]) == ["name", "description", "inputSchema"]
     assert s["toolSpec"]["description"] == "mcp__gh__issues does one thing." + NOTE
     assert s["toolSpec"]["inputSchema"] == {"json": skeleton_schema(TOOLS[2]["input_schema"])}
-    assert skeleton(CP, NOTE, CONVERSE.tool_shape) is None and skeleton(spec, NOTE) is None  # read as a Messages tool: none
+    assert (
+        skeleton(CP, NOTE, CONVERSE.tool_shape) is None and skeleton(spec, NOTE) is None
+    )  # read as a Messages tool: none
     text = definition_text(spec, CONVERSE.tool_shape)
-    assert text.startswith("Tool: mcp__gh__issues\nDescription:\n" + TOOLS[2]["description"] + "\nInput schema (JSON Schema, inputSchema.json):\n")
+    assert text.startswith(
+        "Tool: mcp__gh__issues\nDescription:\n"
+        + TOOLS[2]["description"]
+        + "\nInput schema (JSON Schema, inputSchema.json):\n"
+    )
     assert text.endswith(json.dumps(TOOLS[2]["input_schema"], separators=(",", ":")))
 
 
 def test_minify_in_each_shape_changes_whitespace_only():
-    decl = {"name": "run", "description": LOOSE, "parameters": {"type": "OBJECT", "title": "Run", "properties": {"cmd": {"type": "STRING", "title": "cmd", "description": "The  command."}}}}
+    decl = {
+        "name": "run",
+        "description": LOOSE,
+        "parameters": {
+            "type": "OBJECT",
+            "title": "Run",
+            "properties": {"cmd": {"type": "STRING", "title": "cmd", "description": "The  command."}},
+        },
+    }
     got = minify_tools([decl], shape_of=GEMINI.tool_shape)
     assert got.changed and got.tools[0] == {"name": "run", "description": "Runs a shell command.\n\nUse it for builds and tests.\nPrefer rg over grep.",
                                             "parameters": {"type": "OBJECT", "properties": {"cmd": {"type": "STRING", "description": "The command."}}}}  # fmt: skip
     spec = {"toolSpec": {"name": "run", "description": LOOSE, "inputSchema": {"json": decl["parameters"]}}}
     got = minify_tools([spec, CP], shape_of=CONVERSE.tool_shape)
-    assert got.tools[1] is CP and got.tools[0]["toolSpec"]["inputSchema"]["json"] == {"type": "OBJECT", "properties": {"cmd": {"type": "STRING", "description": "The command."}}}
+    assert got.tools[1] is CP and got.tools[0]["toolSpec"]["inputSchema"]["json"] == {
+        "type": "OBJECT",
+        "properties": {"cmd": {"type": "STRING", "description": "The command."}},
+    }
     assert not minify_tools([spec, CP]).changed  # the Messages shapes do not read it
 
 
@@ -173,7 +221,11 @@ def test_tools_go_minified_and_byte_stable_on_later_turns(tmp_path, counter, dia
         assert names[: len(NAMES)] == NAMES
     else:
         assert sent[: len(expect)] == expect and sent[len(TOOLS)] == CP  # the cache point where the client put it
-    assert all(len(json.dumps(a)) < len(json.dumps(b)) for a, b in zip(expect, flat if dialect == "gemini" else client_tools) if a != CP)
+    assert all(
+        len(json.dumps(a)) < len(json.dumps(b))
+        for a, b in zip(expect, flat if dialect == "gemini" else client_tools)
+        if a != CP
+    )
     # a later turn: the client resends its tools; what goes upstream is the same bytes
     b2 = copy.deepcopy(b1)
     conv, role, part = ("contents", "model", "parts") if dialect == "gemini" else ("messages", "assistant", "content")
@@ -197,17 +249,31 @@ def test_idle_tools_go_as_skeletons_and_headroom_tool_docs_answers_in_the_dialec
     us = units(wire, sent)
     defs = {u.id: (wire.tool_shape(u.value).container_of(u.value) if wire.tool_shape(u.value) else None) for u in us}
     short = [n for n, c in defs.items() if c is not None and c.get("description", "").endswith(NOTE)]
-    assert short == ["Bash", "mcp__gh__issues", "mcp__gh__pulls", "mcp__zen__chat"]  # Read: called; tiny: nothing to gain
+    assert short == [
+        "Bash",
+        "mcp__gh__issues",
+        "mcp__gh__pulls",
+        "mcp__zen__chat",
+    ]  # Read: called; tiny: nothing to gain
     assert us[-1].id == TOOL_NAME  # the proxy's tool last, in the dialect's shape
     if gem:
-        assert sent[0]["functionDeclarations"][0] == skeleton(declaration(TOOLS[0]), NOTE, GEMINI.tool_shape) and sent[1] == {"googleSearch": {}}
+        assert sent[0]["functionDeclarations"][0] == skeleton(declaration(TOOLS[0]), NOTE, GEMINI.tool_shape) and sent[
+            1
+        ] == {"googleSearch": {}}
     else:
         assert sent[0] == skeleton(tool_spec(TOOLS[0]), NOTE, CONVERSE.tool_shape) and sent[len(TOOLS)] == CP
     read = defs["Read"]  # in full, minified: every word kept
-    assert read["description"].split() == TOOLS[1]["description"].split() and read["description"] != TOOLS[1]["description"]
+    assert (
+        read["description"].split() == TOOLS[1]["description"].split()
+        and read["description"] != TOOLS[1]["description"]
+    )
     text = answer_call(rt, p1.context, ToolCall("c1", TOOL_NAME, {"name": "mcp__gh__pulls"}))
     label = "parametersJsonSchema" if gem else "inputSchema.json"
-    assert text == f"Tool: mcp__gh__pulls\nDescription:\n{TOOLS[3]['description']}\nInput schema (JSON Schema, {label}):\n" + json.dumps(TOOLS[3]["input_schema"], separators=(",", ":"))
+    assert (
+        text
+        == f"Tool: mcp__gh__pulls\nDescription:\n{TOOLS[3]['description']}\nInput schema (JSON Schema, {label}):\n"
+        + json.dumps(TOOLS[3]["input_schema"], separators=(",", ":"))
+    )
     # the next turn of the session: the same tools, byte for byte
     b2 = copy.deepcopy(b1)
     conv, role, part = ("contents", "model", "parts") if gem else ("messages", "assistant", "content")

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from headroom_core.tools import minifier as tools_step
 from headroom_core.compress.tokens import TokenCounter
+from headroom_core.tools import minifier as tools_step
 from headroom_core.tools.minifier import ToolsMinifier
 from tests.unit.test_tool_defs import flow_tools
 
@@ -27,7 +27,10 @@ def variants(tools: list) -> list[list]:
     for t in changed[:2]:
         t["description"] = t.get("description", "") + "\n\n  Added   in this session.  "
     shared = "A long paragraph every helper tool repeats word for word, " * 6
-    helpers = [{"name": f"helper_{i}", "description": f"Helper {i}.\n\n{shared}", "input_schema": {"type": "object"}} for i in range(3)]
+    helpers = [
+        {"name": f"helper_{i}", "description": f"Helper {i}.\n\n{shared}", "input_schema": {"type": "object"}}
+        for i in range(3)
+    ]
     return [
         tools[3:] + tools[:1],  # some removed, one moved to the end
         changed,  # two descriptions differ
@@ -69,7 +72,11 @@ def test_a_tool_seen_before_is_written_again_only_when_the_dedupe_changed_it(too
     warm = ToolsMinifier(TokenCounter(tmp_path), ())
     written: list[str] = []
     real = ToolsMinifier._written_text
-    monkeypatch.setattr(ToolsMinifier, "_written_text", lambda self, text, old, new: written.append(old["name"]) or real(self, text, old, new))
+    monkeypatch.setattr(
+        ToolsMinifier,
+        "_written_text",
+        lambda self, text, old, new: written.append(old["name"]) or real(self, text, old, new),
+    )
     kept: set[str] = set()  # texts of tools written once as their own minification
     counts = []
     for v in [tools, *variants(tools)]:

@@ -16,7 +16,10 @@ def test_array_at_top_level_and_nested():
     text = '{"tools": [ {"name":"a"} ,{"name":"b"}], "toolConfig": {"toolChoice": {"auto": {}}, "tools": [{"toolSpec": {"name": "x"}}, {"cachePoint": {"type": "default"}}]}}'
     v = parse_view(text)
     (a, b), els = array_at(v, ("tools",))
-    assert text[a:b] == '[ {"name":"a"} ,{"name":"b"}]' and [text[x:y] for x, y in els] == ['{"name":"a"}', '{"name":"b"}']
+    assert text[a:b] == '[ {"name":"a"} ,{"name":"b"}]' and [text[x:y] for x, y in els] == [
+        '{"name":"a"}',
+        '{"name":"b"}',
+    ]
     (a, b), els = array_at(v, ("toolConfig", "tools"))
     assert json.loads(text[a:b]) == v.parsed["toolConfig"]["tools"]
     assert [text[x:y] for x, y in els] == ['{"toolSpec": {"name": "x"}}', '{"cachePoint": {"type": "default"}}']
@@ -28,7 +31,10 @@ def test_array_at_top_level_and_nested():
     "before, after",
     [
         ('{"a": 1}', '{"a": 1,"toolConfig":{"tools":[{"n":1},{"n":2}]}}'),
-        ('{"toolConfig": {"toolChoice": {"auto": {}}}}', '{"toolConfig": {"toolChoice": {"auto": {}},"tools":[{"n":1},{"n":2}]}}'),
+        (
+            '{"toolConfig": {"toolChoice": {"auto": {}}}}',
+            '{"toolConfig": {"toolChoice": {"auto": {}},"tools":[{"n":1},{"n":2}]}}',
+        ),
         ('{"toolConfig": {}}', '{"toolConfig": {"tools":[{"n":1},{"n":2}]}}'),
         ('{"toolConfig": {"tools": []}}', '{"toolConfig": {"tools": [{"n":1},{"n":2}]}}'),
     ],

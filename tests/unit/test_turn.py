@@ -14,7 +14,8 @@ from types import SimpleNamespace
 import pytest
 from sqlalchemy import select
 
-from headroom_core import ledger, turn as turn_mod
+from headroom_core import ledger
+from headroom_core import turn as turn_mod
 from headroom_core.db.engine import open_database
 from headroom_core.db.models import RequestOutcome, ToolUsage
 from headroom_core.ledger_writer import LedgerWriter
@@ -24,7 +25,11 @@ from headroom_core.turn import Turn, Turns, until_committed
 from headroom_core.wire.blocks import ToolCall, Usage
 from headroom_core.wire.detect import Dialect
 
-BODY = {"model": "claude-sonnet-4", "messages": [{"role": "user", "content": "hi"}], "tools": [{"name": "Bash", "input_schema": {}}]}
+BODY = {
+    "model": "claude-sonnet-4",
+    "messages": [{"role": "user", "content": "hi"}],
+    "tools": [{"name": "Bash", "input_schema": {}}],
+}
 
 
 def _plan(context: object = None, **kw) -> RequestPlan:
@@ -80,7 +85,9 @@ def test_the_ledger_row_is_prepared_before_the_observers_future_completes():
     t.after_forwarding(None, None)
     assert t.observed.result(timeout=5) is None
     (prepared,) = seen
-    assert isinstance(prepared, ledger.PreparedTurn) and prepared.offered == ("Bash",) and prepared.client == "claude-cli"
+    assert (
+        isinstance(prepared, ledger.PreparedTurn) and prepared.offered == ("Bash",) and prepared.client == "claude-cli"
+    )
 
 
 def test_no_row_is_prepared_once_the_answer_built_its_own():
@@ -248,7 +255,10 @@ def test_record_reads_usage_and_calls_from_the_response_and_prepared_or_not_writ
     rt = SimpleNamespace(ledger=writer, extensions=SimpleNamespace(observers=[], diagnostics=[]))
     plan = RequestPlan(Action.REWRITE, "compressed 1 block", Dialect.ANTHROPIC_MESSAGES, client_body=BODY, project="/src/app", session_key="s",
                        bytes_before=900, bytes_after=400)  # fmt: skip
-    resp = {"content": [{"type": "tool_use", "id": "t2", "name": "Bash", "input": {}}], "usage": {"input_tokens": 7, "output_tokens": 2}}
+    resp = {
+        "content": [{"type": "tool_use", "id": "t2", "name": "Bash", "input": {}}],
+        "usage": {"input_tokens": 7, "output_tokens": 2},
+    }
     prepared = _futures(Turn(rt, plan, user_agent="claude-cli/1.0"))
     prepared.after_forwarding(None, None)
     assert prepared.prepared is not None
@@ -257,10 +267,24 @@ def test_record_reads_usage_and_calls_from_the_response_and_prepared_or_not_writ
         assert committed is not None and t.answered
         committed.result(timeout=10)
     rows, tools = _rows(sessions, writer)
-    cols = [{c.name: getattr(r, c.name) for c in RequestOutcome.__table__.columns if c.name not in ("id", "created_at", "entry_id")} for r in rows]
+    cols = [
+        {
+            c.name: getattr(r, c.name)
+            for c in RequestOutcome.__table__.columns
+            if c.name not in ("id", "created_at", "entry_id")
+        }
+        for r in rows
+    ]
     assert len(cols) == 2 and cols[0] == cols[1]
     c = cols[0]
-    assert (c["status_code"], c["usage_input_tokens"], c["usage_output_tokens"], c["action"], c["body_bytes_after"], c["client"]) == (200, 7, 2, "compressed", 400, "claude-cli")
+    assert (
+        c["status_code"],
+        c["usage_input_tokens"],
+        c["usage_output_tokens"],
+        c["action"],
+        c["body_bytes_after"],
+        c["client"],
+    ) == (200, 7, 2, "compressed", 400, "claude-cli")
     assert tools == [("/src/app", "Bash", 2, 2)]
 
 
@@ -273,11 +297,19 @@ def test_record_under_the_conversation_that_named_its_project_and_unreachable(db
     t = Turn(rt, plan, user_agent="claude-cli/1.0")
     t.record(status_code=200, usage=Usage(input_tokens=3), called=[], conversation=named).result(timeout=10)  # type: ignore[union-attr]
     u = Turn(rt, plan, user_agent="claude-cli/1.0")
-    u.record(status_code=502, usage=Usage(), called=[], unreachable="upstream h:1 unreachable: refused").result(timeout=10)  # type: ignore[union-attr]
+    u.record(status_code=502, usage=Usage(), called=[], unreachable="upstream h:1 unreachable: refused").result(
+        timeout=10
+    )  # type: ignore[union-attr]
     rows, tools = _rows(sessions, writer)
     by = {r.status_code: r for r in rows}
     assert by[200].project == "/src/app" and by[200].action == "compressed" and by[200].usage_input_tokens == 3
-    assert (by[502].project, by[502].action, by[502].outcome, by[502].body_bytes_after, by[502].tokens_after) == ("conversation:abc", "unreachable", "unreachable", 900, 0)
+    assert (by[502].project, by[502].action, by[502].outcome, by[502].body_bytes_after, by[502].tokens_after) == (
+        "conversation:abc",
+        "unreachable",
+        "unreachable",
+        900,
+        0,
+    )
     assert by[502].reason == "upstream h:1 unreachable: refused"
     assert ("/src/app", "Bash", 1, 0) in tools and ("conversation:abc", "Bash", 1, 0) in tools
 

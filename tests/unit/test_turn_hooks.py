@@ -30,15 +30,38 @@ from headroom_core.db.models import RequestOutcome, ToolUsage  # noqa: E402
 from headroom_core.runtime import Runtime  # noqa: E402
 
 UA = "claude-cli/1.0.62 (external, cli)"
-ROWS = [{"id": i, "name": f"service-{i % 7}", "status": "ok" if i % 5 else "degraded", "latency_ms": 20 + i % 13, "region": "eu-west-1"} for i in range(400)]
+ROWS = [
+    {
+        "id": i,
+        "name": f"service-{i % 7}",
+        "status": "ok" if i % 5 else "degraded",
+        "latency_ms": 20 + i % 13,
+        "region": "eu-west-1",
+    }
+    for i in range(400)
+]
 
 
 def _messages_body(turns: int = 1) -> bytes:
     msgs: list[dict[str, Any]] = [{"role": "user", "content": "list the services"}]
     for t in range(turns):
-        msgs.append({"role": "assistant", "content": [{"type": "tool_use", "id": f"t{t}", "name": "Bash", "input": {"command": "svc list --json"}}]})
-        msgs.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{t}", "content": json.dumps(ROWS)}]})
-    body = {"model": "claude-sonnet-4", "max_tokens": 100, "tools": [{"name": "Bash", "description": "run", "input_schema": {"type": "object"}}], "messages": msgs}
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": f"t{t}", "name": "Bash", "input": {"command": "svc list --json"}}
+                ],
+            }
+        )
+        msgs.append(
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{t}", "content": json.dumps(ROWS)}]}
+        )
+    body = {
+        "model": "claude-sonnet-4",
+        "max_tokens": 100,
+        "tools": [{"name": "Bash", "description": "run", "input_schema": {"type": "object"}}],
+        "messages": msgs,
+    }
     return json.dumps(body).encode()
 
 
@@ -89,7 +112,13 @@ def test_an_http_flow_is_compressed_stored_learned_from_and_recorded(runtime: Ru
     asyncio.run(scenario())
     assert seen == [3]
     (row,) = _rows(runtime)
-    assert (row.action, row.client, row.project, row.model, row.status_code) == ("compressed", "claude-cli", "/src/app", "claude-sonnet-4", 200)
+    assert (row.action, row.client, row.project, row.model, row.status_code) == (
+        "compressed",
+        "claude-cli",
+        "/src/app",
+        "claude-sonnet-4",
+        200,
+    )
     assert (row.usage_input_tokens, row.usage_output_tokens, row.usage_cache_read_tokens) == (120, 4, 30)
     assert row.tokens_after < row.tokens_before and row.body_bytes_after < row.body_bytes_before
     with runtime.sessions() as s:
@@ -149,7 +178,13 @@ def test_an_unreachable_upstream_records_the_planned_turn_as_unreachable(runtime
     f = asyncio.run(scenario())
     assert f.metadata[headroom_unreachable.ANSWER].status_code == 502 and "headroom" not in f.metadata
     (row,) = _rows(runtime)
-    assert (row.action, row.outcome, row.status_code, row.tokens_after, row.project) == ("unreachable", "unreachable", 502, 0, "/src/app")
+    assert (row.action, row.outcome, row.status_code, row.tokens_after, row.project) == (
+        "unreachable",
+        "unreachable",
+        502,
+        0,
+        "/src/app",
+    )
     assert row.reason.startswith("upstream api.anthropic.com:443 unreachable")
 
 
@@ -171,7 +206,9 @@ def _frame(call: str, output: str, previous: str | None = None) -> bytes:
     return json.dumps(body).encode()
 
 
-async def _message(addon: headroom_ws.ResponsesWebSocket, f: http.HTTPFlow, content: bytes, from_client: bool) -> WebSocketMessage:
+async def _message(
+    addon: headroom_ws.ResponsesWebSocket, f: http.HTTPFlow, content: bytes, from_client: bool
+) -> WebSocketMessage:
     assert f.websocket is not None
     msg = WebSocketMessage(Opcode.TEXT, from_client, content)
     f.websocket.messages.append(msg)

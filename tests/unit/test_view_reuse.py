@@ -10,8 +10,21 @@ from hypothesis import strategies as st
 
 from headroom_core.wire.view import ARRAYS, parse_view
 
-scalars = st.one_of(st.integers(-10**20, 10**20), st.booleans(), st.none(), st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=60))
-values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(["type", "text", "cache_control", "role", "id"]), inner, max_size=4)), max_leaves=8)
+scalars = st.one_of(
+    st.integers(-(10**20), 10**20),
+    st.booleans(),
+    st.none(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=60),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.sampled_from(["type", "text", "cache_control", "role", "id"]), inner, max_size=4),
+    ),
+    max_leaves=8,
+)
 arrays = st.lists(values, max_size=8)
 separators = st.sampled_from([(",", ":"), (", ", ": "), (",\n  ", ": ")])
 
@@ -73,13 +86,26 @@ def test_a_duplicate_key_leaves_no_element_spans_of_the_earlier_member_behind():
 def test_many_elements_with_the_same_start_after_an_early_edit():
     """Agent histories: thousands of tool results whose text starts the same; the first message
     edited, every later one found again (in order) and the result is the parse of the text."""
-    msgs = [{"role": "user", "content": [{"tool_use_id": "toolu_", "type": "tool_result", "content": f"result {i}"}]} for i in range(3000)]
+    msgs = [
+        {"role": "user", "content": [{"tool_use_id": "toolu_", "type": "tool_result", "content": f"result {i}"}]}
+        for i in range(3000)
+    ]
     old = json.dumps({"messages": [{"role": "user", "content": "hi"}] + msgs})
-    new = json.dumps({"messages": [{"role": "user", "content": "hi, edited"}] + msgs[:1500] + [{"role": "user", "content": "x"}] + msgs[1500:]})
+    new = json.dumps(
+        {
+            "messages": [{"role": "user", "content": "hi, edited"}]
+            + msgs[:1500]
+            + [{"role": "user", "content": "x"}]
+            + msgs[1500:]
+        }
+    )
     prev = parse_view(old)
     view = parse_view(new, prev)
     assert view.parsed == json.loads(new)
-    assert view.parsed["messages"][1] is prev.parsed["messages"][1] and view.parsed["messages"][-1] is prev.parsed["messages"][-1]
+    assert (
+        view.parsed["messages"][1] is prev.parsed["messages"][1]
+        and view.parsed["messages"][-1] is prev.parsed["messages"][-1]
+    )
 
 
 def test_the_same_conversation_sent_again_counts_every_element_reused():

@@ -17,7 +17,6 @@ from headroom_core.cache.session import session_key
 from headroom_core.db.models import RequestOutcome
 from headroom_core.project import resolve_project
 from headroom_core.request_plan import plan_request, run_diagnostics, run_observers
-
 from tests.conftest import flow_files, load_flow
 
 
@@ -44,14 +43,24 @@ def test_corpus_prefix_changes_between_consecutive_requests():
     for a, b in zip(names, names[1:]):
         if prefixes[a] != prefixes[b]:
             found[b] = volatile.diff_prefix(prefixes[a], prefixes[b])
-    assert sorted(found) == ["session-a-05.json", "session-a-16.json", "session-a-23.json", "session-a-25.json", "session-a-28.json"]
+    assert sorted(found) == [
+        "session-a-05.json",
+        "session-a-16.json",
+        "session-a-23.json",
+        "session-a-25.json",
+        "session-a-28.json",
+    ]
     added = found["session-a-05.json"]
-    assert added.kinds == ("tools-added",) and added.changes[0].after.startswith("+63 at the end: mcp__yt-dlp__search_videos")
+    assert added.kinds == ("tools-added",) and added.changes[0].after.startswith(
+        "+63 at the end: mcp__yt-dlp__search_videos"
+    )
     resumed = found["session-a-16.json"]
     assert resumed.kinds == ("tool-order", "git-status")
     git = [c for c in resumed.changes if c.part == "system"]
     assert [(c.kind, c.before, c.after) for c in git] == [("git-status", "", "?? lua/pome/term/claude_utils.lua")]
-    system16 = bodies["session-a-16.json"]["system"][0]["text"] + "\n" + bodies["session-a-16.json"]["system"][1]["text"]
+    system16 = (
+        bodies["session-a-16.json"]["system"][0]["text"] + "\n" + bodies["session-a-16.json"]["system"][1]["text"]
+    )
     assert system16[resumed.first_offset :].startswith("?? lua/pome/term/claude_utils.lua")
     model = found["session-a-28.json"]
     assert model.kinds == ("model",) and "Sonnet 4" in model.changes[0].after and "Opus 4" in model.changes[0].before
@@ -65,7 +74,11 @@ def test_corpus_prefix_changes_between_consecutive_requests():
         ("Current time: 2025-08-06T10:41:02Z", "Current time: 2025-08-06T10:42:17Z", "timestamp"),
         ("It is 10:41 now.", "It is 10:42 now.", "timestamp"),
         ("epoch 1754476862", "epoch 1754476925", "timestamp"),
-        ("session 3b241101-e2bb-4255-8caf-4136c566a962 started", "session 0f5c2d4e-93a1-4b7e-9d55-0b6c1f7a8e21 started", "uuid"),
+        (
+            "session 3b241101-e2bb-4255-8caf-4136c566a962 started",
+            "session 0f5c2d4e-93a1-4b7e-9d55-0b6c1f7a8e21 started",
+            "uuid",
+        ),
         (" M src/app.py", "?? src/new.py", "git-status"),
         ("a1b2c3d fix: parser", "e4f5a6b feat: lexer", "git-status"),
         ("Working directory: /home/user/a", "Working directory: /home/user/b", "cwd"),
@@ -96,7 +109,10 @@ def test_the_line_diffs_are_the_standard_librarys():
     pairs: list[tuple] = []
     for t in texts:
         lines = t.splitlines()
-        edited = [ln.replace(" ", "  ", rnd.randint(0, 3)) if rnd.random() < 0.5 else ln[: rnd.randint(0, len(ln))] for ln in lines]
+        edited = [
+            ln.replace(" ", "  ", rnd.randint(0, 3)) if rnd.random() < 0.5 else ln[: rnd.randint(0, len(ln))]
+            for ln in lines
+        ]
         edited[rnd.randrange(len(edited))] = "Today's date is 2026-12-02."
         pairs.append((lines, edited))
         pairs += [(a, b) for a, b in zip(lines, edited) if a != b][:40]
@@ -104,7 +120,11 @@ def test_the_line_diffs_are_the_standard_librarys():
     for a, b in pairs:
         ours, std = SequenceMatcher(None, a, b, autojunk=False), difflib.SequenceMatcher(None, a, b, autojunk=False)
         assert [tuple(o) for o in ours.get_opcodes()] == std.get_opcodes()
-        assert (ours.ratio(), ours.quick_ratio(), ours.real_quick_ratio()) == (std.ratio(), std.quick_ratio(), std.real_quick_ratio())
+        assert (ours.ratio(), ours.quick_ratio(), ours.real_quick_ratio()) == (
+            std.ratio(),
+            std.quick_ratio(),
+            std.real_quick_ratio(),
+        )
 
 
 def test_identical_and_unrelated_system_prompts():
@@ -123,14 +143,39 @@ def test_tool_changes_are_named():
 
 
 def test_system_text_of_every_dialect():
-    assert volatile.system_text({"system": [{"type": "text", "text": "a", "cache_control": {"type": "ephemeral"}}, {"type": "text", "text": "b"}]}) == "a\nb"
+    assert (
+        volatile.system_text(
+            {
+                "system": [
+                    {"type": "text", "text": "a", "cache_control": {"type": "ephemeral"}},
+                    {"type": "text", "text": "b"},
+                ]
+            }
+        )
+        == "a\nb"
+    )
     assert volatile.system_text({"instructions": "be brief", "input": []}) == "be brief"
-    assert volatile.system_text({"messages": [{"role": "system", "content": "s"}, {"role": "developer", "content": [{"type": "text", "text": "d"}]}, {"role": "user", "content": "u"}]}) == "s\nd"
+    assert (
+        volatile.system_text(
+            {
+                "messages": [
+                    {"role": "system", "content": "s"},
+                    {"role": "developer", "content": [{"type": "text", "text": "d"}]},
+                    {"role": "user", "content": "u"},
+                ]
+            }
+        )
+        == "s\nd"
+    )
     # cache_control is not part of a tool's identity (clients move breakpoints)
     t = {"name": "Read", "input_schema": {"type": "object"}}
-    assert volatile.tool_entries({"tools": [t]}) == volatile.tool_entries({"tools": [{**t, "cache_control": {"type": "ephemeral"}}]})
+    assert volatile.tool_entries({"tools": [t]}) == volatile.tool_entries(
+        {"tools": [{**t, "cache_control": {"type": "ephemeral"}}]}
+    )
     nested = {**t, "input_schema": {"type": "object", "cache_control": {"type": "ephemeral"}}}
-    assert volatile.tool_entries({"tools": [nested]}) == volatile.tool_entries({"tools": [{**nested, "input_schema": {"type": "object"}}]})
+    assert volatile.tool_entries({"tools": [nested]}) == volatile.tool_entries(
+        {"tools": [{**nested, "input_schema": {"type": "object"}}]}
+    )
     said = {**t, "description": 'a "cache_control" member'}  # the words only: nothing left out
     assert volatile.tool_entries({"tools": [said]}) != volatile.tool_entries({"tools": [t]})
 
@@ -161,11 +206,25 @@ def test_prefix_log_per_session_on_the_corpus(runtime):
     other = volatile.Prefix("Working directory: /elsewhere\n" + volatile.system_text(corpus_bodies()[0][1]), ())
     assert log.observe("other-session", "/elsewhere", "anthropic-messages", "claude-code", other) is None
     # seen before: no database work, no diff
-    assert log.observe(keys[-1], "/home/user/dev/stow/nvim", "anthropic-messages", "claude-code", volatile.prefix_of(corpus_bodies()[-1][1])) is None
+    assert (
+        log.observe(
+            keys[-1],
+            "/home/user/dev/stow/nvim",
+            "anthropic-messages",
+            "claude-code",
+            volatile.prefix_of(corpus_bodies()[-1][1]),
+        )
+        is None
+    )
 
 
 def test_observer_is_registered_in_the_request_walk_as_a_diagnostic(runtime):
-    body = {"model": "claude-sonnet-4", "max_tokens": 10, "system": "Working directory: /p\nToday's date: 2025-08-06", "messages": [{"role": "user", "content": "hi"}]}
+    body = {
+        "model": "claude-sonnet-4",
+        "max_tokens": 10,
+        "system": "Working directory: /p\nToday's date: 2025-08-06",
+        "messages": [{"role": "user", "content": "hi"}],
+    }
     run_observers(runtime, plan_request(runtime, "POST", "/v1/messages", {}, json.dumps(body).encode()))
     assert prefix_events(runtime.sessions, project="/p") == []  # not an observer the answer waits for
     run_diagnostics(runtime, plan_request(runtime, "POST", "/v1/messages", {}, json.dumps(body).encode()))
@@ -177,22 +236,40 @@ def test_observer_is_registered_in_the_request_walk_as_a_diagnostic(runtime):
 
 
 def _outcome(session: str, dialect: str, inp: int | None, read: int | None, write: int | None) -> RequestOutcome:
-    return RequestOutcome(created_at=datetime(2025, 8, 6), dialect=dialect, client="c", model="m", session_key=session, project="p",
-                          action="unchanged", reason="", body_bytes_before=1, body_bytes_after=1, tokens_before=0, tokens_after=0,
-                          blocks_compressed=0, status_code=200, usage_input_tokens=inp, usage_cache_read_tokens=read,
-                          usage_cache_write_tokens=write, detail="")
+    return RequestOutcome(
+        created_at=datetime(2025, 8, 6),
+        dialect=dialect,
+        client="c",
+        model="m",
+        session_key=session,
+        project="p",
+        action="unchanged",
+        reason="",
+        body_bytes_before=1,
+        body_bytes_after=1,
+        tokens_before=0,
+        tokens_after=0,
+        blocks_compressed=0,
+        status_code=200,
+        usage_input_tokens=inp,
+        usage_cache_read_tokens=read,
+        usage_cache_write_tokens=write,
+        detail="",
+    )
 
 
 def test_cache_hit_rate_from_the_ledger(runtime):
     """Anthropic's input excludes cached tokens, OpenAI's includes them; rows without usage
     do not count."""
     with runtime.sessions.begin() as s:
-        s.add_all([
-            _outcome("a" * 32, "anthropic-messages", 4, 0, 58101),
-            _outcome("a" * 32, "anthropic-messages", 7, 58101, 511),
-            _outcome("a" * 32, "anthropic-messages", None, None, None),
-            _outcome("b" * 32, "openai-chat", 2000, 1536, None),
-        ])
+        s.add_all(
+            [
+                _outcome("a" * 32, "anthropic-messages", 4, 0, 58101),
+                _outcome("a" * 32, "anthropic-messages", 7, 58101, 511),
+                _outcome("a" * 32, "anthropic-messages", None, None, None),
+                _outcome("b" * 32, "openai-chat", 2000, 1536, None),
+            ]
+        )
     rates = {u.key: u for u in cache_hit_rate(runtime.sessions)}
     a = rates["a" * 32]
     assert (a.requests, a.reported, a.prompt_tokens, a.cache_read_tokens) == (3, 2, 4 + 58101 + 7 + 58101 + 511, 58101)
@@ -209,7 +286,13 @@ def test_cache_report_command(runtime, monkeypatch):
     log = PrefixLog(runtime.sessions)
     bodies = corpus_bodies()
     for _name, body in bodies[25:27]:  # session-a-27 and -28: the model switch
-        log.observe(session_key("anthropic-messages", body), "/home/user/dev/stow/nvim", "anthropic-messages", "claude-code", volatile.prefix_of(body))
+        log.observe(
+            session_key("anthropic-messages", body),
+            "/home/user/dev/stow/nvim",
+            "anthropic-messages",
+            "claude-code",
+            volatile.prefix_of(body),
+        )
     key = session_key("anthropic-messages", bodies[26][1])
     with runtime.sessions.begin() as s:
         s.add(_outcome(key, "anthropic-messages", 4, 0, 124898))

@@ -9,7 +9,6 @@ import pytest
 from headroom_core.wire import anthropic, jsonedit, openai_chat, openai_responses
 from headroom_core.wire.detect import Dialect, detect
 from headroom_core.wire.sse import SSEParser, encode_event
-
 from tests.conftest import flow_files, load_flow
 
 
@@ -69,7 +68,12 @@ def test_encode_event_roundtrip():
     [
         ("POST", "/v1/messages", b'{"model":"m","messages":[]}', Dialect.ANTHROPIC_MESSAGES),
         ("POST", "/anthropic/v1/messages?beta=true", b'{"model":"m","messages":[]}', Dialect.ANTHROPIC_MESSAGES),
-        ("POST", "/v1/messages/count_tokens", b'{"model":"m","messages":[]}', Dialect.ANTHROPIC_MESSAGES),  # planned like the request it measures
+        (
+            "POST",
+            "/v1/messages/count_tokens",
+            b'{"model":"m","messages":[]}',
+            Dialect.ANTHROPIC_MESSAGES,
+        ),  # planned like the request it measures
         ("POST", "/openai/v1/chat/completions", b'{"model":"m","messages":[]}', Dialect.OPENAI_CHAT),
         ("POST", "/v1/responses", b'{"model":"m","input":"hi"}', Dialect.OPENAI_RESPONSES),
         ("GET", "/v1/messages", b"", None),
@@ -88,7 +92,11 @@ def test_anthropic_tool_outputs_on_real_session():
     body = load_flow(flow_files()[-1])["request"]["body"]
     outs = anthropic.tool_outputs(body)
     n_results = sum(
-        1 for m in body["messages"] if isinstance(m["content"], list) for b in m["content"] if b.get("type") == "tool_result"
+        1
+        for m in body["messages"]
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
     )
     assert n_results > 0 and len({o.call_id for o in outs}) <= n_results
     assert all(o.tool_name for o in outs)
@@ -103,7 +111,10 @@ def test_openai_shapes():
     chat = {
         "messages": [
             {"role": "user", "content": "find the bug"},
-            {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "grep", "arguments": "{}"}}]},
+            {
+                "role": "assistant",
+                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "grep", "arguments": "{}"}}],
+            },
             {"role": "tool", "tool_call_id": "c1", "content": "out"},
         ]
     }
@@ -131,7 +142,9 @@ NON_ASCII = "elided … → • ≤ é 😀 and a lone \ud83d half"
 
 def test_values_spliced_into_an_ascii_body_are_escaped_and_parse_to_the_same_value():
     src = '{"messages":[{"role":"user","content":"caf\\u00e9"}],"m":1}'
-    out = jsonedit.apply(src, [jsonedit.Replace(("messages", 0, "content"), NON_ASCII), jsonedit.Append(("extra",), {"k": "→"})])
+    out = jsonedit.apply(
+        src, [jsonedit.Replace(("messages", 0, "content"), NON_ASCII), jsonedit.Append(("extra",), {"k": "→"})]
+    )
     assert out.isascii()
     assert json.loads(out)["messages"][0]["content"] == NON_ASCII and json.loads(out)["extra"] == [{"k": "→"}]
     assert out.startswith('{"messages":[{"role":"user","content":"elided \\u2026 \\u2192')  # JSON's \uXXXX escapes
@@ -152,4 +165,7 @@ def test_reserialize_writes_changed_values_as_the_source_text_does():
     out = jsonedit.reserialize(ascii_src, old, new)
     assert out.isascii() and json.loads(out)["description"] == "Reads → a file." and '"n":1e400' in out
     utf8_src = '{"name":"Read","description":"Reads → a file"}'
-    assert jsonedit.reserialize(utf8_src, json.loads(utf8_src), {"name": "Read", "description": "Reads → a file."}) == '{"name":"Read","description":"Reads → a file."}'
+    assert (
+        jsonedit.reserialize(utf8_src, json.loads(utf8_src), {"name": "Read", "description": "Reads → a file."})
+        == '{"name":"Read","description":"Reads → a file."}'
+    )

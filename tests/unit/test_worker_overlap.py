@@ -21,8 +21,14 @@ HEADERS = {"content-type": "application/json", "user-agent": "claude-cli/1.0.62 
 def body() -> bytes:
     log = (corpus_dir("logs") / "HDFS_2k.log").read_text()
     assert len(log) >= WORKER_MIN_CHARS
-    outputs = [("gh api repos/o/r/issues", (corpus_dir("github-api") / "paginate-issues.json").read_text()), ("journalctl -u hdfs", log)]
-    calls = [{"type": "tool_use", "id": f"toolu_{k}", "name": "Bash", "input": {"command": c}} for k, (c, _) in enumerate(outputs)]
+    outputs = [
+        ("gh api repos/o/r/issues", (corpus_dir("github-api") / "paginate-issues.json").read_text()),
+        ("journalctl -u hdfs", log),
+    ]
+    calls = [
+        {"type": "tool_use", "id": f"toolu_{k}", "name": "Bash", "input": {"command": c}}
+        for k, (c, _) in enumerate(outputs)
+    ]
     results = [{"type": "tool_result", "tool_use_id": f"toolu_{k}", "content": t} for k, (_, t) in enumerate(outputs)]
     return json.dumps({
         "model": "claude-sonnet-4", "max_tokens": 1024,
@@ -40,8 +46,16 @@ def planned(home: Path, counter, monkeypatch, ahead: bool) -> tuple[bytes, list[
     run, text = rt.compress_worker.run, request_plan.compress_text
     pool = request_plan._WORKER_WAITS
     # a job counts as begun when this thread hands it over (started ahead) or calls it
-    monkeypatch.setattr(request_plan, "_WORKER_WAITS", type("Pool", (), {"submit": staticmethod(lambda fn, *a: began.append("worker") or pool.submit(fn, *a))})())
-    monkeypatch.setattr(rt.compress_worker, "run", lambda job, budget: (None if began.count("worker") else began.append("worker")) or run(job, budget))
+    monkeypatch.setattr(
+        request_plan,
+        "_WORKER_WAITS",
+        type("Pool", (), {"submit": staticmethod(lambda fn, *a: began.append("worker") or pool.submit(fn, *a))})(),
+    )
+    monkeypatch.setattr(
+        rt.compress_worker,
+        "run",
+        lambda job, budget: (None if began.count("worker") else began.append("worker")) or run(job, budget),
+    )
     monkeypatch.setattr(request_plan, "compress_text", lambda *a, **k: began.append("thread") or text(*a, **k))
     if not ahead:
         monkeypatch.setattr(request_plan, "_start_worker_jobs", lambda *a, **k: {})

@@ -24,14 +24,25 @@ from headroom_core.turn import Turns
 from headroom_core.ws_connection import UNCHANGED, Relay, WsConnection
 from tests.support.upstream import RecordedRequest, Reply, _ResponsesRenderer
 
-ROWS = [{"id": i, "name": f"service-{i % 7}", "status": "ok" if i % 5 else "degraded", "latency_ms": 20 + i % 13, "region": "eu-west-1"} for i in range(400)]
+ROWS = [
+    {
+        "id": i,
+        "name": f"service-{i % 7}",
+        "status": "ok" if i % 5 else "degraded",
+        "latency_ms": 20 + i % 13,
+        "region": "eu-west-1",
+    }
+    for i in range(400)
+]
 BIG = json.dumps(ROWS)
 HEADERS = {"user-agent": "codex_cli_rs/0.50.0", "authorization": "Bearer sk-test-ws", "x-headroom-project": "/src/ws"}
 PROJECT = "/work/ws-adopt"
 ENV = f"<environment_context>\n  <cwd>{PROJECT}</cwd>\n  <shell>bash</shell>\n</environment_context>"
 
 
-def frame(output: str = BIG, *, call: str = "c1", previous: str | None = None, nested: bool = False, **extra: Any) -> bytes:
+def frame(
+    output: str = BIG, *, call: str = "c1", previous: str | None = None, nested: bool = False, **extra: Any
+) -> bytes:
     body: dict[str, Any] = {
         "model": "gpt-5",
         "tools": [{"type": "function", "name": "shell", "parameters": {"type": "object"}}],
@@ -43,7 +54,9 @@ def frame(output: str = BIG, *, call: str = "c1", previous: str | None = None, n
     }
     if previous is not None:
         body["previous_response_id"] = previous
-    return json.dumps({"type": "response.create", "response": body} if nested else {"type": "response.create", **body}).encode()
+    return json.dumps(
+        {"type": "response.create", "response": body} if nested else {"type": "response.create", **body}
+    ).encode()
 
 
 def events(reply: Reply, sent: bytes) -> list[bytes]:
@@ -81,7 +94,9 @@ async def relay(conn: WsConnection, frames: list[bytes]) -> list[bytes]:
 
 
 def connection(path: str = "/v1/responses", headers: dict[str, str] | None = None) -> WsConnection:
-    return WsConnection(headers if headers is not None else HEADERS, path, key="ws test", where="api.openai.com/v1/responses")
+    return WsConnection(
+        headers if headers is not None else HEADERS, path, key="ws test", where="api.openai.com/v1/responses"
+    )
 
 
 def test_a_frame_is_compressed_and_its_turn_recorded_at_the_terminal_event(runtime: Runtime):
@@ -106,7 +121,14 @@ def test_a_frame_is_compressed_and_its_turn_recorded_at_the_terminal_event(runti
 
     asyncio.run(scenario())
     (row,) = rows(runtime)
-    assert (row.dialect, row.client, row.project, row.usage_input_tokens, row.status_code, row.action) == ("openai-responses", "codex_cli_rs", "/src/ws", 51, 200, "compressed")
+    assert (row.dialect, row.client, row.project, row.usage_input_tokens, row.status_code, row.action) == (
+        "openai-responses",
+        "codex_cli_rs",
+        "/src/ws",
+        51,
+        200,
+        "compressed",
+    )
     # the history holds the frame's items and the response's output, for the next frame's observers
     assert [i["type"] for i in conn.history] == ["function_call", "function_call_output", "message"]
 
@@ -115,12 +137,19 @@ def test_frames_that_are_not_response_create_pass_and_begin_no_turn(runtime: Run
     conn, turns = connection(path="/v1/realtime"), Turns()
 
     async def scenario() -> list[Relay]:
-        outs = [await conn.client_frame(runtime, turns, c) for c in (b"not json", b'{"type":"response.cancel"}', b'{"type":"session.update","input":[]}')]
+        outs = [
+            await conn.client_frame(runtime, turns, c)
+            for c in (b"not json", b'{"type":"response.cancel"}', b'{"type":"session.update","input":[]}')
+        ]
         turns.close()
         return outs
 
     assert asyncio.run(scenario()) == [UNCHANGED] * 3
-    assert not conn.pending and not conn.carries(b'{"type":"session.update"}') and conn.carries(b'{"type": "response.create"}')
+    assert (
+        not conn.pending
+        and not conn.carries(b'{"type":"session.update"}')
+        and conn.carries(b'{"type": "response.create"}')
+    )
     assert rows(runtime) == []
 
 
@@ -178,7 +207,15 @@ def test_a_connection_adopts_the_project_a_later_frame_names(runtime: Runtime):
     conn, turns = connection(headers=headers), Turns()
 
     async def scenario() -> None:
-        warm = json.dumps({"type": "response.create", "model": "gpt-5", "generate": False, "input": [], "instructions": "You are Codex."}).encode()
+        warm = json.dumps(
+            {
+                "type": "response.create",
+                "model": "gpt-5",
+                "generate": False,
+                "input": [],
+                "instructions": "You are Codex.",
+            }
+        ).encode()
         await conn.client_frame(runtime, turns, warm)
         assert conn.conversation is not None and conn.conversation.scope.project.startswith("conversation:")
         first_key = conn.conversation.session_key
@@ -214,7 +251,12 @@ def test_the_proxys_tool_is_answered_and_the_follow_up_goes_upstream(runtime: Ru
         turn = conn.pending[0].turn
         assert conn.pending[0].loop is not None  # the proxy offered headroom_retrieve
         key = markers.offload_key(BIG)
-        first = await relay(conn, events(Reply.tool_call(retrieve.TOOL_NAME, {"key": key}, "call_r", input_tokens=100, output_tokens=4), sent))
+        first = await relay(
+            conn,
+            events(
+                Reply.tool_call(retrieve.TOOL_NAME, {"key": key}, "call_r", input_tokens=100, output_tokens=4), sent
+            ),
+        )
         follow = [f for f in first if f.startswith(b"UP ")]
         assert len(follow) == 1 and len(conn.pending) == 1  # the turn goes on
         second = await relay(conn, events(Reply.text(answer, input_tokens=300, output_tokens=9), follow[0][3:]))
@@ -262,7 +304,12 @@ def test_a_client_gone_while_the_proxy_answers_gets_no_follow_up_and_a_499_row(r
         content = frame()
         out = await conn.client_frame(runtime, turns, content)
         turn = conn.pending[0].turn
-        frames = events(Reply.tool_call(retrieve.TOOL_NAME, {"key": markers.offload_key(BIG)}, "call_r", input_tokens=100, output_tokens=4), sent_of(content, out))
+        frames = events(
+            Reply.tool_call(
+                retrieve.TOOL_NAME, {"key": markers.offload_key(BIG)}, "call_r", input_tokens=100, output_tokens=4
+            ),
+            sent_of(content, out),
+        )
         outs = [conn.server_frame(f) for f in frames[:-1]]
         settle = conn.server_frame(frames[-1])
         assert isinstance(settle, ws_loop.Settle)
@@ -283,15 +330,37 @@ def test_a_client_gone_while_the_proxy_answers_gets_no_follow_up_and_a_499_row(r
 
 def test_a_provider_error_on_a_follow_up_ends_the_response_failed_with_its_error(runtime: Runtime):
     conn, turns = connection(), Turns()
-    error = {"type": "requests", "code": "rate_limit_exceeded", "message": "Rate limit reached. Please try again in 1.4s.", "param": None}
+    error = {
+        "type": "requests",
+        "code": "rate_limit_exceeded",
+        "message": "Rate limit reached. Please try again in 1.4s.",
+        "param": None,
+    }
 
     async def scenario() -> tuple[list[bytes], list[bytes]]:
         content = frame()
         out = await conn.client_frame(runtime, turns, content)
         turn = conn.pending[0].turn
-        first = await relay(conn, events(Reply.tool_call(retrieve.TOOL_NAME, {"key": markers.offload_key(BIG)}, "call_r", text="Looking.", input_tokens=100, output_tokens=4), sent_of(content, out)))
+        first = await relay(
+            conn,
+            events(
+                Reply.tool_call(
+                    retrieve.TOOL_NAME,
+                    {"key": markers.offload_key(BIG)},
+                    "call_r",
+                    text="Looking.",
+                    input_tokens=100,
+                    output_tokens=4,
+                ),
+                sent_of(content, out),
+            ),
+        )
         (up,) = [f[3:] for f in first if f.startswith(b"UP ")]
-        partial = [f for f in events(Reply.text("Issues 1 and 2", input_tokens=300, output_tokens=9), up) if b'"response.output_text.done"' not in f][:5]
+        partial = [
+            f
+            for f in events(Reply.text("Issues 1 and 2", input_tokens=300, output_tokens=9), up)
+            if b'"response.output_text.done"' not in f
+        ][:5]
         second = await relay(conn, [*partial, json.dumps({"type": "error", "status": 429, "error": error}).encode()])
         assert not conn.pending and turn.answered
         await asyncio.wait_for(asyncio.wrap_future(turn.observed), 30)
@@ -302,7 +371,11 @@ def test_a_provider_error_on_a_follow_up_ends_the_response_failed_with_its_error
     seen = [json.loads(f) for f in first + second]
     assert [e["sequence_number"] for e in seen] == list(range(len(seen)))
     last = seen[-1]
-    assert last["type"] == "response.failed" and last["response"]["status"] == "failed" and last["response"]["error"] == error
+    assert (
+        last["type"] == "response.failed"
+        and last["response"]["status"] == "failed"
+        and last["response"]["error"] == error
+    )
     assert [it["content"][0]["text"] for it in last["response"]["output"]] == ["Looking.", "Issues"]  # the text so far
     (row,) = rows(runtime)
     assert (row.status_code, row.retrieve_rounds) == (429, 1)

@@ -46,7 +46,12 @@ def out(cid: str, text: str) -> dict:
     return {"type": "function_call_output", "call_id": cid, "output": text}
 
 
-PREWARM = {"model": "m", "instructions": "You are Codex.", "input": [msg("developer", "sandbox rules")], "generate": False}
+PREWARM = {
+    "model": "m",
+    "instructions": "You are Codex.",
+    "input": [msg("developer", "sandbox rules")],
+    "generate": False,
+}
 SECOND = {"model": "m", "previous_response_id": "resp_w", "input": [msg("user", ENV), msg("user", "do the task")]}
 LATER = {"model": "m", "previous_response_id": "resp_b", "input": [out("c1", "ok")]}
 
@@ -104,7 +109,7 @@ def test_the_history_holds_inputs_and_response_outputs_and_a_fresh_start_resets_
 
 def test_the_history_is_bounded():
     many = tuple(range(wc.MAX_HISTORY_ITEMS + 50))
-    assert wc.with_response(many, [1, 2]) == many[-wc.MAX_HISTORY_ITEMS + 2:] + (1, 2)
+    assert wc.with_response(many, [1, 2]) == many[-wc.MAX_HISTORY_ITEMS + 2 :] + (1, 2)
 
 
 def test_observers_see_the_call_of_the_previous_response_with_the_new_output():
@@ -126,20 +131,67 @@ def test_what_a_project_less_start_kept_moves_to_the_named_project(tmp_path):
     with sessions.begin() as s:
         s.add(RequestOutcome(session_key="k", project=ANON, **_outcome(now)))
         s.add(RequestOutcome(session_key="x", project="conversation:ffff", **_outcome(now)))  # another conversation
-        s.add(Memory(id="m1", text="t", text_hash="h", kind="fact", project=ANON, source="s", created_at=now, updated_at=now))
+        s.add(
+            Memory(
+                id="m1", text="t", text_hash="h", kind="fact", project=ANON, source="s", created_at=now, updated_at=now
+            )
+        )
         for project, count in ((ANON, 2), (PROJECT, 1)):
-            s.add(LearnFailure(project=project, failure_key="f", tool="bash", command="c", target="", args="", error="e", count=count,
-                               sessions=1, last_session_key="k", first_seen_at=now, last_seen_at=now))
-            s.add(ToolUsage(client="codex", project=project, tool_name="exec_command", offered=3, called=1, offered_since_called=0, last_seen_at=now))
-        s.add(LearnEvidence(project=ANON, session_key="k", pair_hash="p", rule_id="r", rule_kind="command", rule_key="a\0b", text="t",
-                            supersede_key="s", failure_key="f", created_at=now))
-        s.add(Original(scope=old_scope, key="key1", data=b"x", kind="json", size_bytes=1, created_at=now, last_used_at=now))
+            s.add(
+                LearnFailure(
+                    project=project,
+                    failure_key="f",
+                    tool="bash",
+                    command="c",
+                    target="",
+                    args="",
+                    error="e",
+                    count=count,
+                    sessions=1,
+                    last_session_key="k",
+                    first_seen_at=now,
+                    last_seen_at=now,
+                )
+            )
+            s.add(
+                ToolUsage(
+                    client="codex",
+                    project=project,
+                    tool_name="exec_command",
+                    offered=3,
+                    called=1,
+                    offered_since_called=0,
+                    last_seen_at=now,
+                )
+            )
+        s.add(
+            LearnEvidence(
+                project=ANON,
+                session_key="k",
+                pair_hash="p",
+                rule_id="r",
+                rule_kind="command",
+                rule_key="a\0b",
+                text="t",
+                supersede_key="s",
+                failure_key="f",
+                created_at=now,
+            )
+        )
+        s.add(
+            Original(
+                scope=old_scope, key="key1", data=b"x", kind="json", size_bytes=1, created_at=now, last_used_at=now
+            )
+        )
         s.add(ToolOrder(scope=old_scope, tool_id="exec_command", seq=0, created_at=now))
         s.add(LearnGeneration(project=PROJECT, generation=4))
     moved = move_conversation(sessions, wc.Adoption(ANON, PROJECT, old_scope, new_scope))
     assert moved["request_outcomes"] == 1 and moved["learn_failures"] == 1 and moved["originals"] == 1
     with sessions() as s:
-        assert {r.session_key: r.project for r in s.scalars(select(RequestOutcome))} == {"k": PROJECT, "x": "conversation:ffff"}
+        assert {r.session_key: r.project for r in s.scalars(select(RequestOutcome))} == {
+            "k": PROJECT,
+            "x": "conversation:ffff",
+        }
         assert [m.project for m in s.scalars(select(Memory))] == [PROJECT]
         (f,) = s.scalars(select(LearnFailure)).all()
         assert (f.project, f.count, f.sessions) == (PROJECT, 3, 1)  # merged: one session

@@ -29,8 +29,8 @@ from headroom_core.ccr import retrieve  # noqa: E402
 from headroom_core.compress import markers  # noqa: E402
 from headroom_core.db.models import RequestOutcome  # noqa: E402
 from headroom_core.runtime import Runtime  # noqa: E402
-from tests.unit.test_ws_connection import BIG, events, frame  # noqa: E402
 from tests.support.upstream import Reply  # noqa: E402
+from tests.unit.test_ws_connection import BIG, events, frame  # noqa: E402
 
 
 def _flow() -> http.HTTPFlow:
@@ -42,7 +42,9 @@ def _flow() -> http.HTTPFlow:
     return f
 
 
-async def _message(addon: headroom_ws.ResponsesWebSocket, f: http.HTTPFlow, content: bytes, from_client: bool) -> WebSocketMessage:
+async def _message(
+    addon: headroom_ws.ResponsesWebSocket, f: http.HTTPFlow, content: bytes, from_client: bool
+) -> WebSocketMessage:
     assert f.websocket is not None
     msg = WebSocketMessage(Opcode.TEXT, from_client, content)
     f.websocket.messages.append(msg)
@@ -74,7 +76,9 @@ def _turn(runtime: Runtime, *, leaves_while_answering: bool, closed_by_client: b
             conn = f.metadata[headroom_ws.KEY]
             sent = await _message(addon, f, frame(), from_client=True)
             turn = conn.pending[0].turn
-            reply = Reply.tool_call(retrieve.TOOL_NAME, {"key": markers.offload_key(BIG)}, "call_r", input_tokens=100, output_tokens=4)
+            reply = Reply.tool_call(
+                retrieve.TOOL_NAME, {"key": markers.offload_key(BIG)}, "call_r", input_tokens=100, output_tokens=4
+            )
             frames = events(reply, sent.content)
             out = [await _message(addon, f, x, from_client=False) for x in frames[:-1]]
             if leaves_while_answering:
@@ -102,7 +106,9 @@ def test_a_client_gone_while_the_proxy_answers_gets_no_follow_up_and_a_499_row(r
 
 def test_a_connection_the_server_closed_mid_turn_records_its_turn_without_a_status(runtime: Runtime):
     out = _turn(runtime, leaves_while_answering=False, closed_by_client=False)
-    assert json.loads(out[0].content)["type"] == "response.created" and not out[0].dropped  # events before the call pass
+    assert (
+        json.loads(out[0].content)["type"] == "response.created" and not out[0].dropped
+    )  # events before the call pass
     assert out[-1].dropped  # the proxy's call is held
     (row,) = _rows(runtime)
     assert (row.status_code, row.retrieve_rounds, row.usage_input_tokens) == (None, 0, None)  # no round ended

@@ -86,11 +86,31 @@ def _head_records(text: str, n: int = 40) -> list[dict]:
     return out
 
 
-_CODEX_ITEMS = {"message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output",
-                "local_shell_call", "reasoning", "web_search_call"}
+_CODEX_ITEMS = {
+    "message",
+    "function_call",
+    "function_call_output",
+    "custom_tool_call",
+    "custom_tool_call_output",
+    "local_shell_call",
+    "reasoning",
+    "web_search_call",
+}
 _CODEX_TOP = {"session_meta", "response_item", "event_msg", "turn_context", "compacted", "world_state"}
-_CLAUDE_TYPES = {"user", "assistant", "summary", "system", "progress", "file-history-snapshot", "queue-operation", "last-prompt",
-                 "custom-title", "ai-title", "agent-name", "attachment"}
+_CLAUDE_TYPES = {
+    "user",
+    "assistant",
+    "summary",
+    "system",
+    "progress",
+    "file-history-snapshot",
+    "queue-operation",
+    "last-prompt",
+    "custom-title",
+    "ai-title",
+    "agent-name",
+    "attachment",
+}
 
 
 def detect(path: Path, head: str) -> str:
@@ -114,7 +134,11 @@ def detect(path: Path, head: str) -> str:
     s = head.lstrip()
     if s.startswith("{") and not _head_records(head, 2)[1:] and '"trajectory"' not in head and '"attempts"' not in head:
         try:
-            obj = json.loads(path.read_text(encoding="utf-8", errors="replace")) if path.stat().st_size < 1 << 20 else None
+            obj = (
+                json.loads(path.read_text(encoding="utf-8", errors="replace"))
+                if path.stat().st_size < 1 << 20
+                else None
+            )
         except (OSError, ValueError):
             obj = None
         if opencode.is_session_file(obj, path):
@@ -131,7 +155,9 @@ def detect(path: Path, head: str) -> str:
             codex += 2
         elif t in _CODEX_ITEMS and "message" not in r and "uuid" not in r:
             codex += 1
-        elif t in _CLAUDE_TYPES and ("uuid" in r or "sessionId" in r or "message" in r or "leafUuid" in r or "snapshot" in r):
+        elif t in _CLAUDE_TYPES and (
+            "uuid" in r or "sessionId" in r or "message" in r or "leafUuid" in r or "snapshot" in r
+        ):
             claude += 1
     if codex > claude:
         return "codex"
@@ -190,8 +216,18 @@ def read_log(path: Path) -> LogSession:
         if not many:
             raise LogError(f"{path}: holds no session")
         first = many[0]
-        return LogSession(first.source, path.stem, str(path), first.cwd, first.started, tuple(t for s in many for t in s.threads),
-                          sum(s.records for s in many), sum(s.skipped for s in many), sum(s.unknown for s in many), (str(path),))
+        return LogSession(
+            first.source,
+            path.stem,
+            str(path),
+            first.cwd,
+            first.started,
+            tuple(t for s in many for t in s.threads),
+            sum(s.records for s in many),
+            sum(s.skipped for s in many),
+            sum(s.unknown for s in many),
+            (str(path),),
+        )
     return _read_one(path, kind)
 
 

@@ -87,7 +87,7 @@ def read_all(path: Path, project: str | None = None) -> list[LogSession]:
     out = []
     for n, m in enumerate(starts):
         end = starts[n + 1].start() if n + 1 < len(starts) else len(text)
-        out.append(_run(path, n, m.group(1), text[m.end():end], cwd))
+        out.append(_run(path, n, m.group(1), text[m.end() : end], cwd))
     return out
 
 
@@ -164,8 +164,18 @@ def _run(path: Path, n: int, started: str, body: str, cwd: str) -> LogSession:
     r.close_round()
     thread = Thread(f"{path.name}#{n}", tuple(r.steps), tuple(r.notes))
     when = started.replace(" ", "T")
-    return LogSession(SOURCE, f"{path.stem}#{n}", f"{path}#{n}", cwd, when, (thread,) if r.steps or r.notes else (), r.records, 0, 0,
-                      (str(path),))
+    return LogSession(
+        SOURCE,
+        f"{path.stem}#{n}",
+        f"{path}#{n}",
+        cwd,
+        when,
+        (thread,) if r.steps or r.notes else (),
+        r.records,
+        0,
+        0,
+        (str(path),),
+    )
 
 
 def _user_input(r: _Run, text: str) -> None:
@@ -199,7 +209,9 @@ def _quoted(r: _Run, line: str) -> None:
     if line.startswith("Applied edit to "):
         r.close_pending()
         r.edits_open = True
-        r.steps.append(make_step("edit", {"path": line[len("Applied edit to "):].strip()}, "", is_error=False, index=r.next()))
+        r.steps.append(
+            make_step("edit", {"path": line[len("Applied edit to ") :].strip()}, "", is_error=False, index=r.next())
+        )
         return
     if not r.commands and not r.steps and ("--test-cmd" in line or "--lint-cmd" in line):
         r.commands = check_commands(line)

@@ -43,14 +43,42 @@ from headroom_core.learn.readers import LogSession, Note, Thread, read_jsonl
 from headroom_core.learn.steps import Step, is_rejection, make_step
 
 SOURCE = "claude-code"
-_IGNORED_TYPES = {"summary", "system", "file-history-snapshot", "queue-operation", "progress", "last-prompt", "custom-title",
-                  "ai-title", "agent-name", "attachment", "mode", "permission-mode", "tag", "pr-link", "result", "api-request",
-                  "api-request-shape", "api-request-blob", "tools-used", "cost-state", "atis-latch"}
+_IGNORED_TYPES = {
+    "summary",
+    "system",
+    "file-history-snapshot",
+    "queue-operation",
+    "progress",
+    "last-prompt",
+    "custom-title",
+    "ai-title",
+    "agent-name",
+    "attachment",
+    "mode",
+    "permission-mode",
+    "tag",
+    "pr-link",
+    "result",
+    "api-request",
+    "api-request-shape",
+    "api-request-blob",
+    "tools-used",
+    "cost-state",
+    "atis-latch",
+}
 _ROLES = ("user", "assistant")
 _PREVIEW = re.compile(r"(?m)^Preview \([^)\n]*\):[ \t]*\n")
 INTERRUPT_PREFIX = "[Request interrupted by user"
 _CONTEXT = re.compile(r"ran out of context|Prompt is too long|context window|context_length_exceeded", re.I)
-_WRAPPERS = ("<command-", "<local-command", "Caveat:", "<system-reminder>", "<bash-", "<user-prompt-submit-hook>", "<task-notification>")
+_WRAPPERS = (
+    "<command-",
+    "<local-command",
+    "Caveat:",
+    "<system-reminder>",
+    "<bash-",
+    "<user-prompt-submit-hook>",
+    "<task-notification>",
+)
 
 
 def config_dir() -> Path:
@@ -116,7 +144,7 @@ def result_text(block: dict, tool_result: Any) -> str:
     if isinstance(tool_result, str) and tool_result.strip():
         return tool_result.removeprefix("Error: ")
     m = _PREVIEW.search(text, 0, 2000)
-    body = text[m.end():] if m else text
+    body = text[m.end() :] if m else text
     return body.rstrip().removesuffix("</persisted-output>").rstrip()
 
 
@@ -228,7 +256,12 @@ class _Reader:
         when = str(r.get("timestamp") or "")
         if r["type"] == "assistant":
             for b in content if isinstance(content, list) else []:
-                if isinstance(b, dict) and b.get("type") == "tool_use" and isinstance(b.get("id"), str) and b["id"] not in self.calls:
+                if (
+                    isinstance(b, dict)
+                    and b.get("type") == "tool_use"
+                    and isinstance(b.get("id"), str)
+                    and b["id"] not in self.calls
+                ):
                     self.counter += 1
                     self.calls[b["id"]] = (thread, str(b.get("name") or ""), b.get("input"), self.counter, when)
             text = _text_of(content)
@@ -236,7 +269,11 @@ class _Reader:
                 self.counter += 1
                 self.notes[thread].append(Note("context", text[:300], self.counter))
             return
-        results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"] if isinstance(content, list) else []
+        results = (
+            [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+            if isinstance(content, list)
+            else []
+        )
         for b in results:
             call = self.calls.pop(str(b.get("tool_use_id", "")), None)
             if call is None:
@@ -247,8 +284,17 @@ class _Reader:
             if is_rejection(text):
                 self.notes.setdefault(th, []).append(Note("interrupt", text[:300], idx))
                 continue
-            self.steps.setdefault(th, []).append(make_step(tool, args, text, is_error=error_flag(b, tur),
-                                                           index=idx, call_id=str(b.get("tool_use_id")), when=called or when))
+            self.steps.setdefault(th, []).append(
+                make_step(
+                    tool,
+                    args,
+                    text,
+                    is_error=error_flag(b, tur),
+                    index=idx,
+                    call_id=str(b.get("tool_use_id")),
+                    when=called or when,
+                )
+            )
             if "Prompt is too long" in text[:300]:
                 self.counter += 1
                 self.notes[th].append(Note("context", text[:300], self.counter))
@@ -260,7 +306,9 @@ class _Reader:
         self.counter += 1
         if text.startswith(INTERRUPT_PREFIX):
             self.notes[thread].append(Note("interrupt", text[:300], self.counter))
-        elif r.get("isCompactSummary") or text.startswith("This session is being continued from a previous conversation"):
+        elif r.get("isCompactSummary") or text.startswith(
+            "This session is being continued from a previous conversation"
+        ):
             self.notes[thread].append(Note("context", text[:300], self.counter))
         elif not r.get("isSidechain") and not text.startswith(_WRAPPERS):
             self.notes[thread].append(Note("user", text[:2000], self.counter))
@@ -274,11 +322,11 @@ def read(path: Path) -> LogSession:
     subs = subagent_files(path)
     agents: dict[str, list[tuple[str, dict]]] = {}
     for sub in subs:
-        aid = sub.stem[len("agent-"):] if sub.stem.startswith("agent-") else sub.stem
+        aid = sub.stem[len("agent-") :] if sub.stem.startswith("agent-") else sub.stem
         agents[aid] = rd.read_file(sub, agent=aid)
     for key, r in main:
         if key.startswith("progress:"):
-            aid = key[len("progress:"):]
+            aid = key[len("progress:") :]
             if aid not in agents:
                 rd.add(f"agent:{aid}", r)
             continue
@@ -289,9 +337,23 @@ def read(path: Path) -> LogSession:
                 rd.add(key, r)
     sid = rd.session_id or path.stem
     threads = tuple(
-        Thread(f"{sid}:{t[:8] if not t.startswith('agent:') else t}", tuple(sorted(rd.steps[t], key=lambda s: s.index)), tuple(rd.notes[t]))
+        Thread(
+            f"{sid}:{t[:8] if not t.startswith('agent:') else t}",
+            tuple(sorted(rd.steps[t], key=lambda s: s.index)),
+            tuple(rd.notes[t]),
+        )
         for t in rd.order
         if rd.steps[t] or rd.notes[t]
     )
-    return LogSession(SOURCE, sid, str(path), rd.cwd, rd.started, threads, rd.records, rd.skipped, rd.unknown,
-                      (str(path), *map(str, subs)))
+    return LogSession(
+        SOURCE,
+        sid,
+        str(path),
+        rd.cwd,
+        rd.started,
+        threads,
+        rd.records,
+        rd.skipped,
+        rd.unknown,
+        (str(path), *map(str, subs)),
+    )

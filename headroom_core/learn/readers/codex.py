@@ -34,15 +34,45 @@ from headroom_core.learn.readers import LogSession, Note, Thread, read_jsonl
 from headroom_core.learn.steps import Step, exit_code_of, make_step
 
 SOURCE = "codex"
-_KNOWN = {"session_meta", "response_item", "event_msg", "turn_context", "compacted", "world_state",
-          "inter_agent_communication", "inter_agent_communication_metadata"}
-_ITEM_TYPES = {"message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output",
-               "local_shell_call", "reasoning", "web_search_call", "tool_search_call", "tool_search_call_output",
-               "image_generation_call", "compaction", "context_compaction"}
+_KNOWN = {
+    "session_meta",
+    "response_item",
+    "event_msg",
+    "turn_context",
+    "compacted",
+    "world_state",
+    "inter_agent_communication",
+    "inter_agent_communication_metadata",
+}
+_ITEM_TYPES = {
+    "message",
+    "function_call",
+    "function_call_output",
+    "custom_tool_call",
+    "custom_tool_call_output",
+    "local_shell_call",
+    "reasoning",
+    "web_search_call",
+    "tool_search_call",
+    "tool_search_call_output",
+    "image_generation_call",
+    "compaction",
+    "context_compaction",
+}
 _RUNNING = re.compile(r"(?im)^Process running with session ID (\S+)\s*$")
 _CONTEXT = re.compile(r"context window|context_length_exceeded|ran out of room|exceeds the context", re.I)
-_ENV_PREFIXES = ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<turn_aborted>", "<permissions instructions>",
-                 "<collaboration_mode>", "<multi_agent_mode>", "<apps_instructions>", "<user_shell_command>", "You are `/root`")
+_ENV_PREFIXES = (
+    "<environment_context>",
+    "<user_instructions>",
+    "# AGENTS.md",
+    "<turn_aborted>",
+    "<permissions instructions>",
+    "<collaboration_mode>",
+    "<multi_agent_mode>",
+    "<apps_instructions>",
+    "<user_shell_command>",
+    "You are `/root`",
+)
 
 
 def codex_home() -> Path:
@@ -118,7 +148,9 @@ def read(path: Path) -> LogSession:
     done: set[str] = set()
     steps: list[Step] = []
     notes: list[Note] = []
-    running: dict[str, tuple[str, Any, int, str, str, str]] = {}  # exec session id -> the command's call and output so far
+    running: dict[
+        str, tuple[str, Any, int, str, str, str]
+    ] = {}  # exec session id -> the command's call and output so far
     for n, r in enumerate(rows):
         when = str(r.get("timestamp") or "")
         started = started or when
@@ -166,7 +198,10 @@ def read(path: Path) -> LogSession:
             if t == "local_shell_call":
                 name, args = "local_shell", (p.get("action") or {})
             else:
-                name, args = str(p.get("name") or ""), _args(p.get("arguments") if t == "function_call" else p.get("input"))
+                name, args = (
+                    str(p.get("name") or ""),
+                    _args(p.get("arguments") if t == "function_call" else p.get("input")),
+                )
             calls[cid] = (name, args, counter, when)
         elif t in ("function_call_output", "custom_tool_call_output"):
             cid = str(p.get("call_id") or "")
@@ -208,4 +243,15 @@ def read(path: Path) -> LogSession:
         cwd = _cwd_of(path)
     sid = session_id or path.stem
     thread = Thread(sid, tuple(sorted(steps, key=lambda s: s.index)), tuple(notes))
-    return LogSession(SOURCE, sid, str(path), cwd, started, (thread,) if steps or notes else (), records, skipped, unknown, (str(path),))
+    return LogSession(
+        SOURCE,
+        sid,
+        str(path),
+        cwd,
+        started,
+        (thread,) if steps or notes else (),
+        records,
+        skipped,
+        unknown,
+        (str(path),),
+    )

@@ -130,7 +130,9 @@ def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
     parts = content if isinstance(content, list) else [content]
-    return "\n".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str) and not p.get("thought"))
+    return "\n".join(
+        p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str) and not p.get("thought")
+    )
 
 
 def _result_text(call: dict[str, Any]) -> str:

@@ -156,14 +156,22 @@ def read_all(path: Path, project: str | None = None) -> list[LogSession]:
 def _read_db(path: Path, project: str | None) -> list[LogSession]:
     try:
         with _connect(path) as db:
-            rows = db.execute("select id, directory, parent_id, time_created from session order by time_created, id").fetchall()
+            rows = db.execute(
+                "select id, directory, parent_id, time_created from session order by time_created, id"
+            ).fetchall()
             out = []
             for sid, directory, parent, created in rows:
                 if not _within(str(directory or ""), project):
                     continue
-                msgs = db.execute("select id, data from message where session_id = ? order by time_created, id", (sid,)).fetchall()
-                parts = db.execute("select message_id, data from part where session_id = ? order by time_created, id", (sid,)).fetchall()
-                out.append(_session(path, str(sid), str(directory or ""), str(parent or ""), _iso(created), msgs, parts))
+                msgs = db.execute(
+                    "select id, data from message where session_id = ? order by time_created, id", (sid,)
+                ).fetchall()
+                parts = db.execute(
+                    "select message_id, data from part where session_id = ? order by time_created, id", (sid,)
+                ).fetchall()
+                out.append(
+                    _session(path, str(sid), str(directory or ""), str(parent or ""), _iso(created), msgs, parts)
+                )
     except sqlite3.Error as e:
         raise LogError(f"{path}: cannot read the opencode database ({e})") from e
     return out
@@ -199,8 +207,15 @@ def _read_text(p: Path) -> str:
         return ""
 
 
-def _session(path: Path, sid: str, directory: str, parent: str, started: str, msgs: Iterable[tuple[str, Any]],
-             parts: Iterable[tuple[str, Any]]) -> LogSession:
+def _session(
+    path: Path,
+    sid: str,
+    directory: str,
+    parent: str,
+    started: str,
+    msgs: Iterable[tuple[str, Any]],
+    parts: Iterable[tuple[str, Any]],
+) -> LogSession:
     records = skipped = unknown = 0
     role: dict[str, str] = {}
     notes: list[Note] = []
@@ -249,11 +264,32 @@ def _session(path: Path, sid: str, directory: str, parent: str, started: str, ms
         elif kind == "compaction":
             counter += 1
             notes.append(Note("context", "conversation compacted", counter))
-        elif kind not in ("text", "step-start", "step-finish", "reasoning", "patch", "file", "snapshot", "agent", "subtask", "retry"):
+        elif kind not in (
+            "text",
+            "step-start",
+            "step-finish",
+            "reasoning",
+            "patch",
+            "file",
+            "snapshot",
+            "agent",
+            "subtask",
+            "retry",
+        ):
             unknown += 1
     thread = Thread(f"{sid}", tuple(steps), tuple(notes))
-    return LogSession(SOURCE, sid, f"{path}#{sid}" if path.suffix == ".db" or path.name == DB_NAME else str(path), cwd, started,
-                      (thread,) if steps or notes else (), records, skipped, unknown, (str(path),))
+    return LogSession(
+        SOURCE,
+        sid,
+        f"{path}#{sid}" if path.suffix == ".db" or path.name == DB_NAME else str(path),
+        cwd,
+        started,
+        (thread,) if steps or notes else (),
+        records,
+        skipped,
+        unknown,
+        (str(path),),
+    )
 
 
 def _step(part: dict, state: dict, index: int) -> Step:
@@ -274,4 +310,6 @@ def _step(part: dict, state: dict, index: int) -> Step:
                 text = f"Exit code {exit_code}\n{text}"
     t = state.get("time")
     when = _iso(t.get("start")) if isinstance(t, dict) else ""
-    return make_step(tool, args, text, is_error=flag, index=index, call_id=str(part.get("callID") or part.get("id") or ""), when=when)
+    return make_step(
+        tool, args, text, is_error=flag, index=index, call_id=str(part.get("callID") or part.get("id") or ""), when=when
+    )

@@ -64,7 +64,11 @@ def _target(action: str, state: dict[str, Any]) -> str:
         paths = [w for w in words[1:] if w.startswith("/") or "." in w.rsplit("/", 1)[-1]]
         if paths:
             return paths[0]
-    if head in ("edit", "insert", "append") and isinstance(state.get("open_file"), str) and state["open_file"] not in ("", "n/a"):
+    if (
+        head in ("edit", "insert", "append")
+        and isinstance(state.get("open_file"), str)
+        and state["open_file"] not in ("", "n/a")
+    ):
         return state["open_file"]
     return ""
 
@@ -83,8 +87,16 @@ def _steps(items: list, key: str) -> tuple[list[Step], int, str]:
         cwd = cwd or str(state.get("working_dir") or "")
         action = st["action"].strip()
         obs = st.get("observation")
-        steps.append(make_step(TOOL, {"command": action}, obs if isinstance(obs, str) else "", index=i, target=_target(action, state),
-                               agent=SOURCE))
+        steps.append(
+            make_step(
+                TOOL,
+                {"command": action},
+                obs if isinstance(obs, str) else "",
+                index=i,
+                target=_target(action, state),
+                agent=SOURCE,
+            )
+        )
     return steps, skipped, cwd
 
 

@@ -36,7 +36,17 @@ import pytest
 
 from tests.support.agents import HEADROOM, agent_exe, query, settled
 from tests.support.proxy import free_port
-from tests.support.scripted.aider_play import CHECK_PY, EDIT, FINAL, TEST_CMD, WRONG, Play, aider_args, is_main, make_workspace
+from tests.support.scripted.aider_play import (
+    CHECK_PY,
+    EDIT,
+    FINAL,
+    TEST_CMD,
+    WRONG,
+    Play,
+    aider_args,
+    is_main,
+    make_workspace,
+)
 from tests.support.upstream import OPENAI_CHAT, RecordedRequest, Upstream
 
 GLOBAL = "global"
@@ -55,17 +65,42 @@ def run(tmp_path_factory) -> Iterator[dict[str, Any]]:
         up.responder = play
         keep = ("PATH", "LANG", "TMPDIR")
         env = {k: os.environ[k] for k in keep if k in os.environ}
-        env.update(HOME=str(home), HEADROOM_HOME=str(hh), TERM="dumb", NO_COLOR="1",
-                   LITELLM_LOCAL_MODEL_COST_MAP="True", OPENAI_API_KEY="sk-test-aider")
+        env.update(
+            HOME=str(home),
+            HEADROOM_HOME=str(hh),
+            TERM="dumb",
+            NO_COLOR="1",
+            LITELLM_LOCAL_MODEL_COST_MAP="True",
+            OPENAI_API_KEY="sk-test-aider",
+        )
         port = free_port()
-        cmd = [HEADROOM, "wrap", "--port", str(port), "--set", f"ssl_verify_upstream_trusted_ca={up.cert_path}",
-               "--no-proxy", "", "--quiet", exe, *aider_args(f"{up.url}/v1")]
+        cmd = [
+            HEADROOM,
+            "wrap",
+            "--port",
+            str(port),
+            "--set",
+            f"ssl_verify_upstream_trusted_ca={up.cert_path}",
+            "--no-proxy",
+            "",
+            "--quiet",
+            exe,
+            *aider_args(f"{up.url}/v1"),
+        ]
         try:
             out = subprocess.run(cmd, cwd=ws, env=env, capture_output=True, text=True, timeout=300)
         finally:
             subprocess.run([HEADROOM, "proxy", "--stop", "--port", str(port)], env=env, capture_output=True, timeout=60)
-        yield {"out": out, "up": up, "play": play, "ws": ws, "home": home, "hh": hh, "env": env,
-               "requests": up.requests_to(OPENAI_CHAT)}
+        yield {
+            "out": out,
+            "up": up,
+            "play": play,
+            "ws": ws,
+            "home": home,
+            "hh": hh,
+            "env": env,
+            "requests": up.requests_to(OPENAI_CHAT),
+        }
 
 
 def main_thread(run: dict[str, Any]) -> list[RecordedRequest]:
@@ -85,8 +120,11 @@ def test_no_tools_added_and_the_test_output_reaches_the_model_whole(run):
     first, second = main_thread(run)
     for r in (first, second):
         assert "tools" not in r.json, "the proxy gave a tool-less client tools"
-    log = subprocess.run([sys.executable, "-B", "-c", CHECK_PY.replace("from calc import add, mul", "mul = lambda a, b: a + b")],
-                         capture_output=True, text=True).stdout
+    log = subprocess.run(
+        [sys.executable, "-B", "-c", CHECK_PY.replace("from calc import add, mul", "mul = lambda a, b: a + b")],
+        capture_output=True,
+        text=True,
+    ).stdout
     ran = [m["content"] for m in second.json["messages"] if m["role"] == "user" and TEST_CMD in str(m["content"])]
     assert ran and all(log in c for c in ran), "Aider's test output did not reach the model whole"
 
@@ -118,8 +156,14 @@ def test_aider_history_names_the_failing_test_and_learn_reads_it(run):
     assert re.search(r"^> .*--test-cmd python3 -B check\.py", history, re.M)
     assert history.count(EDIT) == 2 and history.count("Attempt to fix test errors?") == 1
     env = dict(run["env"], HEADROOM_HOME=str(run["hh"].parent / "learn-home"), COLUMNS="300")
-    out = subprocess.run([HEADROOM, "learn", "--project", str(run["ws"]), "--dry-run", "--min-evidence", "1"],
-                         cwd=run["ws"], env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [HEADROOM, "learn", "--project", str(run["ws"]), "--dry-run", "--min-evidence", "1"],
+        cwd=run["ws"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     # the failed test run is read as the configured test command, the edits as edits of calc.py;
     # the test passing after an edit is a fix of the code, which makes no rule: learn says so

@@ -40,17 +40,34 @@ class Run(AgentRun):
 
 
 def _env(host: str, up: Upstream, home: str) -> dict[str, str]:
-    common = dict(HOME=home, IS_SANDBOX="1", DISABLE_AUTOUPDATER="1", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", TERM="dumb")
+    common = dict(
+        HOME=home, IS_SANDBOX="1", DISABLE_AUTOUPDATER="1", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", TERM="dumb"
+    )
     if host == "vertex":
         env = base_env(**common, CLAUDE_CODE_USE_VERTEX="1", ANTHROPIC_VERTEX_BASE_URL=f"{up.url}/v1", CLAUDE_CODE_SKIP_VERTEX_AUTH="1",
                        ANTHROPIC_VERTEX_PROJECT_ID="proj-1", CLOUD_ML_REGION="us-east5")  # fmt: skip
     elif host == "bedrock":
-        env = base_env(**common, CLAUDE_CODE_USE_BEDROCK="1", ANTHROPIC_BEDROCK_BASE_URL=up.url, CLAUDE_CODE_SKIP_BEDROCK_AUTH="1", AWS_REGION="us-east-1")
+        env = base_env(
+            **common,
+            CLAUDE_CODE_USE_BEDROCK="1",
+            ANTHROPIC_BEDROCK_BASE_URL=up.url,
+            CLAUDE_CODE_SKIP_BEDROCK_AUTH="1",
+            AWS_REGION="us-east-1",
+        )
     else:  # SigV4: the agent signs, the proxy (started by wrap with this environment) re-signs
         up.aws_secrets = {AKID: SECRET}
         env = base_env(**common, CLAUDE_CODE_USE_BEDROCK="1", ANTHROPIC_BEDROCK_BASE_URL=up.url, AWS_REGION="us-east-1", HEADROOM_BEDROCK_RESIGN="1",
                        AWS_EC2_METADATA_DISABLED="true")  # fmt: skip
-    for k in ("CLAUDE_CONFIG_DIR", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "AWS_BEARER_TOKEN_BEDROCK", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+    for k in (
+        "CLAUDE_CONFIG_DIR",
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_API_KEY",
+        "AWS_BEARER_TOKEN_BEDROCK",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+    ):
         env.pop(k, None)
     if host == "bedrock-sigv4":
         env.update(AWS_ACCESS_KEY_ID=AKID, AWS_SECRET_ACCESS_KEY=SECRET)
@@ -66,7 +83,9 @@ def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     def env(up: Upstream, home: Path) -> dict[str, str]:
         return _env(host, up, str(home))
 
-    return play_wrapped(root, [str(exe), "-p", play.PROMPT, "--dangerously-skip-permissions"], env, lambda *a: Run(*a, host=host))
+    return play_wrapped(
+        root, [str(exe), "-p", play.PROMPT, "--dangerously-skip-permissions"], env, lambda *a: Run(*a, host=host)
+    )
 
 
 def _why(run: Run) -> str:
@@ -88,7 +107,11 @@ def test_completes_the_task_with_valid_requests_only(run: Run) -> None:
 def test_sigv4_requests_reach_the_upstream_validly_signed(run: Run) -> None:
     if run.host != "bedrock-sigv4":
         pytest.skip("a SigV4 run only")
-    signed = [r for r in run.task_requests() if (r.header("authorization") or "").startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")]
+    signed = [
+        r
+        for r in run.task_requests()
+        if (r.header("authorization") or "").startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
+    ]
     assert signed and len(signed) == len(run.task_requests()), _why(run)
     assert all(r.signature == "" for r in run.requests if r.signature is not None), [r.signature for r in run.requests]
     reasons = {r for (r,) in run.proxy.query("SELECT reason FROM request_outcomes WHERE action = 'compressed'")}

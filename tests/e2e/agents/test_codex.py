@@ -54,7 +54,9 @@ def codex_exe() -> str:
     return str(agent_exe("codex"))
 
 
-def run_codex(tmp_path: Path, up: Upstream, model: ScriptedModel, *, websocket: bool, sets: tuple[str, ...] = ()) -> dict[str, Any]:
+def run_codex(
+    tmp_path: Path, up: Upstream, model: ScriptedModel, *, websocket: bool, sets: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """``headroom wrap --no-proxy '' codex exec …`` on ``model``'s workspace; the proxy is stopped
     before returning. Returns the completed process and the folders it used."""
     exe = codex_exe()
@@ -68,13 +70,34 @@ def run_codex(tmp_path: Path, up: Upstream, model: ScriptedModel, *, websocket: 
         f"supports_websockets = {'true' if websocket else 'false'}\n"
     )
     drop = {*ae.CERT_VARS, *ae.BUNDLE_VARS}
-    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy") and k not in drop and not k.startswith(("HEADROOM_", "CODEX_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.lower().endswith("_proxy") and k not in drop and not k.startswith(("HEADROOM_", "CODEX_"))
+    }
     env.update(HEADROOM_HOME=str(home), CODEX_HOME=str(codex_home), SCRIPTED_API_KEY="sk-scripted", COLUMNS="200")
     port = free_port()
-    args = [HEADROOM, "wrap", "--port", str(port), "--no-proxy", "", "--set", f"ssl_verify_upstream_trusted_ca={up.cert_path}"]
+    args = [
+        HEADROOM,
+        "wrap",
+        "--port",
+        str(port),
+        "--no-proxy",
+        "",
+        "--set",
+        f"ssl_verify_upstream_trusted_ca={up.cert_path}",
+    ]
     for s in sets:
         args += ["--set", s]
-    cmd = [exe, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "-C", str(ws), play.PROMPT]
+    cmd = [
+        exe,
+        "exec",
+        "--skip-git-repo-check",
+        "--dangerously-bypass-approvals-and-sandbox",
+        "-C",
+        str(ws),
+        play.PROMPT,
+    ]
     try:
         out = subprocess.run(args + cmd, env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     finally:
@@ -93,7 +116,11 @@ def agent_output(records: list[dict[str, Any]], step: str) -> str:
     """The envelope-wrapped output Codex itself kept for the play's ``step`` (what it sent upstream)."""
     for r in records:
         p = r.get("payload") or {}
-        if r.get("type") == "response_item" and p.get("type") == "function_call_output" and play.step_of(str(p.get("call_id"))) == step:
+        if (
+            r.get("type") == "response_item"
+            and p.get("type") == "function_call_output"
+            and play.step_of(str(p.get("call_id"))) == step
+        ):
             return str(p["output"])
     raise AssertionError(f"no output of step {step} in the rollout")
 
@@ -102,7 +129,11 @@ def sent_output(up: Upstream, step: str) -> str:
     """The output of the play's ``step`` as it first went upstream."""
     for r in up.requests:
         for it in (r.json or {}).get("input") or () if isinstance(r.json, dict) else ():
-            if isinstance(it, dict) and it.get("type") == "function_call_output" and play.step_of(str(it.get("call_id"))) == step:
+            if (
+                isinstance(it, dict)
+                and it.get("type") == "function_call_output"
+                and play.step_of(str(it.get("call_id"))) == step
+            ):
                 return str(it["output"])
     raise AssertionError(f"no output of step {step} went upstream")
 
@@ -125,7 +156,9 @@ def check_prefix_rule(up: Upstream, websocket: bool) -> None:
     if not websocket:
         for a, b in zip(reqs, reqs[1:]):
             before = a.json["input"]
-            assert b.json["input"][: len(before)] == before, f"request {b.index} rewrote items request {a.index} had sent"
+            assert b.json["input"][: len(before)] == before, (
+                f"request {b.index} rewrote items request {a.index} had sent"
+            )
 
 
 def check_common(run: dict[str, Any], up: Upstream, model: ScriptedModel, *, websocket: bool) -> list[RequestOutcome]:
@@ -149,6 +182,7 @@ def check_common(run: dict[str, Any], up: Upstream, model: ScriptedModel, *, web
 
     got = settled(rows, lambda rs: len(rs) >= n_llm - 1)
     assert got and {r.project for r in got} == {str(run["ws"])}, {r.project for r in got}
+
     # live learning recorded the failed -> fixed pair for that project
     def evidence() -> list[str]:
         with db() as s:
@@ -158,8 +192,24 @@ def check_common(run: dict[str, Any], up: Upstream, model: ScriptedModel, *, web
     assert any(FAIL_CMD in t and FIX_CMD in t for t in ev), ev
     # `headroom learn` over Codex's own rollout finds the same pair
     learned = subprocess.run(
-        [HEADROOM, "learn", "--project", str(run["ws"]), "--from", str(run["codex_home"] / "sessions"), "--dry-run", "--min-evidence", "1", "--target", "AGENTS.md"],
-        env=run["env"], capture_output=True, text=True, timeout=120, cwd=run["ws"],
+        [
+            HEADROOM,
+            "learn",
+            "--project",
+            str(run["ws"]),
+            "--from",
+            str(run["codex_home"] / "sessions"),
+            "--dry-run",
+            "--min-evidence",
+            "1",
+            "--target",
+            "AGENTS.md",
+        ],
+        env=run["env"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=run["ws"],
     )
     assert learned.returncode == 0, learned.stderr
     assert FAIL_CMD in learned.stdout and FIX_CMD in learned.stdout, learned.stdout + learned.stderr

@@ -16,14 +16,26 @@ from tests.e2e.agents.test_codex import codex_exe, llm_requests, rollout, run_co
 from tests.support.scripted import ScriptedModel, make_workspace, play
 from tests.support.upstream import RawReply, RecordedRequest, Upstream
 
-RATE_LIMIT = {"type": "requests", "code": "rate_limit_exceeded", "message": "Rate limit reached for gpt-5.5 on tokens per min (TPM): Limit 30000, Used 29950, Requested 800. Please try again in 1.2s.", "param": None}
-STARTED = {"type": "response.created", "sequence_number": 0, "response": {"id": "resp_fault", "object": "response", "status": "in_progress", "model": "gpt-5.5", "output": []}}
+RATE_LIMIT = {
+    "type": "requests",
+    "code": "rate_limit_exceeded",
+    "message": "Rate limit reached for gpt-5.5 on tokens per min (TPM): Limit 30000, Used 29950, Requested 800. Please try again in 1.2s.",
+    "param": None,
+}
+STARTED = {
+    "type": "response.created",
+    "sequence_number": 0,
+    "response": {"id": "resp_fault", "object": "response", "status": "in_progress", "model": "gpt-5.5", "output": []},
+}
 
 
 def answers_retrieve(rec: RecordedRequest) -> bool:
     """Whether ``rec`` is the proxy's follow-up: a frame that answers a ``headroom_retrieve`` call."""
     body = rec.json if isinstance(rec.json, dict) else {}
-    return any(isinstance(it, dict) and it.get("type") == "function_call" and it.get("name") == "headroom_retrieve" for it in body.get("input") or [])
+    return any(
+        isinstance(it, dict) and it.get("type") == "function_call" and it.get("name") == "headroom_retrieve"
+        for it in body.get("input") or []
+    )
 
 
 def test_codex_retries_a_follow_up_the_provider_rate_limited(tmp_path):
@@ -37,7 +49,12 @@ def test_codex_retries_a_follow_up_the_provider_rate_limited(tmp_path):
         def responder(rec: RecordedRequest) -> object:
             if rec.method == "WS" and not failed and answers_retrieve(rec):
                 failed.append(rec.index)
-                return RawReply(chunks=(json.dumps(STARTED).encode(), json.dumps({"type": "error", "status": 429, "error": RATE_LIMIT}).encode()))
+                return RawReply(
+                    chunks=(
+                        json.dumps(STARTED).encode(),
+                        json.dumps({"type": "error", "status": 429, "error": RATE_LIMIT}).encode(),
+                    )
+                )
             return inner(rec)
 
         up.responder = responder  # type: ignore[assignment]

@@ -85,7 +85,9 @@ def test_json_and_log_outputs_reach_the_upstream_compressed(run: Run) -> None:
     got_json = outs["json"].text
     # the JSON array inside Gemini CLI's envelope: at least 60% smaller, with a retrieval marker
     check_json_compressed(got_json)
-    assert got_json.startswith("<untrusted_context>\nOutput: ") and got_json.endswith("</untrusted_context>")  # the envelope as sent
+    assert got_json.startswith("<untrusted_context>\nOutput: ") and got_json.endswith(
+        "</untrusted_context>"
+    )  # the envelope as sent
     check_log_compressed(outs["log"].text)
     assert play.STATS_TEXT.strip() in outs["fix"].text
     assert "tools/stats.py" in outs["read"].text
@@ -109,7 +111,9 @@ def test_agent_transcript_never_holds_the_proxys_tools(run: Run) -> None:
 
 
 def test_ledger_names_the_workspace_as_the_project(run: Run) -> None:
-    rows = run.proxy.query("SELECT project, dialect, COUNT(*) FROM request_outcomes WHERE dialect = 'gemini' GROUP BY project, dialect")
+    rows = run.proxy.query(
+        "SELECT project, dialect, COUNT(*) FROM request_outcomes WHERE dialect = 'gemini' GROUP BY project, dialect"
+    )
     assert rows, "no ledger rows"
     assert {p for p, _, _ in rows} == {str(run.task.workspace)}, rows
 
@@ -125,7 +129,11 @@ def test_learn_finds_the_pair_in_gemini_clis_own_session_log(run: Run) -> None:
 def test_upstream_saw_gemini_clis_own_wire_shape(run: Run) -> None:
     """Facts of this release the proxy must live with (kept as a test so a new pin shows them)."""
     first = run.task_requests()[0]
-    assert "/models/" in first.path and first.path.split("?")[0].endswith(":streamGenerateContent") and "alt=sse" in first.path
+    assert (
+        "/models/" in first.path
+        and first.path.split("?")[0].endswith(":streamGenerateContent")
+        and "alt=sse" in first.path
+    )
     body = first.json
     assert set(body) >= {"contents", "systemInstruction", "tools"}
     # 0.61: the environment (with the workspace) is a user content of its own before the prompt

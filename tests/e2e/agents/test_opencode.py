@@ -46,31 +46,67 @@ def run(tmp_path_factory) -> Iterator[dict[str, Any]]:
         model = ScriptedModel(task).install(up)
         cfg = home / ".config" / "opencode"
         cfg.mkdir(parents=True)
-        cfg.joinpath("opencode.json").write_text(json.dumps({
-            "provider": {"scripted": {
-                "npm": "@ai-sdk/openai-compatible", "name": "Scripted",
-                "options": {"baseURL": f"{up.url}/v1", "apiKey": "sk-test-opencode"},
-                "models": {"play-1": {"name": "Play 1", "tool_call": True}},
-            }},
-            "model": "scripted/play-1", "autoupdate": False, "share": "disabled",
-        }))
+        cfg.joinpath("opencode.json").write_text(
+            json.dumps(
+                {
+                    "provider": {
+                        "scripted": {
+                            "npm": "@ai-sdk/openai-compatible",
+                            "name": "Scripted",
+                            "options": {"baseURL": f"{up.url}/v1", "apiKey": "sk-test-opencode"},
+                            "models": {"play-1": {"name": "Play 1", "tool_call": True}},
+                        }
+                    },
+                    "model": "scripted/play-1",
+                    "autoupdate": False,
+                    "share": "disabled",
+                }
+            )
+        )
         keep = ("PATH", "LANG", "TERM", "TMPDIR")
         env = {k: os.environ[k] for k in keep if k in os.environ}
         env.update(
-            HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), XDG_DATA_HOME=str(home / ".local" / "share"),
-            XDG_CACHE_HOME=str(home / ".cache"), XDG_STATE_HOME=str(home / ".local" / "state"),
-            HEADROOM_HOME=str(hh), OPENCODE_DISABLE_MODELS_FETCH="1", OPENCODE_DISABLE_AUTOUPDATE="1",
-            OPENCODE_DISABLE_LSP_DOWNLOAD="1", OPENCODE_DISABLE_SHARE="1", NO_COLOR="1",
+            HOME=str(home),
+            XDG_CONFIG_HOME=str(home / ".config"),
+            XDG_DATA_HOME=str(home / ".local" / "share"),
+            XDG_CACHE_HOME=str(home / ".cache"),
+            XDG_STATE_HOME=str(home / ".local" / "state"),
+            HEADROOM_HOME=str(hh),
+            OPENCODE_DISABLE_MODELS_FETCH="1",
+            OPENCODE_DISABLE_AUTOUPDATE="1",
+            OPENCODE_DISABLE_LSP_DOWNLOAD="1",
+            OPENCODE_DISABLE_SHARE="1",
+            NO_COLOR="1",
         )
         port = free_port()
-        cmd = [HEADROOM, "wrap", "--port", str(port), "--set", f"ssl_verify_upstream_trusted_ca={up.cert_path}",
-               "--no-proxy", "", "--quiet", str(exe), "run", play.PROMPT]
+        cmd = [
+            HEADROOM,
+            "wrap",
+            "--port",
+            str(port),
+            "--set",
+            f"ssl_verify_upstream_trusted_ca={up.cert_path}",
+            "--no-proxy",
+            "",
+            "--quiet",
+            str(exe),
+            "run",
+            play.PROMPT,
+        ]
         try:
             out = subprocess.run(cmd, cwd=ws, env=env, capture_output=True, text=True, timeout=300)
         finally:
             subprocess.run([HEADROOM, "proxy", "--stop", "--port", str(port)], env=env, capture_output=True, timeout=60)
-        yield {"out": out, "up": up, "model": model, "ws": ws, "home": home, "hh": hh, "env": env,
-               "requests": up.requests_to(OPENAI_CHAT)}
+        yield {
+            "out": out,
+            "up": up,
+            "model": model,
+            "ws": ws,
+            "home": home,
+            "hh": hh,
+            "env": env,
+            "requests": up.requests_to(OPENAI_CHAT),
+        }
 
 
 def main_thread(run: dict[str, Any]) -> list[RecordedRequest]:
@@ -119,12 +155,18 @@ def test_build_log_compressed_upstream_keeping_its_errors(run):
 
 
 def test_prefix_rule_holds(run):
-    reqs = [r for r in main_thread(run) if chat.view(r.json).outputs[-1:] == () or chat.view(r.json).outputs[-1].name != RETRIEVE]
+    reqs = [
+        r
+        for r in main_thread(run)
+        if chat.view(r.json).outputs[-1:] == () or chat.view(r.json).outputs[-1].name != RETRIEVE
+    ]
     assert len(reqs) >= 6
     for a, b in zip(reqs, reqs[1:]):
         assert b.json["tools"] == a.json["tools"], f"tools changed between requests {a.index} and {b.index}"
         n = len(a.json["messages"])
-        assert b.json["messages"][:n] == a.json["messages"], f"earlier messages changed between requests {a.index} and {b.index}"
+        assert b.json["messages"][:n] == a.json["messages"], (
+            f"earlier messages changed between requests {a.index} and {b.index}"
+        )
 
 
 def test_opencode_storage_never_holds_the_proxys_tool(run):
@@ -158,7 +200,13 @@ def test_live_learning_records_the_failed_then_fixed_pair(run):
 
 def test_headroom_learn_finds_the_pair_in_opencodes_storage(run):
     env = dict(run["env"], HEADROOM_HOME=str(run["hh"].parent / "learn-home"), COLUMNS="300")
-    out = subprocess.run([HEADROOM, "learn", "--project", str(run["ws"]), "--dry-run", "--min-evidence", "1"],
-                         cwd=run["ws"], env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [HEADROOM, "learn", "--project", str(run["ws"]), "--dry-run", "--min-evidence", "1"],
+        cwd=run["ws"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert FAILING in out.stdout and FIXED in out.stdout, out.stdout + out.stderr

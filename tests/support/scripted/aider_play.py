@@ -25,7 +25,20 @@ from typing import Any
 from tests.support.scripted import chat
 from tests.support.upstream import OPENAI_CHAT, RawReply, RecordedRequest, Reply
 
-__all__ = ["FINAL", "TEST_CMD", "CALC", "CHECK_PY", "WRONG", "FIX", "EDIT", "TASK", "is_main", "Play", "make_workspace", "aider_args"]
+__all__ = [
+    "FINAL",
+    "TEST_CMD",
+    "CALC",
+    "CHECK_PY",
+    "WRONG",
+    "FIX",
+    "EDIT",
+    "TASK",
+    "is_main",
+    "Play",
+    "make_workspace",
+    "aider_args",
+]
 
 #: In the fixing answer (the caller checks Aider printed it).
 FINAL = "FINAL: mul multiplies now and the tests pass."
@@ -74,7 +87,9 @@ def aider_args(base_url: str) -> list[str]:
 def is_main(body: Any) -> bool:
     """A request of Aider's coding conversation (its side requests, the history summarizer, carry
     no earlier assistant edits and no file listing)."""
-    return any(m.get("role") == "user" and "calc.py\n```" in chat.view({"messages": [m]}).user for m in body["messages"])
+    return any(
+        m.get("role") == "user" and "calc.py\n```" in chat.view({"messages": [m]}).user for m in body["messages"]
+    )
 
 
 class Play:
@@ -96,7 +111,9 @@ class Play:
         if not is_main(rec.json):
             return Reply.text_reply("The user asked for a mul function in calc.py.")
         msgs = rec.json["messages"]
-        start = next((i for i, m in enumerate(msgs) if m["role"] == "user" and TASK in str(m.get("content"))), len(msgs))
+        start = next(
+            (i for i, m in enumerate(msgs) if m["role"] == "user" and TASK in str(m.get("content"))), len(msgs)
+        )
         # edits after the task (Aider's prompt carries example edits before it)
         edits = sum(1 for m in msgs[start:] if m["role"] == "assistant" and EDIT in str(m.get("content")))
         return Reply.text_reply(WRONG if edits == 0 else FIX)

@@ -35,21 +35,62 @@ if TYPE_CHECKING:
 #: Top-level fields of a Messages API request (GA and beta), per the API reference.
 FIELDS = frozenset(
     {
-        "model", "messages", "max_tokens", "system", "tools", "tool_choice", "stream", "temperature",
-        "top_p", "top_k", "stop_sequences", "metadata", "thinking", "service_tier", "container",
-        "mcp_servers", "context_management", "output_config", "output_format",
+        "model",
+        "messages",
+        "max_tokens",
+        "system",
+        "tools",
+        "tool_choice",
+        "stream",
+        "temperature",
+        "top_p",
+        "top_k",
+        "stop_sequences",
+        "metadata",
+        "thinking",
+        "service_tier",
+        "container",
+        "mcp_servers",
+        "context_management",
+        "output_config",
+        "output_format",
     }
 )
 #: count_tokens takes no max_tokens/stream/sampling fields.
 COUNT_FIELDS = frozenset(
-    {"model", "messages", "system", "tools", "tool_choice", "thinking", "mcp_servers", "context_management", "output_config", "output_format"}
+    {
+        "model",
+        "messages",
+        "system",
+        "tools",
+        "tool_choice",
+        "thinking",
+        "mcp_servers",
+        "context_management",
+        "output_config",
+        "output_format",
+    }
 )
 BLOCKS = frozenset(
     {
-        "text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking",
-        "server_tool_use", "web_search_tool_result", "web_fetch_tool_result", "search_result",
-        "mcp_tool_use", "mcp_tool_result", "container_upload", "code_execution_tool_result",
-        "bash_code_execution_tool_result", "text_editor_code_execution_tool_result", "tool_reference",
+        "text",
+        "image",
+        "document",
+        "tool_use",
+        "tool_result",
+        "thinking",
+        "redacted_thinking",
+        "server_tool_use",
+        "web_search_tool_result",
+        "web_fetch_tool_result",
+        "search_result",
+        "mcp_tool_use",
+        "mcp_tool_result",
+        "container_upload",
+        "code_execution_tool_result",
+        "bash_code_execution_tool_result",
+        "text_editor_code_execution_tool_result",
+        "tool_reference",
     }
 )
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
@@ -66,7 +107,11 @@ def error(message: str, status: int = 400, kind: str = "invalid_request_error") 
     """The API's error response."""
     rid = "req_" + uuid.uuid4().hex[:24]
     body = {"type": "error", "error": {"type": kind, "message": message}, "request_id": rid}
-    return RawReply(status=status, headers=(("Content-Type", "application/json"), ("request-id", rid)), body=json.dumps(body).encode())
+    return RawReply(
+        status=status,
+        headers=(("Content-Type", "application/json"), ("request-id", rid)),
+        body=json.dumps(body).encode(),
+    )
 
 
 def _blocks(content: Any, where: str) -> list[dict[str, Any]]:
@@ -76,7 +121,9 @@ def _blocks(content: Any, where: str) -> list[dict[str, Any]]:
         raise Invalid(f"{where}.content: Input should be a valid list")
     for j, b in enumerate(content):
         if not isinstance(b, dict) or b.get("type") not in BLOCKS:
-            raise Invalid(f"{where}.content.{j}: Input tag {b.get('type') if isinstance(b, dict) else b!r} does not match any of the expected tags")
+            raise Invalid(
+                f"{where}.content.{j}: Input tag {b.get('type') if isinstance(b, dict) else b!r} does not match any of the expected tags"
+            )
         if b["type"] == "text" and not (isinstance(b.get("text"), str) and b["text"]):
             raise Invalid(f"{where}.content.{j}.text: text content blocks must be non-empty")
     return content
@@ -84,7 +131,9 @@ def _blocks(content: Any, where: str) -> list[dict[str, Any]]:
 
 def _cache_points(obj: Any) -> int:
     if isinstance(obj, dict):
-        return int("cache_control" in obj and obj["cache_control"] is not None) + sum(_cache_points(v) for k, v in obj.items() if k != "cache_control")
+        return int("cache_control" in obj and obj["cache_control"] is not None) + sum(
+            _cache_points(v) for k, v in obj.items() if k != "cache_control"
+        )
     if isinstance(obj, list):
         return sum(_cache_points(v) for v in obj)
     return 0
@@ -125,7 +174,9 @@ def validate(body: Any, *, count: bool = False, betas: frozenset[str] = frozense
     for i, m in enumerate(msgs):
         if turns and isinstance(m, dict) and m.get("role") == "system":
             if pending:
-                raise Invalid(f"messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: {', '.join(pending)}")
+                raise Invalid(
+                    f"messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: {', '.join(pending)}"
+                )
             if any(b.get("type") != "text" for b in _blocks(m.get("content"), f"messages.{i}")):
                 raise Invalid(f"messages.{i}.content: system messages take text blocks only")
             continue
@@ -134,7 +185,7 @@ def validate(body: Any, *, count: bool = False, betas: frozenset[str] = frozense
         want = "user" if n_turn % 2 == 0 else "assistant"
         n_turn += 1
         if m["role"] != want:
-            raise Invalid(f"messages.{i}: roles must alternate between \"user\" and \"assistant\", starting with \"user\"")
+            raise Invalid(f'messages.{i}: roles must alternate between "user" and "assistant", starting with "user"')
         blocks = _blocks(m.get("content"), f"messages.{i}")
         if m["role"] == "user":
             answered = [b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"]
@@ -146,17 +197,23 @@ def validate(body: Any, *, count: bool = False, betas: frozenset[str] = frozense
                 )
             extra = [t for t in answered if t not in pending]
             if extra:
-                raise Invalid(f"messages.{i}.content: unexpected `tool_use_id` found in `tool_result` blocks: {extra[0]}. Each `tool_result` block must have a corresponding `tool_use` block in the previous message.")
+                raise Invalid(
+                    f"messages.{i}.content: unexpected `tool_use_id` found in `tool_result` blocks: {extra[0]}. Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
+                )
             pending = []
         else:
             if pending:
-                raise Invalid(f"messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: {', '.join(pending)}")
+                raise Invalid(
+                    f"messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: {', '.join(pending)}"
+                )
             pending = []
             for b in blocks:
                 if b.get("type") == "tool_use":
                     tid = b.get("id")
                     if not isinstance(tid, str) or not re.fullmatch(r"[a-zA-Z0-9_-]+", tid):
-                        raise Invalid(f"messages.{i}.content: tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'")
+                        raise Invalid(
+                            f"messages.{i}.content: tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'"
+                        )
                     if tid in seen:
                         raise Invalid(f"messages.{i}.content: `tool_use` ids must be unique: {tid}")
                     if not isinstance(b.get("input"), dict):
@@ -191,10 +248,14 @@ def conversation(body: dict[str, Any]) -> play.Conversation:
             elif b["type"] == "tool_result":
                 outputs.append(play.Output(str(b.get("tool_use_id")), _text_of(b.get("content")), b.get("is_error")))
     last = msgs[-1]
-    ends = last["role"] == "user" and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in _blocks(last["content"], ""))
+    ends = last["role"] == "user" and any(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in _blocks(last["content"], "")
+    )
     return play.Conversation(
         first_user_text=next((_text_of(m["content"]) for m in msgs if m["role"] == "user"), ""),
-        tools=frozenset(str(t["name"]) for t in body.get("tools") or [] if isinstance(t, dict) and isinstance(t.get("name"), str)),
+        tools=frozenset(
+            str(t["name"]) for t in body.get("tools") or [] if isinstance(t, dict) and isinstance(t.get("name"), str)
+        ),
         calls=tuple(calls),
         outputs=tuple(outputs),
         ends_with_output=ends,
@@ -204,7 +265,9 @@ def conversation(body: dict[str, Any]) -> play.Conversation:
 def reply_for(move: play.Move, task: play.Task) -> Reply:
     """The Messages API reply that makes ``move`` with Claude Code's tools."""
     if isinstance(move, play.Shell):
-        return Reply.tool_call("Bash", {"command": move.command, "description": f"Run {move.command}"}, play.call_id(move.step, "toolu_"))
+        return Reply.tool_call(
+            "Bash", {"command": move.command, "description": f"Run {move.command}"}, play.call_id(move.step, "toolu_")
+        )
     if isinstance(move, play.Read):
         return Reply.tool_call(READ_TOOL, {"file_path": task.path(move.rel)}, play.call_id(move.step, "toolu_"))
     if isinstance(move, play.Retrieve):

@@ -30,9 +30,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tests.support.scripted import play
 from tests.support.upstream import RawReply, RecordedRequest, Reply
@@ -40,8 +38,20 @@ from tests.support.upstream import RawReply, RecordedRequest, Reply
 if TYPE_CHECKING:
     from tests.support.scripted import ScriptedModel
 
-__all__ = ["TOP_LEVEL", "ROLES", "SHELL_TOOLS", "Output", "ChatView", "problems", "refusal", "view", "is_chat",
-           "conversation", "reply_for", "answer"]
+__all__ = [
+    "TOP_LEVEL",
+    "ROLES",
+    "SHELL_TOOLS",
+    "Output",
+    "ChatView",
+    "problems",
+    "refusal",
+    "view",
+    "is_chat",
+    "conversation",
+    "reply_for",
+    "answer",
+]
 
 #: Shell tool names of Chat Completions agents (opencode: ``bash``).
 SHELL_TOOLS = frozenset({"bash", "shell"})
@@ -51,12 +61,41 @@ READ_TOOL = "read"
 #: Top-level fields of a Chat Completions request (OpenAI API reference, create chat completion).
 TOP_LEVEL = frozenset(
     {
-        "messages", "model", "audio", "frequency_penalty", "function_call", "functions", "logit_bias",
-        "logprobs", "max_completion_tokens", "max_tokens", "metadata", "modalities", "n",
-        "parallel_tool_calls", "prediction", "presence_penalty", "prompt_cache_key",
-        "prompt_cache_retention", "reasoning_effort", "response_format", "safety_identifier", "seed",
-        "service_tier", "stop", "store", "stream", "stream_options", "temperature", "tool_choice",
-        "tools", "top_logprobs", "top_p", "user", "verbosity", "web_search_options",
+        "messages",
+        "model",
+        "audio",
+        "frequency_penalty",
+        "function_call",
+        "functions",
+        "logit_bias",
+        "logprobs",
+        "max_completion_tokens",
+        "max_tokens",
+        "metadata",
+        "modalities",
+        "n",
+        "parallel_tool_calls",
+        "prediction",
+        "presence_penalty",
+        "prompt_cache_key",
+        "prompt_cache_retention",
+        "reasoning_effort",
+        "response_format",
+        "safety_identifier",
+        "seed",
+        "service_tier",
+        "stop",
+        "store",
+        "stream",
+        "stream_options",
+        "temperature",
+        "tool_choice",
+        "tools",
+        "top_logprobs",
+        "top_p",
+        "user",
+        "verbosity",
+        "web_search_options",
     }
 )
 #: Message roles the API takes.
@@ -151,13 +190,17 @@ def _message_problems(messages: Sequence[Any]) -> list[str]:
         if role == "tool":
             cid = m.get("tool_call_id")
             if not isinstance(cid, str) or cid not in open_ids:
-                out.append(f"messages[{i}]: a 'tool' message must answer a tool_call of the assistant message before it ({cid!r} does not)")
+                out.append(
+                    f"messages[{i}]: a 'tool' message must answer a tool_call of the assistant message before it ({cid!r} does not)"
+                )
             else:
                 open_ids.remove(cid)
             out += _content_problems(i, role, m.get("content"), required=True)
             continue
         if open_ids:
-            out.append(f"messages[{i}]: tool_call_ids {open_ids} of an assistant message are not answered by 'tool' messages before this {role} message")
+            out.append(
+                f"messages[{i}]: tool_call_ids {open_ids} of an assistant message are not answered by 'tool' messages before this {role} message"
+            )
             open_ids = []
         if role == "assistant":
             if "tool_calls" in m and m["tool_calls"] is not None:
@@ -261,7 +304,9 @@ def conversation(body: Mapping[str, Any]) -> play.Conversation:
     messages = body["messages"]
     calls = tuple(
         play.Call(c["id"], c["function"]["name"], dict(_arguments(c["function"]["arguments"])))
-        for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or ()
+        for m in messages
+        if m["role"] == "assistant"
+        for c in m.get("tool_calls") or ()
     )
     return play.Conversation(
         first_user_text=v.users[0] if v.users else "",
@@ -275,7 +320,9 @@ def conversation(body: Mapping[str, Any]) -> play.Conversation:
 def reply_for(move: play.Move, task: play.Task) -> Reply:
     """The reply that makes ``move`` with opencode's tools (``bash``, ``read``)."""
     if isinstance(move, play.Shell):
-        return Reply.tool_call("bash", {"command": move.command, "description": f"Run {move.command}"}, play.call_id(move.step, "call_"))
+        return Reply.tool_call(
+            "bash", {"command": move.command, "description": f"Run {move.command}"}, play.call_id(move.step, "call_")
+        )
     if isinstance(move, play.Read):
         return Reply.tool_call(READ_TOOL, {"filePath": task.path(move.rel)}, play.call_id(move.step, "call_"))
     if isinstance(move, play.Retrieve):
@@ -286,7 +333,14 @@ def reply_for(move: play.Move, task: play.Task) -> Reply:
 def answer(model: "ScriptedModel", rec: RecordedRequest) -> Reply | RawReply:
     """The reply to a ``/v1/chat/completions`` request (the adapter hook of :mod:`tests.support.scripted`)."""
     if rec.method != "POST":
-        body = {"error": {"message": f"Method {rec.method} not allowed", "type": "invalid_request_error", "param": None, "code": None}}
+        body = {
+            "error": {
+                "message": f"Method {rec.method} not allowed",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": None,
+            }
+        }
         return RawReply(status=405, headers=(("Content-Type", "application/json"),), body=json.dumps(body).encode())
     found = problems(rec.json)
     if found:

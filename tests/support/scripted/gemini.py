@@ -36,11 +36,25 @@ if TYPE_CHECKING:
     from tests.support.scripted import ScriptedModel
 
 #: Top-level fields of a generateContent request (Gemini API reference).
-FIELDS = frozenset({"contents", "tools", "toolConfig", "safetySettings", "systemInstruction", "generationConfig", "cachedContent", "labels", "model"})
+FIELDS = frozenset(
+    {
+        "contents",
+        "tools",
+        "toolConfig",
+        "safetySettings",
+        "systemInstruction",
+        "generationConfig",
+        "cachedContent",
+        "labels",
+        "model",
+    }
+)
 #: countTokens takes ``contents`` or a whole ``generateContentRequest``.
 COUNT_FIELDS = frozenset({"contents", "generateContentRequest"})
 #: A Part's data members (exactly one per part).
-DATA = frozenset({"text", "inlineData", "fileData", "functionCall", "functionResponse", "executableCode", "codeExecutionResult"})
+DATA = frozenset(
+    {"text", "inlineData", "fileData", "functionCall", "functionResponse", "executableCode", "codeExecutionResult"}
+)
 #: A Part's metadata members.
 PART_META = frozenset({"thought", "thoughtSignature", "videoMetadata", "partMetadata", "mediaResolution"})
 #: Function names: a letter or underscore, then letters, digits, ``_ . : -``; 64 at most.
@@ -59,7 +73,9 @@ class Invalid(ValueError):
 def error(message: str, status: int = 400, kind: str = "INVALID_ARGUMENT") -> RawReply:
     """The API's error response."""
     body = {"error": {"code": status, "message": message, "status": kind}}
-    return RawReply(status=status, headers=(("Content-Type", "application/json; charset=UTF-8"),), body=json.dumps(body).encode())
+    return RawReply(
+        status=status, headers=(("Content-Type", "application/json; charset=UTF-8"),), body=json.dumps(body).encode()
+    )
 
 
 def _part(p: Any, where: str) -> str:
@@ -68,7 +84,7 @@ def _part(p: Any, where: str) -> str:
         raise Invalid(f"Invalid value at '{where}' (type.googleapis.com/google.ai.generativelanguage.v1beta.Part)")
     unknown = [k for k in p if k not in DATA and k not in PART_META]
     if unknown:
-        raise Invalid(f'Invalid JSON payload received. Unknown name "{unknown[0]}" at \'{where}\': Cannot find field.')
+        raise Invalid(f"Invalid JSON payload received. Unknown name \"{unknown[0]}\" at '{where}': Cannot find field.")
     data = [k for k in p if k in DATA]
     if len(data) != 1:
         raise Invalid(f"{where}: a part must hold exactly one of {sorted(DATA)} (got {data})")
@@ -117,7 +133,11 @@ def validate(body: Any, *, count: bool = False) -> None:
         if not isinstance(parts, list) or not parts:
             raise Invalid(f"* GenerateContentRequest.{where}.parts: contents.parts must not be empty.")
         kinds = [_part(p, f"{where}.parts[{k}]") for k, p in enumerate(parts)]
-        responses = [(p["functionResponse"]["name"], p["functionResponse"].get("id", "")) for p, kd in zip(parts, kinds) if kd == "functionResponse"]
+        responses = [
+            (p["functionResponse"]["name"], p["functionResponse"].get("id", ""))
+            for p, kd in zip(parts, kinds)
+            if kd == "functionResponse"
+        ]
         if pending:
             if c.get("role", "user") != "user" or len(responses) != len(pending):
                 raise Invalid(
@@ -125,18 +145,30 @@ def validate(body: Any, *, count: bool = False) -> None:
                 )
             for name, rid in responses:
                 if not any(name == pn and (not rid or not pid or rid == pid) for pn, pid in pending):
-                    raise Invalid(f"{where}: function response {name!r} ({rid}) answers no function call of the previous turn")
+                    raise Invalid(
+                        f"{where}: function response {name!r} ({rid}) answers no function call of the previous turn"
+                    )
         elif responses:
             raise Invalid(f"{where}: function response parts must follow a function call turn")
         pending = []
         if c.get("role") == "model":
-            pending = [(p["functionCall"]["name"], p["functionCall"].get("id", "")) for p, kd in zip(parts, kinds) if kd == "functionCall"]
+            pending = [
+                (p["functionCall"]["name"], p["functionCall"].get("id", ""))
+                for p, kd in zip(parts, kinds)
+                if kd == "functionCall"
+            ]
     if pending and not count:
-        raise Invalid("Please ensure that function call turn comes immediately after a user turn or after a function response turn.")
+        raise Invalid(
+            "Please ensure that function call turn comes immediately after a user turn or after a function response turn."
+        )
 
 
 def _texts(c: dict[str, Any]) -> list[str]:
-    return [p["text"] for p in c.get("parts") or [] if isinstance(p, dict) and isinstance(p.get("text"), str) and not p.get("thought")]
+    return [
+        p["text"]
+        for p in c.get("parts") or []
+        if isinstance(p, dict) and isinstance(p.get("text"), str) and not p.get("thought")
+    ]
 
 
 def _output_text(resp: Any) -> str:
@@ -166,16 +198,37 @@ def conversation(body: dict[str, Any]) -> play.Conversation:
                 open_calls.append(call)
                 called = True
             elif isinstance(fr, dict):
-                match = next((x for x in open_calls if (fr.get("id") and x.call_id == fr["id"]) or (not fr.get("id") and x.name == fr["name"])), None)
+                match = next(
+                    (
+                        x
+                        for x in open_calls
+                        if (fr.get("id") and x.call_id == fr["id"]) or (not fr.get("id") and x.name == fr["name"])
+                    ),
+                    None,
+                )
                 if match is not None:
                     open_calls.remove(match)
                 resp = fr.get("response")
-                outputs.append(play.Output(match.call_id if match else str(fr.get("id") or ""), _output_text(resp), isinstance(resp, dict) and "error" in resp))
+                outputs.append(
+                    play.Output(
+                        match.call_id if match else str(fr.get("id") or ""),
+                        _output_text(resp),
+                        isinstance(resp, dict) and "error" in resp,
+                    )
+                )
         if not called and c.get("role", "user") == "user":
             opening += _texts(c)
     last = contents[-1]
-    tools = frozenset(str(fd.get("name")) for t in body.get("tools") or [] if isinstance(t, dict) for fd in t.get("functionDeclarations") or [] if isinstance(fd, dict))
-    ends = last.get("role", "user") == "user" and any(isinstance(p, dict) and "functionResponse" in p for p in last.get("parts") or [])
+    tools = frozenset(
+        str(fd.get("name"))
+        for t in body.get("tools") or []
+        if isinstance(t, dict)
+        for fd in t.get("functionDeclarations") or []
+        if isinstance(fd, dict)
+    )
+    ends = last.get("role", "user") == "user" and any(
+        isinstance(p, dict) and "functionResponse" in p for p in last.get("parts") or []
+    )
     return play.Conversation("\n".join(opening), tools, tuple(calls), tuple(outputs), ends)
 
 
@@ -219,7 +272,11 @@ def _smallest(schema: Any) -> Any:
 def reply_for(move: play.Move, task: play.Task, body: dict[str, Any]) -> Reply:
     """The Gemini reply that makes ``move`` with Gemini CLI's tools (call ids from the play)."""
     if isinstance(move, play.Shell):
-        return Reply.tool_call("run_shell_command", {"command": move.command, "description": f"Run {move.command}"}, play.call_id(move.step, "gc-"))
+        return Reply.tool_call(
+            "run_shell_command",
+            {"command": move.command, "description": f"Run {move.command}"},
+            play.call_id(move.step, "gc-"),
+        )
     if isinstance(move, play.Read):
         return Reply.tool_call(READ_TOOL, _read_args(body, task.path(move.rel)), play.call_id(move.step, "gc-"))
     if isinstance(move, play.Retrieve):

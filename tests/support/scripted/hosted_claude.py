@@ -10,9 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from tests.support.scripted import anthropic
-from tests.support.scripted import play
-from tests.support.upstream import RawReply, RecordedRequest, Reply, VERTEX_ANTHROPIC
+from tests.support.scripted import anthropic, play
+from tests.support.upstream import VERTEX_ANTHROPIC, RawReply, RecordedRequest, Reply
 
 if TYPE_CHECKING:
     from tests.support.scripted import ScriptedModel
@@ -36,14 +35,18 @@ def answer(model: "ScriptedModel", rec: RecordedRequest) -> Reply | RawReply:
     body: Any = rec.json
     path = rec.path_only
     if not isinstance(body, dict) or not isinstance(body.get("anthropic_version"), str):
-        return model.refuse(rec, "anthropic_version: Field required", anthropic.error("anthropic_version: Field required"))
+        return model.refuse(
+            rec, "anthropic_version: Field required", anthropic.error("anthropic_version: Field required")
+        )
     count = path.endswith("/count-tokens:rawPredict")
     betas = {b.strip() for b in (rec.header("anthropic-beta") or "").split(",") if b.strip()}
     betas |= {str(b) for b in body.get("anthropic_beta") or []}
     inner = {k: v for k, v in body.items() if k not in ("anthropic_version", "anthropic_beta")}
     if not count:
         if "model" in inner:
-            return model.refuse(rec, "model: the model is in the path", anthropic.error("model: Extra inputs are not permitted"))
+            return model.refuse(
+                rec, "model: the model is in the path", anthropic.error("model: Extra inputs are not permitted")
+            )
         inner["model"] = _model(path)
     try:
         anthropic.validate(inner, count=count, betas=frozenset(betas))

@@ -81,7 +81,9 @@ def build_log_text() -> str:
         if i in (117, 289):
             out.append(f"{ts} ERROR cc src/mod_{i:03d}.c:{i % 50 + 3}:9: error: 'count_{i}' undeclared")
         else:
-            out.append(f"{ts} INFO  cc [{i + 1:3d}/{LOG_LINES}] src/mod_{i:03d}.c -> obj/mod_{i:03d}.o ({i % 9 + 1} ms)")
+            out.append(
+                f"{ts} INFO  cc [{i + 1:3d}/{LOG_LINES}] src/mod_{i:03d}.c -> obj/mod_{i:03d}.o ({i % 9 + 1} ms)"
+            )
     out.append(f"{ts} INFO  build finished: {LOG_LINES - 2} ok, 2 errors (--keep-going)")
     return "\n".join(out) + "\n"
 

@@ -52,19 +52,54 @@ from tests.support.upstream import RawReply, RecordedRequest, Reply, ToolCall
 if TYPE_CHECKING:
     from tests.support.scripted import ScriptedModel
 
-__all__ = ["TOP_LEVEL", "WS_FIELDS", "ITEM_TYPES", "ROLES", "SHELL_TOOLS", "ResponsesView", "Responses", "is_responses",
-           "conversation", "shell_call", "answer"]
+__all__ = [
+    "TOP_LEVEL",
+    "WS_FIELDS",
+    "ITEM_TYPES",
+    "ROLES",
+    "SHELL_TOOLS",
+    "ResponsesView",
+    "Responses",
+    "is_responses",
+    "conversation",
+    "shell_call",
+    "answer",
+]
 
 #: Top-level fields of a create-response body (OpenAI API reference, "Create a model response";
 #: ``client_metadata``: what Codex sends to OpenAI's own endpoint with every request).
 TOP_LEVEL = frozenset(
     {
-        "background", "client_metadata", "context_management", "conversation", "include", "input",
-        "instructions", "max_output_tokens", "max_tool_calls", "metadata", "model",
-        "parallel_tool_calls", "previous_response_id", "prompt", "prompt_cache_key",
-        "prompt_cache_retention", "reasoning", "safety_identifier", "service_tier", "store", "stream",
-        "stream_options", "temperature", "text", "tool_choice", "tools", "top_logprobs", "top_p",
-        "truncation", "user",
+        "background",
+        "client_metadata",
+        "context_management",
+        "conversation",
+        "include",
+        "input",
+        "instructions",
+        "max_output_tokens",
+        "max_tool_calls",
+        "metadata",
+        "model",
+        "parallel_tool_calls",
+        "previous_response_id",
+        "prompt",
+        "prompt_cache_key",
+        "prompt_cache_retention",
+        "reasoning",
+        "safety_identifier",
+        "service_tier",
+        "store",
+        "stream",
+        "stream_options",
+        "temperature",
+        "text",
+        "tool_choice",
+        "tools",
+        "top_logprobs",
+        "top_p",
+        "truncation",
+        "user",
     }
 )
 #: What a WebSocket ``response.create`` frame has besides the body's fields.
@@ -72,12 +107,32 @@ WS_FIELDS = frozenset({"type", "generate"})
 #: Input item types the API takes (the conversation items of the Responses API reference).
 ITEM_TYPES = frozenset(
     {
-        "message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output",
-        "reasoning", "compaction", "item_reference", "web_search_call", "file_search_call",
-        "computer_call", "computer_call_output", "code_interpreter_call", "image_generation_call",
-        "local_shell_call", "local_shell_call_output", "shell_call", "shell_call_output",
-        "apply_patch_call", "apply_patch_call_output", "mcp_list_tools", "mcp_approval_request",
-        "mcp_approval_response", "mcp_call", "tool_search_call", "tool_search_output",
+        "message",
+        "function_call",
+        "function_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "reasoning",
+        "compaction",
+        "item_reference",
+        "web_search_call",
+        "file_search_call",
+        "computer_call",
+        "computer_call_output",
+        "code_interpreter_call",
+        "image_generation_call",
+        "local_shell_call",
+        "local_shell_call_output",
+        "shell_call",
+        "shell_call_output",
+        "apply_patch_call",
+        "apply_patch_call_output",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "mcp_approval_response",
+        "mcp_call",
+        "tool_search_call",
+        "tool_search_output",
     }
 )
 ROLES = frozenset({"user", "assistant", "system", "developer"})
@@ -254,7 +309,9 @@ class Responses:
         err = {"message": "; ".join(found), "type": "invalid_request_error", "param": None, "code": code}
         if rec.method == "WS":
             return RawReply(body=json.dumps({"type": "error", "status": 400, "error": err}).encode())
-        return RawReply(status=400, headers=(("Content-Type", "application/json"),), body=json.dumps({"error": err}).encode())
+        return RawReply(
+            status=400, headers=(("Content-Type", "application/json"),), body=json.dumps({"error": err}).encode()
+        )
 
     def view(self, rec: RecordedRequest) -> ResponsesView:
         """The neutral view of a request :meth:`problems` accepted (its whole conversation)."""
@@ -297,12 +354,19 @@ class Responses:
         rid = f"resp_scripted{next(self._ids):06d}"
         sock = self._socket(rec)
         # the call ids rendered must be the ones kept: fixed here, not drawn by the renderer
-        reply = dataclasses.replace(reply, tool_calls=tuple(dataclasses.replace(c, call_id=c.id_for("openai")) for c in reply.tool_calls))
+        reply = dataclasses.replace(
+            reply, tool_calls=tuple(dataclasses.replace(c, call_id=c.id_for("openai")) for c in reply.tool_calls)
+        )
         if sock is not None:
             output: list[Any] = []
             if reply.text:
-                output.append({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": reply.text}]})
-            output += [{"type": "function_call", "call_id": c.call_id, "name": c.name, "arguments": json.dumps(c.arguments)} for c in reply.tool_calls]
+                output.append(
+                    {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": reply.text}]}
+                )
+            output += [
+                {"type": "function_call", "call_id": c.call_id, "name": c.name, "arguments": json.dumps(c.arguments)}
+                for c in reply.tool_calls
+            ]
             with self._lock:
                 conv = self._resolved.pop(id(rec), _items(body))
                 self._history.setdefault(sock, {})[rid] = conv + output
@@ -353,7 +417,14 @@ def answer(model: "ScriptedModel", rec: RecordedRequest) -> Reply | RawReply:
     state per model), a prewarm frame answered empty, else the play's next move with the
     client's shell tool (the read step through ``cat``: Codex has no read tool)."""
     if rec.method not in ("POST", "WS"):
-        err = {"error": {"message": f"Method {rec.method} not allowed", "type": "invalid_request_error", "param": None, "code": None}}
+        err = {
+            "error": {
+                "message": f"Method {rec.method} not allowed",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": None,
+            }
+        }
         return RawReply(status=405, headers=(("Content-Type", "application/json"),), body=json.dumps(err).encode())
     api = model.state("responses", Responses)
     found = api.problems(rec)
@@ -368,7 +439,11 @@ def answer(model: "ScriptedModel", rec: RecordedRequest) -> Reply | RawReply:
         move = play.Shell(move.step, f"cat {move.rel}")
     model.note(rec, move)
     if isinstance(move, play.Shell):
-        return api.reply(rec, Reply(tool_calls=(shell_call(view.tools, move.command, play.call_id(move.step, "call_")),)))
+        return api.reply(
+            rec, Reply(tool_calls=(shell_call(view.tools, move.command, play.call_id(move.step, "call_")),))
+        )
     if isinstance(move, play.Retrieve):
-        return api.reply(rec, Reply(tool_calls=(ToolCall("headroom_retrieve", {"key": move.key}, play.call_id(move.step, "call_")),)))
+        return api.reply(
+            rec, Reply(tool_calls=(ToolCall("headroom_retrieve", {"key": move.key}, play.call_id(move.step, "call_")),))
+        )
     return api.reply(rec, Reply(text=move.text))
