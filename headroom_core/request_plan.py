@@ -206,26 +206,17 @@ def _not_compressed(
     d, counting = r.dialect, r.counting
     limit = rt.settings.fail_open_max_bytes
     if d is None or not limit or n <= limit or counting:
-        if code is Code.NOT_COMPRESSED:  # as before: no dialect (the addons then leave the response alone)
-            return RequestPlan(
-                Action.PASSTHROUGH,
-                why[:300],
-                bytes_before=n,
-                bytes_after=n,
-                code=code,
-                dry_run=counting,
-                internal_error=error,
-            )
+        known = code is not Code.NOT_COMPRESSED  # as before: no dialect (the addons then leave the response alone)
         return RequestPlan(
             Action.PASSTHROUGH,
             why[:300],
-            d,
+            d if known else None,
             bytes_before=n,
             bytes_after=n,
             code=code,
             dry_run=counting,
             internal_error=error,
-            model=model,
+            model=model if known else "",
         )
     msg = (
         f"headroom proxy: this {n}-byte request could not be compressed ({why[:120]}), and requests over "
